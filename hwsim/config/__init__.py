@@ -1,0 +1,1 @@
+"""Typed configuration: the scenario schema, hardware-profile schema and the YAML loader."""

@@ -1,0 +1,143 @@
+"""Load a scenario (with --set overrides), its hardware profile and its model shape.
+
+Every user error becomes one ConfigError naming the file, the line and the dotted key path.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from hwsim.config.profile import HardwareProfile
+from hwsim.config.scenario import Scenario
+from hwsim.config.yaml_lines import LoadedYaml, load_yaml_file, load_yaml_text
+from hwsim.errors import ConfigError
+from hwsim.model.shapes import MODEL_DIR, ModelShape
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def search_dirs(kind: str) -> list[Path]:
+    """Where built-in profiles/scenarios are looked up: $HWSIM_HOME, the cwd, the source tree,
+    and the shared data folder a wheel installs."""
+    roots = [Path(os.environ["HWSIM_HOME"])] if os.environ.get("HWSIM_HOME") else []
+    roots += [Path.cwd(), REPO_ROOT, Path(sys.prefix) / "share" / "hwsim"]
+    return [r / kind for r in roots]
+
+
+def _find(name: str, kind: str) -> Path | None:
+    p = Path(name)
+    if p.suffix in (".yaml", ".yml") and p.exists():
+        return p
+    for d in search_dirs(kind):
+        cand = d / f"{name}.yaml"
+        if cand.exists():
+            return cand
+    return None
+
+
+def default_scenario_path() -> Path:
+    found = _find("default", "scenarios")
+    if found is None:
+        raise ConfigError("no scenarios/default.yaml found (run from the repository or set HWSIM_HOME)")
+    return found
+
+
+def validate(model: type[BaseModel], doc: LoadedYaml) -> Any:
+    if not isinstance(doc.data, dict):
+        raise ConfigError("expected a mapping at the top level", file=doc.source, line=1)
+    try:
+        return model.model_validate(doc.data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = [str(p) for p in err["loc"] if not str(p).startswith("function-after")]
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key"
+        elif err["type"] == "missing":
+            msg = "required key is missing"
+        if "input" in err and err["type"] not in ("missing", "extra_forbidden") and not isinstance(err["input"], dict):
+            msg += f" (got {err['input']!r})"
+        more = f" (and {len(exc.errors()) - 1} more problem(s))" if len(exc.errors()) > 1 else ""
+        raise ConfigError(msg + more, file=doc.source, line=doc.line_of(loc), key=".".join(loc)) from None
+
+
+def parse_set(item: str) -> tuple[list[str], Any]:
+    """`a.b=value` -> (['a', 'b'], value parsed as YAML so numbers and booleans keep their type)."""
+    if "=" not in item:
+        raise ConfigError(f"--set expects dotted.key=value, got '{item}'", file="--set")
+    key, raw = item.split("=", 1)
+    parts = key.strip().split(".")
+    if not all(parts):
+        raise ConfigError(f"bad key '{key}'", file="--set", key=key)
+    try:
+        value = load_yaml_text(raw, "--set").data if raw.strip() else ""
+    except ConfigError as exc:
+        raise ConfigError(exc.message, file="--set", key=key) from None
+    return parts, value
+
+
+def apply_overrides(data: dict, sets: list[str], doc: LoadedYaml) -> None:
+    for item in sets:
+        parts, value = parse_set(item)
+        node = data
+        for i, part in enumerate(parts[:-1]):
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            if not isinstance(child, dict):
+                raise ConfigError(f"'{'.'.join(parts[:i + 1])}' is not a mapping", file="--set",
+                                  key=".".join(parts))
+            node = child
+        node[parts[-1]] = value
+        doc.key_lines.setdefault(".".join(parts), 0)
+    doc.overridden = {".".join(parse_set(s)[0]) for s in sets}
+
+
+def load_scenario(path: str | Path | None, sets: list[str] | None = None) -> Scenario:
+    doc = load_yaml_file(path or default_scenario_path())
+    if doc.data is None:
+        doc.data = {}
+    if not isinstance(doc.data, dict):
+        raise ConfigError("expected a mapping at the top level", file=doc.source, line=1)
+    apply_overrides(doc.data, sets or [], doc)
+    try:
+        return validate(Scenario, doc)
+    except ConfigError as exc:
+        if exc.key and exc.key in getattr(doc, "overridden", set()):
+            raise ConfigError(exc.message, file="--set", key=exc.key) from None
+        raise
+
+
+def load_profile(name: str) -> HardwareProfile:
+    path = _find(name, "hardware_profiles")
+    if path is None:
+        known = ", ".join(builtin_profiles()) or "none found"
+        raise ConfigError(f"unknown hardware profile '{name}' (known: {known})", key="hardware")
+    return validate(HardwareProfile, load_yaml_file(path))
+
+
+def load_model(name: str) -> ModelShape:
+    p = Path(name)
+    path = p if p.suffix in (".yaml", ".yml") and p.exists() else MODEL_DIR / f"{name}.yaml"
+    if not path.exists():
+        from hwsim.model.shapes import builtin_models
+        raise ConfigError(f"unknown model '{name}' (known: {', '.join(builtin_models())})", key="model")
+    return validate(ModelShape, load_yaml_file(path))
+
+
+def builtin_profiles() -> list[str]:
+    names: set[str] = set()
+    for d in search_dirs("hardware_profiles"):
+        if d.is_dir():
+            names.update(p.stem for p in d.glob("*.yaml"))
+    return sorted(names)
+
+
+def dump_yaml(data: Any) -> str:
+    return yaml.safe_dump(data, sort_keys=False)

@@ -1,0 +1,104 @@
+"""Hardware-profile schema: one YAML per chip in hardware_profiles/, units in field names.
+
+Each block maps onto one simulated component (hwsim.hw.*). Efficiency figures that cannot be
+read off a datasheet (achieved bandwidth, bytes in flight per SM, fixed kernel costs, launch
+overheads) are calibrated from microbenchmarks; their `source` names the measurement.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from hwsim.config.sourced import Count, Fraction, Positive
+
+TensorDtype = Literal["bf16", "fp16", "fp8", "int8", "fp4"]
+
+
+class _Block(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SmArray(_Block):
+    """Streaming multiprocessors (NVIDIA SMs, AMD CUs, or an SRAM chip's cores)."""
+
+    count: Count
+    clock_mhz: Positive
+    tensor_tflops: dict[TensorDtype, Positive] = Field(
+        description="dense tensor throughput per dtype for the whole chip")
+    tensor_efficiency: Fraction = Field(
+        description="fraction of tensor peak a well-shaped GEMM tile sustains")
+    vector_tflops_fp32: Positive
+    alu_int_ops_per_clk: Positive = Field(
+        description="32-bit integer/logic ops per clock per SM (unpack, shift, mask)")
+    register_file_kib: Positive
+    shared_memory_kib: Positive = Field(description="shared memory (on-chip SRAM) per SM")
+    inflight_kib: Positive = Field(
+        description="bytes one SM keeps in flight to memory; with latency it bounds per-SM bandwidth")
+
+
+class L2Cache(_Block):
+    capacity_mib: Positive
+    bandwidth_gbps: Positive
+    hit_latency_ns: Positive
+
+
+class Hbm(_Block):
+    """HBM as stacks x pseudo-channels; addresses are interleaved across all channels."""
+
+    generation: str
+    stacks: Count
+    channels_per_stack: Count = Field(description="pseudo-channels per stack")
+    capacity_gb: Positive
+    peak_bandwidth_gbps: Positive
+    read_efficiency: Fraction = Field(description="achieved/peak for long streaming reads")
+    write_efficiency: Fraction = Field(description="achieved/peak for writes (bus turnaround)")
+    access_latency_ns: Positive = Field(description="load-to-use latency of an L2 miss")
+    interleave_bytes: Count = Field(description="address-interleave granule across channels")
+
+
+class Bus(_Block):
+    """The on-chip network between HBM controllers, L2 slices and SMs."""
+
+    bandwidth_gbps: Positive
+    latency_ns: Positive
+
+
+class Launch(_Block):
+    graph_us: Positive = Field(description="per-kernel dispatch inside a captured graph")
+    eager_us: Positive = Field(description="host time to issue one eager launch")
+
+
+class KernelCosts(_Block):
+    fixed_us: Positive = Field(description="per-kernel prologue/epilogue on the device")
+    cta_slots_per_sm: Count = Field(description="resident thread blocks per SM for streaming kernels")
+
+
+class GemmLibrary(_Block):
+    """How the vendor GEMM library tiles a matmul on this chip (a software fact, calibrated)."""
+
+    tile_m: Count
+    tile_n: Count
+    min_k_per_split: Count = Field(description="split-K never cuts K finer than this")
+
+
+class SubByteDecoder(_Block):
+    """A native sub-byte decoder in the SM's load path (what-if silicon)."""
+
+    elements_per_clk: Positive = Field(description="decoded elements per clock per SM")
+    latency_ns: Positive
+    formats: list[str]
+
+
+class HardwareProfile(_Block):
+    name: str
+    description: str = ""
+    sm: SmArray
+    l2: L2Cache
+    hbm: Hbm
+    bus: Bus
+    launch: Launch
+    kernel: KernelCosts
+    gemm: GemmLibrary
+    decoder: SubByteDecoder | None = None

@@ -1,0 +1,1 @@
+"""Simulation plumbing: seeded random streams."""

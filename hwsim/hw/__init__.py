@@ -1,0 +1,1 @@
+"""Chip components. Each owns its queueing state; `System` wires them together."""

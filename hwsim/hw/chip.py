@@ -1,0 +1,100 @@
+"""The chip in base units (bytes, seconds, ops/s), converted once from a HardwareProfile."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hwsim.config.profile import HardwareProfile
+
+
+@dataclass(frozen=True)
+class ChipSpec:
+    name: str
+    sms: int
+    clock_hz: float
+    tensor_flops: dict[str, float]        # whole chip, per dtype
+    tensor_efficiency: float
+    vector_flops: float                   # whole chip, fp32
+    alu_int_ops_per_clk: float            # per SM
+    smem_bytes_per_sm: int
+    inflight_bytes_per_sm: float
+    l2_bytes: float
+    l2_bytes_s: float
+    l2_hit_latency_s: float
+    hbm_stacks: int
+    hbm_channels_per_stack: int
+    hbm_capacity_bytes: float
+    hbm_peak_bytes_s: float
+    hbm_read_efficiency: float
+    hbm_write_efficiency: float
+    hbm_latency_s: float
+    hbm_interleave_bytes: int
+    bus_bytes_s: float
+    bus_latency_s: float
+    launch_graph_s: float
+    launch_eager_s: float
+    kernel_fixed_s: float
+    cta_slots_per_sm: int
+    gemm_tile_m: int
+    gemm_tile_n: int
+    gemm_min_k_per_split: int
+    decoder_elements_per_clk: float | None
+    decoder_latency_s: float
+    decoder_formats: tuple[str, ...]
+
+    @property
+    def hit_latency_s(self) -> float:
+        """Load-to-use latency of an L2 hit: network traversal plus the slice lookup."""
+        return self.bus_latency_s + self.l2_hit_latency_s
+
+    @property
+    def miss_latency_s(self) -> float:
+        """Load-to-use latency of an L2 miss: the hit path plus the DRAM access."""
+        return self.hit_latency_s + self.hbm_latency_s
+
+    @property
+    def hbm_read_bytes_s(self) -> float:
+        return self.hbm_peak_bytes_s * self.hbm_read_efficiency
+
+    def tensor_rate_per_sm(self, dtype: str) -> float:
+        """Sustained tensor flop/s of one SM; dtypes without native support run at bf16 rate."""
+        peak = self.tensor_flops.get(dtype) or self.tensor_flops["bf16"]
+        return peak * self.tensor_efficiency / self.sms
+
+    @classmethod
+    def from_profile(cls, p: HardwareProfile) -> "ChipSpec":
+        d = p.decoder
+        return cls(
+            name=p.name,
+            sms=p.sm.count.value,
+            clock_hz=p.sm.clock_mhz.value * 1e6,
+            tensor_flops={k: v.value * 1e12 for k, v in p.sm.tensor_tflops.items()},
+            tensor_efficiency=p.sm.tensor_efficiency.value,
+            vector_flops=p.sm.vector_tflops_fp32.value * 1e12,
+            alu_int_ops_per_clk=p.sm.alu_int_ops_per_clk.value,
+            smem_bytes_per_sm=int(p.sm.shared_memory_kib.value * 1024),
+            inflight_bytes_per_sm=p.sm.inflight_kib.value * 1024,
+            l2_bytes=p.l2.capacity_mib.value * 2**20,
+            l2_bytes_s=p.l2.bandwidth_gbps.value * 1e9,
+            l2_hit_latency_s=p.l2.hit_latency_ns.value * 1e-9,
+            hbm_stacks=p.hbm.stacks.value,
+            hbm_channels_per_stack=p.hbm.channels_per_stack.value,
+            hbm_capacity_bytes=p.hbm.capacity_gb.value * 1e9,
+            hbm_peak_bytes_s=p.hbm.peak_bandwidth_gbps.value * 1e9,
+            hbm_read_efficiency=p.hbm.read_efficiency.value,
+            hbm_write_efficiency=p.hbm.write_efficiency.value,
+            hbm_latency_s=p.hbm.access_latency_ns.value * 1e-9,
+            hbm_interleave_bytes=p.hbm.interleave_bytes.value,
+            bus_bytes_s=p.bus.bandwidth_gbps.value * 1e9,
+            bus_latency_s=p.bus.latency_ns.value * 1e-9,
+            launch_graph_s=p.launch.graph_us.value * 1e-6,
+            launch_eager_s=p.launch.eager_us.value * 1e-6,
+            kernel_fixed_s=p.kernel.fixed_us.value * 1e-6,
+            cta_slots_per_sm=p.kernel.cta_slots_per_sm.value,
+            gemm_tile_m=p.gemm.tile_m.value,
+            gemm_tile_n=p.gemm.tile_n.value,
+            gemm_min_k_per_split=p.gemm.min_k_per_split.value,
+            decoder_elements_per_clk=d.elements_per_clk.value if d else None,
+            decoder_latency_s=d.latency_ns.value * 1e-9 if d else 0.0,
+            decoder_formats=tuple(d.formats) if d else (),
+        )

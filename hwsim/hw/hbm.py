@@ -1,0 +1,55 @@
+"""HBM as stacks x pseudo-channels with address interleaving.
+
+Consecutive `interleave_bytes` granules of the physical address space go to consecutive
+channels, so a long contiguous read spreads evenly over every channel while a short one
+lands on a few: uneven channel load, and the queueing it causes, come out of the addresses.
+Reads and writes share a channel; writes run at `write_efficiency` of the read rate
+(read/write turnaround on the bus), both calibrated.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hwsim.hw.server import ServerBank
+
+
+class Hbm:
+    def __init__(self, *, stacks: int, channels_per_stack: int, peak_bytes_s: float,
+                 read_efficiency: float, write_efficiency: float, latency_s: float,
+                 interleave_bytes: int, capacity_bytes: float):
+        self.stacks = stacks
+        self.channels = stacks * channels_per_stack
+        self.interleave = interleave_bytes
+        self.latency_s = latency_s
+        self.capacity_bytes = capacity_bytes
+        self.write_scale = write_efficiency / read_efficiency
+        per_channel = peak_bytes_s * read_efficiency / self.channels
+        self.bank = ServerBank("hbm", self.channels, per_channel)
+        self.read_bytes = 0.0
+        self.write_bytes = 0.0
+
+    def spread(self, address: int, nbytes: float) -> np.ndarray:
+        """Bytes that each channel serves for a contiguous range [address, address+nbytes)."""
+        per = np.zeros(self.channels)
+        if nbytes <= 0:
+            return per
+        granules = max(1, int(np.ceil(nbytes / self.interleave)))
+        full_rounds, rest = divmod(granules, self.channels)
+        per += full_rounds
+        first = (int(address) // self.interleave) % self.channels
+        if rest:
+            idx = (first + np.arange(rest)) % self.channels
+            per[idx] += 1
+        return per * (nbytes / granules)
+
+    def read(self, now: float, address: int, nbytes: float) -> float:
+        self.read_bytes += nbytes
+        return self.bank.serve(now, self.spread(address, nbytes))
+
+    def write(self, now: float, address: int, nbytes: float) -> float:
+        self.write_bytes += nbytes
+        return self.bank.serve(now, self.spread(address, nbytes), rate_scale=self.write_scale)
+
+    def bytes_per_channel(self) -> np.ndarray:
+        return self.bank.units.copy()

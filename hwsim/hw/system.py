@@ -1,0 +1,211 @@
+"""The wired chip: SMs, L2, the on-chip bus, HBM channels and the kernel dispatcher.
+
+`System.run_stream` is the SimPy process that plays one CUDA stream: it dispatches kernels
+in order (graph replay or eager host launches) and runs each kernel's thread blocks on the
+SM array, timing every memory burst through the SM load pipes, the bus, the L2 and the HBM
+channels it maps to, and every MMA through the SM's tensor pipe.
+
+Two fidelities share this resource model:
+- `tile`: one SimPy process per resident thread-block slot; each tile queues its own bytes
+  and flops, so channel interleaving and stragglers are resolved per tile;
+- `wave`: the tiles of one wave are queued together (one event per wave).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import simpy
+
+from hwsim.hw.chip import ChipSpec
+from hwsim.hw.hbm import Hbm
+from hwsim.hw.server import Server
+from hwsim.hw.sm import SmArray
+from hwsim.metrics import Component
+from hwsim.model.kernel import Kernel
+
+
+@dataclass(slots=True)
+class KernelRecord:
+    """What happened to one kernel: its timing and where its time went (critical path)."""
+
+    step: int
+    index: int
+    name: str
+    layer: int
+    t_ready: float          # previous kernel done (stream order)
+    t_start: float          # dispatched and running on the device
+    t_end: float
+    tiles: int
+    waves: int
+    hbm_read_bytes: float
+    hbm_write_bytes: float
+    l2_bytes: float
+    data: Component
+    attribution: dict[Component, float] = field(default_factory=dict)
+
+
+class System:
+    def __init__(self, env: simpy.Environment, chip: ChipSpec, *, launch: str, fidelity: str):
+        self.env = env
+        self.chip = chip
+        self.launch = launch
+        self.fidelity = fidelity
+        self.sms = SmArray(chip)
+        self.hbm = Hbm(stacks=chip.hbm_stacks, channels_per_stack=chip.hbm_channels_per_stack,
+                       peak_bytes_s=chip.hbm_peak_bytes_s, read_efficiency=chip.hbm_read_efficiency,
+                       write_efficiency=chip.hbm_write_efficiency, latency_s=chip.hbm_latency_s,
+                       interleave_bytes=chip.hbm_interleave_bytes, capacity_bytes=chip.hbm_capacity_bytes)
+        self.l2 = Server("l2", chip.l2_bytes_s)
+        self.bus = Server("bus", chip.bus_bytes_s)
+        self.host = Server("host.launch", 1.0)
+        self.events = 0
+
+    # -- occupancy -------------------------------------------------------------------------
+    def slots_per_sm(self, kernel: Kernel) -> int:
+        """Resident thread blocks per SM: the profile's limit, or fewer if shared memory says so."""
+        slots = self.chip.cta_slots_per_sm
+        if kernel.smem_bytes:
+            slots = min(slots, max(1, self.chip.smem_bytes_per_sm // kernel.smem_bytes))
+        return slots
+
+    # -- one burst of work on one SM ------------------------------------------------------
+    def _memory_done(self, now: float, sm: int, k: Kernel, ntiles: int, first_tile: int) -> float:
+        """Queue ntiles' bytes on the SM pipe, the bus, the L2 and HBM; return when all land."""
+        hbm_r = k.hbm_read * ntiles
+        hbm_w = k.hbm_write * ntiles
+        l2 = (k.l2_read + k.l2_write) * ntiles
+        done = self.sms.load_pipes[sm].serve(now, (hbm_r * self.chip.miss_latency_s
+                                                   + l2 * self.chip.hit_latency_s))
+        done = max(done, self.bus.serve(now, hbm_r + hbm_w + l2))
+        if l2:
+            done = max(done, self.l2.serve(now, l2))
+        if hbm_r:
+            done = max(done, self.hbm.read(now, k.address + first_tile * k.hbm_read, hbm_r))
+        if hbm_w:
+            done = max(done, self.hbm.write(now, k.address + first_tile * k.hbm_write, hbm_w))
+        return done
+
+    def _burst(self, now: float, sm: int, k: Kernel, ntiles: int, first_tile: int,
+               parallel_sms: int = 0) -> tuple[float, dict]:
+        """Time `ntiles` tiles on SM `sm`, or (wave fidelity, parallel_sms > 0) on each of
+        `parallel_sms` SMs alike; return the end time and where the time went.
+
+        Loads and MMAs are software-pipelined inside a tile, so the tile takes the longer of
+        its memory stream and its compute, plus one exposed load latency to fill the pipeline.
+        """
+        latency = self.chip.miss_latency_s if k.hbm_read else self.chip.hit_latency_s
+        compute_s = ntiles * self.sms.compute_time(k.tensor_flops, k.vector_flops, k.int_ops, k.dtype)
+        if parallel_sms:
+            mem_done = self._wave_memory_done(now, k, ntiles, parallel_sms, first_tile)
+            compute_done = now + compute_s
+        else:
+            mem_done = self._memory_done(now, sm, k, ntiles, first_tile)
+            compute_done = self.sms.tensor[sm].serve(now, compute_s)
+        body_end = max(mem_done, compute_done)
+        end = body_end + latency
+        body = body_end - now
+        component = k.data if mem_done >= compute_done else k.compute
+        return end, {Component.KERNEL_OVERHEAD: latency, component: body}
+
+    def _wave_memory_done(self, now: float, k: Kernel, tiles_per_sm: int, active_sms: int,
+                          first_tile: int) -> float:
+        """Wave fidelity: the whole wave's bytes queued at once; each SM streams its share."""
+        total = tiles_per_sm * active_sms
+        hbm_r, hbm_w = k.hbm_read * total, k.hbm_write * total
+        l2 = (k.l2_read + k.l2_write) * total
+        pipe = self.sms.load_time(k.hbm_read * tiles_per_sm, (k.l2_read + k.l2_write) * tiles_per_sm)
+        done = now + pipe
+        done = max(done, self.bus.serve(now, hbm_r + hbm_w + l2))
+        if l2:
+            done = max(done, self.l2.serve(now, l2))
+        if hbm_r:
+            done = max(done, self.hbm.read(now, k.address + first_tile * k.hbm_read, hbm_r))
+        if hbm_w:
+            done = max(done, self.hbm.write(now, k.address + first_tile * k.hbm_write, hbm_w))
+        return done
+
+    # -- a kernel --------------------------------------------------------------------------
+    def run_kernel(self, k: Kernel, rec: KernelRecord):
+        """SimPy process body for one kernel's grid; fills rec.attribution and rec.t_end."""
+        env = self.env
+        chip = self.chip
+        slots = chip.sms * self.slots_per_sm(k)
+        rec.waves = math.ceil(k.tiles / slots)
+        yield env.timeout(chip.kernel_fixed_s)
+        self.events += 1
+        attribution = {Component.KERNEL_OVERHEAD: chip.kernel_fixed_s}
+        if self.fidelity == "wave":
+            chain = yield from self._run_waves(k, slots)
+        else:
+            chain = yield from self._run_tiles(k, slots)
+        for comp, secs in chain.items():
+            attribution[comp] = attribution.get(comp, 0.0) + secs
+        rec.attribution = attribution
+        rec.t_end = env.now
+
+    def _run_waves(self, k: Kernel, slots: int):
+        env = self.env
+        chain: dict[Component, float] = {}
+        done_tiles = 0
+        while done_tiles < k.tiles:
+            in_wave = min(slots, k.tiles - done_tiles)
+            active = min(self.chip.sms, in_wave)
+            per_sm = math.ceil(in_wave / active)
+            end, parts = self._burst(env.now, 0, k, per_sm, done_tiles, parallel_sms=active)
+            yield env.timeout(end - env.now)
+            self.events += 1
+            for comp, secs in parts.items():
+                chain[comp] = chain.get(comp, 0.0) + secs
+            done_tiles += in_wave
+        return chain
+
+    def _run_tiles(self, k: Kernel, slots: int):
+        env = self.env
+        next_tile = [0]
+        chains: list[tuple[float, dict]] = []
+        sms = self.chip.sms
+
+        def slot(slot_id: int):
+            sm = slot_id % sms
+            chain: dict[Component, float] = {}
+            while next_tile[0] < k.tiles:
+                tile = next_tile[0]
+                next_tile[0] += 1
+                end, parts = self._burst(env.now, sm, k, 1, tile)
+                yield env.timeout(end - env.now)
+                self.events += 1
+                for comp, secs in parts.items():
+                    chain[comp] = chain.get(comp, 0.0) + secs
+            chains.append((env.now, chain))
+
+        procs = [env.process(slot(s)) for s in range(min(slots, k.tiles))]
+        yield env.all_of(procs)
+        # The critical path is the slot that finished last; its tiles ran back to back.
+        return max(chains, key=lambda c: c[0])[1]
+
+    # -- a stream of kernels -------------------------------------------------------------
+    def run_stream(self, kernels: list[Kernel], step: int, records: list[KernelRecord]):
+        """Dispatch `kernels` in order on one stream; append one KernelRecord per kernel."""
+        env = self.env
+        chip = self.chip
+        host_t = env.now   # the host starts issuing when the step starts (after the last sync)
+        for i, k in enumerate(kernels):
+            ready = env.now
+            if self.launch == "graph":
+                dispatch = ready + chip.launch_graph_s
+            else:
+                host_t = self.host.serve(host_t, chip.launch_eager_s)
+                dispatch = max(ready, host_t)
+            if dispatch > env.now:
+                yield env.timeout(dispatch - env.now)
+                self.events += 1
+            rec = KernelRecord(step=step, index=i, name=k.name, layer=k.layer, t_ready=ready,
+                               t_start=env.now, t_end=env.now, tiles=k.tiles, waves=0,
+                               hbm_read_bytes=k.tiles * k.hbm_read,
+                               hbm_write_bytes=k.tiles * k.hbm_write,
+                               l2_bytes=k.tiles * (k.l2_read + k.l2_write), data=k.data)
+            yield from self.run_kernel(k, rec)
+            rec.attribution[Component.LAUNCH_OVERHEAD] = rec.t_start - ready
+            records.append(rec)

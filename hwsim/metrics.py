@@ -1,0 +1,44 @@
+"""Breakdown components (named once, defined with formulas in docs/metrics.md) and summaries."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+import numpy as np
+
+
+class Component(str, Enum):
+    LAUNCH_OVERHEAD = "launch_overhead"
+    KERNEL_OVERHEAD = "kernel_overhead"
+    WEIGHT_READ = "weight_read"
+    EXPERT_READ = "expert_weight_read"
+    KV_READ = "kv_read"
+    KV_WRITE = "kv_write"
+    DEQUANT = "dequant"
+    ATTENTION_COMPUTE = "attention_compute"
+    GEMM_COMPUTE = "gemm_compute"
+    ROUTER = "router"
+    ACTIVATION_IO = "activation_io"
+    EXPERT_LOAD_WAIT = "expert_load_wait"
+    IDLE = "idle"
+
+
+# Bytes moved are reported per traffic class; each kernel's data component decides its class.
+TRAFFIC_CLASS = {
+    Component.WEIGHT_READ: "weights",
+    Component.EXPERT_READ: "weights",
+    Component.ROUTER: "weights",
+    Component.KV_READ: "kv",
+    Component.KV_WRITE: "kv",
+}
+
+
+def traffic_class(component: Component) -> str:
+    return TRAFFIC_CLASS.get(component, "activations")
+
+
+def percentiles(values_s: list[float]) -> dict[str, float]:
+    """p50/p99/mean of durations given in seconds, reported in milliseconds."""
+    arr = np.asarray(values_s, dtype=float) * 1e3
+    return {"p50": float(np.percentile(arr, 50)), "p99": float(np.percentile(arr, 99)),
+            "mean": float(arr.mean())}

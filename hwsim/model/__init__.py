@@ -1,0 +1,1 @@
+"""Model shapes (as data) and the kernels one step of a model issues."""

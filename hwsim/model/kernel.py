@@ -1,0 +1,37 @@
+"""A kernel as the simulator sees it: thread-block tiles with bytes and operations each.
+
+Kernels are pure data produced by the schedule (hwsim.model.schedule) and consumed by the
+executor (hwsim.hw.executor). All per-tile quantities are for one thread block.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hwsim.metrics import Component
+
+
+@dataclass(frozen=True, slots=True)
+class Kernel:
+    name: str
+    layer: int                      # decoder layer, -1 outside the layer stack
+    tiles: int                      # thread blocks in the grid
+    hbm_read: float = 0.0           # bytes per tile streamed from HBM (L2 misses)
+    l2_read: float = 0.0            # bytes per tile that hit in L2 (reused activations)
+    hbm_write: float = 0.0          # bytes per tile written back to HBM (KV appends)
+    l2_write: float = 0.0           # bytes per tile written into L2 (activations)
+    tensor_flops: float = 0.0       # tensor-core flops per tile (padded to the MMA shape)
+    vector_flops: float = 0.0       # fp32 vector-ALU ops per tile (softmax, norms, SiLU)
+    int_ops: float = 0.0            # integer/logic ops per tile (unpacking sub-byte data)
+    smem_bytes: int = 0             # shared memory one tile holds (limits tiles per SM)
+    address: int = 0                # start of the contiguous HBM range the tiles stream
+    dtype: str = "bf16"             # tensor-core input type
+    data: Component = Component.ACTIVATION_IO      # charged when the tile is memory-bound
+    compute: Component = Component.ACTIVATION_IO   # charged when it is compute-bound
+
+    def __post_init__(self):
+        assert self.tiles >= 1, self.name
+
+    @property
+    def hbm_bytes(self) -> float:
+        return self.tiles * (self.hbm_read + self.hbm_write)

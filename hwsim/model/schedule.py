@@ -1,0 +1,239 @@
+"""The software schedule: the kernels one decode step (or one prefill) issues, in order.
+
+The default, `per-expert`, is the PyTorch schedule measured on the H200 (see
+shared/calibration/README.md): per layer RMSNorm, fused QKV GEMM, two KV-cache copies,
+SDPA, output projection and residual add, RMSNorm, router GEMM and softmax, then for each
+expert that at least one token chose, in expert order: gather, gate+up GEMM, SiLU, multiply,
+down GEMM, scale by the router weight, scatter-add; then the residual add. After the last
+layer, RMSNorm and the LM head. `grouped` replaces the per-expert loop with one grouped GEMM
+per projection (a fused MoE kernel) plus a top-k kernel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from hwsim.hw.chip import ChipSpec
+from hwsim.metrics import Component
+from hwsim.model import ops
+from hwsim.model.kernel import Kernel
+from hwsim.model.memory_map import MemoryMap
+from hwsim.model.shapes import ModelShape
+
+NORM_OPS_PER_BYTE = 2.0      # square, accumulate, scale (per bf16 element = 2 bytes)
+SILU_OPS_PER_BYTE = 4.0      # exp, add, divide, multiply per element
+ADD_OPS_PER_BYTE = 0.5
+
+
+@dataclass(frozen=True)
+class StepShape:
+    """One forward pass: `tokens` new tokens; decode has one per sequence, prefill a prompt."""
+
+    phase: str                 # "decode" or "prefill"
+    batch: int                 # sequences
+    tokens: int                # new tokens in this pass
+    context: int               # cached tokens each sequence attends over (decode)
+
+
+class Schedule:
+    def __init__(self, model: ModelShape, chip: ChipSpec, *, kv_bits: int = 16,
+                 moe_schedule: str = "per-expert", max_batch: int = 1, max_context: int = 1):
+        self.model = model
+        self.chip = chip
+        self.moe_schedule = moe_schedule
+        self.kv_bytes_per_el = kv_bits / 8
+        self.mem = MemoryMap()
+        self.wb = model.weight_bytes
+        self._layout_weights()
+        a = model.attention
+        self.kv_bytes_per_token_layer = a.kv_elements_per_token() * self.kv_bytes_per_el
+        self.kv_base = self.mem.place(
+            "kv_cache", model.layers * max_batch * max_context * self.kv_bytes_per_token_layer)
+
+    # -- weights ---------------------------------------------------------------------------
+    def _layout_weights(self):
+        m, d = self.model, self.model.hidden
+        for layer in range(m.layers):
+            for name, nbytes in self._layer_weights(layer).items():
+                self.mem.place(f"L{layer}.{name}", nbytes)
+        self.mem.place("final_norm", d * self.wb)
+        self.mem.place("lm_head", m.vocab * d * self.wb)
+
+    def _layer_weights(self, layer: int) -> dict[str, float]:
+        m, d, wb = self.model, self.model.hidden, self.wb
+        w = {"attn_norm": d * wb, **{k: v * wb for k, v in self._attn_weight_elems().items()},
+             "ffn_norm": d * wb}
+        if m.is_moe_layer(layer):
+            moe = m.moe
+            w["router"] = d * moe.experts * wb
+            for e in range(moe.experts):
+                w[f"expert{e}.gate_up"] = 2 * moe.expert_ffn * d * wb
+                w[f"expert{e}.down"] = moe.expert_ffn * d * wb
+            for s in range(moe.shared_experts):
+                w[f"shared{s}.gate_up"] = 2 * moe.shared_ffn * d * wb
+                w[f"shared{s}.down"] = moe.shared_ffn * d * wb
+        else:
+            w["dense.gate_up"] = 2 * m.ffn * d * wb
+            w["dense.down"] = m.ffn * d * wb
+        return w
+
+    def _attn_weight_elems(self) -> dict[str, int]:
+        a, d = self.model.attention, self.model.hidden
+        if a.kind == "mla":
+            q_in = a.q_lora_rank or d
+            w = {"kv_a": d * (a.kv_lora_rank + a.qk_rope_dim),
+                 "kv_b": a.kv_lora_rank * a.heads * (a.qk_nope_dim + a.v_head_dim),
+                 "o_proj": a.heads * a.v_head_dim * d,
+                 "q_b": q_in * a.heads * (a.qk_nope_dim + a.qk_rope_dim)}
+            if a.q_lora_rank:
+                w["q_a"] = d * a.q_lora_rank
+            return w
+        return {"qkv": d * (a.heads + 2 * a.kv_heads) * a.head_dim,
+                "o_proj": a.heads * a.head_dim * d}
+
+    def weight_bytes_total(self) -> float:
+        return sum(n for name, (_, n) in self.mem.regions.items() if name != "kv_cache")
+
+    # -- kernels ---------------------------------------------------------------------------
+    def _w(self, layer: int, name: str) -> int:
+        return self.mem.regions[f"L{layer}.{name}" if layer >= 0 else name][0]
+
+    def _gemm(self, name, layer, m, k, n, wname, data, compute=Component.GEMM_COMPUTE):
+        return ops.gemm(f"L{layer}.{name}" if layer >= 0 else name, layer, m, k, n, self.chip,
+                        weight_addr=self._w(layer, wname), weight_bytes=self.wb, data=data,
+                        compute=compute)
+
+    def _norm(self, name, layer, rows):
+        d = self.model.hidden
+        wname = f"L{layer}.{name}" if layer >= 0 else name
+        return ops.rows_kernel(wname, layer, rows, d * ops.ACT_BYTES, NORM_OPS_PER_BYTE, self.chip,
+                               weight_bytes=d * self.wb, weight_addr=self.mem.regions[wname][0])
+
+    def _ew(self, name, layer, read, write, ops_per_byte=ADD_OPS_PER_BYTE, component=Component.ACTIVATION_IO):
+        return ops.elementwise(f"L{layer}.{name}" if layer >= 0 else name, layer, read, write,
+                               ops_per_byte, self.chip, component=component)
+
+    def step(self, shape: StepShape, routing: list[np.ndarray | None]) -> list[Kernel]:
+        """Kernels of one forward pass. routing[layer] is [tokens, top_k] expert ids (MoE layers)."""
+        kernels: list[Kernel] = []
+        for layer in range(self.model.layers):
+            kernels += self._attention_block(layer, shape)
+            kernels += self._ffn_block(layer, shape, routing[layer])
+        t = shape.tokens
+        kernels.append(self._norm("final_norm", -1, shape.batch if shape.phase == "prefill" else t))
+        lm_rows = shape.batch if shape.phase == "prefill" else t   # prefill: last token only
+        kernels.append(self._gemm("lm_head", -1, lm_rows, self.model.hidden, self.model.vocab,
+                                  "lm_head", Component.WEIGHT_READ))
+        return kernels
+
+    def _attention_block(self, layer: int, s: StepShape) -> list[Kernel]:
+        m, a, d = self.model, self.model.attention, self.model.hidden
+        t = s.tokens
+        ks = [self._norm("attn_norm", layer, t)]
+        if a.kind == "mla":
+            q_in = a.q_lora_rank or d
+            if a.q_lora_rank:
+                ks.append(self._gemm("q_a", layer, t, d, a.q_lora_rank, "q_a", Component.WEIGHT_READ))
+            ks.append(self._gemm("q_b", layer, t, q_in, a.heads * (a.qk_nope_dim + a.qk_rope_dim),
+                                 "q_b", Component.WEIGHT_READ))
+            ks.append(self._gemm("kv_a", layer, t, d, a.kv_lora_rank + a.qk_rope_dim, "kv_a",
+                                 Component.WEIGHT_READ))
+            # Decode with absorbed kv_b: queries move into the latent space, then back out.
+            ks.append(self._gemm("kv_b", layer, t, a.kv_lora_rank, a.heads * (a.qk_nope_dim + a.v_head_dim),
+                                 "kv_b", Component.WEIGHT_READ))
+            qk_dim, v_dim, kv_heads = a.kv_lora_rank + a.qk_rope_dim, a.kv_lora_rank, 1
+            appends = [("kv_write", a.kv_elements_per_token())]
+            o_in = a.heads * a.v_head_dim
+        else:
+            ks.append(self._gemm("qkv", layer, t, d, (a.heads + 2 * a.kv_heads) * a.head_dim, "qkv",
+                                 Component.WEIGHT_READ))
+            if a.qk_norm:
+                for which, heads in (("q_norm", a.heads), ("k_norm", a.kv_heads)):
+                    ks.append(ops.rows_kernel(f"L{layer}.{which}", layer, t * heads,
+                                              a.head_dim * ops.ACT_BYTES, NORM_OPS_PER_BYTE, self.chip))
+            qk_dim, v_dim, kv_heads = a.head_dim, a.head_dim, a.kv_heads
+            appends = [("k_write", a.kv_heads * a.head_dim), ("v_write", a.kv_heads * a.head_dim)]
+            o_in = a.heads * a.head_dim
+        if s.phase == "decode":
+            for name, elems in appends:
+                ks.append(ops.kv_append(f"L{layer}.{name}", layer, s.batch, elems, self.kv_bytes_per_el,
+                                        self._kv_addr(layer, s), self.chip))
+            per_token_head = (qk_dim + (0 if a.kind == "mla" else v_dim)) * self.kv_bytes_per_el
+            ks += ops.decode_attention(f"L{layer}.attention", layer, s.batch, a.heads, kv_heads,
+                                       qk_dim, v_dim, s.context + 1, per_token_head,
+                                       self._kv_addr(layer, s), self.chip)
+        else:
+            ks.append(ops.prefill_attention(f"L{layer}.attention", layer, t, a.heads, kv_heads,
+                                            qk_dim, v_dim, self.chip))
+        ks.append(self._gemm("o_proj", layer, t, o_in, d, "o_proj", Component.WEIGHT_READ))
+        ks.append(self._ew("residual_add", layer, 2 * t * d * ops.ACT_BYTES, t * d * ops.ACT_BYTES))
+        return ks
+
+    def _kv_addr(self, layer: int, s: StepShape) -> int:
+        return int(self.kv_base + layer * s.batch * (s.context + 1) * self.kv_bytes_per_token_layer)
+
+    def _ffn_block(self, layer: int, s: StepShape, choice: np.ndarray | None) -> list[Kernel]:
+        m, d, t = self.model, self.model.hidden, s.tokens
+        ks = [self._norm("ffn_norm", layer, t)]
+        if not m.is_moe_layer(layer):
+            ks += self._expert(layer, "dense", t, m.ffn, Component.WEIGHT_READ, gather=False)
+        else:
+            moe = m.moe
+            ks.append(self._gemm("router", layer, t, d, moe.experts, "router", Component.ROUTER,
+                                 compute=Component.ROUTER))
+            ks.append(ops.rows_kernel(f"L{layer}.router_softmax", layer, t, moe.experts * 4, 1.0,
+                                      self.chip, component=Component.ROUTER))
+            counts = np.bincount(choice.ravel(), minlength=moe.experts)
+            if self.moe_schedule == "per-expert":
+                for e in np.flatnonzero(counts):
+                    ks += self._expert(layer, f"expert{e}", int(counts[e]), moe.expert_ffn,
+                                       Component.EXPERT_READ, gather=True)
+            else:
+                ks += self._grouped_experts(layer, counts)
+            for sidx in range(moe.shared_experts):
+                ks += self._expert(layer, f"shared{sidx}", t, moe.shared_ffn, Component.EXPERT_READ,
+                                   gather=False)
+        ks.append(self._ew("ffn_residual_add", layer, 2 * t * d * ops.ACT_BYTES, t * d * ops.ACT_BYTES))
+        return ks
+
+    def _expert(self, layer: int, prefix: str, rows: int, ffn: int, data: Component,
+                gather: bool) -> list[Kernel]:
+        d, ab = self.model.hidden, ops.ACT_BYTES
+        ks = []
+        if gather:
+            ks.append(self._ew(f"{prefix}.gather", layer, rows * d * ab, rows * d * ab))
+        ks.append(self._gemm(f"{prefix}.gate_up", layer, rows, d, 2 * ffn, f"{prefix}.gate_up", data))
+        ks.append(self._ew(f"{prefix}.silu", layer, rows * ffn * ab, rows * ffn * ab, SILU_OPS_PER_BYTE))
+        ks.append(self._ew(f"{prefix}.mul", layer, 2 * rows * ffn * ab, rows * ffn * ab))
+        ks.append(self._gemm(f"{prefix}.down", layer, rows, ffn, d, f"{prefix}.down", data))
+        if gather:
+            ks.append(self._ew(f"{prefix}.scale", layer, rows * d * ab, rows * d * ab))
+            ks.append(self._ew(f"{prefix}.scatter_add", layer, 2 * rows * d * ab, rows * d * ab))
+        return ks
+
+    def _grouped_experts(self, layer: int, counts: np.ndarray) -> list[Kernel]:
+        """One grouped GEMM per projection over all active experts (a fused-MoE kernel)."""
+        moe, d = self.model.moe, self.model.hidden
+        active = np.flatnonzero(counts)
+        ks = []
+        for proj, (k, n) in (("gate_up", (d, 2 * moe.expert_ffn)), ("down", (moe.expert_ffn, d))):
+            parts = [self._gemm(f"expert{e}.{proj}", layer, int(counts[e]), k, n, f"expert{e}.{proj}",
+                                Component.EXPERT_READ) for e in active]
+            ks.append(_concat(f"L{layer}.experts.{proj}", layer, parts))
+            if proj == "gate_up":
+                rows = int(counts.sum())
+                ks.append(self._ew("experts.silu_mul", layer, 2 * rows * moe.expert_ffn * ops.ACT_BYTES,
+                                   rows * moe.expert_ffn * ops.ACT_BYTES, SILU_OPS_PER_BYTE))
+        return ks
+
+
+def _concat(name: str, layer: int, parts: list[Kernel]) -> Kernel:
+    """A grouped kernel: the union of several GEMMs' tiles, with averaged per-tile work."""
+    tiles = sum(p.tiles for p in parts)
+    avg = lambda attr: sum(getattr(p, attr) * p.tiles for p in parts) / tiles  # noqa: E731
+    first = parts[0]
+    return Kernel(name=name, layer=layer, tiles=tiles, hbm_read=avg("hbm_read"), l2_read=avg("l2_read"),
+                  l2_write=avg("l2_write"), tensor_flops=avg("tensor_flops"), smem_bytes=first.smem_bytes,
+                  address=first.address, data=first.data, compute=first.compute)

@@ -1,0 +1,1 @@
+"""What the model is asked to do: routing decisions and (later) request streams."""
