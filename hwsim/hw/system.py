@@ -88,14 +88,18 @@ class System:
         return done
 
     def _burst(self, now: float, sm: int, k: Kernel, ntiles: int, first_tile: int,
-               parallel_sms: int = 0) -> tuple[float, dict]:
+               parallel_sms: int = 0, fill: bool = True) -> tuple[float, dict]:
         """Time `ntiles` tiles on SM `sm`, or (wave fidelity, parallel_sms > 0) on each of
         `parallel_sms` SMs alike; return the end time and where the time went.
 
         Loads and MMAs are software-pipelined inside a tile, so the tile takes the longer of
-        its memory stream and its compute, plus one exposed load latency to fill the pipeline.
+        its memory stream and its compute. One load latency is exposed to fill the pipeline
+        (`fill`) on an SM's first tile of a kernel only: later tiles start while the other
+        resident blocks keep the SM's loads in flight, which the pipe's rate already counts.
         """
-        latency = self.chip.miss_latency_s if k.hbm_read else self.chip.hit_latency_s
+        latency = 0.0
+        if fill:
+            latency = self.chip.miss_latency_s if k.hbm_read else self.chip.hit_latency_s
         compute_s = ntiles * self.sms.compute_time(k.tensor_flops, k.vector_flops, k.int_ops, k.dtype)
         if parallel_sms:
             mem_done = self._wave_memory_done(now, k, ntiles, parallel_sms, first_tile)
@@ -148,12 +152,19 @@ class System:
     def _run_waves(self, k: Kernel, slots: int):
         env = self.env
         chain: dict[Component, float] = {}
+        if k.balanced:   # stream-K: every SM gets tiles/sms tiles' worth of work, in one pass
+            end, parts = self._burst(env.now, 0, k, k.tiles / self.chip.sms, 0,
+                                     parallel_sms=self.chip.sms)
+            yield env.timeout(end - env.now)
+            self.events += 1
+            return parts
         done_tiles = 0
         while done_tiles < k.tiles:
             in_wave = min(slots, k.tiles - done_tiles)
             active = min(self.chip.sms, in_wave)
             per_sm = math.ceil(in_wave / active)
-            end, parts = self._burst(env.now, 0, k, per_sm, done_tiles, parallel_sms=active)
+            end, parts = self._burst(env.now, 0, k, per_sm, done_tiles, parallel_sms=active,
+                                     fill=done_tiles == 0)
             yield env.timeout(end - env.now)
             self.events += 1
             for comp, secs in parts.items():
@@ -166,21 +177,26 @@ class System:
         next_tile = [0]
         chains: list[tuple[float, dict]] = []
         sms = self.chip.sms
+        units, per_unit = k.tiles, 1.0
+        if k.balanced:   # stream-K: one equal share of the tiles per SM
+            units, per_unit, slots = sms, k.tiles / sms, sms
 
         def slot(slot_id: int):
             sm = slot_id % sms
             chain: dict[Component, float] = {}
-            while next_tile[0] < k.tiles:
-                tile = next_tile[0]
+            first = True
+            while next_tile[0] < units:
+                unit = next_tile[0]
                 next_tile[0] += 1
-                end, parts = self._burst(env.now, sm, k, 1, tile)
+                end, parts = self._burst(env.now, sm, k, per_unit, unit * per_unit, fill=first)
+                first = False
                 yield env.timeout(end - env.now)
                 self.events += 1
                 for comp, secs in parts.items():
                     chain[comp] = chain.get(comp, 0.0) + secs
             chains.append((env.now, chain))
 
-        procs = [env.process(slot(s)) for s in range(min(slots, k.tiles))]
+        procs = [env.process(slot(s)) for s in range(min(slots, units))]
         yield env.all_of(procs)
         # The critical path is the slot that finished last; its tiles ran back to back.
         return max(chains, key=lambda c: c[0])[1]

@@ -26,6 +26,7 @@ class Kernel:
     smem_bytes: int = 0             # shared memory one tile holds (limits tiles per SM)
     address: int = 0                # start of the contiguous HBM range the tiles stream
     dtype: str = "bf16"             # tensor-core input type
+    balanced: bool = False          # stream-K: work spread evenly over SMs, no partial last wave
     data: Component = Component.ACTIVATION_IO      # charged when the tile is memory-bound
     compute: Component = Component.ACTIVATION_IO   # charged when it is compute-bound
 

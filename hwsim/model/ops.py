@@ -21,6 +21,7 @@ GEMM_STAGES = 4          # cp.async / TMA pipeline stages held in shared memory
 ELEMENTWISE_TILE_BYTES = 16 * 1024   # bytes one element-wise thread block handles (4 warps x 16 B x 256)
 ATTN_BLOCK_N = 128       # KV rows per FlashAttention block
 ATTN_BLOCK_M = 128       # query rows per FlashAttention prefill tile
+CLUSTER_MULTICAST = 2    # Hopper GEMMs load shared operand tiles once per 2-CTA cluster (TMA multicast)
 SOFTMAX_OPS = 5          # max, subtract, exp, sum, rescale per score
 
 
@@ -30,8 +31,18 @@ def _roundup(x: int, m: int) -> int:
 
 def gemm(name: str, layer: int, m: int, k: int, n: int, chip: ChipSpec, *, weight_addr: int,
          weight_bytes: float, data: Component, compute: Component = Component.GEMM_COMPUTE) -> Kernel:
-    """y[m, n] = x[m, k] @ W[n, k]^T with W streamed from HBM once and x re-read from L2."""
+    """y[m, n] = x[m, k] @ W[n, k]^T with W streamed from HBM once and x re-read from L2.
+
+    Tile choice follows the library's habit: the largest tile (2x the profile's in each
+    dimension) when that still gives a full wave of tiles; a taller tile rather than two
+    M tiles that would re-read the weights; else the profile's base tile. Multi-wave grids are
+    scheduled stream-K style (`balanced`): the last partial wave is spread over all SMs.
+    """
     tile_m, tile_n = chip.gemm_tile_m, chip.gemm_tile_n
+    if math.ceil(m / (2 * tile_m)) * math.ceil(n / (2 * tile_n)) >= chip.sms:
+        tile_m, tile_n = 2 * tile_m, 2 * tile_n
+    elif tile_m < m <= 2 * tile_m:
+        tile_m = 2 * tile_m
     m_tiles, n_tiles = math.ceil(m / tile_m), math.ceil(n / tile_n)
     base = m_tiles * n_tiles
     split = 1
@@ -44,11 +55,11 @@ def gemm(name: str, layer: int, m: int, k: int, n: int, chip: ChipSpec, *, weigh
     return Kernel(
         name=name, layer=layer, tiles=tiles,
         hbm_read=w_total / tiles,
-        l2_read=rows * k_per * ACT_BYTES + w_total * (m_tiles - 1) / tiles,
+        l2_read=(rows * k_per * ACT_BYTES + w_total * (m_tiles - 1) / tiles) / CLUSTER_MULTICAST,
         l2_write=rows * tile_n * (ACC_BYTES if split > 1 else ACT_BYTES),
         tensor_flops=2.0 * min(_roundup(rows, MMA_M), tile_m) * tile_n * k_per,
         smem_bytes=GEMM_STAGES * (tile_m + tile_n) * GEMM_K_TILE * ACT_BYTES,
-        address=weight_addr, data=data, compute=compute,
+        address=weight_addr, data=data, compute=compute, balanced=tiles > chip.sms,
     )
 
 

@@ -1,0 +1,63 @@
+"""Simulate the calibration microbenchmarks: the same resource model, one operation at a time.
+
+Used by calibration/compare_h200.py (and tests) to hold the profile against measured kernels:
+each function builds the kernels the benchmark launched and times them on a fresh System.
+"""
+
+from __future__ import annotations
+
+import simpy
+
+from hwsim.hw.chip import ChipSpec
+from hwsim.hw.system import KernelRecord, System
+from hwsim.metrics import Component
+from hwsim.model import ops
+from hwsim.model.kernel import Kernel
+
+GEMM_WEIGHT_ADDR = 1 << 30
+
+
+def time_kernels(chip: ChipSpec, kernels: list[Kernel], launch: str = "graph",
+                 fidelity: str = "wave") -> tuple[float, list[KernelRecord]]:
+    """Seconds for `kernels` back to back on one stream, launch gaps included."""
+    env = simpy.Environment()
+    system = System(env, chip, launch=launch, fidelity=fidelity)
+    records: list[KernelRecord] = []
+    env.process(system.run_stream(kernels, 0, records))
+    env.run()
+    return env.now, records
+
+
+def gemm_kernel(chip: ChipSpec, m: int, k: int, n: int) -> Kernel:
+    return ops.gemm("gemm", 0, m, k, n, chip, weight_addr=GEMM_WEIGHT_ADDR, weight_bytes=2,
+                    data=Component.WEIGHT_READ)
+
+
+def gemm_s(chip: ChipSpec, m: int, k: int, n: int, **kw) -> float:
+    return time_kernels(chip, [gemm_kernel(chip, m, k, n)], **kw)[0]
+
+
+def stream_kernel(chip: ChipSpec, read_bytes: float, write_bytes: float = 0.0) -> Kernel:
+    """An element-wise kernel streaming from and to HBM (buffers larger than the L2)."""
+    tiles = max(1, int(-(-(read_bytes + write_bytes) // ops.ELEMENTWISE_TILE_BYTES)))
+    return Kernel(name="stream", layer=0, tiles=tiles, hbm_read=read_bytes / tiles,
+                  hbm_write=write_bytes / tiles, address=GEMM_WEIGHT_ADDR,
+                  data=Component.ACTIVATION_IO, compute=Component.ACTIVATION_IO)
+
+
+def copy_s(chip: ChipSpec, nbytes: float, **kw) -> float:
+    return time_kernels(chip, [stream_kernel(chip, nbytes, nbytes)], **kw)[0]
+
+
+def tiny_kernel_s(chip: ChipSpec, **kw) -> float:
+    """The launch benchmark's kernel: 1024 fp32 elements in and out, L2-resident."""
+    k = ops.elementwise("tiny", 0, 4096, 4096, 0.25, chip)
+    return time_kernels(chip, [k], **kw)[0]
+
+
+def decode_attention_s(chip: ChipSpec, batch: int, context: int, heads: int = 32, kv_heads: int = 8,
+                       head_dim: int = 128, kv_bits: int = 16, **kw) -> float:
+    per_token_head = 2 * head_dim * kv_bits / 8
+    ks = ops.decode_attention("attention", 0, batch, heads, kv_heads, head_dim, head_dim, context,
+                              per_token_head, GEMM_WEIGHT_ADDR, chip)
+    return time_kernels(chip, ks, **kw)[0]
