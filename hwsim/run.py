@@ -50,7 +50,7 @@ def _routing(b: Built, rng, tokens: int):
             for layer in range(m.layers)]
 
 
-def _simulate_pass(b: Built, shape: StepShape, step: int, rng, records: list[KernelRecord]) -> StepResult:
+def simulate_pass(b: Built, shape: StepShape, step: int, rng, records: list[KernelRecord]) -> StepResult:
     routing = _routing(b, rng, shape.tokens)
     kernels = b.schedule.step(shape, routing)
     first = len(records)
@@ -78,10 +78,10 @@ def run_scenario(cfg: Scenario, built: Built | None = None) -> RunResult:
     steps: list[StepResult] = []
     prefill = None
     if w.prompt_tokens:
-        prefill = _simulate_pass(b, StepShape("prefill", 1, w.prompt_tokens, 0), -1, rng, records)
+        prefill = simulate_pass(b, StepShape("prefill", 1, w.prompt_tokens, 0), -1, rng, records)
     for i in range(w.decode_steps):
         shape = StepShape("decode", w.batch_size, w.batch_size, w.context_tokens + i)
-        steps.append(_simulate_pass(b, shape, i, rng, records))
+        steps.append(simulate_pass(b, shape, i, rng, records))
     wall = time.perf_counter() - wall0
     summary = summarize(cfg, b, steps, prefill, wall)
     all_steps = ([prefill] if prefill else []) + steps

@@ -106,10 +106,20 @@ def load_scenario(path: str | Path | None, sets: list[str] | None = None) -> Sce
     if not isinstance(doc.data, dict):
         raise ConfigError("expected a mapping at the top level", file=doc.source, line=1)
     apply_overrides(doc.data, sets or [], doc)
+    overridden = getattr(doc, "overridden", set())
     try:
-        return validate(Scenario, doc)
+        cfg = validate(Scenario, doc)
+        # Elaborate names now, so a misspelt profile or model points at its scenario line.
+        for key, loader in (("hardware", load_profile), ("model", load_model)):
+            try:
+                loader(getattr(cfg, key))
+            except ConfigError as exc:
+                if exc.key != key:
+                    raise
+                raise ConfigError(exc.message, file=doc.source, line=doc.line_of([key]), key=key) from None
+        return cfg
     except ConfigError as exc:
-        if exc.key and exc.key in getattr(doc, "overridden", set()):
+        if exc.key and exc.key in overridden:
             raise ConfigError(exc.message, file="--set", key=exc.key) from None
         raise
 

@@ -34,8 +34,9 @@ class SmArray(_Block):
         description="32-bit integer/logic ops per clock per SM (unpack, shift, mask)")
     register_file_kib: Positive
     shared_memory_kib: Positive = Field(description="shared memory (on-chip SRAM) per SM")
-    inflight_kib: Positive = Field(
-        description="bytes one SM keeps in flight to memory; with latency it bounds per-SM bandwidth")
+    inflight_kib_per_block: Positive = Field(
+        description="bytes one resident thread block keeps in flight to memory; with the load "
+                    "latency it bounds the bandwidth of a kernel with few blocks (Little's law)")
 
 
 class L2Cache(_Block):

@@ -17,7 +17,7 @@ class ChipSpec:
     vector_flops: float                   # whole chip, fp32
     alu_int_ops_per_clk: float            # per SM
     smem_bytes_per_sm: int
-    inflight_bytes_per_sm: float
+    inflight_bytes_per_block: float
     l2_bytes: float
     l2_bytes_s: float
     l2_hit_latency_s: float
@@ -73,7 +73,7 @@ class ChipSpec:
             vector_flops=p.sm.vector_tflops_fp32.value * 1e12,
             alu_int_ops_per_clk=p.sm.alu_int_ops_per_clk.value,
             smem_bytes_per_sm=int(p.sm.shared_memory_kib.value * 1024),
-            inflight_bytes_per_sm=p.sm.inflight_kib.value * 1024,
+            inflight_bytes_per_block=p.sm.inflight_kib_per_block.value * 1024,
             l2_bytes=p.l2.capacity_mib.value * 2**20,
             l2_bytes_s=p.l2.bandwidth_gbps.value * 1e9,
             l2_hit_latency_s=p.l2.hit_latency_ns.value * 1e-9,

@@ -1,10 +1,11 @@
-"""The SM array: per-SM load pipes (Little's law), tensor cores and integer ALUs.
+"""The SM array: load pipes (Little's law), tensor cores and integer ALUs.
 
-An SM keeps at most `inflight_bytes_per_sm` of loads outstanding, so it can pull at most
-inflight / latency bytes per second however idle HBM is. We serve that as a FIFO server whose
-work unit is byte-seconds (bytes x load latency) at a rate of `inflight` bytes: a tile that
-streams b bytes at latency L occupies its SM's pipe for b * L / inflight. This is why a
-kernel with few thread blocks is slower per byte than a full-chip one.
+A resident thread block keeps at most `inflight_bytes_per_block` of loads outstanding, so
+it can pull at most inflight / latency bytes per second however idle HBM is. We serve that
+as a FIFO server whose work unit is byte-seconds (bytes x load latency) at a rate of
+`inflight` bytes: a tile that streams b bytes at latency L occupies its block slot's pipe
+for b * L / inflight. This is why a kernel with few thread blocks is slower per byte than a
+full-chip one, and why two resident blocks per SM pull more than one.
 """
 
 from __future__ import annotations
@@ -17,14 +18,15 @@ class SmArray:
     def __init__(self, chip: ChipSpec):
         self.chip = chip
         self.count = chip.sms
-        self.load_pipes = [Server(f"sm{i}.load", chip.inflight_bytes_per_sm) for i in range(chip.sms)]
+        slots = chip.sms * chip.cta_slots_per_sm
+        self.load_pipes = [Server(f"slot{i}.load", chip.inflight_bytes_per_block) for i in range(slots)]
         self.tensor = [Server(f"sm{i}.tensor", 1.0) for i in range(chip.sms)]
         self.alu = [Server(f"sm{i}.alu", 1.0) for i in range(chip.sms)]
 
     def load_time(self, hbm_bytes: float, l2_bytes: float) -> float:
-        """Seconds one SM's pipe is busy streaming these bytes (Little's law)."""
+        """Seconds one block slot's pipe is busy streaming these bytes (Little's law)."""
         c = self.chip
-        return (hbm_bytes * c.miss_latency_s + l2_bytes * c.hit_latency_s) / c.inflight_bytes_per_sm
+        return (hbm_bytes * c.miss_latency_s + l2_bytes * c.hit_latency_s) / c.inflight_bytes_per_block
 
     def compute_time(self, tensor_flops: float, vector_flops: float, int_ops: float, dtype: str) -> float:
         """Seconds of SM compute for one tile: tensor MMA overlaps the ALU work (separate pipes)."""

@@ -71,13 +71,13 @@ class System:
         return slots
 
     # -- one burst of work on one SM ------------------------------------------------------
-    def _memory_done(self, now: float, sm: int, k: Kernel, ntiles: int, first_tile: int) -> float:
+    def _memory_done(self, now: float, slot: int, k: Kernel, ntiles: int, first_tile: int) -> float:
         """Queue ntiles' bytes on the SM pipe, the bus, the L2 and HBM; return when all land."""
         hbm_r = k.hbm_read * ntiles
         hbm_w = k.hbm_write * ntiles
         l2 = (k.l2_read + k.l2_write) * ntiles
-        done = self.sms.load_pipes[sm].serve(now, (hbm_r * self.chip.miss_latency_s
-                                                   + l2 * self.chip.hit_latency_s))
+        done = self.sms.load_pipes[slot].serve(now, (hbm_r * self.chip.miss_latency_s
+                                                     + l2 * self.chip.hit_latency_s))
         done = max(done, self.bus.serve(now, hbm_r + hbm_w + l2))
         if l2:
             done = max(done, self.l2.serve(now, l2))
@@ -87,10 +87,11 @@ class System:
             done = max(done, self.hbm.write(now, k.address + first_tile * k.hbm_write, hbm_w))
         return done
 
-    def _burst(self, now: float, sm: int, k: Kernel, ntiles: int, first_tile: int,
-               parallel_sms: int = 0, fill: bool = True) -> tuple[float, dict]:
-        """Time `ntiles` tiles on SM `sm`, or (wave fidelity, parallel_sms > 0) on each of
-        `parallel_sms` SMs alike; return the end time and where the time went.
+    def _burst(self, now: float, slot: int, k: Kernel, ntiles: float, first_tile: float,
+               wave_tiles: float = 0, fill: bool = True) -> tuple[float, dict]:
+        """Time `ntiles` tiles in block slot `slot`, or (wave fidelity, wave_tiles > 0) a wave
+        of `wave_tiles` tiles whose busiest SM runs `ntiles`; return the end time and where
+        the time went.
 
         Loads and MMAs are software-pipelined inside a tile, so the tile takes the longer of
         its memory stream and its compute. One load latency is exposed to fill the pipeline
@@ -101,25 +102,26 @@ class System:
         if fill:
             latency = self.chip.miss_latency_s if k.hbm_read else self.chip.hit_latency_s
         compute_s = ntiles * self.sms.compute_time(k.tensor_flops, k.vector_flops, k.int_ops, k.dtype)
-        if parallel_sms:
-            mem_done = self._wave_memory_done(now, k, ntiles, parallel_sms, first_tile)
+        if wave_tiles:
+            mem_done = self._wave_memory_done(now, k, ntiles, wave_tiles, first_tile)
             compute_done = now + compute_s
         else:
-            mem_done = self._memory_done(now, sm, k, ntiles, first_tile)
-            compute_done = self.sms.tensor[sm].serve(now, compute_s)
+            mem_done = self._memory_done(now, slot, k, ntiles, first_tile)
+            compute_done = self.sms.tensor[slot % self.chip.sms].serve(now, compute_s)
         body_end = max(mem_done, compute_done)
         end = body_end + latency
         body = body_end - now
         component = k.data if mem_done >= compute_done else k.compute
         return end, {Component.KERNEL_OVERHEAD: latency, component: body}
 
-    def _wave_memory_done(self, now: float, k: Kernel, tiles_per_sm: int, active_sms: int,
-                          first_tile: int) -> float:
-        """Wave fidelity: the whole wave's bytes queued at once; each SM streams its share."""
-        total = tiles_per_sm * active_sms
+    def _wave_memory_done(self, now: float, k: Kernel, tiles_per_sm: float, total: float,
+                          first_tile: float) -> float:
+        """Wave fidelity: the whole wave's bytes queued at once. Resident blocks each have
+        their own load pipe; tiles beyond the resident slots (stream-K shares) queue on them."""
         hbm_r, hbm_w = k.hbm_read * total, k.hbm_write * total
         l2 = (k.l2_read + k.l2_write) * total
-        pipe = self.sms.load_time(k.hbm_read * tiles_per_sm, (k.l2_read + k.l2_write) * tiles_per_sm)
+        per_slot = max(1.0, tiles_per_sm / self.slots_per_sm(k))
+        pipe = self.sms.load_time(k.hbm_read * per_slot, (k.l2_read + k.l2_write) * per_slot)
         done = now + pipe
         done = max(done, self.bus.serve(now, hbm_r + hbm_w + l2))
         if l2:
@@ -153,8 +155,7 @@ class System:
         env = self.env
         chain: dict[Component, float] = {}
         if k.balanced:   # stream-K: every SM gets tiles/sms tiles' worth of work, in one pass
-            end, parts = self._burst(env.now, 0, k, k.tiles / self.chip.sms, 0,
-                                     parallel_sms=self.chip.sms)
+            end, parts = self._burst(env.now, 0, k, k.tiles / self.chip.sms, 0, wave_tiles=k.tiles)
             yield env.timeout(end - env.now)
             self.events += 1
             return parts
@@ -163,7 +164,7 @@ class System:
             in_wave = min(slots, k.tiles - done_tiles)
             active = min(self.chip.sms, in_wave)
             per_sm = math.ceil(in_wave / active)
-            end, parts = self._burst(env.now, 0, k, per_sm, done_tiles, parallel_sms=active,
+            end, parts = self._burst(env.now, 0, k, per_sm, done_tiles, wave_tiles=in_wave,
                                      fill=done_tiles == 0)
             yield env.timeout(end - env.now)
             self.events += 1
@@ -182,13 +183,12 @@ class System:
             units, per_unit, slots = sms, k.tiles / sms, sms
 
         def slot(slot_id: int):
-            sm = slot_id % sms
             chain: dict[Component, float] = {}
             first = True
             while next_tile[0] < units:
                 unit = next_tile[0]
                 next_tile[0] += 1
-                end, parts = self._burst(env.now, sm, k, per_unit, unit * per_unit, fill=first)
+                end, parts = self._burst(env.now, slot_id, k, per_unit, unit * per_unit, fill=first)
                 first = False
                 yield env.timeout(end - env.now)
                 self.events += 1

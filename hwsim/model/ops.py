@@ -17,7 +17,8 @@ ACT_BYTES = 2            # bf16 activations
 ACC_BYTES = 4            # fp32 partial sums
 MMA_M = 16               # smallest M of a tensor-core MMA (mma.sync m16n8k16): rows are padded to it
 GEMM_K_TILE = 64         # K depth of one pipeline stage
-GEMM_STAGES = 4          # cp.async / TMA pipeline stages held in shared memory
+GEMM_STAGES = 7          # TMA pipeline stages: sm90 kernels size stages to fill shared memory
+                         # (CUTLASS StageCountAutoCarveout), leaving one GEMM block per SM
 ELEMENTWISE_TILE_BYTES = 16 * 1024   # bytes one element-wise thread block handles (4 warps x 16 B x 256)
 ATTN_BLOCK_N = 128       # KV rows per FlashAttention block
 ATTN_BLOCK_M = 128       # query rows per FlashAttention prefill tile
@@ -128,7 +129,7 @@ def decode_attention(name: str, layer: int, batch: int, heads: int, kv_heads: in
         l2_write=group * (v_dim + 2) * ACC_BYTES,
         tensor_flops=2.0 * rows * chunk * (qk_dim + v_dim),
         vector_flops=SOFTMAX_OPS * group * chunk,
-        smem_bytes=2 * ATTN_BLOCK_N * (qk_dim + v_dim) * ACT_BYTES,
+        smem_bytes=(ATTN_BLOCK_N * (qk_dim + v_dim) + rows * qk_dim) * ACT_BYTES,
         address=cache_addr, data=Component.KV_READ, compute=Component.ATTENTION_COMPUTE,
     )
     if splits == 1:

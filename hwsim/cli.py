@@ -1,0 +1,137 @@
+"""The command line: a thin typer app over run_scenario and friends.
+
+User errors (ConfigError) print one line to stderr and exit with status 2, no traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from hwsim.errors import ConfigError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="hwsim: where does each token's latency budget go when a sparse MoE LLM decodes?")
+err_console = Console(stderr=True)
+
+
+def _fail(exc: ConfigError) -> None:
+    err_console.print(f"[bold red]error:[/] {exc.render()}", highlight=False, soft_wrap=True)
+    raise typer.Exit(2)
+
+
+@app.command()
+def run(
+    scenario: Optional[Path] = typer.Argument(None, help="scenario YAML (default: scenarios/default.yaml)"),
+    set_: list[str] = typer.Option([], "--set", help="override a key: dotted.key=value (repeatable)"),
+    out: Optional[Path] = typer.Option(None, "--out", help="bundle folder (default: reports/<scenario name>)"),
+    json_out: bool = typer.Option(False, "--json", help="print one JSON summary object on stdout"),
+):
+    """Simulate a scenario and write a run bundle."""
+    from hwsim.build import build
+    from hwsim.config.load import load_scenario
+    from hwsim.io.bundle import write_bundle
+    from hwsim.provenance import provenance
+    from hwsim.run import run_scenario
+
+    try:
+        cfg = load_scenario(scenario, set_)
+        built = build(cfg)
+    except ConfigError as exc:
+        _fail(exc)
+    started = time.time()
+    result = run_scenario(cfg, built)
+    manifest = {
+        "summary": result.summary,
+        "scenario_file": str(scenario) if scenario else "scenarios/default.yaml",
+        "overrides": set_,
+        "resolved_config": cfg.model_dump(mode="json"),
+        "hardware_profile": built.profile.model_dump(mode="json"),
+        "model_shape": built.model.model_dump(mode="json"),
+        "seed": cfg.seed,
+        "started_unix": started,
+        "wall_s": result.summary["sim"]["wall_s"],
+        "provenance": provenance(),
+        "error": None,
+    }
+    out = out or Path("reports") / cfg.name
+    paths = write_bundle(result, out, manifest)
+    if json_out:
+        sys.stdout.write(json.dumps(result.summary, default=str) + "\n")
+        return
+    _print_summary(result.summary, paths)
+
+
+def _print_summary(s: dict, paths: dict) -> None:
+    console = Console()
+    itl = s["itl_ms"]
+    verdict = "[green]within[/]" if itl["p99"] <= s["budget_ms"] else "[red]over[/]"
+    console.print(f"[bold]{s['model']}[/] on [bold]{s['hardware']}[/], batch {s['batch_size']}, "
+                  f"context {s['context_tokens']}, {s['launch']} launch")
+    console.print(f"inter-token latency p50 {itl['p50']:.3f} ms, p99 {itl['p99']:.3f} ms: "
+                  f"{verdict} the {s['budget_ms']:g} ms budget")
+    if s["ttft_ms"]:
+        console.print(f"time to first token (one prefill) {s['ttft_ms']['p50']:.3f} ms")
+    table = Table(title="where one token's time goes (critical path)", show_edge=False)
+    table.add_column("component")
+    table.add_column("ms / token", justify="right")
+    table.add_column("share", justify="right")
+    total = sum(s["breakdown_ms"].values())
+    for comp, ms in sorted(s["breakdown_ms"].items(), key=lambda kv: -kv[1]):
+        if ms > 0:
+            table.add_row(comp, f"{ms:.3f}", f"{ms / total:.1%}")
+    console.print(table)
+    gb = {k: v / 1e9 for k, v in s["bytes"].items()}
+    console.print(f"HBM bytes per step: weights {gb['weights']:.2f} GB, KV {gb['kv']:.3f} GB; "
+                  f"{s['kernels_per_step']} kernels per step")
+    for w in s["warnings"]:
+        console.print(f"[yellow]warning:[/] {w}")
+    console.print(f"bundle: {paths['manifest.json'].parent}/ (manifest.json, events.parquet, "
+                  f"breakdown.csv, breakdown.png)")
+    console.print(f"[dim]{s['sim']['events']} events in {s['sim']['wall_s']:.2f} s wall[/]")
+
+
+@app.command()
+def validate(
+    dataset: Path = typer.Argument(..., help="CSV of measured cases (see docs/validation.md)"),
+    json_out: bool = typer.Option(False, "--json", help="print one JSON object on stdout"),
+):
+    """Predict each measured case and report the error."""
+    from hwsim.validate import load_dataset, validate_rows
+
+    try:
+        rows = load_dataset(dataset)
+    except ConfigError as exc:
+        _fail(exc)
+    report = validate_rows(rows)
+    if json_out:
+        sys.stdout.write(json.dumps(report) + "\n")
+        return
+    console = Console()
+    table = Table(show_edge=False)
+    for col in ("name", "predicted_ms", "measured_ms", "error_pct"):
+        table.add_column(col, justify="left" if col == "name" else "right")
+    for r in report["rows"]:
+        if r.get("error"):
+            table.add_row(r["name"], "[red]failed[/]", f"{r['measured_ms']}", r["error"])
+        else:
+            table.add_row(r["name"], f"{r['predicted_ms']:.3f}", f"{r['measured_ms']:.3f}",
+                          f"{r['error_pct']:+.1f}%")
+    console.print(table)
+    console.print(f"median |error| {report['median_abs_error_pct']:.1f}%, "
+                  f"max |error| {report['max_abs_error_pct']:.1f}%, failed rows {report['failed']}")
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

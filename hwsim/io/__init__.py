@@ -1,0 +1,1 @@
+"""Writers: run bundles (manifest, Parquet, CSV, PNG)."""

@@ -1,0 +1,70 @@
+"""The run bundle: manifest.json, events.parquet, breakdown.csv, breakdown.png.
+
+Files are written to a temporary name in the target folder and renamed into place, so an
+interrupted or failed run never leaves a half-written file over a good one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+from hwsim.metrics import Component
+from hwsim.run import RunResult
+
+
+def records_frame(result: RunResult) -> pd.DataFrame:
+    """One row per kernel: timing, bytes and the critical-path attribution (ms)."""
+    rows = []
+    for r in result.records:
+        row = {"step": r.step, "index": r.index, "kernel": r.name, "layer": r.layer,
+               "t_ready_us": r.t_ready * 1e6, "t_start_us": r.t_start * 1e6, "t_end_us": r.t_end * 1e6,
+               "tiles": r.tiles, "waves": r.waves, "hbm_read_bytes": r.hbm_read_bytes,
+               "hbm_write_bytes": r.hbm_write_bytes, "l2_bytes": r.l2_bytes, "data": r.data.value}
+        for c in Component:
+            row[f"{c.value}_us"] = r.attribution.get(c, 0.0) * 1e6
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def breakdown_frame(result: RunResult) -> pd.DataFrame:
+    """One row per simulated pass (prefill is step -1): duration and ms per component."""
+    rows = []
+    for s in result.steps:
+        row = {"step": s.step, "phase": s.phase, "batch": s.batch, "context": s.context,
+               "duration_ms": s.duration_s * 1e3}
+        row.update({k: v * 1e3 for k, v in s.breakdown_s.items()})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _atomic_write(path: Path, write) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        write(tmp)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_bundle(result: RunResult, out: Path, manifest: dict) -> dict[str, Path]:
+    from hwsim.plots.breakdown import save_breakdown_png
+
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {name: out / name for name in
+             ("manifest.json", "events.parquet", "breakdown.csv", "breakdown.png")}
+    events = records_frame(result)
+    breakdown = breakdown_frame(result)
+    _atomic_write(paths["events.parquet"], lambda p: events.to_parquet(p, index=False))
+    _atomic_write(paths["breakdown.csv"], lambda p: breakdown.to_csv(p, index=False))
+    _atomic_write(paths["breakdown.png"], lambda p: save_breakdown_png(result.summary, p))
+    _atomic_write(paths["manifest.json"],
+                  lambda p: Path(p).write_text(json.dumps(manifest, indent=2, default=str) + "\n"))
+    return paths

@@ -1,0 +1,1 @@
+"""Plots: one function per figure, each taking an Axes and data and returning artists."""
