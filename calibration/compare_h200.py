@@ -19,7 +19,8 @@ from hwsim.config.load import load_profile
 from hwsim.hw.chip import ChipSpec
 
 HERE = Path(__file__).resolve().parent
-DEFAULT_DATA = [HERE.parent.parent / "shared" / "calibration" / "h200_microbench.jsonl"]
+DEFAULT_DATA = [HERE.parent.parent / "shared" / "calibration" / "h200_microbench.jsonl",
+                HERE / "data" / "h200_microbench_extra.jsonl"]
 L2_BYTES = 60e6
 
 
@@ -32,7 +33,7 @@ def rows(paths):
 
 def simulate(chip: ChipSpec, r: dict) -> float | None:
     part = r["part"]
-    if part == "gemm":
+    if part in ("gemm", "gemm_ctas"):
         return mb.gemm_s(chip, r["m"], r["k"], r["n"])
     if part == "memory" and r["op"] == "copy" and r["mb"] * 2**20 > 4 * L2_BYTES:
         return mb.copy_s(chip, r["mb"] * 2**20)
@@ -50,7 +51,7 @@ def measured_s(r: dict) -> float:
 
 
 def label(r: dict) -> str:
-    if r["part"] == "gemm":
+    if r["part"] in ("gemm", "gemm_ctas"):
         return f"gemm {r['name']} m={r['m']}"
     if r["part"] == "memory":
         return f"copy {r['mb']} MiB"

@@ -28,13 +28,13 @@ def time_kernels(chip: ChipSpec, kernels: list[Kernel], launch: str = "graph",
     return env.now, records
 
 
-def gemm_kernel(chip: ChipSpec, m: int, k: int, n: int) -> Kernel:
+def gemm_kernels(chip: ChipSpec, m: int, k: int, n: int) -> list[Kernel]:
     return ops.gemm("gemm", 0, m, k, n, chip, weight_addr=GEMM_WEIGHT_ADDR, weight_bytes=2,
                     data=Component.WEIGHT_READ)
 
 
 def gemm_s(chip: ChipSpec, m: int, k: int, n: int, **kw) -> float:
-    return time_kernels(chip, [gemm_kernel(chip, m, k, n)], **kw)[0]
+    return time_kernels(chip, gemm_kernels(chip, m, k, n), **kw)[0]
 
 
 def stream_kernel(chip: ChipSpec, read_bytes: float, write_bytes: float = 0.0) -> Kernel:

@@ -79,8 +79,9 @@ class KernelCosts(_Block):
 class GemmLibrary(_Block):
     """How the vendor GEMM library tiles a matmul on this chip (a software fact, calibrated)."""
 
-    tile_m: Count
-    tile_n: Count
+    tile_m: Count = Field(description="token rows per tile for skinny (decode) GEMMs")
+    tile_n: Count = Field(description="weight rows (output columns) per tile for skinny GEMMs")
+    split_k_min_k: Count = Field(description="split-K is used only when K is at least this")
     min_k_per_split: Count = Field(description="split-K never cuts K finer than this")
 
 

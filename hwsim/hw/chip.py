@@ -37,6 +37,7 @@ class ChipSpec:
     cta_slots_per_sm: int
     gemm_tile_m: int
     gemm_tile_n: int
+    gemm_split_k_min_k: int
     gemm_min_k_per_split: int
     decoder_elements_per_clk: float | None
     decoder_latency_s: float
@@ -93,6 +94,7 @@ class ChipSpec:
             cta_slots_per_sm=p.kernel.cta_slots_per_sm.value,
             gemm_tile_m=p.gemm.tile_m.value,
             gemm_tile_n=p.gemm.tile_n.value,
+            gemm_split_k_min_k=p.gemm.split_k_min_k.value,
             gemm_min_k_per_split=p.gemm.min_k_per_split.value,
             decoder_elements_per_clk=d.elements_per_clk.value if d else None,
             decoder_latency_s=d.latency_ns.value * 1e-9 if d else 0.0,

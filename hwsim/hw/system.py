@@ -100,7 +100,7 @@ class System:
         """
         latency = 0.0
         if fill:
-            latency = self.chip.miss_latency_s if k.hbm_read else self.chip.hit_latency_s
+            latency = (self.chip.miss_latency_s if k.hbm_read else self.chip.hit_latency_s) * k.round_trips
         compute_s = ntiles * self.sms.compute_time(k.tensor_flops, k.vector_flops, k.int_ops, k.dtype)
         if wave_tiles:
             mem_done = self._wave_memory_done(now, k, ntiles, wave_tiles, first_tile)
@@ -148,6 +148,10 @@ class System:
             chain = yield from self._run_tiles(k, slots)
         for comp, secs in chain.items():
             attribution[comp] = attribution.get(comp, 0.0) + secs
+        if k.l2_write or k.hbm_write:   # the kernel ends when its last stores are acknowledged
+            yield env.timeout(chip.hit_latency_s)
+            self.events += 1
+            attribution[Component.KERNEL_OVERHEAD] += chip.hit_latency_s
         rec.attribution = attribution
         rec.t_end = env.now
 

@@ -27,6 +27,7 @@ class Kernel:
     address: int = 0                # start of the contiguous HBM range the tiles stream
     dtype: str = "bf16"             # tensor-core input type
     balanced: bool = False          # stream-K: work spread evenly over SMs, no partial last wave
+    round_trips: int = 1            # dependent memory round trips a tile waits on before streaming
     data: Component = Component.ACTIVATION_IO      # charged when the tile is memory-bound
     compute: Component = Component.ACTIVATION_IO   # charged when it is compute-bound
 

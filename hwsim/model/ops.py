@@ -1,8 +1,8 @@
 """Kernel builders: how one operation splits into thread-block tiles with bytes and flops.
 
 The tiling rules mirror the libraries the measured schedule calls (cuBLAS GEMMs, FlashAttention
-split-KV decode, PyTorch element-wise kernels); their chip-specific knobs (GEMM tile sizes,
-split-K limit) come from the hardware profile, never from the model.
+split-KV decode, PyTorch element-wise and row kernels); their chip-specific knobs (GEMM tile
+sizes, when split-K is used) come from the hardware profile, never from the model.
 """
 
 from __future__ import annotations
@@ -19,11 +19,15 @@ MMA_M = 16               # smallest M of a tensor-core MMA (mma.sync m16n8k16): 
 GEMM_K_TILE = 64         # K depth of one pipeline stage
 GEMM_STAGES = 7          # TMA pipeline stages: sm90 kernels size stages to fill shared memory
                          # (CUTLASS StageCountAutoCarveout), leaving one GEMM block per SM
+CLUSTER_MULTICAST = 2    # Hopper GEMMs load shared operand tiles once per 2-CTA cluster (TMA multicast)
 ELEMENTWISE_TILE_BYTES = 16 * 1024   # bytes one element-wise thread block handles (4 warps x 16 B x 256)
+ROW_CHUNK_ELEMS = 1024   # elements a row kernel's block covers per loop iteration (128 threads x 8)
+ROW_ROUND_TRIPS = 3      # per chunk: load x to reduce, then reload x and the weight to normalise
 ATTN_BLOCK_N = 128       # KV rows per FlashAttention block
 ATTN_BLOCK_M = 128       # query rows per FlashAttention prefill tile
-CLUSTER_MULTICAST = 2    # Hopper GEMMs load shared operand tiles once per 2-CTA cluster (TMA multicast)
 SOFTMAX_OPS = 5          # max, subtract, exp, sum, rescale per score
+COMBINE_ROUND_TRIPS = 4  # split-KV combine: partial LSEs, then max and scales, then partial outputs, then store
+ATTN_ROUND_TRIPS = 3     # FlashAttention tile: Q, then a K block, then the V block that depends on softmax(QK)
 
 
 def _roundup(x: int, m: int) -> int:
@@ -31,29 +35,30 @@ def _roundup(x: int, m: int) -> int:
 
 
 def gemm(name: str, layer: int, m: int, k: int, n: int, chip: ChipSpec, *, weight_addr: int,
-         weight_bytes: float, data: Component, compute: Component = Component.GEMM_COMPUTE) -> Kernel:
+         weight_bytes: float, data: Component, compute: Component = Component.GEMM_COMPUTE) -> list[Kernel]:
     """y[m, n] = x[m, k] @ W[n, k]^T with W streamed from HBM once and x re-read from L2.
 
     Tile choice follows the library's habit: the largest tile (2x the profile's in each
     dimension) when that still gives a full wave of tiles; a taller tile rather than two
-    M tiles that would re-read the weights; else the profile's base tile. Multi-wave grids are
-    scheduled stream-K style (`balanced`): the last partial wave is spread over all SMs.
+    M tiles that would re-read the weights; else the profile's base tile. A grid under half
+    the SMs with a deep K is split along K (cuBLAS split-K), which writes fp32 partials and
+    adds a reduction kernel. Multi-wave grids are scheduled stream-K style (`balanced`).
     """
     tile_m, tile_n = chip.gemm_tile_m, chip.gemm_tile_n
-    if math.ceil(m / (2 * tile_m)) * math.ceil(n / (2 * tile_n)) >= chip.sms:
-        tile_m, tile_n = 2 * tile_m, 2 * tile_n
+    if math.ceil(m / (2 * tile_m)) * math.ceil(n / (4 * tile_n)) >= chip.sms:
+        tile_m, tile_n = 2 * tile_m, 4 * tile_n
     elif tile_m < m <= 2 * tile_m:
         tile_m = 2 * tile_m
     m_tiles, n_tiles = math.ceil(m / tile_m), math.ceil(n / tile_n)
     base = m_tiles * n_tiles
     split = 1
-    if base < chip.sms:   # too few tiles to fill the chip: split K, as cuBLAS's split-K kernels do
+    if 2 * base < chip.sms and k >= chip.gemm_split_k_min_k:
         split = max(1, min(chip.sms // base, k // chip.gemm_min_k_per_split))
     tiles = base * split
     k_per = k / split
     rows = min(m, tile_m)
     w_total = k * n * weight_bytes
-    return Kernel(
+    main = Kernel(
         name=name, layer=layer, tiles=tiles,
         hbm_read=w_total / tiles,
         l2_read=(rows * k_per * ACT_BYTES + w_total * (m_tiles - 1) / tiles) / CLUSTER_MULTICAST,
@@ -62,30 +67,43 @@ def gemm(name: str, layer: int, m: int, k: int, n: int, chip: ChipSpec, *, weigh
         smem_bytes=GEMM_STAGES * (tile_m + tile_n) * GEMM_K_TILE * ACT_BYTES,
         address=weight_addr, data=data, compute=compute, balanced=tiles > chip.sms,
     )
+    if split == 1:
+        return [main]
+    partials = split * m * n * ACC_BYTES
+    reduce = elementwise(f"{name}.splitk_reduce", layer, partials, m * n * ACT_BYTES, 0.25, chip,
+                         component=compute if compute == Component.ROUTER else Component.ACTIVATION_IO)
+    return [main, reduce]
 
 
 def elementwise(name: str, layer: int, read_bytes: float, write_bytes: float, ops_per_byte: float,
                 chip: ChipSpec, *, weight_bytes: float = 0.0, weight_addr: int = 0,
-                component: Component = Component.ACTIVATION_IO) -> Kernel:
-    """A memory-streaming PyTorch kernel over L2-resident activations (norms, adds, SiLU, gather)."""
+                component: Component = Component.ACTIVATION_IO, round_trips: int = 1) -> Kernel:
+    """A memory-streaming PyTorch kernel over L2-resident activations (adds, SiLU, casts).
+
+    `round_trips` counts dependent memory accesses before the first useful load (2 for
+    gather/scatter, which read their index first).
+    """
     tiles = max(1, math.ceil((read_bytes + write_bytes) / ELEMENTWISE_TILE_BYTES))
     return Kernel(
         name=name, layer=layer, tiles=tiles,
         hbm_read=weight_bytes / tiles, l2_read=read_bytes / tiles, l2_write=write_bytes / tiles,
         vector_flops=ops_per_byte * read_bytes / tiles, address=weight_addr,
-        data=component, compute=component,
+        data=component, compute=component, round_trips=round_trips,
     )
 
 
-def rows_kernel(name: str, layer: int, rows: int, row_bytes: float, ops_per_byte: float,
-                chip: ChipSpec, *, weight_bytes: float = 0.0, weight_addr: int = 0,
-                component: Component = Component.ACTIVATION_IO) -> Kernel:
-    """A kernel with one thread block per row (RMSNorm, softmax): reads and writes each row."""
+def rows_kernel(name: str, layer: int, rows: int, row_elems: int, elem_bytes: float,
+                ops_per_elem: float, chip: ChipSpec, *, weight_bytes: float = 0.0,
+                weight_addr: int = 0, component: Component = Component.ACTIVATION_IO) -> Kernel:
+    """One thread block per row (RMSNorm): the block walks its row in chunks, first to reduce,
+    then to normalise, and each chunk waits on its own dependent round trips to memory."""
+    row_bytes = row_elems * elem_bytes
+    chunks = ROW_ROUND_TRIPS * math.ceil(row_elems / ROW_CHUNK_ELEMS)
     return Kernel(
         name=name, layer=layer, tiles=rows,
         hbm_read=weight_bytes, l2_read=row_bytes, l2_write=row_bytes,
-        vector_flops=ops_per_byte * row_bytes, address=weight_addr,
-        data=component, compute=component,
+        vector_flops=ops_per_elem * row_elems, address=weight_addr,
+        data=component, compute=component, round_trips=chunks,
     )
 
 
@@ -131,12 +149,14 @@ def decode_attention(name: str, layer: int, batch: int, heads: int, kv_heads: in
         vector_flops=SOFTMAX_OPS * group * chunk,
         smem_bytes=(ATTN_BLOCK_N * (qk_dim + v_dim) + rows * qk_dim) * ACT_BYTES,
         address=cache_addr, data=Component.KV_READ, compute=Component.ATTENTION_COMPUTE,
+        round_trips=ATTN_ROUND_TRIPS,
     )
     if splits == 1:
         return [main]
     partial = batch * heads * splits * (v_dim + 2) * ACC_BYTES
-    combine = rows_kernel(f"{name}.combine", layer, batch * heads, partial / (batch * heads),
-                          SOFTMAX_OPS / ACC_BYTES, chip)
+    combine = elementwise(f"{name}.combine", layer, partial, batch * heads * v_dim * ACT_BYTES,
+                          SOFTMAX_OPS / ACC_BYTES, chip, component=Component.ATTENTION_COMPUTE,
+                          round_trips=COMBINE_ROUND_TRIPS)
     return [main, combine]
 
 

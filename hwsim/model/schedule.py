@@ -22,9 +22,11 @@ from hwsim.model.kernel import Kernel
 from hwsim.model.memory_map import MemoryMap
 from hwsim.model.shapes import ModelShape
 
-NORM_OPS_PER_BYTE = 2.0      # square, accumulate, scale (per bf16 element = 2 bytes)
-SILU_OPS_PER_BYTE = 4.0      # exp, add, divide, multiply per element
+NORM_OPS_PER_ELEM = 4.0      # square, accumulate, rsqrt-scale, weight multiply
+SOFTMAX_OPS_PER_ELEM = 5.0   # max, subtract, exp, sum, divide
+SILU_OPS_PER_BYTE = 2.0      # exp, add, divide, multiply per bf16 element (2 bytes)
 ADD_OPS_PER_BYTE = 0.5
+FP32_BYTES = 4
 
 
 @dataclass(frozen=True)
@@ -108,12 +110,13 @@ class Schedule:
     def _norm(self, name, layer, rows):
         d = self.model.hidden
         wname = f"L{layer}.{name}" if layer >= 0 else name
-        return ops.rows_kernel(wname, layer, rows, d * ops.ACT_BYTES, NORM_OPS_PER_BYTE, self.chip,
+        return ops.rows_kernel(wname, layer, rows, d, ops.ACT_BYTES, NORM_OPS_PER_ELEM, self.chip,
                                weight_bytes=d * self.wb, weight_addr=self.mem.regions[wname][0])
 
-    def _ew(self, name, layer, read, write, ops_per_byte=ADD_OPS_PER_BYTE, component=Component.ACTIVATION_IO):
+    def _ew(self, name, layer, read, write, ops_per_byte=ADD_OPS_PER_BYTE,
+            component=Component.ACTIVATION_IO, round_trips=1):
         return ops.elementwise(f"L{layer}.{name}" if layer >= 0 else name, layer, read, write,
-                               ops_per_byte, self.chip, component=component)
+                               ops_per_byte, self.chip, component=component, round_trips=round_trips)
 
     def step(self, shape: StepShape, routing: list[np.ndarray | None]) -> list[Kernel]:
         """Kernels of one forward pass. routing[layer] is [tokens, top_k] expert ids (MoE layers)."""
@@ -122,10 +125,10 @@ class Schedule:
             kernels += self._attention_block(layer, shape)
             kernels += self._ffn_block(layer, shape, routing[layer])
         t = shape.tokens
-        kernels.append(self._norm("final_norm", -1, shape.batch if shape.phase == "prefill" else t))
         lm_rows = shape.batch if shape.phase == "prefill" else t   # prefill: last token only
-        kernels.append(self._gemm("lm_head", -1, lm_rows, self.model.hidden, self.model.vocab,
-                                  "lm_head", Component.WEIGHT_READ))
+        kernels.append(self._norm("final_norm", -1, lm_rows))
+        kernels += self._gemm("lm_head", -1, lm_rows, self.model.hidden, self.model.vocab,
+                              "lm_head", Component.WEIGHT_READ)
         return kernels
 
     def _attention_block(self, layer: int, s: StepShape) -> list[Kernel]:
@@ -135,24 +138,24 @@ class Schedule:
         if a.kind == "mla":
             q_in = a.q_lora_rank or d
             if a.q_lora_rank:
-                ks.append(self._gemm("q_a", layer, t, d, a.q_lora_rank, "q_a", Component.WEIGHT_READ))
-            ks.append(self._gemm("q_b", layer, t, q_in, a.heads * (a.qk_nope_dim + a.qk_rope_dim),
-                                 "q_b", Component.WEIGHT_READ))
-            ks.append(self._gemm("kv_a", layer, t, d, a.kv_lora_rank + a.qk_rope_dim, "kv_a",
-                                 Component.WEIGHT_READ))
+                ks += self._gemm("q_a", layer, t, d, a.q_lora_rank, "q_a", Component.WEIGHT_READ)
+            ks += self._gemm("q_b", layer, t, q_in, a.heads * (a.qk_nope_dim + a.qk_rope_dim),
+                             "q_b", Component.WEIGHT_READ)
+            ks += self._gemm("kv_a", layer, t, d, a.kv_lora_rank + a.qk_rope_dim, "kv_a",
+                             Component.WEIGHT_READ)
             # Decode with absorbed kv_b: queries move into the latent space, then back out.
-            ks.append(self._gemm("kv_b", layer, t, a.kv_lora_rank, a.heads * (a.qk_nope_dim + a.v_head_dim),
-                                 "kv_b", Component.WEIGHT_READ))
+            ks += self._gemm("kv_b", layer, t, a.kv_lora_rank, a.heads * (a.qk_nope_dim + a.v_head_dim),
+                             "kv_b", Component.WEIGHT_READ)
             qk_dim, v_dim, kv_heads = a.kv_lora_rank + a.qk_rope_dim, a.kv_lora_rank, 1
             appends = [("kv_write", a.kv_elements_per_token())]
             o_in = a.heads * a.v_head_dim
         else:
-            ks.append(self._gemm("qkv", layer, t, d, (a.heads + 2 * a.kv_heads) * a.head_dim, "qkv",
-                                 Component.WEIGHT_READ))
+            ks += self._gemm("qkv", layer, t, d, (a.heads + 2 * a.kv_heads) * a.head_dim, "qkv",
+                             Component.WEIGHT_READ)
             if a.qk_norm:
                 for which, heads in (("q_norm", a.heads), ("k_norm", a.kv_heads)):
-                    ks.append(ops.rows_kernel(f"L{layer}.{which}", layer, t * heads,
-                                              a.head_dim * ops.ACT_BYTES, NORM_OPS_PER_BYTE, self.chip))
+                    ks.append(ops.rows_kernel(f"L{layer}.{which}", layer, t * heads, a.head_dim,
+                                              ops.ACT_BYTES, NORM_OPS_PER_ELEM, self.chip))
             qk_dim, v_dim, kv_heads = a.head_dim, a.head_dim, a.kv_heads
             appends = [("k_write", a.kv_heads * a.head_dim), ("v_write", a.kv_heads * a.head_dim)]
             o_in = a.heads * a.head_dim
@@ -167,7 +170,7 @@ class Schedule:
         else:
             ks.append(ops.prefill_attention(f"L{layer}.attention", layer, t, a.heads, kv_heads,
                                             qk_dim, v_dim, self.chip))
-        ks.append(self._gemm("o_proj", layer, t, o_in, d, "o_proj", Component.WEIGHT_READ))
+        ks += self._gemm("o_proj", layer, t, o_in, d, "o_proj", Component.WEIGHT_READ)
         ks.append(self._ew("residual_add", layer, 2 * t * d * ops.ACT_BYTES, t * d * ops.ACT_BYTES))
         return ks
 
@@ -181,12 +184,18 @@ class Schedule:
             ks += self._expert(layer, "dense", t, m.ffn, Component.WEIGHT_READ, gather=False)
         else:
             moe = m.moe
-            ks.append(self._gemm("router", layer, t, d, moe.experts, "router", Component.ROUTER,
-                                 compute=Component.ROUTER))
-            ks.append(ops.rows_kernel(f"L{layer}.router_softmax", layer, t, moe.experts * 4, 1.0,
-                                      self.chip, component=Component.ROUTER))
+            ks += self._gemm("router", layer, t, d, moe.experts, "router", Component.ROUTER,
+                             compute=Component.ROUTER)
+            # softmax(dtype=float32): a cast kernel, then a one-warp-per-row softmax
+            ks.append(self._ew("router_cast", layer, t * moe.experts * ops.ACT_BYTES,
+                               t * moe.experts * FP32_BYTES, component=Component.ROUTER))
+            ks.append(self._ew("router_softmax", layer, t * moe.experts * FP32_BYTES,
+                               t * moe.experts * FP32_BYTES, SOFTMAX_OPS_PER_ELEM / FP32_BYTES,
+                               component=Component.ROUTER))
             counts = np.bincount(choice.ravel(), minlength=moe.experts)
             if self.moe_schedule == "per-expert":
+                # the combine buffer the experts scatter-add into starts zeroed
+                ks.append(self._ew("moe_zero", layer, 0, t * d * ops.ACT_BYTES))
                 for e in np.flatnonzero(counts):
                     ks += self._expert(layer, f"expert{e}", int(counts[e]), moe.expert_ffn,
                                        Component.EXPERT_READ, gather=True)
@@ -202,15 +211,16 @@ class Schedule:
                 gather: bool) -> list[Kernel]:
         d, ab = self.model.hidden, ops.ACT_BYTES
         ks = []
-        if gather:
-            ks.append(self._ew(f"{prefix}.gather", layer, rows * d * ab, rows * d * ab))
-        ks.append(self._gemm(f"{prefix}.gate_up", layer, rows, d, 2 * ffn, f"{prefix}.gate_up", data))
+        if gather:   # index_select reads its index list before the rows: two round trips
+            ks.append(self._ew(f"{prefix}.gather", layer, rows * d * ab, rows * d * ab, round_trips=2))
+        ks += self._gemm(f"{prefix}.gate_up", layer, rows, d, 2 * ffn, f"{prefix}.gate_up", data)
         ks.append(self._ew(f"{prefix}.silu", layer, rows * ffn * ab, rows * ffn * ab, SILU_OPS_PER_BYTE))
         ks.append(self._ew(f"{prefix}.mul", layer, 2 * rows * ffn * ab, rows * ffn * ab))
-        ks.append(self._gemm(f"{prefix}.down", layer, rows, ffn, d, f"{prefix}.down", data))
-        if gather:
-            ks.append(self._ew(f"{prefix}.scale", layer, rows * d * ab, rows * d * ab))
-            ks.append(self._ew(f"{prefix}.scatter_add", layer, 2 * rows * d * ab, rows * d * ab))
+        ks += self._gemm(f"{prefix}.down", layer, rows, ffn, d, f"{prefix}.down", data)
+        if gather:   # scale by the router weight (a broadcast multiply), then index_add_
+            ks.append(self._ew(f"{prefix}.scale", layer, rows * d * ab, rows * d * ab, round_trips=2))
+            ks.append(self._ew(f"{prefix}.scatter_add", layer, 2 * rows * d * ab, rows * d * ab,
+                               round_trips=2))
         return ks
 
     def _grouped_experts(self, layer: int, counts: np.ndarray) -> list[Kernel]:
@@ -220,7 +230,7 @@ class Schedule:
         ks = []
         for proj, (k, n) in (("gate_up", (d, 2 * moe.expert_ffn)), ("down", (moe.expert_ffn, d))):
             parts = [self._gemm(f"expert{e}.{proj}", layer, int(counts[e]), k, n, f"expert{e}.{proj}",
-                                Component.EXPERT_READ) for e in active]
+                                Component.EXPERT_READ)[0] for e in active]
             ks.append(_concat(f"L{layer}.experts.{proj}", layer, parts))
             if proj == "gate_up":
                 rows = int(counts.sum())
