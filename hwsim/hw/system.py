@@ -181,10 +181,10 @@ class System:
         env = self.env
         next_tile = [0]
         chains: list[tuple[float, dict]] = []
-        sms = self.chip.sms
         units, per_unit = k.tiles, 1.0
-        if k.balanced:   # stream-K: one equal share of the tiles per SM
-            units, per_unit, slots = sms, k.tiles / sms, sms
+        if k.balanced:   # stream-K: one equal share of the tiles per resident block slot
+            units = min(slots, k.tiles)
+            per_unit = k.tiles / units
 
         def slot(slot_id: int):
             chain: dict[Component, float] = {}

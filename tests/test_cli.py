@@ -1,0 +1,69 @@
+"""The command line: bundle contents, the --json contract, and clean failures (exit 2)."""
+
+import json
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+HWSIM = [sys.executable, "-m", "hwsim.cli"]
+CONTRACT = {"scenario", "hardware", "model", "seed", "budget_ms", "itl_ms", "ttft_ms",
+            "breakdown_ms", "bytes", "sim"}
+
+
+def run(*args, cwd=None):
+    return subprocess.run([*HWSIM, *args], capture_output=True, text=True, cwd=cwd, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bundle") / "run"
+    res = run("run", "--set", "workload.decode_steps=2", "--out", str(out), "--json")
+    assert res.returncode == 0, res.stderr
+    return out, res
+
+
+def test_json_is_one_object_with_the_contract_keys(bundle):
+    out, res = bundle
+    lines = [ln for ln in res.stdout.splitlines() if ln.strip()]
+    assert len(lines) == 1
+    summary = json.loads(lines[0])
+    assert CONTRACT <= set(summary)
+    assert set(summary["itl_ms"]) >= {"p50", "p99", "mean"}
+    assert {"weights", "kv"} <= set(summary["bytes"])
+    assert {"events", "wall_s", "simulated_tokens"} <= set(summary["sim"])
+    assert summary["ttft_ms"] is None
+
+
+def test_bundle_files(bundle):
+    out, _ = bundle
+    manifest = json.loads((out / "manifest.json").read_text())
+    cfg = manifest["resolved_config"]
+    assert cfg["runtime"]["launch"] == "graph" and cfg["workload"]["decode_steps"] == 2
+    assert manifest["seed"] == 0 and manifest["error"] is None
+    assert manifest["provenance"]["hwsim_version"]
+    events = pd.read_parquet(out / "events.parquet")
+    assert len(events) == 2 * manifest["summary"]["kernels_per_step"]
+    breakdown = pd.read_csv(out / "breakdown.csv")
+    assert len(breakdown) == 2
+    assert (out / "breakdown.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_bad_input_exits_2_without_traceback_and_keeps_old_bundle(bundle, tmp_path):
+    out, _ = bundle
+    before = (out / "manifest.json").read_text()
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("hardware: h200-sxm\nmodel: mixtral-8x7b\nworkload:\n  batch_size: 0\n")
+    res = run("run", str(bad), "--out", str(out))
+    assert res.returncode == 2
+    assert "Traceback" not in res.stderr
+    assert "bad.yaml:4" in res.stderr and "workload.batch_size" in res.stderr
+    assert (out / "manifest.json").read_text() == before
+    res = run("run", "--set", "runtime.launch=warp", "--out", str(out))
+    assert res.returncode == 2 and "--set" in res.stderr and "runtime.launch" in res.stderr
+
+
+def test_missing_scenario_file_exits_2(tmp_path):
+    res = run("run", str(tmp_path / "nope.yaml"))
+    assert res.returncode == 2 and "file not found" in res.stderr

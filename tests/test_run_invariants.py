@@ -1,0 +1,106 @@
+"""Whole-run invariants: time and bytes are conserved, results are deterministic."""
+
+import json
+
+import pytest
+
+from hwsim.metrics import Component
+from hwsim.run import run_scenario
+
+
+@pytest.fixture(scope="module")
+def default_run():
+    from hwsim.config.load import load_scenario
+    return run_scenario(load_scenario(None, ["workload.decode_steps=2"]))
+
+
+def test_breakdown_sums_to_each_step(default_run):
+    for step in default_run.steps:
+        total = sum(step.breakdown_s.values())
+        assert total == pytest.approx(step.duration_s, rel=0.005)
+
+
+def test_breakdown_components_are_the_enum(default_run):
+    assert set(default_run.summary["breakdown_ms"]) == {c.value for c in Component}
+
+
+def test_bytes_match_the_analytic_bytes(default_run):
+    """Weights of the touched experts + attention + LM head, plus the KV read and written."""
+    b = default_run
+    cfg = b.scenario
+    from hwsim.build import build
+    built = build(cfg)
+    m = built.model
+    d, wb = m.hidden, m.weight_bytes
+    a = m.attention
+    attn = (d * (a.heads + 2 * a.kv_heads) * a.head_dim + a.heads * a.head_dim * d) * wb
+    expert = 3 * m.moe.expert_ffn * d * wb
+    router = d * m.moe.experts * wb
+    norms = 2 * d * wb
+    for step in b.steps:
+        experts_touched = step.active_experts_per_layer * m.layers
+        weights = m.layers * (attn + router + norms) + experts_touched * expert + (m.vocab * d + d) * wb
+        kv_read = m.layers * cfg.workload.batch_size * (step.context + 1) * a.kv_elements_per_token() * 2
+        kv_write = m.layers * cfg.workload.batch_size * a.kv_elements_per_token() * 2
+        assert step.bytes["weights"] == pytest.approx(weights, rel=0.01)
+        assert step.bytes["kv"] == pytest.approx(kv_read + kv_write, rel=0.01)
+
+
+def test_decode_step_not_faster_than_bytes_over_peak(default_run, h200):
+    for step in default_run.steps:
+        floor = (step.bytes["weights"] + step.bytes["kv"]) / h200.hbm_peak_bytes_s
+        assert step.duration_s >= floor
+
+
+def test_no_resource_above_full_utilisation(scenario_factory):
+    from hwsim.build import build
+    cfg = scenario_factory("workload.batch_size=8")
+    built = build(cfg)
+    run_scenario(cfg, built)
+    elapsed = built.env.now
+    sys = built.system
+    assert sys.bus.busy_s <= elapsed * (1 + 1e-9)
+    assert sys.l2.busy_s <= elapsed * (1 + 1e-9)
+    assert (sys.hbm.bank.busy_s <= elapsed * (1 + 1e-9)).all()
+    assert all(p.busy_s <= elapsed * (1 + 1e-9) for p in sys.sms.load_pipes)
+
+
+def test_same_seed_same_summary(scenario_factory):
+    a = run_scenario(scenario_factory("workload.batch_size=4", "seed=7")).summary
+    b = run_scenario(scenario_factory("workload.batch_size=4", "seed=7")).summary
+    for s in (a, b):
+        s["sim"].pop("wall_s")
+    assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+def test_routing_depends_on_the_seed(scenario_factory):
+    runs = [run_scenario(scenario_factory("workload.batch_size=2", f"seed={s}")) for s in range(4)]
+    experts = {r.summary["active_experts_per_layer"] for r in runs}
+    assert len(experts) > 1
+
+
+def test_more_batch_touches_more_experts_and_takes_longer(scenario_factory):
+    one = run_scenario(scenario_factory("workload.batch_size=1")).summary
+    many = run_scenario(scenario_factory("workload.batch_size=16")).summary
+    assert one["active_experts_per_layer"] == 2
+    assert many["active_experts_per_layer"] > 6
+    assert many["itl_ms"]["p50"] > 2 * one["itl_ms"]["p50"]
+
+
+def test_prefill_fills_ttft(scenario_factory):
+    s = run_scenario(scenario_factory("workload.prompt_tokens=256")).summary
+    assert s["ttft_ms"]["p50"] > s["itl_ms"]["p50"]
+
+
+def test_eager_launch_is_slower_than_graph(scenario_factory):
+    graph = run_scenario(scenario_factory("runtime.launch=graph")).summary
+    eager = run_scenario(scenario_factory("runtime.launch=eager")).summary
+    assert eager["itl_ms"]["p50"] > graph["itl_ms"]["p50"]
+    assert eager["breakdown_ms"]["launch_overhead"] > graph["breakdown_ms"]["launch_overhead"]
+
+
+@pytest.mark.parametrize("model", ["qwen3-30b-a3b", "deepseek-v3", "llama-3.1-8b"])
+def test_every_builtin_model_runs(scenario_factory, model):
+    s = run_scenario(scenario_factory(f"model={model}", "workload.decode_steps=1")).summary
+    assert s["itl_ms"]["p50"] > 0
+    assert s["bytes"]["weights"] > 0

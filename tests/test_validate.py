@@ -1,0 +1,55 @@
+"""`hwsim validate`: the dataset contract, per-row failures, and accuracy on real H200 steps."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hwsim.validate import load_dataset, validate_rows
+
+DATA = Path(__file__).resolve().parents[1] / "validation" / "data" / "h200_steps.csv"
+HEADER = "name,hardware,model,phase,batch,context_tokens,prompt_tokens,kv_bits,launch,measured_ms,notes\n"
+
+
+def test_json_shape_and_failed_rows(tmp_path):
+    ds = tmp_path / "ds.csv"
+    ds.write_text(HEADER
+                  + "ok,h200-sxm,mixtral-8x7b,decode,1,512,0,16,graph,8.8,\n"
+                  + "badmodel,h200-sxm,gpt-9,decode,1,512,0,16,graph,8.8,\n"
+                  + "badhw,h900,mixtral-8x7b,decode,1,512,0,16,graph,8.8,\n")
+    res = subprocess.run([sys.executable, "-m", "hwsim.cli", "validate", str(ds), "--json"],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    report = json.loads(res.stdout)
+    assert set(report) >= {"rows", "median_abs_error_pct", "max_abs_error_pct"}
+    rows = {r["name"]: r for r in report["rows"]}
+    assert set(rows["ok"]) >= {"name", "predicted_ms", "measured_ms", "error_pct"}
+    assert rows["ok"]["predicted_ms"] > 0
+    assert rows["badmodel"]["error_pct"] is None and "gpt-9" in rows["badmodel"]["error"]
+    assert rows["badhw"]["error_pct"] is None and "h900" in rows["badhw"]["error"]
+    assert report["failed"] == 2
+
+
+def test_missing_column_is_a_clean_error(tmp_path):
+    ds = tmp_path / "ds.csv"
+    ds.write_text("name,hardware\nx,h200-sxm\n")
+    res = subprocess.run([sys.executable, "-m", "hwsim.cli", "validate", str(ds)],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2 and "missing column" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_h200_graph_steps_are_predicted_within_tolerance():
+    """Real H200 whole steps (validation/data, measured by validation/measure_steps.py).
+
+    Guards against regressions of the calibrated engine; the bound is what the engine
+    achieves today (docs/validation.md) plus a margin, not a target.
+    """
+    rows = [r for r in load_dataset(DATA)
+            if r["launch"] == "graph" and r["phase"] == "decode" and int(r["batch"]) <= 16]
+    assert len(rows) >= 10
+    report = validate_rows(rows)
+    assert report["failed"] == 0
+    assert report["median_abs_error_pct"] < 12
+    assert report["max_abs_error_pct"] < 20
