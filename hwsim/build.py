@@ -16,6 +16,7 @@ from hwsim.hw.chip import ChipSpec
 from hwsim.hw.system import System
 from hwsim.model.schedule import Schedule
 from hwsim.model.shapes import ModelShape
+from hwsim.workload import kv_format
 
 
 @dataclass
@@ -38,8 +39,9 @@ def build(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelSha
     system = System(env, chip, launch=cfg.runtime.launch, fidelity=cfg.runtime.fidelity)
     w = cfg.workload
     max_context = w.context_tokens + w.decode_steps + max(w.prompt_tokens, 1)
-    schedule = Schedule(model, chip, kv_bits=cfg.kv_cache.bits, moe_schedule=cfg.runtime.moe_schedule,
-                        max_batch=w.batch_size, max_context=max_context)
+    schedule = Schedule(model, chip, kv=kv_format.from_config(cfg.kv_cache), dequant=cfg.kv_cache.dequant,
+                        moe_schedule=cfg.runtime.moe_schedule, max_batch=w.batch_size,
+                        max_context=max_context)
     warnings = []
     need = schedule.mem.allocated_bytes
     if need > chip.hbm_capacity_bytes:

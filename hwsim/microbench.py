@@ -13,6 +13,7 @@ from hwsim.hw.system import KernelRecord, System
 from hwsim.metrics import Component
 from hwsim.model import ops
 from hwsim.model.kernel import Kernel
+from hwsim.workload.kv_format import ClassWidth, KvFormat
 
 GEMM_WEIGHT_ADDR = 1 << 30
 
@@ -56,8 +57,25 @@ def tiny_kernel_s(chip: ChipSpec, **kw) -> float:
 
 
 def decode_attention_s(chip: ChipSpec, batch: int, context: int, heads: int = 32, kv_heads: int = 8,
-                       head_dim: int = 128, kv_bits: int = 16, **kw) -> float:
-    per_token_head = 2 * head_dim * kv_bits / 8
+                       head_dim: int = 128, **kw) -> float:
+    per_token_head = 2 * head_dim * 2
     ks = ops.decode_attention("attention", 0, batch, heads, kv_heads, head_dim, head_dim, context,
                               per_token_head, GEMM_WEIGHT_ADDR, chip)
     return time_kernels(chip, ks, **kw)[0]
+
+
+def fused_lowbit_attention_s(chip: ChipSpec, batch: int, context: int, bits: int, splits: int,
+                             relayout_subbyte: float, relayout_byte: float, heads: int = 32,
+                             kv_heads: int = 8, head_dim: int = 128) -> float:
+    """shared/calibration/qkv_attn.py: packed K/V with an fp16 scale and zero per (token, head),
+    unpacked in registers; the partial results are merged by a few torch kernels afterwards."""
+    fmt = KvFormat(routine=ClassWidth(bits, bits), sinks=0, sink_bits=16, outlier_fraction=0.0,
+                   outlier_bits=16, recent=0, recent_bits=16, group_size=head_dim,
+                   scale_format="fp16", zero_point=True, element="int",
+                   relayout_ops_subbyte=relayout_subbyte, relayout_ops_byte=relayout_byte)
+    elems = 2 * head_dim
+    per_token_head = fmt.bytes_per_token(elems, 1, context)
+    ks = ops.decode_attention("attention", 0, batch, heads, kv_heads, head_dim, head_dim, context,
+                              per_token_head, GEMM_WEIGHT_ADDR, chip, splits=splits,
+                              dequant_ops_per_token_head=elems * fmt.dequant_ops_per_element(context))
+    return time_kernels(chip, ks[:1])[0]

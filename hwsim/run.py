@@ -14,6 +14,8 @@ from hwsim.engine.rng import RandomStreams
 from hwsim.hw.system import KernelRecord
 from hwsim.metrics import Component, percentiles, traffic_class
 from hwsim.model.schedule import StepShape
+from hwsim.workload.kv_fidelity import attention_rel_error
+from hwsim.workload.kv_format import max_context_fitting
 from hwsim.workload.router import uniform_topk
 
 
@@ -88,6 +90,25 @@ def run_scenario(cfg: Scenario, built: Built | None = None) -> RunResult:
     return RunResult(scenario=cfg, steps=all_steps, records=records, summary=summary)
 
 
+def kv_summary(cfg: Scenario, b: Built) -> dict:
+    """What the KV format stores, saves, and costs in accuracy, at the scenario's context."""
+    fmt, m = b.schedule.kv, b.model
+    context = cfg.workload.context_tokens
+    bits = fmt.bits_per_element(context)
+    a = m.attention
+    heads = 1 if a.kind == "mla" else a.kv_heads
+    free = b.chip.hbm_capacity_bytes - b.schedule.weight_bytes_total()
+    return {
+        "effective_bits_per_element": bits,
+        "bytes_per_token": m.layers * b.schedule.kv_token_bytes(context),
+        "effective_bandwidth_multiplier": 16.0 / bits,
+        "attention_rel_error": attention_rel_error(fmt, cfg.seed),
+        "max_context_tokens_fitting": max_context_fitting(
+            free, cfg.workload.batch_size, m.layers, a.kv_elements_per_token(), heads, fmt),
+        "dequant": b.schedule.dequant,
+    }
+
+
 def summarize(cfg: Scenario, b: Built, steps: list[StepResult], prefill: StepResult | None,
               wall_s: float) -> dict:
     n = len(steps)
@@ -112,6 +133,7 @@ def summarize(cfg: Scenario, b: Built, steps: list[StepResult], prefill: StepRes
         "kernels_per_step": steps[0].kernels,
         "active_experts_per_layer": float(np.mean([s.active_experts_per_layer for s in steps])),
         "weights_gb": b.schedule.weight_bytes_total() / 1e9,
+        "kv": kv_summary(cfg, b),
         "warnings": b.warnings,
         "sim": {"events": b.system.events, "wall_s": wall_s,
                 "simulated_tokens": n * cfg.workload.batch_size, "version": __version__},

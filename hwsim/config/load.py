@@ -110,18 +110,42 @@ def load_scenario(path: str | Path | None, sets: list[str] | None = None) -> Sce
     try:
         cfg = validate(Scenario, doc)
         # Elaborate names now, so a misspelt profile or model points at its scenario line.
+        loaded = {}
         for key, loader in (("hardware", load_profile), ("model", load_model)):
             try:
-                loader(getattr(cfg, key))
+                loaded[key] = loader(getattr(cfg, key))
             except ConfigError as exc:
                 if exc.key != key:
                     raise
                 raise ConfigError(exc.message, file=doc.source, line=doc.line_of([key]), key=key) from None
+        for key, problem in cross_checks(cfg, loaded["hardware"], loaded["model"]):
+            raise ConfigError(problem, file=doc.source, line=doc.line_of(key.split(".")), key=key)
         return cfg
     except ConfigError as exc:
         if exc.key and exc.key in overridden:
             raise ConfigError(exc.message, file="--set", key=exc.key) from None
         raise
+
+
+def cross_checks(cfg: Scenario, profile: HardwareProfile, model: ModelShape):
+    """Problems that only show once the scenario meets its profile and model: (key, message)."""
+    kv = cfg.kv_cache
+    head_dim = model.attention.kv_lora_rank or model.attention.head_dim
+    if kv.dequant == "decoder" and profile.decoder is None:
+        yield "kv_cache.dequant", f"profile '{profile.name}' has no native sub-byte decoder (no decoder: block)"
+    if kv.dequant == "decoder" and profile.decoder is not None:
+        wanted = "fp8" if kv.element == "fp8" else ("vq" if kv.element == "vq" else "int")
+        fmts = " ".join(profile.decoder.formats)
+        if wanted not in fmts and not (wanted == "int" and "int" in fmts):
+            yield "kv_cache.element", f"the decoder of '{profile.name}' supports {profile.decoder.formats}"
+    if kv.element != "fp8" and head_dim % kv.group_size and kv.group_size < head_dim:
+        yield "kv_cache.group_size", f"group_size {kv.group_size} does not divide the head dim {head_dim}"
+    if kv.element == "vq":
+        codebook = kv.vq.entries * kv.vq.dims * 2
+        smem = profile.sm.shared_memory_kib.value * 1024
+        if codebook > smem / 2:
+            yield "kv_cache.vq.entries", (f"codebook of {codebook} bytes does not fit in half of the "
+                                          f"{smem:.0f} bytes of shared memory per SM")
 
 
 def load_profile(name: str) -> HardwareProfile:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+import math
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class _Block(BaseModel):
@@ -33,8 +35,100 @@ class Runtime(_Block):
                                   "(the measured PyTorch schedule); grouped: one grouped GEMM per layer")
 
 
+class TokenClass(_Block):
+    tokens: int = Field(0, ge=0, description="how many tokens are in this class")
+    bits: float = Field(16, description="stored bits per element for this class")
+
+
+class OutlierClass(_Block):
+    fraction: float = Field(0.0, ge=0, le=1, description="share of non-sink, non-recent tokens kept wider")
+    bits: float = Field(16, description="stored bits per element for outlier tokens")
+
+
+class VectorQuant(_Block):
+    entries: int = Field(256, ge=2, description="codebook entries (held in shared memory)")
+    dims: int = Field(4, ge=1, description="elements encoded by one code")
+
+
+# Published schemes, as literature.md section 2 describes them; any key set next to a preset
+# overrides the preset's value. The adaptive presets are the design brief's scheme.
+KV_PRESETS: dict[str, dict] = {
+    "bf16": {"bits": 16},
+    "fp8": {"bits": 8, "element": "fp8"},
+    "kivi-2": {"bits": 2, "group_size": 32, "recent": {"tokens": 128, "bits": 16}},
+    "kvquant-3-1pct": {"bits": 3, "sinks": {"tokens": 1, "bits": 16},
+                       "outliers": {"fraction": 0.01, "bits": 16}},
+    "skvq-2-1.5": {"key_bits": 2, "value_bits": 1.5, "group_size": 128, "scale_format": "fp8",
+                   "sinks": {"tokens": 5, "bits": 16}, "recent": {"tokens": 128, "bits": 16}},
+    "qserve-kv4": {"bits": 4, "group_size": 128},
+    "adaptive-2": {"bits": 2, "group_size": 128, "sinks": {"tokens": 4, "bits": 8},
+                   "outliers": {"fraction": 0.02, "bits": 4}},
+    "adaptive-1.5": {"bits": 1.5, "group_size": 128, "sinks": {"tokens": 4, "bits": 8},
+                     "outliers": {"fraction": 0.02, "bits": 4}},
+}
+SUPPORTED_INT_BITS = {1, 1.5, 2, 3, 4, 5, 6, 8, 16}
+
+
 class KvCache(_Block):
-    bits: Literal[16, 8, 4, 2] = Field(16, description="bits per cached K/V element (16 = bf16)")
+    preset: Literal["bf16", "fp8", "kivi-2", "kvquant-3-1pct", "skvq-2-1.5", "qserve-kv4",
+                    "adaptive-2", "adaptive-1.5"] | None = Field(None, description="a published scheme")
+    bits: float = Field(16, description="routine-token bits for K and V (16 = unquantized bf16)")
+    key_bits: float | None = Field(None, description="routine-token bits for K (default: bits)")
+    value_bits: float | None = Field(None, description="routine-token bits for V (default: bits)")
+    element: Literal["int", "fp8", "vq"] = Field("int", description="integer codes, fp8, or vector codes")
+    group_size: int = Field(128, ge=1, description="elements sharing one scale (and zero point)")
+    scale_format: Literal["fp16", "fp8", "pow2"] = "fp16"
+    zero_point: bool = True
+    sinks: TokenClass = TokenClass()
+    outliers: OutlierClass = OutlierClass()
+    recent: TokenClass = TokenClass()
+    vq: VectorQuant = VectorQuant()
+    dequant: Literal["software", "decoder", "unfused"] = Field(
+        "software", description="software: unpack in registers before the MMA; decoder: a native "
+                                "sub-byte decoder of the profile; unfused: expand to bf16 in HBM first")
+    relayout_ops_subbyte: float = Field(
+        15.5, ge=0, description="software dequant: ops per element to move packed sub-byte codes into "
+                                "MMA fragment order (calibration/fit_kv_dequant.py: the fused Triton "
+                                "low-bit attention kernel measured on an H200; docs/kv_cache.md)")
+    relayout_ops_byte: float = Field(
+        8.0, ge=0, description="the same for byte-wide (8-bit) codes, from the same measurement")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _expand_preset(cls, data):
+        if isinstance(data, dict) and data.get("preset") in KV_PRESETS:
+            merged = dict(KV_PRESETS[data["preset"]])
+            for key, value in data.items():
+                if isinstance(value, dict) and isinstance(merged.get(key), dict):
+                    merged[key] = {**merged[key], **value}
+                else:
+                    merged[key] = value
+            return merged
+        return data
+
+    @model_validator(mode="after")
+    def _check(self):
+        if self.element == "fp8":
+            widths = [b for b in self.widths() if b < 16]
+            if any(b != 8 for b in widths):
+                raise ValueError("element fp8 stores 8 bits per element; other widths need element int or vq")
+        elif self.element == "int":
+            bad = [b for b in self.widths() if b not in SUPPORTED_INT_BITS]
+            if bad:
+                raise ValueError(f"integer codes support {sorted(SUPPORTED_INT_BITS)} bits, not {bad[0]:g}")
+        if self.element == "vq":
+            routine = (self.key_bits or self.bits, self.value_bits or self.bits)
+            code_bits = math.log2(self.vq.entries) / self.vq.dims
+            if any(abs(b - code_bits) > 1e-6 for b in routine if b < 16):
+                raise ValueError(f"vq with {self.vq.entries} entries over {self.vq.dims} dims stores "
+                                 f"{code_bits:g} bits per element; set bits to that")
+        return self
+
+    def widths(self) -> list[float]:
+        w = [self.key_bits or self.bits, self.value_bits or self.bits, self.sinks.bits, self.recent.bits]
+        if self.outliers.fraction:
+            w.append(self.outliers.bits)
+        return w
 
 
 class Routing(_Block):

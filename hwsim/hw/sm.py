@@ -28,8 +28,10 @@ class SmArray:
         c = self.chip
         return (hbm_bytes * c.miss_latency_s + l2_bytes * c.hit_latency_s) / c.inflight_bytes_per_block
 
-    def compute_time(self, tensor_flops: float, vector_flops: float, int_ops: float, dtype: str) -> float:
-        """Seconds of SM compute for one tile: tensor MMA overlaps the ALU work (separate pipes)."""
+    def compute_time(self, tensor_flops: float, vector_flops: float, int_ops: float, dtype: str,
+                     decoder_elements: float = 0.0) -> float:
+        """Seconds of SM compute for one tile. Tensor MMAs, the ALUs and a native decoder are
+        separate pipes that overlap; vector and integer work share the ALU issue slots."""
         c = self.chip
         tensor = tensor_flops / c.tensor_rate_per_sm(dtype) if tensor_flops else 0.0
         alu = 0.0
@@ -37,7 +39,11 @@ class SmArray:
             alu += vector_flops / (c.vector_flops / c.sms)
         if int_ops:
             alu += int_ops / (c.alu_int_ops_per_clk * c.clock_hz)
-        return max(tensor, alu)
+        decoder = 0.0
+        if decoder_elements:
+            assert c.decoder_elements_per_clk, "decoder work on a chip without a decoder"
+            decoder = decoder_elements / (c.decoder_elements_per_clk * c.clock_hz)
+        return max(tensor, alu, decoder)
 
     def busy_seconds(self) -> dict[str, float]:
         return {

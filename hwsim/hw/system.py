@@ -101,7 +101,10 @@ class System:
         latency = 0.0
         if fill:
             latency = (self.chip.miss_latency_s if k.hbm_read else self.chip.hit_latency_s) * k.round_trips
-        compute_s = ntiles * self.sms.compute_time(k.tensor_flops, k.vector_flops, k.int_ops, k.dtype)
+            if k.decoder_elements:
+                latency += self.chip.decoder_latency_s
+        compute_s = ntiles * self.sms.compute_time(k.tensor_flops, k.vector_flops, k.int_ops, k.dtype,
+                                                   k.decoder_elements)
         if wave_tiles:
             mem_done = self._wave_memory_done(now, k, ntiles, wave_tiles, first_tile)
             compute_done = now + compute_s
@@ -111,8 +114,17 @@ class System:
         body_end = max(mem_done, compute_done)
         end = body_end + latency
         body = body_end - now
-        component = k.data if mem_done >= compute_done else k.compute
+        component = k.data if mem_done >= compute_done else self._compute_component(k, ntiles)
         return end, {Component.KERNEL_OVERHEAD: latency, component: body}
+
+    def _compute_component(self, k: Kernel, ntiles: float) -> Component:
+        """A compute-bound tile is charged to dequantization when unpacking is its longest pipe."""
+        if k.int_ops or k.decoder_elements:
+            sms = self.sms
+            dequant = sms.compute_time(0, 0, k.int_ops, k.dtype, k.decoder_elements)
+            if dequant >= sms.compute_time(k.tensor_flops, k.vector_flops, 0, k.dtype):
+                return Component.DEQUANT
+        return k.compute
 
     def _wave_memory_done(self, now: float, k: Kernel, tiles_per_sm: float, total: float,
                           first_tile: float) -> float:

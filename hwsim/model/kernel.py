@@ -23,6 +23,7 @@ class Kernel:
     tensor_flops: float = 0.0       # tensor-core flops per tile (padded to the MMA shape)
     vector_flops: float = 0.0       # fp32 vector-ALU ops per tile (softmax, norms, SiLU)
     int_ops: float = 0.0            # integer/logic ops per tile (unpacking sub-byte data)
+    decoder_elements: float = 0.0   # elements per tile expanded by a native sub-byte decoder
     smem_bytes: int = 0             # shared memory one tile holds (limits tiles per SM)
     address: int = 0                # start of the contiguous HBM range the tiles stream
     dtype: str = "bf16"             # tensor-core input type

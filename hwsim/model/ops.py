@@ -128,14 +128,17 @@ def decode_attention_splits(batch: int, kv_heads: int, context: int, chip: ChipS
 
 def decode_attention(name: str, layer: int, batch: int, heads: int, kv_heads: int, qk_dim: int,
                      v_dim: int, context: int, kv_bytes_per_token_head: float, cache_addr: int,
-                     chip: ChipSpec) -> list[Kernel]:
+                     chip: ChipSpec, *, dequant_ops_per_token_head: float = 0.0,
+                     decoder_elements_per_token_head: float = 0.0,
+                     splits: int | None = None) -> list[Kernel]:
     """One query token per sequence attending over `context` cached tokens (GQA-packed).
 
     Each program owns one (sequence, KV head) pair and one slice of the context; the query
-    heads sharing that KV head are packed as rows of the MMA. A combine kernel merges the
-    slices' partial softmax results when the context was split.
+    heads sharing that KV head are packed as rows of the MMA. A compressed cache is read at
+    its stored width and expanded in registers (ALU ops) or by a native decoder on the way
+    in. A combine kernel merges the slices' partial softmax results when the context was split.
     """
-    splits = decode_attention_splits(batch, kv_heads, context, chip)
+    splits = splits or decode_attention_splits(batch, kv_heads, context, chip)
     group = heads // kv_heads
     chunk = context / splits
     rows = _roundup(group, MMA_M)
@@ -147,6 +150,8 @@ def decode_attention(name: str, layer: int, batch: int, heads: int, kv_heads: in
         l2_write=group * (v_dim + 2) * ACC_BYTES,
         tensor_flops=2.0 * rows * chunk * (qk_dim + v_dim),
         vector_flops=SOFTMAX_OPS * group * chunk,
+        int_ops=dequant_ops_per_token_head * chunk,
+        decoder_elements=decoder_elements_per_token_head * chunk,
         smem_bytes=(ATTN_BLOCK_N * (qk_dim + v_dim) + rows * qk_dim) * ACT_BYTES,
         address=cache_addr, data=Component.KV_READ, compute=Component.ATTENTION_COMPUTE,
         round_trips=ATTN_ROUND_TRIPS,
@@ -158,6 +163,15 @@ def decode_attention(name: str, layer: int, batch: int, heads: int, kv_heads: in
                           SOFTMAX_OPS / ACC_BYTES, chip, component=Component.ATTENTION_COMPUTE,
                           round_trips=COMBINE_ROUND_TRIPS)
     return [main, combine]
+
+
+def unfused_dequant(name: str, layer: int, packed_bytes: float, elements: float, ops_per_element: float,
+                    cache_addr: int, chip: ChipSpec) -> Kernel:
+    """Expand a compressed cache into a bf16 copy in HBM before attention (extra traffic)."""
+    tiles = max(1, math.ceil(elements * ACT_BYTES / ELEMENTWISE_TILE_BYTES))
+    return Kernel(name=name, layer=layer, tiles=tiles, hbm_read=packed_bytes / tiles,
+                  hbm_write=elements * ACT_BYTES / tiles, int_ops=ops_per_element * elements / tiles,
+                  address=cache_addr, data=Component.DEQUANT, compute=Component.DEQUANT)
 
 
 def prefill_attention(name: str, layer: int, tokens: int, heads: int, kv_heads: int, qk_dim: int,

@@ -21,6 +21,7 @@ from hwsim.model import ops
 from hwsim.model.kernel import Kernel
 from hwsim.model.memory_map import MemoryMap
 from hwsim.model.shapes import ModelShape
+from hwsim.workload.kv_format import BF16_KV, KvFormat
 
 NORM_OPS_PER_ELEM = 4.0      # square, accumulate, rsqrt-scale, weight multiply
 SOFTMAX_OPS_PER_ELEM = 5.0   # max, subtract, exp, sum, divide
@@ -40,19 +41,26 @@ class StepShape:
 
 
 class Schedule:
-    def __init__(self, model: ModelShape, chip: ChipSpec, *, kv_bits: int = 16,
-                 moe_schedule: str = "per-expert", max_batch: int = 1, max_context: int = 1):
+    def __init__(self, model: ModelShape, chip: ChipSpec, *, kv: KvFormat | None = None,
+                 dequant: str = "software", moe_schedule: str = "per-expert", max_batch: int = 1,
+                 max_context: int = 1):
         self.model = model
         self.chip = chip
         self.moe_schedule = moe_schedule
-        self.kv_bytes_per_el = kv_bits / 8
+        self.kv = kv or BF16_KV
+        self.dequant = "none" if self.kv.is_unquantized else dequant
         self.mem = MemoryMap()
         self.wb = model.weight_bytes
         self._layout_weights()
-        a = model.attention
-        self.kv_bytes_per_token_layer = a.kv_elements_per_token() * self.kv_bytes_per_el
+        self.kv_bytes_per_token_layer = self.kv_token_bytes(max_context)
         self.kv_base = self.mem.place(
             "kv_cache", model.layers * max_batch * max_context * self.kv_bytes_per_token_layer)
+
+    def kv_token_bytes(self, context: int) -> float:
+        """Stored bytes of one token's K and V in one layer at this context length."""
+        a = self.model.attention
+        heads = 1 if a.kind == "mla" else a.kv_heads
+        return self.kv.bytes_per_token(a.kv_elements_per_token(), heads, context)
 
     # -- weights ---------------------------------------------------------------------------
     def _layout_weights(self):
@@ -160,18 +168,38 @@ class Schedule:
             appends = [("k_write", a.kv_heads * a.head_dim), ("v_write", a.kv_heads * a.head_dim)]
             o_in = a.heads * a.head_dim
         if s.phase == "decode":
+            append_bytes_per_el = self.kv.append_bits() / 8
             for name, elems in appends:
-                ks.append(ops.kv_append(f"L{layer}.{name}", layer, s.batch, elems, self.kv_bytes_per_el,
+                ks.append(ops.kv_append(f"L{layer}.{name}", layer, s.batch, elems, append_bytes_per_el,
                                         self._kv_addr(layer, s), self.chip))
-            per_token_head = (qk_dim + (0 if a.kind == "mla" else v_dim)) * self.kv_bytes_per_el
-            ks += ops.decode_attention(f"L{layer}.attention", layer, s.batch, a.heads, kv_heads,
-                                       qk_dim, v_dim, s.context + 1, per_token_head,
-                                       self._kv_addr(layer, s), self.chip)
+            ks += self._decode_attention(layer, s, kv_heads, qk_dim, v_dim)
         else:
             ks.append(ops.prefill_attention(f"L{layer}.attention", layer, t, a.heads, kv_heads,
                                             qk_dim, v_dim, self.chip))
         ks += self._gemm("o_proj", layer, t, o_in, d, "o_proj", Component.WEIGHT_READ)
         ks.append(self._ew("residual_add", layer, 2 * t * d * ops.ACT_BYTES, t * d * ops.ACT_BYTES))
+        return ks
+
+    def _decode_attention(self, layer: int, s: StepShape, kv_heads: int, qk_dim: int,
+                          v_dim: int) -> list[Kernel]:
+        a = self.model.attention
+        context = s.context + 1
+        elems = qk_dim + (0 if a.kind == "mla" else v_dim)      # cached elements per token and head
+        per_token_head = self.kv_token_bytes(context) / kv_heads
+        addr = self._kv_addr(layer, s)
+        kw = {}
+        ks: list[Kernel] = []
+        if self.dequant == "software":
+            kw["dequant_ops_per_token_head"] = elems * self.kv.dequant_ops_per_element(context)
+        elif self.dequant == "decoder":
+            kw["decoder_elements_per_token_head"] = elems * self.kv.quantized_fraction(context)
+        elif self.dequant == "unfused":
+            n = s.batch * kv_heads * context
+            ks.append(ops.unfused_dequant(f"L{layer}.kv_dequant", layer, n * per_token_head, n * elems,
+                                          self.kv.dequant_ops_per_element(context), addr, self.chip))
+            per_token_head = elems * ops.ACT_BYTES
+        ks += ops.decode_attention(f"L{layer}.attention", layer, s.batch, a.heads, kv_heads, qk_dim,
+                                   v_dim, context, per_token_head, addr, self.chip, **kw)
         return ks
 
     def _kv_addr(self, layer: int, s: StepShape) -> int:
