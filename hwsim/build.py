@@ -16,7 +16,10 @@ from hwsim.hw.chip import ChipSpec
 from hwsim.hw.system import System
 from hwsim.model.schedule import Schedule
 from hwsim.model.shapes import ModelShape
+from hwsim.engine.rng import RandomStreams
+from hwsim.model.moe_dispatch import ExpertDispatch
 from hwsim.workload import kv_format
+from hwsim.workload.router import Router
 
 
 @dataclass
@@ -28,6 +31,7 @@ class Built:
     env: simpy.Environment
     system: System
     schedule: Schedule
+    router: Router | None
     warnings: list[str]
 
 
@@ -42,9 +46,31 @@ def build(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelSha
     schedule = Schedule(model, chip, kv=kv_format.from_config(cfg.kv_cache), dequant=cfg.kv_cache.dequant,
                         moe_schedule=cfg.runtime.moe_schedule, max_batch=w.batch_size,
                         max_context=max_context)
+    streams = RandomStreams(cfg.seed)
+    router = None
+    if model.moe:
+        moe_layers = [layer for layer in range(model.layers) if model.is_moe_layer(layer)]
+        router = Router(cfg.moe.routing, model.moe, moe_layers, streams.get("routing"))
+        schedule.dispatch = _expert_dispatch(cfg, model, chip, schedule, router, streams)
     warnings = []
     need = schedule.mem.allocated_bytes
     if need > chip.hbm_capacity_bytes:
         warnings.append(f"weights + KV cache need {need / 1e9:.1f} GB but {profile.name} has "
                         f"{chip.hbm_capacity_bytes / 1e9:.0f} GB of HBM; simulated as if it fit")
-    return Built(cfg, profile, model, chip, env, system, schedule, warnings)
+    return Built(cfg, profile, model, chip, env, system, schedule, router, warnings)
+
+
+def _expert_dispatch(cfg: Scenario, model: ModelShape, chip: ChipSpec, schedule: Schedule,
+                     router: Router, streams: RandomStreams) -> ExpertDispatch:
+    """SRAM for experts: an explicit size, or the settable-aside share of the L2; the routing
+    table takes its share first when it is pinned and fits."""
+    c = cfg.moe.cache
+    capacity = c.capacity_mib * 2**20 if c.capacity_mib else chip.l2_bytes * c.persist_fraction
+    if c.pin_router and schedule.router_bytes_total() <= capacity:
+        schedule.router_on_chip = True
+        capacity -= schedule.router_bytes_total()
+    dispatch = ExpertDispatch(cfg.moe, model, schedule.expert_bytes(), capacity, chip.hbm_stacks,
+                              schedule.expert_address, streams.get("prefetch"))
+    if c.policy == "pinned-hot":
+        dispatch.pin_hot(router.popularity)
+    return dispatch

@@ -91,10 +91,26 @@ def _print_summary(s: dict, paths: dict) -> None:
     gb = {k: v / 1e9 for k, v in s["bytes"].items()}
     console.print(f"HBM bytes per step: weights {gb['weights']:.2f} GB, KV {gb['kv']:.3f} GB; "
                   f"{s['kernels_per_step']} kernels per step")
+    if s.get("moe"):
+        m = s["moe"]
+        line = (f"MoE: {m['distinct_experts_per_layer']:.1f} distinct experts per layer, "
+                f"active parameters {m['active_param_fraction']:.1%}")
+        if m["cache"]["hit_rate"] is not None and (m["cache"]["policy"] != "none" or m["prefetch"]["enabled"]):
+            line += f", SRAM hit rate {m['cache']['hit_rate']:.1%}"
+        if m["prefetch"]["enabled"]:
+            line += (f", prefetch precision {m['prefetch']['precision']:.0%} recall {m['prefetch']['recall']:.0%}, "
+                     f"wait {m['prefetch']['expert_load_wait_ms']:.3f} ms")
+        if m["placement"] == "per-expert":
+            line += f", expert bytes per stack max/mean {m['expert_stack_imbalance']:.2f}"
+        console.print(line)
+    if s["kv"]["effective_bits_per_element"] < 16:
+        k = s["kv"]
+        console.print(f"KV cache: {k['effective_bits_per_element']:.2f} bits per element "
+                      f"({k['effective_bandwidth_multiplier']:.1f}x fewer bytes), {k['dequant']} dequant, "
+                      f"attention output error {k['attention_rel_error']:.3f}")
     for w in s["warnings"]:
         console.print(f"[yellow]warning:[/] {w}")
-    console.print(f"bundle: {paths['manifest.json'].parent}/ (manifest.json, events.parquet, "
-                  f"breakdown.csv, breakdown.png)")
+    console.print(f"bundle: {paths['manifest.json'].parent}/ ({', '.join(paths)})")
     console.print(f"[dim]{s['sim']['events']} events in {s['sim']['wall_s']:.2f} s wall[/]")
 
 

@@ -10,13 +10,13 @@ import numpy as np
 from hwsim import __version__
 from hwsim.build import Built, build
 from hwsim.config.scenario import Scenario
-from hwsim.engine.rng import RandomStreams
 from hwsim.hw.system import KernelRecord
 from hwsim.metrics import Component, percentiles, traffic_class
 from hwsim.model.schedule import StepShape
 from hwsim.workload.kv_fidelity import attention_rel_error
 from hwsim.workload.kv_format import max_context_fitting
-from hwsim.workload.router import uniform_topk
+from hwsim.model.kernel import Kernel
+from hwsim.workload.router import expected_distinct
 
 
 @dataclass
@@ -31,6 +31,7 @@ class StepResult:
     bytes: dict[str, float]
     kernels: int
     active_experts_per_layer: float
+    active_weight_fraction: float
 
     @property
     def duration_s(self) -> float:
@@ -43,19 +44,15 @@ class RunResult:
     steps: list[StepResult]
     records: list[KernelRecord]
     summary: dict
-    resolved: dict = field(default_factory=dict)
+    channel_bytes: list[float] = field(default_factory=list)   # bytes served per HBM channel
+    channels_per_stack: int = 1
 
 
-def _routing(b: Built, rng, tokens: int):
-    m = b.model
-    return [uniform_topk(rng, tokens, m.moe) if m.is_moe_layer(layer) else None
-            for layer in range(m.layers)]
-
-
-def simulate_pass(b: Built, shape: StepShape, step: int, rng, records: list[KernelRecord]) -> StepResult:
-    routing = _routing(b, rng, shape.tokens)
+def simulate_pass(b: Built, shape: StepShape, step: int, records: list[KernelRecord]) -> StepResult:
+    routing = b.router.step(step, shape.tokens) if b.router else {}
     kernels = b.schedule.step(shape, routing)
     first = len(records)
+    prefetched_before = b.system.prefetch_bytes
     t0 = b.env.now
     b.env.process(b.system.run_stream(kernels, step, records))
     b.env.run()
@@ -65,29 +62,69 @@ def simulate_pass(b: Built, shape: StepShape, step: int, rng, records: list[Kern
         for comp, secs in rec.attribution.items():
             breakdown[comp.value] += secs
         moved[traffic_class(rec.data)] += rec.hbm_read_bytes + rec.hbm_write_bytes
-    active = [len(np.unique(r)) for r in routing if r is not None]
+    if b.schedule.dispatch:
+        b.schedule.dispatch.end_step()
+    moved["expert_prefetch"] = b.system.prefetch_bytes - prefetched_before
+    active = [len(np.unique(r[r >= 0])) for r in routing.values()]
     return StepResult(step=step, phase=shape.phase, batch=shape.batch, context=shape.context,
                       t_start=t0, t_end=b.env.now, breakdown_s=breakdown, bytes=moved,
-                      kernels=len(kernels), active_experts_per_layer=float(np.mean(active)) if active else 0.0)
+                      kernels=sum(isinstance(k, Kernel) for k in kernels),
+                      active_experts_per_layer=float(np.mean(active)) if active else 0.0,
+                      active_weight_fraction=b.schedule.active_weight_bytes(routing)
+                      / b.schedule.weight_bytes_total())
 
 
 def run_scenario(cfg: Scenario, built: Built | None = None) -> RunResult:
     wall0 = time.perf_counter()
     b = built or build(cfg)
     w = cfg.workload
-    rng = RandomStreams(cfg.seed).get("routing")
     records: list[KernelRecord] = []
     steps: list[StepResult] = []
     prefill = None
     if w.prompt_tokens:
-        prefill = simulate_pass(b, StepShape("prefill", 1, w.prompt_tokens, 0), -1, rng, records)
+        prefill = simulate_pass(b, StepShape("prefill", 1, w.prompt_tokens, 0), -1, records)
     for i in range(w.decode_steps):
         shape = StepShape("decode", w.batch_size, w.batch_size, w.context_tokens + i)
-        steps.append(simulate_pass(b, shape, i, rng, records))
+        steps.append(simulate_pass(b, shape, i, records))
     wall = time.perf_counter() - wall0
     summary = summarize(cfg, b, steps, prefill, wall)
     all_steps = ([prefill] if prefill else []) + steps
-    return RunResult(scenario=cfg, steps=all_steps, records=records, summary=summary)
+    return RunResult(scenario=cfg, steps=all_steps, records=records, summary=summary,
+                     channel_bytes=b.system.hbm.bytes_per_channel().tolist(),
+                     channels_per_stack=b.system.hbm.channels_per_stack)
+
+
+def moe_summary(cfg: Scenario, b: Built, steps: list[StepResult]) -> dict | None:
+    """Routing, dispatch, SRAM residency, prefetch and channel balance of the run."""
+    m = b.model
+    if not m.moe:
+        return None
+    d = b.schedule.dispatch
+    st = d.stats
+    n = len(steps)
+    tokens = cfg.workload.batch_size
+    return {
+        "routing": cfg.moe.routing.kind,
+        "distinct_experts_per_layer": float(np.mean([s.active_experts_per_layer for s in steps])),
+        "expected_distinct_uniform": expected_distinct(m.moe.experts, m.moe.top_k, tokens),
+        "active_param_fraction": float(np.mean([s.active_weight_fraction for s in steps])),
+        "placement": cfg.moe.placement,
+        "channel_imbalance": b.system.hbm.imbalance(),
+        "expert_stack_imbalance": d.expert_stack_imbalance(),
+        "router_in_sram": b.schedule.router_on_chip,
+        "cache": {"policy": cfg.moe.cache.policy, "capacity_mb": d.cache.capacity / 1e6,
+                  "expert_mb": b.schedule.expert_bytes() / 1e6, "hit_rate": d.cache.hit_rate,
+                  "hit_rate_by_layer": d.cache.hit_rate_by_layer()},
+        "prefetch": {
+            "enabled": cfg.moe.prefetch.enabled,
+            "predictor": cfg.moe.prefetch.predictor,
+            "precision": st.predicted_needed / st.predicted if st.predicted else None,
+            "recall": st.predicted_needed / st.needed if st.needed else None,
+            "bytes_per_step": st.prefetched_bytes / n,
+            "wasted_bytes_per_step": st.wasted_bytes / n,
+            "expert_load_wait_ms": float(np.mean([s.breakdown_s["expert_load_wait"] for s in steps])) * 1e3,
+        },
+    }
 
 
 def kv_summary(cfg: Scenario, b: Built) -> dict:
@@ -134,6 +171,7 @@ def summarize(cfg: Scenario, b: Built, steps: list[StepResult], prefill: StepRes
         "active_experts_per_layer": float(np.mean([s.active_experts_per_layer for s in steps])),
         "weights_gb": b.schedule.weight_bytes_total() / 1e9,
         "kv": kv_summary(cfg, b),
+        "moe": moe_summary(cfg, b, steps),
         "warnings": b.warnings,
         "sim": {"events": b.system.events, "wall_s": wall_s,
                 "simulated_tokens": n * cfg.workload.batch_size, "version": __version__},

@@ -18,7 +18,6 @@ import pandas as pd
 
 from hwsim.build import build
 from hwsim.config.scenario import Scenario
-from hwsim.engine.rng import RandomStreams
 from hwsim.model.schedule import StepShape
 from hwsim.run import simulate_pass
 
@@ -63,7 +62,7 @@ def simulate_case(case: str, profile: str) -> pd.DataFrame:
     built.schedule.model = built.model
     shape = StepShape("decode", b, b, l) if phase == "decode" else StepShape("prefill", 1, t, 0)
     records = []
-    simulate_pass(built, shape, 0, RandomStreams(0).get("routing"), records)
+    simulate_pass(built, shape, 0, records)
     return pd.DataFrame({"kind": [kind_of(r.name, SIMULATED_KINDS) for r in records],
                          "dur_us": [(r.t_end - r.t_start) * 1e6 for r in records]})
 

@@ -122,7 +122,7 @@ def load_scenario(path: str | Path | None, sets: list[str] | None = None) -> Sce
             raise ConfigError(problem, file=doc.source, line=doc.line_of(key.split(".")), key=key)
         return cfg
     except ConfigError as exc:
-        if exc.key and exc.key in overridden:
+        if exc.key and any(o == exc.key or o.startswith(exc.key + ".") for o in overridden):
             raise ConfigError(exc.message, file="--set", key=exc.key) from None
         raise
 

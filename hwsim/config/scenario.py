@@ -132,11 +132,49 @@ class KvCache(_Block):
 
 
 class Routing(_Block):
-    kind: Literal["uniform"] = Field("uniform", description="uniform random top-k per token")
+    kind: Literal["uniform", "zipf", "trace"] = Field("uniform", description="how tokens pick experts")
+    zipf_exponent: float = Field(1.0, gt=0, description="zipf: popularity ~ 1/rank^exponent")
+    hot_persist_steps: int = Field(16, ge=1, description="zipf: steps the hot-expert ranking persists")
+    drift: float = Field(0.25, ge=0, le=1, description="zipf: share of the ranking reshuffled at each drift")
+    balance: float = Field(0.0, ge=0, le=1, description="load balancing: 0 = raw skew, 1 = uniform")
+    trace: str | None = Field(None, description="trace: CSV of step, layer, token, experts")
+    capacity_factor: float | None = Field(None, gt=0, description="cap per expert = ceil(cf x tokens x k / E)")
+    overflow: Literal["drop", "reroute"] = "drop"
+
+    @model_validator(mode="after")
+    def _check(self):
+        if self.kind == "trace" and not self.trace:
+            raise ValueError("routing kind trace needs a trace: CSV path")
+        return self
+
+
+class ExpertCache(_Block):
+    policy: Literal["none", "lru", "lfu", "pinned-hot"] = Field(
+        "none", description="which experts stay resident in on-chip SRAM between uses")
+    capacity_mib: float | None = Field(
+        None, gt=0, description="SRAM for experts (default: the profile's L2 x persist_fraction)")
+    persist_fraction: float = Field(
+        0.75, gt=0, le=1, description="share of the L2 that can be set aside for persisting data "
+                                      "(CUDA persisting-L2 limit, about 3/4 on A100/H100)")
+    pin_router: bool = Field(
+        False, description="keep every layer's router weights (the routing table) in SRAM when they "
+                           "fit; the measured PyTorch schedule streams them from HBM")
+
+
+class Prefetch(_Block):
+    enabled: bool = False
+    predictor: Literal["oracle", "previous-layer", "previous-token"] = "oracle"
+    accuracy: float = Field(1.0, ge=0, le=1, description="oracle: share of needed experts predicted")
+    lookahead_layers: int = Field(0, ge=0, le=1, description="0: layer l during its attention; 1: also l+1")
 
 
 class Moe(_Block):
     routing: Routing = Routing()
+    placement: Literal["interleaved", "per-expert"] = Field(
+        "interleaved", description="expert weights striped over all HBM channels, or each expert "
+                                   "contiguous on the channels of one stack")
+    cache: ExpertCache = ExpertCache()
+    prefetch: Prefetch = Prefetch()
 
 
 class Scenario(_Block):

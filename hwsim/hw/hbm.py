@@ -20,6 +20,7 @@ class Hbm:
                  interleave_bytes: int, capacity_bytes: float):
         self.stacks = stacks
         self.channels = stacks * channels_per_stack
+        self.channels_per_stack = channels_per_stack
         self.interleave = interleave_bytes
         self.latency_s = latency_s
         self.capacity_bytes = capacity_bytes
@@ -29,27 +30,37 @@ class Hbm:
         self.read_bytes = 0.0
         self.write_bytes = 0.0
 
-    def spread(self, address: int, nbytes: float) -> np.ndarray:
-        """Bytes that each channel serves for a contiguous range [address, address+nbytes)."""
+    def spread(self, address: int, nbytes: float, stack: int = -1) -> np.ndarray:
+        """Bytes each channel serves for a contiguous range [address, address+nbytes).
+
+        With `stack` >= 0 the range is placed on that stack's channels only (per-expert
+        placement); otherwise it interleaves over every channel of the chip.
+        """
         per = np.zeros(self.channels)
         if nbytes <= 0:
             return per
+        lo, n = (stack * self.channels_per_stack, self.channels_per_stack) if stack >= 0 else (0, self.channels)
         granules = max(1, int(np.ceil(nbytes / self.interleave)))
-        full_rounds, rest = divmod(granules, self.channels)
-        per += full_rounds
-        first = (int(address) // self.interleave) % self.channels
+        full_rounds, rest = divmod(granules, n)
+        per[lo:lo + n] += full_rounds
+        first = (int(address) // self.interleave) % n
         if rest:
-            idx = (first + np.arange(rest)) % self.channels
+            idx = lo + (first + np.arange(rest)) % n
             per[idx] += 1
         return per * (nbytes / granules)
 
-    def read(self, now: float, address: int, nbytes: float) -> float:
+    def read(self, now: float, address: int, nbytes: float, stack: int = -1) -> float:
         self.read_bytes += nbytes
-        return self.bank.serve(now, self.spread(address, nbytes))
+        return self.bank.serve(now, self.spread(address, nbytes, stack))
 
-    def write(self, now: float, address: int, nbytes: float) -> float:
+    def write(self, now: float, address: int, nbytes: float, stack: int = -1) -> float:
         self.write_bytes += nbytes
-        return self.bank.serve(now, self.spread(address, nbytes), rate_scale=self.write_scale)
+        return self.bank.serve(now, self.spread(address, nbytes, stack), rate_scale=self.write_scale)
+
+    def imbalance(self) -> float:
+        """max / mean bytes served per channel so far (1.0 = perfectly even)."""
+        units = self.bank.units
+        return float(units.max() / units.mean()) if units.mean() > 0 else 1.0
 
     def bytes_per_channel(self) -> np.ndarray:
         return self.bank.units.copy()

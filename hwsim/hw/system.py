@@ -23,7 +23,10 @@ from hwsim.hw.hbm import Hbm
 from hwsim.hw.server import Server
 from hwsim.hw.sm import SmArray
 from hwsim.metrics import Component
-from hwsim.model.kernel import Kernel
+from hwsim.model.kernel import AwaitLoad, Kernel, PrefetchLoad, StreamItem
+
+PREFETCH_CHUNK = 1 << 20     # bytes per copy request of an expert prefetch
+PREFETCH_INFLIGHT = 8        # copy requests in flight (a TMA/copy-engine queue depth)
 
 
 @dataclass(slots=True)
@@ -61,6 +64,8 @@ class System:
         self.bus = Server("bus", chip.bus_bytes_s)
         self.host = Server("host.launch", 1.0)
         self.events = 0
+        self.landed: dict[tuple[int, int], simpy.Event] = {}   # expert prefetches in flight or done
+        self.prefetch_bytes = 0.0
 
     # -- occupancy -------------------------------------------------------------------------
     def slots_per_sm(self, kernel: Kernel) -> int:
@@ -82,7 +87,7 @@ class System:
         if l2:
             done = max(done, self.l2.serve(now, l2))
         if hbm_r:
-            done = max(done, self.hbm.read(now, k.address + first_tile * k.hbm_read, hbm_r))
+            done = max(done, self.hbm.read(now, k.address + first_tile * k.hbm_read, hbm_r, k.channel_group))
         if hbm_w:
             done = max(done, self.hbm.write(now, k.address + first_tile * k.hbm_write, hbm_w))
         return done
@@ -139,7 +144,7 @@ class System:
         if l2:
             done = max(done, self.l2.serve(now, l2))
         if hbm_r:
-            done = max(done, self.hbm.read(now, k.address + first_tile * k.hbm_read, hbm_r))
+            done = max(done, self.hbm.read(now, k.address + first_tile * k.hbm_read, hbm_r, k.channel_group))
         if hbm_w:
             done = max(done, self.hbm.write(now, k.address + first_tile * k.hbm_write, hbm_w))
         return done
@@ -217,19 +222,61 @@ class System:
         # The critical path is the slot that finished last; its tiles ran back to back.
         return max(chains, key=lambda c: c[0])[1]
 
+    # -- expert prefetch (a copy engine beside the stream) -----------------------------------
+    def _prefetch(self, item: PrefetchLoad):
+        """Copy each expert in PREFETCH_CHUNK pieces, PREFETCH_INFLIGHT at a time, through the
+        same HBM channels, bus and L2 the stream uses: it competes for their bandwidth."""
+        env = self.env
+        for key, address, nbytes, stack in item.loads:
+            done_at = env.now
+            offset = 0.0
+            while offset < nbytes:
+                now = env.now
+                batch_end = now
+                for _ in range(PREFETCH_INFLIGHT):
+                    if offset >= nbytes:
+                        break
+                    chunk = min(PREFETCH_CHUNK, nbytes - offset)
+                    end = self.hbm.read(now, address + offset, chunk, stack)
+                    end = max(end, self.bus.serve(now, chunk), self.l2.serve(now, chunk))
+                    batch_end = max(batch_end, end + self.chip.miss_latency_s)
+                    offset += chunk
+                yield env.timeout(batch_end - now)
+                self.events += 1
+                done_at = env.now
+            self.prefetch_bytes += nbytes
+            self.landed[key].succeed(done_at)
+
     # -- a stream of kernels -------------------------------------------------------------
-    def run_stream(self, kernels: list[Kernel], step: int, records: list[KernelRecord]):
-        """Dispatch `kernels` in order on one stream; append one KernelRecord per kernel."""
+    def run_stream(self, items: list[StreamItem], step: int, records: list[KernelRecord]):
+        """Dispatch kernels in order on one stream (starting prefetches and waiting on them
+        where the schedule says); append one KernelRecord per kernel."""
         env = self.env
         chip = self.chip
         host_t = env.now   # the host starts issuing when the step starts (after the last sync)
-        for i, k in enumerate(kernels):
-            ready = env.now
+        waited = 0.0       # expert-load wait since the previous kernel ended
+        ready = env.now
+        i = -1
+        for k in items:
+            if isinstance(k, PrefetchLoad):
+                for key, *_ in k.loads:
+                    self.landed[key] = env.event()
+                env.process(self._prefetch(k))
+                continue
+            if isinstance(k, AwaitLoad):
+                event = self.landed.get(k.key)
+                if event is not None and not event.triggered:
+                    t0 = env.now
+                    yield event
+                    waited += env.now - t0
+                continue
+            i += 1
+            ready = env.now - waited
             if self.launch == "graph":
-                dispatch = ready + chip.launch_graph_s
+                dispatch = env.now + chip.launch_graph_s
             else:
                 host_t = self.host.serve(host_t, chip.launch_eager_s)
-                dispatch = max(ready, host_t)
+                dispatch = max(env.now, host_t)
             if dispatch > env.now:
                 yield env.timeout(dispatch - env.now)
                 self.events += 1
@@ -239,5 +286,8 @@ class System:
                                hbm_write_bytes=k.tiles * k.hbm_write,
                                l2_bytes=k.tiles * (k.l2_read + k.l2_write), data=k.data)
             yield from self.run_kernel(k, rec)
-            rec.attribution[Component.LAUNCH_OVERHEAD] = rec.t_start - ready
+            rec.attribution[Component.LAUNCH_OVERHEAD] = rec.t_start - ready - waited
+            if waited:
+                rec.attribution[Component.EXPERT_LOAD_WAIT] = waited
+                waited = 0.0
             records.append(rec)

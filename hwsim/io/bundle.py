@@ -1,4 +1,4 @@
-"""The run bundle: manifest.json, events.parquet, breakdown.csv, breakdown.png.
+"""The run bundle: manifest.json, events.parquet, breakdown.csv, breakdown.png, channels.png.
 
 Files are written to a temporary name in the target folder and renamed into place, so an
 interrupted or failed run never leaves a half-written file over a good one.
@@ -56,15 +56,22 @@ def _atomic_write(path: Path, write) -> None:
 
 def write_bundle(result: RunResult, out: Path, manifest: dict) -> dict[str, Path]:
     from hwsim.plots.breakdown import save_breakdown_png
+    from hwsim.plots.channels import save_channel_png
 
     out.mkdir(parents=True, exist_ok=True)
     paths = {name: out / name for name in
-             ("manifest.json", "events.parquet", "breakdown.csv", "breakdown.png")}
+             ("manifest.json", "events.parquet", "breakdown.csv", "breakdown.png", "channels.png")}
     events = records_frame(result)
     breakdown = breakdown_frame(result)
     _atomic_write(paths["events.parquet"], lambda p: events.to_parquet(p, index=False))
     _atomic_write(paths["breakdown.csv"], lambda p: breakdown.to_csv(p, index=False))
     _atomic_write(paths["breakdown.png"], lambda p: save_breakdown_png(result.summary, p))
+    s = result.summary
+    title = (f"{s['model']} on {s['hardware']}: HBM bytes per channel "
+             f"(max/mean {max(result.channel_bytes) / (sum(result.channel_bytes) / len(result.channel_bytes)):.2f})"
+             if sum(result.channel_bytes) else "HBM bytes per channel")
+    _atomic_write(paths["channels.png"],
+                  lambda p: save_channel_png(result.channel_bytes, result.channels_per_stack, title, p))
     _atomic_write(paths["manifest.json"],
                   lambda p: Path(p).write_text(json.dumps(manifest, indent=2, default=str) + "\n"))
     return paths

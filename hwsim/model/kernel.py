@@ -29,6 +29,7 @@ class Kernel:
     dtype: str = "bf16"             # tensor-core input type
     balanced: bool = False          # stream-K: work spread evenly over SMs, no partial last wave
     round_trips: int = 1            # dependent memory round trips a tile waits on before streaming
+    channel_group: int = -1         # HBM stack its weights live on (per-expert placement), -1 = all
     data: Component = Component.ACTIVATION_IO      # charged when the tile is memory-bound
     compute: Component = Component.ACTIVATION_IO   # charged when it is compute-bound
 
@@ -38,3 +39,22 @@ class Kernel:
     @property
     def hbm_bytes(self) -> float:
         return self.tiles * (self.hbm_read + self.hbm_write)
+
+
+@dataclass(frozen=True, slots=True)
+class PrefetchLoad:
+    """Start copying experts' weights from HBM into on-chip SRAM, concurrently with the stream."""
+
+    name: str
+    layer: int
+    loads: tuple[tuple[tuple[int, int], int, float, int], ...]   # (key, address, bytes, channel group)
+
+
+@dataclass(frozen=True, slots=True)
+class AwaitLoad:
+    """The stream stops here until the prefetch of `key` has landed in SRAM."""
+
+    key: tuple[int, int]
+
+
+StreamItem = Kernel | PrefetchLoad | AwaitLoad

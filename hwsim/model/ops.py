@@ -35,7 +35,8 @@ def _roundup(x: int, m: int) -> int:
 
 
 def gemm(name: str, layer: int, m: int, k: int, n: int, chip: ChipSpec, *, weight_addr: int,
-         weight_bytes: float, data: Component, compute: Component = Component.GEMM_COMPUTE) -> list[Kernel]:
+         weight_bytes: float, data: Component, compute: Component = Component.GEMM_COMPUTE,
+         weights_on_chip: float = 0.0, channel_group: int = -1) -> list[Kernel]:
     """y[m, n] = x[m, k] @ W[n, k]^T with W streamed from HBM once and x re-read from L2.
 
     Tile choice follows the library's habit: the largest tile (2x the profile's in each
@@ -43,6 +44,8 @@ def gemm(name: str, layer: int, m: int, k: int, n: int, chip: ChipSpec, *, weigh
     M tiles that would re-read the weights; else the profile's base tile. A grid under half
     the SMs with a deep K is split along K (cuBLAS split-K), which writes fp32 partials and
     adds a reduction kernel. Multi-wave grids are scheduled stream-K style (`balanced`).
+    The share of the weights already resident in on-chip SRAM (`weights_on_chip`, 0..1) is
+    read from there, not from HBM.
     """
     tile_m, tile_n = chip.gemm_tile_m, chip.gemm_tile_n
     if math.ceil(m / (2 * tile_m)) * math.ceil(n / (4 * tile_n)) >= chip.sms:
@@ -58,14 +61,17 @@ def gemm(name: str, layer: int, m: int, k: int, n: int, chip: ChipSpec, *, weigh
     k_per = k / split
     rows = min(m, tile_m)
     w_total = k * n * weight_bytes
+    w_hbm = w_total * (1.0 - weights_on_chip)
     main = Kernel(
         name=name, layer=layer, tiles=tiles,
-        hbm_read=w_total / tiles,
-        l2_read=(rows * k_per * ACT_BYTES + w_total * (m_tiles - 1) / tiles) / CLUSTER_MULTICAST,
+        hbm_read=w_hbm / tiles,
+        l2_read=(rows * k_per * ACT_BYTES + w_total * (m_tiles - 1) / tiles) / CLUSTER_MULTICAST
+        + (w_total - w_hbm) / tiles,
         l2_write=rows * tile_n * (ACC_BYTES if split > 1 else ACT_BYTES),
         tensor_flops=2.0 * min(_roundup(rows, MMA_M), tile_m) * tile_n * k_per,
         smem_bytes=GEMM_STAGES * (tile_m + tile_n) * GEMM_K_TILE * ACT_BYTES,
         address=weight_addr, data=data, compute=compute, balanced=tiles > chip.sms,
+        channel_group=channel_group,
     )
     if split == 1:
         return [main]

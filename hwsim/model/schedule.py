@@ -18,10 +18,12 @@ import numpy as np
 from hwsim.hw.chip import ChipSpec
 from hwsim.metrics import Component
 from hwsim.model import ops
-from hwsim.model.kernel import Kernel
+from hwsim.model.kernel import Kernel, StreamItem
+from hwsim.model.moe_dispatch import ExpertDispatch, ExpertPlan
 from hwsim.model.memory_map import MemoryMap
 from hwsim.model.shapes import ModelShape
 from hwsim.workload.kv_format import BF16_KV, KvFormat
+from hwsim.workload.router import tokens_per_expert
 
 NORM_OPS_PER_ELEM = 4.0      # square, accumulate, rsqrt-scale, weight multiply
 SOFTMAX_OPS_PER_ELEM = 5.0   # max, subtract, exp, sum, divide
@@ -47,6 +49,8 @@ class Schedule:
         self.model = model
         self.chip = chip
         self.moe_schedule = moe_schedule
+        self.dispatch: ExpertDispatch | None = None   # set by build() for MoE models
+        self.router_on_chip = False
         self.kv = kv or BF16_KV
         self.dequant = "none" if self.kv.is_unquantized else dequant
         self.mem = MemoryMap()
@@ -106,14 +110,34 @@ class Schedule:
     def weight_bytes_total(self) -> float:
         return sum(n for name, (_, n) in self.mem.regions.items() if name != "kv_cache")
 
+    def expert_bytes(self) -> float:
+        moe = self.model.moe
+        return 3 * moe.expert_ffn * self.model.hidden * self.wb if moe else 0.0
+
+    def router_bytes_total(self) -> float:
+        m = self.model
+        return sum(m.hidden * m.moe.experts * self.wb for layer in range(m.layers) if m.is_moe_layer(layer))
+
+    def expert_address(self, layer: int, expert: int) -> int:
+        return self.mem.regions[f"L{layer}.expert{expert}.gate_up"][0]
+
+    def active_weight_bytes(self, routing: dict[int, np.ndarray]) -> float:
+        """Weight bytes one forward pass touches: everything but the experts nobody chose."""
+        total = self.weight_bytes_total()
+        for layer, choice in routing.items():
+            untouched = self.model.moe.experts - len(np.unique(choice[choice >= 0]))
+            total -= untouched * self.expert_bytes()
+        return total
+
     # -- kernels ---------------------------------------------------------------------------
     def _w(self, layer: int, name: str) -> int:
         return self.mem.regions[f"L{layer}.{name}" if layer >= 0 else name][0]
 
-    def _gemm(self, name, layer, m, k, n, wname, data, compute=Component.GEMM_COMPUTE):
+    def _gemm(self, name, layer, m, k, n, wname, data, compute=Component.GEMM_COMPUTE,
+              on_chip=0.0, channel_group=-1):
         return ops.gemm(f"L{layer}.{name}" if layer >= 0 else name, layer, m, k, n, self.chip,
                         weight_addr=self._w(layer, wname), weight_bytes=self.wb, data=data,
-                        compute=compute)
+                        compute=compute, weights_on_chip=on_chip, channel_group=channel_group)
 
     def _norm(self, name, layer, rows):
         d = self.model.hidden
@@ -126,12 +150,17 @@ class Schedule:
         return ops.elementwise(f"L{layer}.{name}" if layer >= 0 else name, layer, read, write,
                                ops_per_byte, self.chip, component=component, round_trips=round_trips)
 
-    def step(self, shape: StepShape, routing: list[np.ndarray | None]) -> list[Kernel]:
-        """Kernels of one forward pass. routing[layer] is [tokens, top_k] expert ids (MoE layers)."""
-        kernels: list[Kernel] = []
+    def step(self, shape: StepShape, routing: dict[int, np.ndarray]) -> list[StreamItem]:
+        """Kernels of one forward pass, in stream order, with the expert prefetches that start
+        during attention. routing[layer] is [tokens, top_k] expert ids (MoE layers; -1 = dropped)."""
+        kernels: list[StreamItem] = []
+        if self.dispatch:
+            self.dispatch.begin_step()
         for layer in range(self.model.layers):
+            if self.dispatch and (pf := self.dispatch.prefetch_for(layer, routing)):
+                kernels.append(pf)
             kernels += self._attention_block(layer, shape)
-            kernels += self._ffn_block(layer, shape, routing[layer])
+            kernels += self._ffn_block(layer, shape, routing.get(layer))
         t = shape.tokens
         lm_rows = shape.batch if shape.phase == "prefill" else t   # prefill: last token only
         kernels.append(self._norm("final_norm", -1, lm_rows))
@@ -213,20 +242,26 @@ class Schedule:
         else:
             moe = m.moe
             ks += self._gemm("router", layer, t, d, moe.experts, "router", Component.ROUTER,
-                             compute=Component.ROUTER)
+                             compute=Component.ROUTER, on_chip=float(self.router_on_chip))
             # softmax(dtype=float32): a cast kernel, then a one-warp-per-row softmax
             ks.append(self._ew("router_cast", layer, t * moe.experts * ops.ACT_BYTES,
                                t * moe.experts * FP32_BYTES, component=Component.ROUTER))
             ks.append(self._ew("router_softmax", layer, t * moe.experts * FP32_BYTES,
                                t * moe.experts * FP32_BYTES, SOFTMAX_OPS_PER_ELEM / FP32_BYTES,
                                component=Component.ROUTER))
-            counts = np.bincount(choice.ravel(), minlength=moe.experts)
+            counts = tokens_per_expert(choice, moe.experts)
             if self.moe_schedule == "per-expert":
                 # the combine buffer the experts scatter-add into starts zeroed
                 ks.append(self._ew("moe_zero", layer, 0, t * d * ops.ACT_BYTES))
                 for e in np.flatnonzero(counts):
+                    plan = self.dispatch.plan(layer, int(e)) if self.dispatch else None
+                    if plan and plan.wait:
+                        ks.append(plan.wait)
                     ks += self._expert(layer, f"expert{e}", int(counts[e]), moe.expert_ffn,
-                                       Component.EXPERT_READ, gather=True)
+                                       Component.EXPERT_READ, gather=True, plan=plan)
+                    if plan:
+                        self.dispatch.account(layer, plan.channel_group,
+                                              self.expert_bytes() * (1.0 - plan.on_chip))
             else:
                 ks += self._grouped_experts(layer, counts)
             for sidx in range(moe.shared_experts):
@@ -236,15 +271,18 @@ class Schedule:
         return ks
 
     def _expert(self, layer: int, prefix: str, rows: int, ffn: int, data: Component,
-                gather: bool) -> list[Kernel]:
+                gather: bool, plan: ExpertPlan | None = None) -> list[Kernel]:
         d, ab = self.model.hidden, ops.ACT_BYTES
+        on_chip, group = (plan.on_chip, plan.channel_group) if plan else (0.0, -1)
         ks = []
         if gather:   # index_select reads its index list before the rows: two round trips
             ks.append(self._ew(f"{prefix}.gather", layer, rows * d * ab, rows * d * ab, round_trips=2))
-        ks += self._gemm(f"{prefix}.gate_up", layer, rows, d, 2 * ffn, f"{prefix}.gate_up", data)
+        ks += self._gemm(f"{prefix}.gate_up", layer, rows, d, 2 * ffn, f"{prefix}.gate_up", data,
+                         on_chip=on_chip, channel_group=group)
         ks.append(self._ew(f"{prefix}.silu", layer, rows * ffn * ab, rows * ffn * ab, SILU_OPS_PER_BYTE))
         ks.append(self._ew(f"{prefix}.mul", layer, 2 * rows * ffn * ab, rows * ffn * ab))
-        ks += self._gemm(f"{prefix}.down", layer, rows, ffn, d, f"{prefix}.down", data)
+        ks += self._gemm(f"{prefix}.down", layer, rows, ffn, d, f"{prefix}.down", data,
+                         on_chip=on_chip, channel_group=group)
         if gather:   # scale by the router weight (a broadcast multiply), then index_add_
             ks.append(self._ew(f"{prefix}.scale", layer, rows * d * ab, rows * d * ab, round_trips=2))
             ks.append(self._ew(f"{prefix}.scatter_add", layer, 2 * rows * d * ab, rows * d * ab,

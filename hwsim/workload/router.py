@@ -1,9 +1,24 @@
-"""Routing: which experts each token visits in each MoE layer."""
+"""Routing: which experts each token visits in each MoE layer, step after step.
+
+Policies by name (`moe.routing.kind`):
+- `uniform`: top-k distinct experts uniformly at random (the measured schedule);
+- `zipf`: expert popularity ~ 1/rank^exponent over a per-layer ranking of "hot" experts; the
+  ranking persists for `hot_persist_steps` steps, then a `drift` share of it is reshuffled;
+- `trace`: replay a CSV of router decisions (step, layer, token, experts).
+`balance` (0..1) mixes the popularity with uniform, as an auxiliary balancing loss or
+DeepSeek's bias-based balancing flattens skew. A capacity factor caps each expert's tokens;
+overflow is dropped or re-routed to the least-loaded expert the token did not pick.
+"""
 
 from __future__ import annotations
 
+import csv
+import math
+from pathlib import Path
+
 import numpy as np
 
+from hwsim.errors import ConfigError
 from hwsim.model.shapes import Moe
 
 
@@ -13,5 +28,141 @@ def uniform_topk(rng: np.random.Generator, tokens: int, moe: Moe) -> np.ndarray:
     return np.argpartition(scores, moe.top_k - 1, axis=1)[:, : moe.top_k]
 
 
+def weighted_topk(rng: np.random.Generator, tokens: int, k: int, probs: np.ndarray) -> np.ndarray:
+    """k distinct experts per token drawn without replacement with probabilities `probs`
+    (Gumbel top-k: argsort of log p + Gumbel noise)."""
+    keys = np.log(probs)[None, :] + rng.gumbel(size=(tokens, len(probs)))
+    return np.argpartition(-keys, k - 1, axis=1)[:, :k]
+
+
+def expected_distinct(experts: int, k: int, tokens: int) -> float:
+    """E[distinct experts] for `tokens` uniform top-k draws: E (1 - (1 - k/E)^tokens)."""
+    return experts * (1 - (1 - k / experts) ** tokens)
+
+
+class Router:
+    """Draws routing for every MoE layer of every step; keeps the state skew needs."""
+
+    def __init__(self, cfg, moe: Moe, layers: list[int], rng: np.random.Generator):
+        self.cfg = cfg                    # hwsim.config.scenario.Routing
+        self.moe = moe
+        self.layers = layers
+        self.rng = rng
+        self._ranking = {layer: rng.permutation(moe.experts) for layer in layers}
+        self._steps_since_drift = 0
+        self._trace = load_trace(Path(cfg.trace), moe.experts, moe.top_k) if cfg.kind == "trace" else None
+
+    def popularity(self, layer: int) -> np.ndarray:
+        """Per-expert probability weights of this layer (before top-k without replacement)."""
+        e = self.moe.experts
+        if self.cfg.kind == "uniform":
+            return np.full(e, 1.0 / e)
+        ranks = np.empty(e)
+        ranks[self._ranking[layer]] = np.arange(1, e + 1)
+        zipf = ranks ** -self.cfg.zipf_exponent
+        zipf /= zipf.sum()
+        b = self.cfg.balance
+        return (1 - b) * zipf + b / e
+
+    def step(self, step: int, tokens: int) -> dict[int, np.ndarray]:
+        """{layer: [tokens, top_k] expert ids} for one forward pass."""
+        if self._trace is not None:
+            out = {}
+            for layer in self.layers:
+                out[layer] = self._trace_choice(step, layer, tokens)
+            return out
+        if self.cfg.kind == "zipf":
+            self._maybe_drift()
+        out = {}
+        for layer in self.layers:
+            if self.cfg.kind == "uniform":
+                choice = uniform_topk(self.rng, tokens, self.moe)
+            else:
+                choice = weighted_topk(self.rng, tokens, self.moe.top_k, self.popularity(layer))
+            out[layer] = self._cap(choice)
+        return out
+
+    def _maybe_drift(self):
+        self._steps_since_drift += 1
+        if self._steps_since_drift <= self.cfg.hot_persist_steps:
+            return
+        self._steps_since_drift = 1
+        n = max(2, round(self.cfg.drift * self.moe.experts)) if self.cfg.drift > 0 else 0
+        for layer in self.layers:
+            if n:
+                order = self._ranking[layer]
+                pos = self.rng.choice(len(order), size=min(n, len(order)), replace=False)
+                order[pos] = order[self.rng.permutation(pos)]
+
+    def _trace_choice(self, step: int, layer: int, tokens: int) -> np.ndarray:
+        table = self._trace
+        steps = sorted({s for s, _ in table})
+        s = steps[step % len(steps)]          # a short trace is replayed cyclically
+        rows = table.get((s, layer))
+        if rows is None:                      # a layer the trace omits: uniform
+            return uniform_topk(self.rng, tokens, self.moe)
+        idx = np.arange(tokens) % len(rows)
+        return self._cap(np.asarray(rows)[idx])
+
+    def _cap(self, choice: np.ndarray) -> np.ndarray:
+        """Apply the capacity factor: tokens over an expert's cap are dropped (-1) or re-routed."""
+        cf = self.cfg.capacity_factor
+        if cf is None:
+            return choice
+        tokens, k = choice.shape
+        cap = max(1, math.ceil(cf * tokens * k / self.moe.experts))
+        load = np.zeros(self.moe.experts, dtype=int)
+        out = choice.copy()
+        for t in range(tokens):
+            for j in range(k):
+                e = out[t, j]
+                if load[e] < cap:
+                    load[e] += 1
+                    continue
+                if self.cfg.overflow == "drop":
+                    out[t, j] = -1
+                    continue
+                taken = set(out[t].tolist())
+                free = [x for x in np.argsort(load, kind="stable") if x not in taken and load[x] < cap]
+                if free:
+                    out[t, j] = free[0]
+                    load[free[0]] += 1
+                else:
+                    out[t, j] = -1
+        return out
+
+
 def tokens_per_expert(choice: np.ndarray, experts: int) -> np.ndarray:
-    return np.bincount(choice.ravel(), minlength=experts)
+    """Tokens routed to each expert; dropped assignments (-1) are not counted."""
+    kept = choice[choice >= 0]
+    return np.bincount(kept.ravel(), minlength=experts)
+
+
+def load_trace(path: Path, experts: int, top_k: int) -> dict[tuple[int, int], list[list[int]]]:
+    """A router log: CSV with columns step, layer, token, experts (ids separated by spaces or ';')."""
+    table: dict[tuple[int, int], list[list[int]]] = {}
+    try:
+        fh = open(path, newline="", encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read routing trace: {exc.strerror or exc}", file=str(path),
+                          key="moe.routing.trace") from None
+    with fh:
+        reader = csv.DictReader(fh)
+        missing = {"step", "layer", "token", "experts"} - set(reader.fieldnames or [])
+        if missing:
+            raise ConfigError(f"routing trace lacks column(s) {sorted(missing)}", file=str(path), line=1)
+        for line, row in enumerate(reader, start=2):
+            try:
+                step, layer = int(row["step"]), int(row["layer"])
+                ids = [int(x) for x in row["experts"].replace(";", " ").split()]
+            except (TypeError, ValueError):
+                raise ConfigError("step, layer and experts must be integers", file=str(path), line=line) from None
+            bad = [i for i in ids if not 0 <= i < experts]
+            if bad:
+                raise ConfigError(f"expert id {bad[0]} out of range 0..{experts - 1}", file=str(path), line=line)
+            if len(ids) != top_k or len(set(ids)) != top_k:
+                raise ConfigError(f"expected {top_k} distinct expert ids, got {ids}", file=str(path), line=line)
+            table.setdefault((step, layer), []).append(ids)
+    if not table:
+        raise ConfigError("routing trace has no rows", file=str(path), line=1)
+    return table

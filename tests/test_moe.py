@@ -1,0 +1,165 @@
+"""Sparse MoE: routing distributions, expert residency, pre-dispatch and memory hot spots."""
+
+import numpy as np
+import pytest
+
+from hwsim.config.load import load_scenario
+from hwsim.config.scenario import Routing
+from hwsim.errors import ConfigError
+from hwsim.model.shapes import Moe
+from hwsim.run import run_scenario
+from hwsim.workload.expert_cache import ExpertCache
+from hwsim.workload.router import Router, expected_distinct
+
+QWEN = ["model=qwen3-30b-a3b", "workload.decode_steps=3"]
+
+
+def run(*sets):
+    return run_scenario(load_scenario(None, ["workload.decode_steps=3", *sets])).summary
+
+
+@pytest.mark.parametrize("batch", [1, 4, 16, 64])
+def test_uniform_routing_touches_the_expected_number_of_experts(batch):
+    moe = Moe(experts=128, top_k=8, expert_ffn=768)
+    router = Router(Routing(), moe, list(range(48)), np.random.default_rng(1))
+    distinct = [len(np.unique(c)) for step in range(4) for c in router.step(step, batch).values()]
+    assert np.mean(distinct) == pytest.approx(expected_distinct(128, 8, batch), rel=0.05)
+
+
+def test_zipf_concentrates_and_balance_flattens():
+    moe = Moe(experts=128, top_k=8, expert_ffn=768)
+    skewed = Router(Routing(kind="zipf", zipf_exponent=1.2), moe, [0], np.random.default_rng(0))
+    balanced = Router(Routing(kind="zipf", zipf_exponent=1.2, balance=1.0), moe, [0], np.random.default_rng(0))
+    d_skew = np.mean([len(np.unique(skewed.step(s, 16)[0])) for s in range(10)])
+    d_bal = np.mean([len(np.unique(balanced.step(s, 16)[0])) for s in range(10)])
+    assert d_skew < 0.7 * d_bal
+    assert d_bal == pytest.approx(expected_distinct(128, 8, 16), rel=0.1)
+
+
+def test_hot_experts_persist_then_drift():
+    moe = Moe(experts=64, top_k=2, expert_ffn=8)
+    r = Router(Routing(kind="zipf", hot_persist_steps=3, drift=0.5), moe, [0], np.random.default_rng(0))
+    rankings = []
+    for step in range(7):
+        r.step(step, 1)
+        rankings.append(r._ranking[0].copy())
+    assert all((rankings[i] == rankings[0]).all() for i in range(3))
+    assert not (rankings[3] == rankings[0]).all()
+
+
+def test_capacity_factor_drops_or_reroutes_overflow():
+    moe = Moe(experts=8, top_k=2, expert_ffn=8)
+    drop = Router(Routing(kind="zipf", zipf_exponent=3, capacity_factor=1.0), moe, [0],
+                  np.random.default_rng(0)).step(0, 64)[0]
+    cap = int(np.ceil(64 * 2 / 8))
+    kept = np.bincount(drop[drop >= 0], minlength=8)
+    assert kept.max() <= cap and (drop < 0).any()
+    rer = Router(Routing(kind="zipf", zipf_exponent=3, capacity_factor=1.0, overflow="reroute"), moe, [0],
+                 np.random.default_rng(0)).step(0, 64)[0]
+    assert (rer >= 0).sum() > (drop >= 0).sum()
+    assert np.bincount(rer[rer >= 0], minlength=8).max() <= cap
+
+
+def test_active_parameter_fraction_matches_the_literature():
+    assert run()["moe"]["active_param_fraction"] == pytest.approx(0.276, abs=0.01)     # Mixtral, batch 1
+    q = run(*QWEN)["moe"]["active_param_fraction"]
+    assert q == pytest.approx(0.11, abs=0.015)                                           # Qwen3-30B-A3B
+
+
+def test_perfect_prefetch_with_enough_sram_removes_expert_reads_and_waits():
+    base = run(*QWEN, "hardware=sram-chip")
+    pre = run(*QWEN, "hardware=sram-chip", "moe.prefetch.enabled=true", "moe.prefetch.accuracy=1")
+    assert pre["moe"]["prefetch"]["precision"] == 1 and pre["moe"]["prefetch"]["recall"] == 1
+    assert pre["moe"]["prefetch"]["expert_load_wait_ms"] < 0.02 * pre["itl_ms"]["p50"]
+    assert pre["breakdown_ms"]["expert_weight_read"] < 0.6 * base["breakdown_ms"]["expert_weight_read"]
+    assert pre["itl_ms"]["p50"] < base["itl_ms"]["p50"]
+
+
+def test_zero_accuracy_prefetch_matches_no_prefetch_and_wastes_bytes():
+    base = run(*QWEN)
+    blind = run(*QWEN, "moe.prefetch.enabled=true", "moe.prefetch.accuracy=0")
+    assert blind["itl_ms"]["p50"] == pytest.approx(base["itl_ms"]["p50"], rel=0.02)
+    assert blind["moe"]["prefetch"]["precision"] == 0
+    assert blind["moe"]["prefetch"]["wasted_bytes_per_step"] == pytest.approx(
+        blind["moe"]["prefetch"]["bytes_per_step"])
+
+
+def test_bytes_are_conserved_with_prefetch():
+    """What the expert GEMMs stream from HBM plus what the prefetch brought equals the weights
+    the step touches, when every prefetched byte is used."""
+    base = run(*QWEN)
+    pre = run(*QWEN, "moe.prefetch.enabled=true", "moe.prefetch.accuracy=1")
+    assert pre["bytes"]["weights"] + pre["bytes"]["expert_prefetch"] == pytest.approx(
+        base["bytes"]["weights"], rel=0.01)
+
+
+def test_zipf_raises_stack_imbalance_only_under_per_expert_placement():
+    common = [*QWEN, "workload.batch_size=8"]
+    uni_pe = run(*common, "moe.placement=per-expert")["moe"]["expert_stack_imbalance"]
+    zipf_pe = run(*common, "moe.placement=per-expert", "moe.routing.kind=zipf",
+                  "moe.routing.zipf_exponent=1.5")["moe"]["expert_stack_imbalance"]
+    zipf_il = run(*common, "moe.routing.kind=zipf", "moe.routing.zipf_exponent=1.5")["moe"]
+    assert zipf_pe > uni_pe > 1.0
+    assert zipf_il["expert_stack_imbalance"] == pytest.approx(1.0)
+    assert zipf_il["channel_imbalance"] < 1.01
+
+
+def test_caches_hit_when_hot_experts_repeat_and_lru_thrashes_when_they_do_not_fit():
+    zipf = [*QWEN, "hardware=sram-chip", "moe.routing.kind=zipf", "moe.routing.zipf_exponent=1.5",
+            "workload.decode_steps=4"]
+    none = run(*zipf)
+    big_lru = run(*zipf, "moe.cache.policy=lru", "moe.cache.capacity_mib=6000")
+    pinned = run(*zipf, "moe.cache.policy=pinned-hot")
+    small_lru = run(*zipf, "moe.cache.policy=lru")          # 48 layers x 8 experts > 660 MiB
+    assert none["moe"]["cache"]["hit_rate"] == 0
+    assert big_lru["moe"]["cache"]["hit_rate"] > 0.3
+    assert pinned["moe"]["cache"]["hit_rate"] > 0.1
+    assert small_lru["moe"]["cache"]["hit_rate"] < 0.05      # cyclic reuse distance: LRU thrashes
+    assert big_lru["itl_ms"]["p50"] < none["itl_ms"]["p50"]
+    assert pinned["itl_ms"]["p50"] < none["itl_ms"]["p50"]
+
+
+def test_lru_and_lfu_evict_differently():
+    lru, lfu = ExpertCache("lru", 2.0), ExpertCache("lfu", 2.0)
+    for c in (lru, lfu):
+        for key in [(0, 1), (0, 1), (0, 1), (0, 2), (0, 3)]:
+            c.lookup(key, 1.0)
+    assert lru.is_resident((0, 3)) and not lru.is_resident((0, 1))
+    assert lfu.is_resident((0, 1))
+
+
+def test_trace_replays_router_logs(tmp_path):
+    trace = tmp_path / "router.csv"
+    rows = ["step,layer,token,experts"] + [f"0,{layer},0,3 5" for layer in range(32)]
+    trace.write_text("\n".join(rows) + "\n")
+    s = run("moe.routing.kind=trace", f"moe.routing.trace={trace}")
+    assert s["moe"]["distinct_experts_per_layer"] == 2
+
+
+def test_trace_with_a_bad_expert_id_names_file_and_line(tmp_path):
+    trace = tmp_path / "router.csv"
+    trace.write_text("step,layer,token,experts\n0,0,0,1 2\n0,1,0,3 99\n")
+    with pytest.raises(ConfigError) as e:
+        from hwsim.build import build
+        build(load_scenario(None, ["moe.routing.kind=trace", f"moe.routing.trace={trace}"]))
+    assert e.value.file == str(trace) and e.value.line == 3 and "out of range" in e.value.message
+
+
+@pytest.mark.parametrize("sets, key", [
+    (["moe.prefetch.accuracy=-0.1"], "moe.prefetch.accuracy"),
+    (["moe.routing.kind=trace"], "moe.routing"),
+    (["moe.cache.policy=fifo"], "moe.cache.policy"),
+])
+def test_bad_moe_input(sets, key):
+    with pytest.raises(ConfigError) as e:
+        load_scenario(None, sets)
+    assert e.value.key == key and e.value.file == "--set"
+
+
+def test_top_k_above_experts_is_rejected(tmp_path):
+    model = tmp_path / "tiny.yaml"
+    model.write_text("name: tiny\nsource: test shape\nlayers: 1\nhidden: 64\nvocab: 100\n"
+                     "attention: {heads: 4, kv_heads: 1, head_dim: 16}\n"
+                     "moe: {experts: 4, top_k: 8, expert_ffn: 32}\n")
+    with pytest.raises(ConfigError, match="top_k"):
+        load_scenario(None, [f"model={model}"])
