@@ -163,3 +163,11 @@ def test_top_k_above_experts_is_rejected(tmp_path):
                      "moe: {experts: 4, top_k: 8, expert_ffn: 32}\n")
     with pytest.raises(ConfigError, match="top_k"):
         load_scenario(None, [f"model={model}"])
+
+
+def test_deepseek_group_limited_routing_stays_in_top_groups():
+    moe = Moe(experts=256, top_k=8, expert_ffn=2048, groups=8, topk_groups=4)
+    choice = Router(Routing(), moe, [0], np.random.default_rng(0)).step(0, 64)[0]
+    groups_used = [len(set((row // 32).tolist())) for row in choice]
+    assert max(groups_used) <= 4
+    assert len(np.unique(choice)) > 128          # different tokens still spread over the experts

@@ -28,10 +28,21 @@ def uniform_topk(rng: np.random.Generator, tokens: int, moe: Moe) -> np.ndarray:
     return np.argpartition(scores, moe.top_k - 1, axis=1)[:, : moe.top_k]
 
 
-def weighted_topk(rng: np.random.Generator, tokens: int, k: int, probs: np.ndarray) -> np.ndarray:
+def weighted_topk(rng: np.random.Generator, tokens: int, k: int, probs: np.ndarray,
+                  groups: int = 1, topk_groups: int = 1) -> np.ndarray:
     """k distinct experts per token drawn without replacement with probabilities `probs`
-    (Gumbel top-k: argsort of log p + Gumbel noise)."""
+    (Gumbel top-k: argsort of log p + Gumbel noise). With group-limited routing (DeepSeek),
+    each token first keeps its `topk_groups` best groups of experts, then picks within them."""
     keys = np.log(probs)[None, :] + rng.gumbel(size=(tokens, len(probs)))
+    if groups > 1 and topk_groups < groups:
+        per = len(probs) // groups
+        grouped = keys.reshape(tokens, groups, per)
+        # a group's score is the sum of its two best experts' keys (DeepSeek-V3's rule)
+        best2 = np.sort(grouped, axis=2)[:, :, -2:].sum(axis=2)
+        drop = np.argsort(best2, axis=1)[:, : groups - topk_groups]
+        mask = np.zeros((tokens, groups), dtype=bool)
+        np.put_along_axis(mask, drop, True, axis=1)
+        keys = np.where(np.repeat(mask, per, axis=1), -np.inf, keys)
     return np.argpartition(-keys, k - 1, axis=1)[:, :k]
 
 
@@ -74,11 +85,13 @@ class Router:
         if self.cfg.kind == "zipf":
             self._maybe_drift()
         out = {}
+        grouped = self.moe.groups > 1 and self.moe.topk_groups < self.moe.groups
         for layer in self.layers:
-            if self.cfg.kind == "uniform":
+            if self.cfg.kind == "uniform" and not grouped:
                 choice = uniform_topk(self.rng, tokens, self.moe)
             else:
-                choice = weighted_topk(self.rng, tokens, self.moe.top_k, self.popularity(layer))
+                choice = weighted_topk(self.rng, tokens, self.moe.top_k, self.popularity(layer),
+                                       self.moe.groups, self.moe.topk_groups)
             out[layer] = self._cap(choice)
         return out
 
