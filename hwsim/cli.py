@@ -47,7 +47,8 @@ def run(
     except ConfigError as exc:
         _fail(exc)
     started = time.time()
-    result = run_scenario(cfg, built)
+    with _progress(enabled=not json_out and sys.stderr.isatty()) as progress:
+        result = run_scenario(cfg, built, progress=progress)
     manifest = {
         "summary": result.summary,
         "scenario_file": str(scenario) if scenario else "scenarios/default.yaml",
@@ -69,6 +70,33 @@ def run(
     _print_summary(result.summary, paths)
 
 
+class _progress:
+    """A progress bar on stderr (requests or steps done); a no-op when stderr is no terminal."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.bar = None
+
+    def __enter__(self):
+        if not self.enabled:
+            return None
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+        self.bar = Progress("[progress.description]{task.description}", BarColumn(),
+                            MofNCompleteColumn(), TimeElapsedColumn(), console=err_console,
+                            transient=True)
+        self.bar.start()
+        self.task = self.bar.add_task("simulating", total=None)
+        return self.update
+
+    def update(self, done: int, total: int) -> None:
+        self.bar.update(self.task, completed=done, total=total)
+
+    def __exit__(self, *exc):
+        if self.bar:
+            self.bar.stop()
+        return False
+
+
 def _print_summary(s: dict, paths: dict) -> None:
     console = Console()
     itl = s["itl_ms"]
@@ -77,9 +105,17 @@ def _print_summary(s: dict, paths: dict) -> None:
                   f"context {s['context_tokens']}, {s['launch']} launch")
     console.print(f"inter-token latency p50 {itl['p50']:.3f} ms, p99 {itl['p99']:.3f} ms: "
                   f"{verdict} the {s['budget_ms']:g} ms budget")
-    if s["ttft_ms"]:
+    if s.get("serving"):
+        v = s["serving"]
+        console.print(f"serving {v['requests_completed']} requests: TTFT p50 {s['ttft_ms']['p50']:.1f} ms, "
+                      f"p99 {s['ttft_ms']['p99']:.1f} ms; {v['throughput_tok_s']:.0f} tokens/s; "
+                      f"{v['slo_attainment']:.1%} of tokens within budget; goodput {v['goodput_rps']:.2f} req/s; "
+                      f"queue p99 {v['queue_ms_p99']:.1f} ms")
+    elif s["ttft_ms"]:
         console.print(f"time to first token (one prefill) {s['ttft_ms']['p50']:.3f} ms")
-    table = Table(title="where one token's time goes (critical path)", show_edge=False)
+    title = ("where an iteration's time goes (mean over iterations)" if s.get("serving")
+             else "where one token's time goes (critical path)")
+    table = Table(title=title, show_edge=False)
     table.add_column("component")
     table.add_column("ms / token", justify="right")
     table.add_column("share", justify="right")

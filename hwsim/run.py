@@ -46,6 +46,9 @@ class RunResult:
     summary: dict
     channel_bytes: list[float] = field(default_factory=list)   # bytes served per HBM channel
     channels_per_stack: int = 1
+    requests: list[dict] = field(default_factory=list)        # serving: one row per request
+    iterations: list = field(default_factory=list)            # serving: one Iteration each
+    gaps_ms: list[float] = field(default_factory=list)        # serving: every inter-token gap
 
 
 def simulate_pass(b: Built, shape: StepShape, step: int, records: list[KernelRecord]) -> StepResult:
@@ -74,9 +77,13 @@ def simulate_pass(b: Built, shape: StepShape, step: int, records: list[KernelRec
                       / b.schedule.weight_bytes_total())
 
 
-def run_scenario(cfg: Scenario, built: Built | None = None) -> RunResult:
+def run_scenario(cfg: Scenario, built: Built | None = None, progress=None) -> RunResult:
+    """Simulate the scenario: fixed-batch decode steps, or (workload.arrivals) a serving run.
+    `progress(done, total)` is called as work completes (requests or steps)."""
     wall0 = time.perf_counter()
     b = built or build(cfg)
+    if cfg.workload.arrivals.kind != "none":
+        return _run_serving(cfg, b, wall0, progress)
     w = cfg.workload
     records: list[KernelRecord] = []
     steps: list[StepResult] = []
@@ -86,12 +93,40 @@ def run_scenario(cfg: Scenario, built: Built | None = None) -> RunResult:
     for i in range(w.decode_steps):
         shape = StepShape("decode", w.batch_size, w.batch_size, w.context_tokens + i)
         steps.append(simulate_pass(b, shape, i, records))
+        if progress:
+            progress(i + 1, w.decode_steps)
     wall = time.perf_counter() - wall0
     summary = summarize(cfg, b, steps, prefill, wall)
     all_steps = ([prefill] if prefill else []) + steps
     return RunResult(scenario=cfg, steps=all_steps, records=records, summary=summary,
                      channel_bytes=b.system.hbm.bytes_per_channel().tolist(),
                      channels_per_stack=b.system.hbm.channels_per_stack)
+
+
+def _run_serving(cfg: Scenario, b: Built, wall0: float, progress) -> RunResult:
+    from hwsim.serving.loop import ServingLoop
+    from hwsim.serving.metrics import request_rows, serving_summary
+
+    loop = ServingLoop(b, progress)
+    loop.run()
+    served = serving_summary(loop, cfg.budget_ms)
+    iters = loop.iterations
+    # ms per component, averaged over the iterations the run executed
+    keys = iters[0].breakdown_s.keys() if iters else []
+    breakdown = {k: sum(it.breakdown_s[k] for it in iters) / max(len(iters), 1) * 1e3 for k in keys}
+    steps = list(loop.oracle.cache.values())
+    summary = summarize(cfg, b, steps, None, time.perf_counter() - wall0) if steps else {}
+    summary.update(served)
+    summary["breakdown_ms"] = breakdown
+    summary["within_budget"] = served["serving"]["slo_attainment"]
+    summary["sim"]["simulated_tokens"] = sum(len(r.token_times) for r in loop.finished)
+    summary["sim"]["wall_s"] = time.perf_counter() - wall0
+    result = RunResult(scenario=cfg, steps=[], records=[], summary=summary,
+                       channel_bytes=b.system.hbm.bytes_per_channel().tolist(),
+                       channels_per_stack=b.system.hbm.channels_per_stack,
+                       requests=request_rows(loop), iterations=iters)
+    result.gaps_ms = [g * 1e3 for r in loop.finished for g in np.diff(r.token_times)]
+    return result
 
 
 def moe_summary(cfg: Scenario, b: Built, steps: list[StepResult]) -> dict | None:

@@ -18,11 +18,55 @@ class _Block(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class Lengths(_Block):
+    """A token-count distribution (prompt or output lengths)."""
+
+    kind: Literal["fixed", "uniform", "lognormal"] = "fixed"
+    tokens: int = Field(512, ge=1, description="fixed: the length; lognormal: the median")
+    low: int = Field(1, ge=1, description="uniform: smallest length")
+    high: int = Field(1024, ge=1, description="uniform: largest length")
+    sigma: float = Field(0.8, gt=0, description="lognormal: sigma of log(length)")
+    max_tokens: int = Field(32768, ge=1, description="lengths are clipped to this")
+
+    @model_validator(mode="after")
+    def _check(self):
+        if self.kind == "uniform" and self.low > self.high:
+            raise ValueError("uniform lengths need low <= high")
+        return self
+
+
+class Arrivals(_Block):
+    """How requests arrive; any kind but `none` turns on the serving simulation."""
+
+    kind: Literal["none", "poisson", "gamma", "closed", "trace"] = "none"
+    rate_per_s: float = Field(1.0, gt=0, description="poisson/gamma: mean arrivals per second")
+    cv: float = Field(2.0, gt=0, description="gamma: coefficient of variation of inter-arrival gaps (>1 = bursty)")
+    users: int = Field(8, ge=1, description="closed: concurrent users")
+    think_ms: float = Field(1000.0, ge=0, description="closed: think time between a reply and the next request")
+    trace: str | None = Field(None, description="trace: CSV of arrival_s, prompt_tokens, output_tokens")
+    requests: int = Field(64, ge=1, description="requests to simulate")
+
+    @model_validator(mode="after")
+    def _check(self):
+        if self.kind == "trace" and not self.trace:
+            raise ValueError("arrivals kind trace needs a trace: CSV path")
+        return self
+
+
 class Workload(_Block):
     batch_size: int = Field(1, ge=1, description="sequences decoded together in one step")
     context_tokens: int = Field(4096, ge=1, description="KV length each sequence holds at the first step")
     decode_steps: int = Field(8, ge=1, description="decode steps simulated (one token per sequence each)")
     prompt_tokens: int = Field(0, ge=0, description="if > 0, also simulate one prefill of this many tokens")
+    # -- serving (used when arrivals.kind is not none) --
+    arrivals: Arrivals = Arrivals()
+    prompt: Lengths = Lengths(tokens=512)
+    output: Lengths = Lengths(tokens=128)
+    max_batch_size: int = Field(32, ge=1, description="sequences in one iteration (continuous batching)")
+    token_budget: int = Field(2048, ge=1, description="tokens per iteration, decodes plus prefill chunk")
+    chunked_prefill: bool = Field(True, description="split long prompts over iterations, mixed with decodes")
+    ttft_target_ms: float = Field(1000.0, gt=0, description="goodput: a request must reach its first token by this")
+    itl_target_ms: float | None = Field(None, gt=0, description="goodput: every gap within this (default budget_ms)")
 
 
 class Runtime(_Block):

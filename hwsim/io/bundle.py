@@ -54,6 +54,35 @@ def _atomic_write(path: Path, write) -> None:
         raise
 
 
+def _write_serving(result: RunResult, out: Path, paths: dict) -> None:
+    from hwsim.plots.serving import save_serving_pngs
+
+    cfg = result.scenario
+    for name in ("requests.parquet", "iterations.csv", "itl_cdf.png", "ttft_cdf.png", "timeline.png"):
+        paths[name] = out / name
+    requests = pd.DataFrame(result.requests)
+    iterations = pd.DataFrame([{"t_start_ms": it.t_start * 1e3, "duration_ms": it.duration_s * 1e3,
+                                "decodes": it.decodes, "prefill_tokens": it.prefill_tokens,
+                                "waiting": it.waiting, **{k: v * 1e3 for k, v in it.breakdown_s.items()}}
+                               for it in result.iterations])
+    _atomic_write(paths["requests.parquet"], lambda p: requests.to_parquet(p, index=False))
+    _atomic_write(paths["iterations.csv"], lambda p: iterations.to_csv(p, index=False))
+    gaps = result.gaps_ms
+    tmp = {}
+    for name in ("itl_cdf.png", "ttft_cdf.png", "timeline.png"):
+        fd, tmp[name] = tempfile.mkstemp(dir=out, prefix=f".{name}.", suffix=".tmp")
+        os.close(fd)
+    try:
+        save_serving_pngs(result.summary, result.requests, gaps, result.iterations, cfg.budget_ms,
+                          cfg.workload.ttft_target_ms, tmp)
+        for name, t in tmp.items():
+            os.chmod(t, 0o644)
+            os.replace(t, paths[name])
+    finally:
+        for t in tmp.values():
+            Path(t).unlink(missing_ok=True)
+
+
 def write_bundle(result: RunResult, out: Path, manifest: dict) -> dict[str, Path]:
     from hwsim.plots.breakdown import save_breakdown_png
     from hwsim.plots.channels import save_channel_png
@@ -61,10 +90,15 @@ def write_bundle(result: RunResult, out: Path, manifest: dict) -> dict[str, Path
     out.mkdir(parents=True, exist_ok=True)
     paths = {name: out / name for name in
              ("manifest.json", "events.parquet", "breakdown.csv", "breakdown.png", "channels.png")}
-    events = records_frame(result)
-    breakdown = breakdown_frame(result)
-    _atomic_write(paths["events.parquet"], lambda p: events.to_parquet(p, index=False))
-    _atomic_write(paths["breakdown.csv"], lambda p: breakdown.to_csv(p, index=False))
+    if result.iterations:
+        paths.pop("events.parquet")
+        paths.pop("breakdown.csv")
+        _write_serving(result, out, paths)
+    else:
+        events = records_frame(result)
+        breakdown = breakdown_frame(result)
+        _atomic_write(paths["events.parquet"], lambda p: events.to_parquet(p, index=False))
+        _atomic_write(paths["breakdown.csv"], lambda p: breakdown.to_csv(p, index=False))
     _atomic_write(paths["breakdown.png"], lambda p: save_breakdown_png(result.summary, p))
     s = result.summary
     title = (f"{s['model']} on {s['hardware']}: HBM bytes per channel "

@@ -34,12 +34,32 @@ FP32_BYTES = 4
 
 @dataclass(frozen=True)
 class StepShape:
-    """One forward pass: `tokens` new tokens; decode has one per sequence, prefill a prompt."""
+    """One forward pass: `tokens` new tokens; decode has one per sequence, prefill a prompt.
 
-    phase: str                 # "decode" or "prefill"
-    batch: int                 # sequences
+    A `mixed` pass (continuous batching) decodes one token for each of `batch` sequences and
+    prefills `prefill_tokens` prompt tokens of `prefill_sequences` others in the same kernels.
+    """
+
+    phase: str                 # "decode", "prefill" or "mixed"
+    batch: int                 # sequences decoding (prefill: 1)
     tokens: int                # new tokens in this pass
-    context: int               # cached tokens each sequence attends over (decode)
+    context: int               # cached tokens each decoding sequence attends over (mean)
+    prefill_tokens: int = 0    # mixed: prompt tokens in this pass
+    prefill_sequences: int = 0  # mixed: prompts whose last chunk is in this pass (LM head rows)
+
+    @property
+    def decodes(self) -> int:
+        return self.batch if self.phase in ("decode", "mixed") else 0
+
+    @property
+    def prompt_tokens(self) -> int:
+        return self.tokens if self.phase == "prefill" else self.prefill_tokens
+
+    @property
+    def lm_rows(self) -> int:
+        if self.phase == "prefill":
+            return 1                                   # the last token only
+        return self.decodes + self.prefill_sequences
 
 
 class Schedule:
@@ -161,8 +181,7 @@ class Schedule:
                 kernels.append(pf)
             kernels += self._attention_block(layer, shape)
             kernels += self._ffn_block(layer, shape, routing.get(layer))
-        t = shape.tokens
-        lm_rows = shape.batch if shape.phase == "prefill" else t   # prefill: last token only
+        lm_rows = max(shape.lm_rows, 1)
         kernels.append(self._norm("final_norm", -1, lm_rows))
         kernels += self._gemm("lm_head", -1, lm_rows, self.model.hidden, self.model.vocab,
                               "lm_head", Component.WEIGHT_READ)
@@ -196,15 +215,16 @@ class Schedule:
             qk_dim, v_dim, kv_heads = a.head_dim, a.head_dim, a.kv_heads
             appends = [("k_write", a.kv_heads * a.head_dim), ("v_write", a.kv_heads * a.head_dim)]
             o_in = a.heads * a.head_dim
-        if s.phase == "decode":
+        if s.decodes:
             append_bytes_per_el = self.kv.append_bits() / 8
             for name, elems in appends:
                 ks.append(ops.kv_append(f"L{layer}.{name}", layer, s.batch, elems, append_bytes_per_el,
                                         self._kv_addr(layer, s), self.chip))
             ks += self._decode_attention(layer, s, kv_heads, qk_dim, v_dim)
-        else:
-            ks.append(ops.prefill_attention(f"L{layer}.attention", layer, t, a.heads, kv_heads,
-                                            qk_dim, v_dim, self.chip))
+        if s.prompt_tokens:
+            ks.append(ops.prefill_attention(f"L{layer}.prefill_attention" if s.decodes else
+                                            f"L{layer}.attention", layer, s.prompt_tokens, a.heads,
+                                            kv_heads, qk_dim, v_dim, self.chip))
         ks += self._gemm("o_proj", layer, t, o_in, d, "o_proj", Component.WEIGHT_READ)
         ks.append(self._ew("residual_add", layer, 2 * t * d * ops.ACT_BYTES, t * d * ops.ACT_BYTES))
         return ks

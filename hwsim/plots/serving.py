@@ -1,0 +1,68 @@
+"""Serving plots: latency CDFs with their targets, and iterations over simulated time."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
+
+from hwsim.plots.breakdown import COLORS  # noqa: E402
+
+
+def plot_cdf(ax: Axes, values_ms, target_ms: float | None, label: str, target_label: str):
+    """Empirical CDF of `values_ms` with a vertical target line; returns the artists."""
+    v = np.sort(np.asarray(values_ms, dtype=float))
+    y = np.arange(1, len(v) + 1) / max(len(v), 1)
+    artists = ax.step(v, y, where="post", color="#1f77b4", label=label)
+    if target_ms is not None:
+        artists.append(ax.axvline(target_ms, color="black", linestyle="--", linewidth=1.2,
+                                  label=target_label))
+    ax.set_ylabel("fraction")
+    ax.set_xlabel(f"{label} (ms)")
+    ax.set_ylim(0, 1.02)
+    ax.legend(loc="lower right", fontsize=8)
+    return artists
+
+
+def plot_iterations(ax: Axes, iterations, budget_ms: float):
+    """Each iteration as a stacked bar at its start time, height = its ms per component."""
+    artists = []
+    if not iterations:
+        return artists
+    t = np.array([it.t_start for it in iterations]) * 1e3
+    width = np.array([it.duration_s for it in iterations]) * 1e3
+    bottom = np.zeros(len(iterations))
+    for comp in iterations[0].breakdown_s:
+        h = np.array([it.breakdown_s[comp] for it in iterations]) * 1e3
+        if h.sum() <= 0:
+            continue
+        artists.append(ax.bar(t, h, width=width, bottom=bottom, align="edge", color=COLORS.get(comp),
+                              label=comp, linewidth=0))
+        bottom += h
+    artists.append(ax.axhline(budget_ms, color="black", linestyle="--", linewidth=1.2,
+                              label=f"budget {budget_ms:g} ms"))
+    ax.set_xlabel("simulated time (ms)")
+    ax.set_ylabel("iteration time (ms)")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7)
+    return artists
+
+
+def save_serving_pngs(summary: dict, requests: list[dict], gaps_ms, iterations, budget_ms: float,
+                      ttft_target_ms: float, paths: dict) -> None:
+    fig, ax = plt.subplots(figsize=(6, 3.6), layout="constrained")
+    plot_cdf(ax, gaps_ms, budget_ms, "inter-token latency", f"budget {budget_ms:g} ms")
+    fig.savefig(paths["itl_cdf.png"], format="png", dpi=110)
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(6, 3.6), layout="constrained")
+    plot_cdf(ax, [r["ttft_ms"] for r in requests], ttft_target_ms, "time to first token",
+             f"target {ttft_target_ms:g} ms")
+    fig.savefig(paths["ttft_cdf.png"], format="png", dpi=110)
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(9, 3.6), layout="constrained")
+    plot_iterations(ax, iterations, budget_ms)
+    ax.set_title(f"{summary['model']} on {summary['hardware']}: iterations over time", fontsize=10)
+    fig.savefig(paths["timeline.png"], format="png", dpi=110)
+    plt.close(fig)

@@ -1,0 +1,1 @@
+"""Request-level serving: arrivals, continuous batching and per-request latency metrics."""

@@ -1,0 +1,208 @@
+"""The serving loop: iteration-level continuous batching over the simulated chip.
+
+Two discrete-event levels: this loop's SimPy clock runs arrivals, the queue and iterations;
+each iteration's duration comes from the hardware engine simulating that iteration's kernels
+(a mixed decode + prefill-chunk pass). Iterations of the same shape (decoding sequences,
+context rounded up to CONTEXT_BUCKET, prefill tokens rounded up to PREFILL_BUCKET) are
+simulated once and reused: the engine is deterministic given the shape, and the routing
+draw of the first simulation stands for the rest.
+
+Each iteration: the running sequences that finished their prompt decode one token each;
+waiting requests are admitted FIFO while the batch has room and their whole KV cache
+(prompt + output, at the scenario's KV precision) fits beside the weights; the token budget
+left after the decodes goes to prompt tokens (chunked or whole prompts). A request's first
+token comes at the end of the iteration that completes its prompt.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import simpy
+
+from hwsim.build import Built
+from hwsim.engine.rng import RandomStreams
+from hwsim.model.schedule import StepShape
+from hwsim.serving.requests import Request, draw_lengths, open_loop_requests
+
+CONTEXT_BUCKET = 512
+PREFILL_BUCKET = 128
+
+
+@dataclass
+class Iteration:
+    t_start: float
+    duration_s: float
+    decodes: int
+    prefill_tokens: int
+    waiting: int
+    breakdown_s: dict[str, float]
+
+
+class StepOracle:
+    """Iteration durations from the hardware engine, one simulation per distinct shape."""
+
+    def __init__(self, built: Built):
+        self.built = built
+        self.cache: dict[tuple, object] = {}
+        self.simulated = 0
+
+    def time(self, decodes: int, mean_context: float, prefill_tokens: int, prefill_sequences: int):
+        ctx = max(CONTEXT_BUCKET, math.ceil(mean_context / CONTEXT_BUCKET) * CONTEXT_BUCKET) if decodes else 0
+        pre = math.ceil(prefill_tokens / PREFILL_BUCKET) * PREFILL_BUCKET if prefill_tokens else 0
+        key = (decodes, ctx, pre, prefill_sequences)
+        if key not in self.cache:
+            from hwsim.run import simulate_pass
+            if decodes and pre:
+                shape = StepShape("mixed", decodes, decodes + pre, ctx, pre, prefill_sequences)
+            elif decodes:
+                shape = StepShape("decode", decodes, decodes, ctx)
+            else:
+                shape = StepShape("prefill", 1, pre, 0)
+            self.built.env.run()
+            self.cache[key] = simulate_pass(self.built, shape, self.simulated, [])
+            self.simulated += 1
+        return self.cache[key]
+
+
+class ServingLoop:
+    def __init__(self, built: Built, progress=None):
+        self.built = built
+        self.cfg = built.scenario
+        self.w = self.cfg.workload
+        self.oracle = StepOracle(built)
+        self.env = simpy.Environment()
+        self.streams = RandomStreams(self.cfg.seed)
+        self.waiting: list[Request] = []
+        self.running: list[Request] = []
+        self.finished: list[Request] = []
+        self.iterations: list[Iteration] = []
+        self.kv_blocked_s = 0.0
+        self.rejected: list[Request] = []
+        self.progress = progress
+        self._arrived = self.env.event()
+        self._kv_per_token = built.model.layers * built.schedule.kv_token_bytes(4096)
+        self._kv_free = built.chip.hbm_capacity_bytes - built.schedule.weight_bytes_total()
+        self._target = self.w.arrivals.requests
+        self._issued = 0
+        self._opened = 0
+
+    # -- arrivals ---------------------------------------------------------------------------
+    def _arrive(self, req: Request):
+        self.waiting.append(req)
+        if not self._arrived.triggered:
+            self._arrived.succeed()
+
+    def _open_loop(self, requests: list[Request]):
+        self._target = len(requests)
+        for req in requests:
+            if req.arrival_s > self.env.now:
+                yield self.env.timeout(req.arrival_s - self.env.now)
+            self._opened += 1
+            self._arrive(req)
+
+    def _closed_user(self, user: int, done: dict):
+        a = self.w.arrivals
+        lengths_p = self.streams.get(f"prompt_lengths.user{user}")
+        lengths_o = self.streams.get(f"output_lengths.user{user}")
+        think = self.streams.get(f"think.user{user}")
+        while self._issued < self._target:
+            rid = self._issued
+            self._issued += 1
+            req = Request(rid, self.env.now, int(draw_lengths(self.w.prompt, lengths_p, 1)[0]),
+                          int(draw_lengths(self.w.output, lengths_o, 1)[0]))
+            done[rid] = self.env.event()
+            self._arrive(req)
+            yield done[rid]
+            yield self.env.timeout(think.exponential(a.think_ms * 1e-3) if a.think_ms else 0)
+
+    # -- scheduling -------------------------------------------------------------------------
+    def _kv_bytes(self, req: Request) -> float:
+        return (req.prompt_tokens + req.output_tokens) * self._kv_per_token
+
+    def _admit(self):
+        while self.waiting and len(self.running) < self.w.max_batch_size:
+            req = self.waiting[0]
+            need = self._kv_bytes(req)
+            if need > self._kv_free and not self.running:     # could never fit: reject it
+                self.rejected.append(self.waiting.pop(0))
+                self._target -= 1
+                continue
+            if need > self._kv_free:
+                return True          # head of line waits for KV space
+            self.waiting.pop(0)
+            self._kv_free -= need
+            req.admitted_s = self.env.now
+            self.running.append(req)
+        return False
+
+    def _scheduler(self, done: dict):
+        env = self.env
+        while len(self.finished) < self._target:
+            if not self.running and not self.waiting:
+                if self._all_issued():
+                    return
+                self._arrived = env.event()
+                yield self._arrived
+            blocked = self._admit()
+            decoding = [r for r in self.running if r.prefilled >= r.prompt_tokens]
+            budget = max(0, self.w.token_budget - len(decoding))
+            chunks: list[tuple[Request, int]] = []
+            for r in self.running:
+                if r.prefilled >= r.prompt_tokens:
+                    continue
+                left = r.prompt_tokens - r.prefilled
+                take = min(left, budget) if self.w.chunked_prefill else left
+                if take <= 0 or (not self.w.chunked_prefill and chunks and take > budget):
+                    break
+                chunks.append((r, take))
+                budget -= take
+            if not decoding and not chunks:       # nothing runnable (KV full): wait for an arrival
+                self._arrived = env.event()
+                t0 = env.now
+                yield self._arrived
+                if blocked:
+                    self.kv_blocked_s += env.now - t0
+                continue
+            prefill_tokens = sum(t for _, t in chunks)
+            completing = sum(1 for r, t in chunks if r.prefilled + t >= r.prompt_tokens)
+            mean_ctx = sum(r.context for r in decoding) / len(decoding) if decoding else 0
+            step = self.oracle.time(len(decoding), mean_ctx, prefill_tokens, completing)
+            t0 = env.now
+            yield env.timeout(step.duration_s)
+            if blocked:
+                self.kv_blocked_s += step.duration_s
+            self.iterations.append(Iteration(t0, step.duration_s, len(decoding), prefill_tokens,
+                                             len(self.waiting), step.breakdown_s))
+            for r in decoding:
+                r.token_times.append(env.now)
+            for r, take in chunks:
+                r.prefilled += take
+                if r.prefilled >= r.prompt_tokens:
+                    r.token_times.append(env.now)         # the first token
+            for r in [r for r in self.running if r.done]:
+                self.running.remove(r)
+                self._kv_free += self._kv_bytes(r)
+                self.finished.append(r)
+                if r.rid in done:
+                    done[r.rid].succeed()
+                if self.progress:
+                    self.progress(len(self.finished), self._target)
+
+    def _all_issued(self) -> bool:
+        a = self.w.arrivals
+        issued = self._issued if a.kind == "closed" else self._opened
+        return issued >= self._target + len(self.rejected)
+
+    def run(self) -> list[Request]:
+        done: dict[int, simpy.Event] = {}
+        a = self.w.arrivals
+        if a.kind == "closed":
+            for user in range(a.users):
+                self.env.process(self._closed_user(user, done))
+        else:
+            self.env.process(self._open_loop(open_loop_requests(self.w, self.streams)))
+        self.env.process(self._scheduler(done))
+        self.env.run()
+        return sorted(self.finished, key=lambda r: r.rid)

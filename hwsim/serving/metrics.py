@@ -1,0 +1,62 @@
+"""Per-request latency metrics and the serving summary."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hwsim.serving.loop import ServingLoop
+
+
+def pct(values_s, scale=1e3) -> dict | None:
+    if not len(values_s):
+        return None
+    a = np.asarray(values_s, dtype=float) * scale
+    return {"p50": float(np.percentile(a, 50)), "p90": float(np.percentile(a, 90)),
+            "p99": float(np.percentile(a, 99)), "mean": float(a.mean())}
+
+
+def request_rows(loop: ServingLoop) -> list[dict]:
+    rows = []
+    for r in sorted(loop.finished, key=lambda r: r.rid):
+        t = r.token_times
+        gaps = np.diff(t)
+        rows.append({"request": r.rid, "arrival_s": r.arrival_s, "prompt_tokens": r.prompt_tokens,
+                     "output_tokens": r.output_tokens, "queue_ms": (r.admitted_s - r.arrival_s) * 1e3,
+                     "ttft_ms": (t[0] - r.arrival_s) * 1e3, "e2e_ms": (t[-1] - r.arrival_s) * 1e3,
+                     "itl_max_ms": float(gaps.max() * 1e3) if len(gaps) else 0.0,
+                     "itl_mean_ms": float(gaps.mean() * 1e3) if len(gaps) else 0.0,
+                     "finish_s": t[-1]})
+    return rows
+
+
+def serving_summary(loop: ServingLoop, budget_ms: float) -> dict:
+    w = loop.w
+    reqs = loop.finished
+    gaps = np.concatenate([np.diff(r.token_times) for r in reqs]) if reqs else np.array([])
+    ttft = [r.token_times[0] - r.arrival_s for r in reqs]
+    tokens = sum(len(r.token_times) for r in reqs)
+    start = min((r.arrival_s for r in reqs), default=0.0)
+    end = max((r.token_times[-1] for r in reqs), default=0.0)
+    span = max(end - start, 1e-12)
+    itl_target = (w.itl_target_ms or budget_ms) * 1e-3
+    good = [r for r in reqs if r.token_times[0] - r.arrival_s <= w.ttft_target_ms * 1e-3
+            and (len(r.token_times) < 2 or np.diff(r.token_times).max() <= itl_target)]
+    queue = [r.admitted_s - r.arrival_s for r in reqs]
+    return {
+        "itl_ms": pct(gaps), "ttft_ms": pct(ttft),
+        "serving": {
+            "throughput_tok_s": tokens / span,
+            "slo_attainment": float(np.mean(gaps <= budget_ms * 1e-3)) if len(gaps) else None,
+            "goodput_rps": len(good) / span,
+            "queue_ms_p99": float(np.percentile(queue, 99) * 1e3) if queue else None,
+            "requests_completed": len(reqs),
+            "requests_rejected": len(loop.rejected),
+            "e2e_ms": pct([r.token_times[-1] - r.arrival_s for r in reqs]),
+            "queue_ms": pct(queue),
+            "offered_rps": len(reqs) / max(max((r.arrival_s for r in reqs), default=0) - start, 1e-12),
+            "kv_blocked_ms": loop.kv_blocked_s * 1e3,
+            "iterations": len(loop.iterations),
+            "iteration_shapes_simulated": loop.oracle.simulated,
+            "makespan_s": span,
+        },
+    }
