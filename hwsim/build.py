@@ -40,7 +40,8 @@ def build(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelSha
     model = model or load_model(cfg.model)
     chip = ChipSpec.from_profile(profile)
     env = simpy.Environment()
-    system = System(env, chip, launch=cfg.runtime.launch, fidelity=cfg.runtime.fidelity)
+    system = System(env, chip, launch=cfg.runtime.launch, fidelity=cfg.runtime.fidelity,
+                    reuse=cfg.runtime.reuse)
     w = cfg.workload
     max_context = w.context_tokens + w.decode_steps + max(w.prompt_tokens, 1)
     schedule = Schedule(model, chip, kv=kv_format.from_config(cfg.kv_cache), dequant=cfg.kv_cache.dequant,

@@ -71,9 +71,12 @@ class Workload(_Block):
 
 class Runtime(_Block):
     launch: Literal["graph", "eager"] = Field("graph", description="CUDA-graph replay or eager launches")
-    fidelity: Literal["tile", "wave"] = Field(
-        "wave", description="tile: one memory/compute event group per thread block; "
-                            "wave: one per wave of thread blocks (same resource model, fewer events)")
+    fidelity: Literal["tile", "wave", "kernel"] = Field(
+        "kernel", description="tile: one memory/compute event group per thread block; "
+                              "wave: one per wave of thread blocks; kernel: one per kernel "
+                              "(the same resource model and timings as wave, fewer events)")
+    reuse: bool = Field(True, description="kernel fidelity: simulate each distinct kernel once per "
+                                         "run and replay it (identical results, docs/performance.md)")
     moe_schedule: Literal["per-expert", "grouped"] = Field(
         "per-expert", description="per-expert: gather, GEMMs, scatter for each active expert "
                                   "(the measured PyTorch schedule); grouped: one grouped GEMM per layer")

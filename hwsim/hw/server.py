@@ -48,6 +48,7 @@ class ServerBank:
         self.free_at = np.zeros(count)
         self.busy_s = np.zeros(count)
         self.units = np.zeros(count)
+        self.last_free = 0.0          # max(free_at), kept up to date so idleness is O(1)
 
     def __len__(self) -> int:
         return len(self.free_at)
@@ -63,4 +64,7 @@ class ServerBank:
         self.free_at[touched] = end
         self.busy_s[touched] += service
         self.units[touched] += units[touched]
-        return float(end.max())
+        last = float(end.max())
+        if last > self.last_free:
+            self.last_free = last
+        return last

@@ -5,10 +5,13 @@ in order (graph replay or eager host launches) and runs each kernel's thread blo
 SM array, timing every memory burst through the SM load pipes, the bus, the L2 and the HBM
 channels it maps to, and every MMA through the SM's tensor pipe.
 
-Two fidelities share this resource model:
+Three fidelities share this resource model:
 - `tile`: one SimPy process per resident thread-block slot; each tile queues its own bytes
   and flops, so channel interleaving and stragglers are resolved per tile;
-- `wave`: the tiles of one wave are queued together (one event per wave).
+- `wave`: the tiles of one wave are queued together (one event per wave);
+- `kernel`: the waves of one kernel are queued at their own simulated times but computed in
+  one go (one event per kernel): identical to `wave` unless a concurrent copy is in flight,
+  when it falls back to `wave`.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import simpy
 
 from hwsim.hw.chip import ChipSpec
 from hwsim.hw.hbm import Hbm
+from hwsim.hw.replay import KernelReplay
 from hwsim.hw.server import Server
 from hwsim.hw.sm import SmArray
 from hwsim.metrics import Component
@@ -50,7 +54,8 @@ class KernelRecord:
 
 
 class System:
-    def __init__(self, env: simpy.Environment, chip: ChipSpec, *, launch: str, fidelity: str):
+    def __init__(self, env: simpy.Environment, chip: ChipSpec, *, launch: str, fidelity: str,
+                 reuse: bool = True):
         self.env = env
         self.chip = chip
         self.launch = launch
@@ -66,6 +71,8 @@ class System:
         self.events = 0
         self.landed: dict[tuple[int, int], simpy.Event] = {}   # expert prefetches in flight or done
         self.prefetch_bytes = 0.0
+        self.copies_in_flight = 0
+        self.replay = KernelReplay(self) if reuse else None
 
     # -- occupancy -------------------------------------------------------------------------
     def slots_per_sm(self, kernel: Kernel) -> int:
@@ -159,7 +166,7 @@ class System:
         yield env.timeout(chip.kernel_fixed_s)
         self.events += 1
         attribution = {Component.KERNEL_OVERHEAD: chip.kernel_fixed_s}
-        if self.fidelity == "wave":
+        if self.fidelity != "tile":
             chain = yield from self._run_waves(k, slots)
         else:
             chain = yield from self._run_tiles(k, slots)
@@ -172,27 +179,49 @@ class System:
         rec.attribution = attribution
         rec.t_end = env.now
 
+    def _waves(self, k: Kernel, slots: int):
+        """The kernel's waves as (tiles_per_sm, first_tile, tiles_in_wave, fill) tuples."""
+        if k.balanced:   # stream-K: every SM gets tiles/sms tiles' worth of work, in one pass
+            yield k.tiles / self.chip.sms, 0, k.tiles, True
+            return
+        done = 0
+        while done < k.tiles:
+            in_wave = min(slots, k.tiles - done)
+            active = min(self.chip.sms, in_wave)
+            yield math.ceil(in_wave / active), done, in_wave, done == 0
+            done += in_wave
+
     def _run_waves(self, k: Kernel, slots: int):
         env = self.env
         chain: dict[Component, float] = {}
-        if k.balanced:   # stream-K: every SM gets tiles/sms tiles' worth of work, in one pass
-            end, parts = self._burst(env.now, 0, k, k.tiles / self.chip.sms, 0, wave_tiles=k.tiles)
-            yield env.timeout(end - env.now)
-            self.events += 1
-            return parts
-        done_tiles = 0
-        while done_tiles < k.tiles:
-            in_wave = min(slots, k.tiles - done_tiles)
-            active = min(self.chip.sms, in_wave)
-            per_sm = math.ceil(in_wave / active)
-            end, parts = self._burst(env.now, 0, k, per_sm, done_tiles, wave_tiles=in_wave,
-                                     fill=done_tiles == 0)
+        for per_sm, first, in_wave, fill in self._waves(k, slots):
+            end, parts = self._burst(env.now, 0, k, per_sm, first, wave_tiles=in_wave, fill=fill)
             yield env.timeout(end - env.now)
             self.events += 1
             for comp, secs in parts.items():
                 chain[comp] = chain.get(comp, 0.0) + secs
-            done_tiles += in_wave
         return chain
+
+    def _kernel_at_once(self, k: Kernel, rec: KernelRecord, start: float) -> float:
+        """`kernel` fidelity: the same fixed cost, waves and drain as `wave` fidelity, each
+        queued on the servers at its own simulated time, but computed in one go so the kernel
+        costs one SimPy event. Exact whenever nothing else uses the servers meanwhile (the
+        stream falls back to per-wave events while an expert prefetch is in flight)."""
+        chip = self.chip
+        slots = chip.sms * self.slots_per_sm(k)
+        rec.waves = math.ceil(k.tiles / slots)
+        t = start + chip.kernel_fixed_s
+        attribution = {Component.KERNEL_OVERHEAD: chip.kernel_fixed_s}
+        for per_sm, first, in_wave, fill in self._waves(k, slots):
+            t, parts = self._burst(t, 0, k, per_sm, first, wave_tiles=in_wave, fill=fill)
+            for comp, secs in parts.items():
+                attribution[comp] = attribution.get(comp, 0.0) + secs
+        if k.l2_write or k.hbm_write:
+            t += chip.hit_latency_s
+            attribution[Component.KERNEL_OVERHEAD] += chip.hit_latency_s
+        rec.attribution = attribution
+        rec.t_end = t
+        return t
 
     def _run_tiles(self, k: Kernel, slots: int):
         env = self.env
@@ -227,6 +256,7 @@ class System:
         """Copy each expert in PREFETCH_CHUNK pieces, PREFETCH_INFLIGHT at a time, through the
         same HBM channels, bus and L2 the stream uses: it competes for their bandwidth."""
         env = self.env
+        self.copies_in_flight += 1
         for key, address, nbytes, stack in item.loads:
             done_at = env.now
             offset = 0.0
@@ -246,6 +276,7 @@ class System:
                 done_at = env.now
             self.prefetch_bytes += nbytes
             self.landed[key].succeed(done_at)
+        self.copies_in_flight -= 1
 
     # -- a stream of kernels -------------------------------------------------------------
     def run_stream(self, items: list[StreamItem], step: int, records: list[KernelRecord]):
@@ -277,15 +308,25 @@ class System:
             else:
                 host_t = self.host.serve(host_t, chip.launch_eager_s)
                 dispatch = max(env.now, host_t)
-            if dispatch > env.now:
+            fused = self.fidelity == "kernel" and not self.copies_in_flight
+            if dispatch > env.now and not fused:
                 yield env.timeout(dispatch - env.now)
                 self.events += 1
+            start = max(dispatch, env.now)
             rec = KernelRecord(step=step, index=i, name=k.name, layer=k.layer, t_ready=ready,
-                               t_start=env.now, t_end=env.now, tiles=k.tiles, waves=0,
+                               t_start=start, t_end=start, tiles=k.tiles, waves=0,
                                hbm_read_bytes=k.tiles * k.hbm_read,
                                hbm_write_bytes=k.tiles * k.hbm_write,
                                l2_bytes=k.tiles * (k.l2_read + k.l2_write), data=k.data)
-            yield from self.run_kernel(k, rec)
+            if fused:
+                if self.replay and self.replay.idle(start):
+                    end = self.replay.run(k, rec, start)
+                else:
+                    end = self._kernel_at_once(k, rec, start)
+                yield env.timeout(end - env.now)
+                self.events += 1
+            else:
+                yield from self.run_kernel(k, rec)
             rec.attribution[Component.LAUNCH_OVERHEAD] = rec.t_start - ready - waited
             if waited:
                 rec.attribution[Component.EXPERT_LOAD_WAIT] = waited
