@@ -5,6 +5,7 @@ import json
 import pytest
 
 from hwsim.metrics import Component
+from hwsim.model.shapes import builtin_models
 from hwsim.run import run_scenario
 
 
@@ -99,7 +100,7 @@ def test_eager_launch_is_slower_than_graph(scenario_factory):
     assert eager["breakdown_ms"]["launch_overhead"] > graph["breakdown_ms"]["launch_overhead"]
 
 
-@pytest.mark.parametrize("model", ["qwen3-30b-a3b", "deepseek-v3", "llama-3.1-8b"])
+@pytest.mark.parametrize("model", builtin_models())
 def test_every_builtin_model_runs(scenario_factory, model):
     s = run_scenario(scenario_factory(f"model={model}", "workload.decode_steps=1")).summary
     assert s["itl_ms"]["p50"] > 0
