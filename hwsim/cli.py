@@ -33,6 +33,7 @@ def run(
     set_: list[str] = typer.Option([], "--set", help="override a key: dotted.key=value (repeatable)"),
     out: Optional[Path] = typer.Option(None, "--out", help="bundle folder (default: reports/<scenario name>)"),
     json_out: bool = typer.Option(False, "--json", help="print one JSON summary object on stdout"),
+    trace: bool = typer.Option(False, "--trace", help="also write trace.json (Chrome/Perfetto trace events)"),
 ):
     """Simulate a scenario and write a run bundle."""
     from hwsim.build import build
@@ -64,6 +65,11 @@ def run(
     }
     out = out or Path("reports") / cfg.name
     paths = write_bundle(result, out, manifest)
+    if trace:
+        from hwsim.io.bundle import atomic_write
+        from hwsim.io.trace import write_trace
+        paths["trace.json"] = out / "trace.json"
+        atomic_write(paths["trace.json"], lambda p: write_trace(result, built, p))
     if json_out:
         sys.stdout.write(json.dumps(result.summary, default=str) + "\n")
         return

@@ -67,3 +67,20 @@ def test_bad_input_exits_2_without_traceback_and_keeps_old_bundle(bundle, tmp_pa
 def test_missing_scenario_file_exits_2(tmp_path):
     res = run("run", str(tmp_path / "nope.yaml"))
     assert res.returncode == 2 and "file not found" in res.stderr
+
+
+def test_trace_export_has_a_slice_per_kernel_and_named_tracks(tmp_path):
+    out = tmp_path / "t"
+    res = run("run", "--set", "workload.decode_steps=1", "--set", "moe.prefetch.enabled=true",
+              "--trace", "--out", str(out), "--json")
+    assert res.returncode == 0, res.stderr
+    summary = json.loads(res.stdout)
+    trace = json.loads((out / "trace.json").read_text())
+    names = {e["args"]["name"] for e in trace["traceEvents"] if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert {"kernels", "bus", "prefetch copy engine", "HBM stack 0"} <= names
+    assert any(n.startswith("SMs ") for n in names)
+    tid = {e["args"]["name"]: e["tid"] for e in trace["traceEvents"] if e.get("name") == "thread_name"}
+    kernel_slices = [e for e in trace["traceEvents"] if e["ph"] == "X" and e["tid"] == tid["kernels"]]
+    assert len(kernel_slices) == summary["kernels_per_step"]
+    copies = [e for e in trace["traceEvents"] if e["ph"] == "X" and e["tid"] == tid["prefetch copy engine"]]
+    assert copies and all(e["dur"] > 0 for e in copies)

@@ -51,6 +51,7 @@ class KernelRecord:
     l2_bytes: float
     data: Component
     attribution: dict[Component, float] = field(default_factory=dict)
+    decoded: float = 0.0    # elements expanded by a native decoder
 
 
 class System:
@@ -72,6 +73,7 @@ class System:
         self.landed: dict[tuple[int, int], simpy.Event] = {}   # expert prefetches in flight or done
         self.prefetch_bytes = 0.0
         self.copies_in_flight = 0
+        self.copy_records: list[tuple[str, float, float, float, int]] = []   # (key, start, end, bytes, stack)
         self.replay = KernelReplay(self) if reuse else None
 
     # -- occupancy -------------------------------------------------------------------------
@@ -258,6 +260,7 @@ class System:
         env = self.env
         self.copies_in_flight += 1
         for key, address, nbytes, stack in item.loads:
+            started = env.now
             done_at = env.now
             offset = 0.0
             while offset < nbytes:
@@ -275,6 +278,7 @@ class System:
                 self.events += 1
                 done_at = env.now
             self.prefetch_bytes += nbytes
+            self.copy_records.append((f"L{key[0]}.expert{key[1]}", started, done_at, nbytes, stack))
             self.landed[key].succeed(done_at)
         self.copies_in_flight -= 1
 
@@ -317,7 +321,8 @@ class System:
                                t_start=start, t_end=start, tiles=k.tiles, waves=0,
                                hbm_read_bytes=k.tiles * k.hbm_read,
                                hbm_write_bytes=k.tiles * k.hbm_write,
-                               l2_bytes=k.tiles * (k.l2_read + k.l2_write), data=k.data)
+                               l2_bytes=k.tiles * (k.l2_read + k.l2_write), data=k.data,
+                               decoded=k.tiles * k.decoder_elements)
             if fused:
                 if self.replay and self.replay.idle(start):
                     end = self.replay.run(k, rec, start)

@@ -42,7 +42,7 @@ def breakdown_frame(result: RunResult) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _atomic_write(path: Path, write) -> None:
+def atomic_write(path: Path, write) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
     try:
@@ -65,8 +65,8 @@ def _write_serving(result: RunResult, out: Path, paths: dict) -> None:
                                 "decodes": it.decodes, "prefill_tokens": it.prefill_tokens,
                                 "waiting": it.waiting, **{k: v * 1e3 for k, v in it.breakdown_s.items()}}
                                for it in result.iterations])
-    _atomic_write(paths["requests.parquet"], lambda p: requests.to_parquet(p, index=False))
-    _atomic_write(paths["iterations.csv"], lambda p: iterations.to_csv(p, index=False))
+    atomic_write(paths["requests.parquet"], lambda p: requests.to_parquet(p, index=False))
+    atomic_write(paths["iterations.csv"], lambda p: iterations.to_csv(p, index=False))
     gaps = result.gaps_ms
     tmp = {}
     for name in ("itl_cdf.png", "ttft_cdf.png", "timeline.png"):
@@ -97,15 +97,15 @@ def write_bundle(result: RunResult, out: Path, manifest: dict) -> dict[str, Path
     else:
         events = records_frame(result)
         breakdown = breakdown_frame(result)
-        _atomic_write(paths["events.parquet"], lambda p: events.to_parquet(p, index=False))
-        _atomic_write(paths["breakdown.csv"], lambda p: breakdown.to_csv(p, index=False))
-    _atomic_write(paths["breakdown.png"], lambda p: save_breakdown_png(result.summary, p))
+        atomic_write(paths["events.parquet"], lambda p: events.to_parquet(p, index=False))
+        atomic_write(paths["breakdown.csv"], lambda p: breakdown.to_csv(p, index=False))
+    atomic_write(paths["breakdown.png"], lambda p: save_breakdown_png(result.summary, p))
     s = result.summary
     title = (f"{s['model']} on {s['hardware']}: HBM bytes per channel "
              f"(max/mean {max(result.channel_bytes) / (sum(result.channel_bytes) / len(result.channel_bytes)):.2f})"
              if sum(result.channel_bytes) else "HBM bytes per channel")
-    _atomic_write(paths["channels.png"],
+    atomic_write(paths["channels.png"],
                   lambda p: save_channel_png(result.channel_bytes, result.channels_per_stack, title, p))
-    _atomic_write(paths["manifest.json"],
+    atomic_write(paths["manifest.json"],
                   lambda p: Path(p).write_text(json.dumps(manifest, indent=2, default=str) + "\n"))
     return paths
