@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import simpy
 
-from hwsim.config.load import load_model, load_profile
+from hwsim.config.load import apply_hardware_overrides, load_model, load_profile
 from hwsim.config.profile import HardwareProfile
 from hwsim.config.scenario import Scenario
 from hwsim.hw.chip import ChipSpec
@@ -36,7 +36,7 @@ class Built:
 
 
 def build(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelShape | None = None) -> Built:
-    profile = profile or load_profile(cfg.hardware)
+    profile = profile or apply_hardware_overrides(load_profile(cfg.hardware), cfg.hardware_overrides)
     model = model or load_model(cfg.model)
     chip = ChipSpec.from_profile(profile)
     env = simpy.Environment()

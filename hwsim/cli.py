@@ -187,6 +187,51 @@ def validate(
                   f"max |error| {report['max_abs_error_pct']:.1f}%, failed rows {report['failed']}")
 
 
+@app.command()
+def sweep(
+    spec: Path = typer.Argument(..., help="sweep spec YAML (docs/sweeps.md)"),
+    scheduler: Optional[str] = typer.Option(None, "--scheduler", help="address of a running Dask scheduler"),
+    workers: Optional[int] = typer.Option(None, "--workers", help="workers of the embedded LocalCluster"),
+    out: Optional[Path] = typer.Option(None, "--out", help="results folder (default: reports/<sweep name>)"),
+    json_out: bool = typer.Option(False, "--json", help="print one JSON summary object on stdout"),
+):
+    """Run every point of a what-if study on Dask; resumable, results in Parquet."""
+    from hwsim.provenance import provenance
+    from hwsim.sweep.runner import run_sweep
+    from hwsim.sweep.spec import load_sweep
+
+    try:
+        sweep_spec, points = load_sweep(spec)
+    except ConfigError as exc:
+        _fail(exc)
+    out = out or Path("reports") / sweep_spec.name
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        with _progress(enabled=not json_out and sys.stderr.isatty()) as progress:
+            summary = run_sweep(points, out, scheduler=scheduler, workers=workers, progress=progress)
+    except KeyboardInterrupt:
+        err_console.print("interrupted: finished points are kept; run the same command to resume")
+        raise typer.Exit(130)
+    import pandas as pd
+
+    from hwsim.io.bundle import atomic_write
+    from hwsim.plots.study import save_study_pngs
+
+    table = pd.read_parquet(summary["results"])
+    budget = float(points[0]["scenario"]["budget_ms"])
+    plots = save_study_pngs(table, budget, out)
+    manifest = {"sweep": sweep_spec.model_dump(mode="json"), "spec_file": str(spec),
+                "summary": summary, "plots": [str(p) for p in plots.values()],
+                "provenance": provenance()}
+    atomic_write(out / "manifest.json",
+                 lambda p: Path(p).write_text(json.dumps(manifest, indent=2, default=str) + "\n"))
+    if json_out:
+        sys.stdout.write(json.dumps(summary) + "\n")
+        return
+    Console().print(f"{summary['points']} points: {summary['computed']} computed, {summary['reused']} "
+                    f"reused, {summary['failed']} failed; results {summary['results']}")
+
+
 def main() -> None:
     app()
 

@@ -118,6 +118,11 @@ def load_scenario(path: str | Path | None, sets: list[str] | None = None) -> Sce
                 if exc.key != key:
                     raise
                 raise ConfigError(exc.message, file=doc.source, line=doc.line_of([key]), key=key) from None
+        try:
+            loaded["hardware"] = apply_hardware_overrides(loaded["hardware"], cfg.hardware_overrides)
+        except ConfigError as exc:
+            raise ConfigError(exc.message, file=doc.source, line=doc.line_of(exc.key.split(".")),
+                              key=exc.key) from None
         for key, problem in cross_checks(cfg, loaded["hardware"], loaded["model"]):
             raise ConfigError(problem, file=doc.source, line=doc.line_of(key.split(".")), key=key)
         return cfg
@@ -125,6 +130,35 @@ def load_scenario(path: str | Path | None, sets: list[str] | None = None) -> Sce
         if exc.key and any(o == exc.key or o.startswith(exc.key + ".") for o in overridden):
             raise ConfigError(exc.message, file="--set", key=exc.key) from None
         raise
+
+
+WHAT_IF_SOURCE = "what-if override in the scenario (hardware_overrides)"
+
+
+def apply_hardware_overrides(profile: HardwareProfile, overrides: dict[str, float]) -> HardwareProfile:
+    """The profile with some numbers replaced (what-if studies); each keeps a `source` saying so."""
+    if not overrides:
+        return profile
+    data = profile.model_dump(mode="python")
+    for path, value in overrides.items():
+        node = data
+        parts = path.split(".")
+        for part in parts[:-1]:
+            node = node.get(part) if isinstance(node, dict) else None
+            if node is None:
+                break
+        leaf = node.get(parts[-1]) if isinstance(node, dict) else None
+        if not isinstance(leaf, dict) or "value" not in leaf:
+            raise ConfigError(f"'{path}' is not a number of the hardware profile",
+                              key=f"hardware_overrides.{path}")
+        leaf["value"] = value
+        leaf["source"] = WHAT_IF_SOURCE
+    try:
+        return HardwareProfile.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"] if p != "value")
+        raise ConfigError(f"{err['msg']}", key=f"hardware_overrides.{loc}") from None
 
 
 def cross_checks(cfg: Scenario, profile: HardwareProfile, model: ModelShape):

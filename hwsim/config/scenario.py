@@ -228,6 +228,9 @@ class Scenario(_Block):
     name: str = "scenario"
     description: str = ""
     hardware: str = Field(description="profile name in hardware_profiles/ or a path to a profile YAML")
+    hardware_overrides: dict[str, float] = Field(
+        default_factory=dict, description="what-if: profile numbers to replace, by dotted path "
+                                          "(e.g. hbm.peak_bandwidth_gbps: 8000)")
     model: str = Field(description="built-in model name or a path to a model-shape YAML")
     seed: int = Field(0, ge=0)
     budget_ms: float = Field(10.0, gt=0, description="per-token latency budget")
@@ -235,3 +238,21 @@ class Scenario(_Block):
     runtime: Runtime = Runtime()
     kv_cache: KvCache = KvCache()
     moe: Moe = Moe()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flatten_overrides(cls, data):
+        """hardware_overrides may be written nested (as --set writes it) or with dotted keys."""
+        if isinstance(data, dict) and isinstance(data.get("hardware_overrides"), dict):
+            flat: dict = {}
+
+            def walk(prefix, node):
+                for key, value in node.items():
+                    path = f"{prefix}.{key}" if prefix else str(key)
+                    if isinstance(value, dict):
+                        walk(path, value)
+                    else:
+                        flat[path] = value
+            walk("", data["hardware_overrides"])
+            data = {**data, "hardware_overrides": flat}
+        return data

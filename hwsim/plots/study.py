@@ -1,0 +1,114 @@
+"""Study plots over a sweep's result table: each a function of (axes, table) -> artists."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
+
+from hwsim.metrics import Component  # noqa: E402
+from hwsim.plots.breakdown import COLORS  # noqa: E402
+
+
+def factor_columns(table: pd.DataFrame) -> list[str]:
+    return [c for c in table.columns if c.startswith("factor.")]
+
+
+def point_labels(table: pd.DataFrame) -> list[str]:
+    cols = factor_columns(table)
+    return [", ".join(f"{c[7:].split('.')[-1]}={row[c]}" for c in cols) for _, row in table.iterrows()]
+
+
+def plot_breakdown_per_point(ax: Axes, table: pd.DataFrame, budget_ms: float):
+    """A stacked bar of ms per component for every point, with the budget line."""
+    ok = table[table["status"] == "ok"]
+    x = np.arange(len(ok))
+    bottom = np.zeros(len(ok))
+    artists = []
+    for comp in Component:
+        col = f"breakdown_ms.{comp.value}"
+        if col not in ok or ok[col].fillna(0).sum() <= 0:
+            continue
+        h = ok[col].fillna(0).to_numpy()
+        artists.append(ax.bar(x, h, bottom=bottom, color=COLORS.get(comp.value), label=comp.value))
+        bottom += h
+    artists.append(ax.axhline(budget_ms, color="black", linestyle="--", label=f"budget {budget_ms:g} ms"))
+    ax.set_xticks(x, point_labels(ok), rotation=70, ha="right", fontsize=6)
+    ax.set_ylabel("ms per decode step")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7)
+    return artists
+
+
+def plot_heatmap(ax: Axes, table: pd.DataFrame, x: str, y: str, budget_ms: float,
+                 value: str = "itl_ms.p50"):
+    """ITL over two factors, with the budget contour."""
+    ok = table[table["status"] == "ok"]
+    grid = ok.pivot_table(index=f"factor.{y}", columns=f"factor.{x}", values=value, aggfunc="mean")
+    image = ax.imshow(grid.to_numpy(), origin="lower", aspect="auto", cmap="viridis")
+    ax.set_xticks(range(grid.shape[1]), [str(v) for v in grid.columns], fontsize=7)
+    ax.set_yticks(range(grid.shape[0]), [str(v) for v in grid.index], fontsize=7)
+    ax.set_xlabel(x)
+    ax.set_ylabel(y)
+    artists = [image]
+    z = grid.to_numpy()
+    if np.nanmin(z) < budget_ms < np.nanmax(z) and min(z.shape) > 1:
+        artists.append(ax.contour(z, levels=[budget_ms], colors="white", linewidths=2))
+    plt.colorbar(image, ax=ax, label=f"{value} (ms); white: {budget_ms:g} ms budget")
+    for (i, j), v in np.ndenumerate(z):
+        if not np.isnan(v):
+            ax.text(j, i, f"{v:.1f}", ha="center", va="center", fontsize=6, color="white")
+    return artists
+
+
+def plot_pareto(ax: Axes, table: pd.DataFrame, budget_ms: float):
+    """Throughput (tokens/s) against latency for every point; the Pareto front joined."""
+    ok = table[table["status"] == "ok"].copy()
+    lat = ok["itl_ms.p50"].to_numpy()
+    thr = (ok["serving.throughput_tok_s"] if "serving.throughput_tok_s" in ok
+           else ok["batch_size"] / ok["itl_ms.p50"] * 1e3).to_numpy()
+    artists = [ax.scatter(lat, thr, s=18, color="#1f77b4", label="points")]
+    order = np.argsort(lat)
+    front, best = [], -np.inf
+    for i in order:
+        if thr[i] > best:
+            front.append(i)
+            best = thr[i]
+    artists += ax.plot(lat[front], thr[front], color="#d62728", label="Pareto front")
+    artists.append(ax.axvline(budget_ms, color="black", linestyle="--", label=f"budget {budget_ms:g} ms"))
+    ax.set_xlabel("inter-token latency p50 (ms)")
+    ax.set_ylabel("tokens per second")
+    ax.legend(fontsize=7)
+    return artists
+
+
+def save_study_pngs(table: pd.DataFrame, budget_ms: float, out) -> dict:
+    """breakdown.png, pareto.png and (with two or more factors) heatmap.png; returns the paths."""
+    from pathlib import Path
+
+    out = Path(out)
+    paths = {}
+    ok = table[table["status"] == "ok"] if "status" in table else table
+    if not len(ok):
+        return paths
+    fig, ax = plt.subplots(figsize=(max(6, 0.25 * len(ok) + 3), 4.5), layout="constrained")
+    plot_breakdown_per_point(ax, table, budget_ms)
+    paths["breakdown.png"] = out / "breakdown.png"
+    fig.savefig(paths["breakdown.png"], dpi=110)
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(5.5, 4), layout="constrained")
+    plot_pareto(ax, table, budget_ms)
+    paths["pareto.png"] = out / "pareto.png"
+    fig.savefig(paths["pareto.png"], dpi=110)
+    plt.close(fig)
+    varying = [c[7:] for c in factor_columns(ok) if ok[c].astype(str).nunique() > 1]
+    if len(varying) >= 2:
+        fig, ax = plt.subplots(figsize=(6, 4.5), layout="constrained")
+        plot_heatmap(ax, table, varying[0], varying[1], budget_ms)
+        paths["heatmap.png"] = out / "heatmap.png"
+        fig.savefig(paths["heatmap.png"], dpi=110)
+        plt.close(fig)
+    return paths

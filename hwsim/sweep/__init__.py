@@ -1,0 +1,1 @@
+"""What-if studies: many scenario points from one spec, run on Dask."""
