@@ -232,6 +232,18 @@ def sweep(
                     f"reused, {summary['failed']} failed; results {summary['results']}")
 
 
+@app.command()
+def report(folder: Path = typer.Argument(..., help="a run bundle or sweep folder")):
+    """Write a self-contained index.html for a run or a sweep."""
+    from hwsim.report import write_report
+
+    try:
+        path = write_report(folder)
+    except ConfigError as exc:
+        _fail(exc)
+    Console().print(f"wrote {path}")
+
+
 def main() -> None:
     app()
 
