@@ -16,7 +16,7 @@ import pandas as pd
 
 from hwsim.errors import ConfigError
 
-PLOTS = ["breakdown.png", "heatmap.png", "pareto.png", "channels.png", "itl_cdf.png",
+PLOTS = ["breakdown.png", "heatmap.png", "pareto.png", "gantt.png", "channels.png", "itl_cdf.png",
          "ttft_cdf.png", "timeline.png"]
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}
 h1{font-size:1.5em}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ddd}

@@ -46,6 +46,8 @@ class RunResult:
     summary: dict
     channel_bytes: list[float] = field(default_factory=list)   # bytes served per HBM channel
     channels_per_stack: int = 1
+    sms: int = 1
+    stacks: int = 1
     requests: list[dict] = field(default_factory=list)        # serving: one row per request
     iterations: list = field(default_factory=list)            # serving: one Iteration each
     gaps_ms: list[float] = field(default_factory=list)        # serving: every inter-token gap
@@ -100,7 +102,8 @@ def run_scenario(cfg: Scenario, built: Built | None = None, progress=None) -> Ru
     all_steps = ([prefill] if prefill else []) + steps
     return RunResult(scenario=cfg, steps=all_steps, records=records, summary=summary,
                      channel_bytes=b.system.hbm.bytes_per_channel().tolist(),
-                     channels_per_stack=b.system.hbm.channels_per_stack)
+                     channels_per_stack=b.system.hbm.channels_per_stack,
+                     sms=b.chip.sms, stacks=b.chip.hbm_stacks)
 
 
 def _run_serving(cfg: Scenario, b: Built, wall0: float, progress) -> RunResult:

@@ -47,7 +47,8 @@ def test_bundle_files(bundle):
     assert len(events) == 2 * manifest["summary"]["kernels_per_step"]
     breakdown = pd.read_csv(out / "breakdown.csv")
     assert len(breakdown) == 2
-    assert (out / "breakdown.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for png in ("breakdown.png", "channels.png", "gantt.png"):
+        assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_bad_input_exits_2_without_traceback_and_keeps_old_bundle(bundle, tmp_path):

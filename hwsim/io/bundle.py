@@ -95,6 +95,12 @@ def write_bundle(result: RunResult, out: Path, manifest: dict) -> dict[str, Path
         paths.pop("breakdown.csv")
         _write_serving(result, out, paths)
     else:
+        from hwsim.plots.gantt import save_gantt_png
+
+        first = [r for r in result.records if r.step == (result.steps[-1].step if result.steps else 0)]
+        paths["gantt.png"] = out / "gantt.png"
+        atomic_write(paths["gantt.png"], lambda p: save_gantt_png(
+            first, result.sms, result.stacks, "resource occupancy during one token (last step)", p))
         events = records_frame(result)
         breakdown = breakdown_frame(result)
         atomic_write(paths["events.parquet"], lambda p: events.to_parquet(p, index=False))
