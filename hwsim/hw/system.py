@@ -85,14 +85,12 @@ class System:
         return slots
 
     # -- one burst of work on one SM ------------------------------------------------------
-    def _memory_done(self, now: float, slot: int, k: Kernel, ntiles: int, first_tile: int) -> float:
-        """Queue ntiles' bytes on the SM pipe, the bus, the L2 and HBM; return when all land."""
-        hbm_r = k.hbm_read * ntiles
-        hbm_w = k.hbm_write * ntiles
+    def _chip_memory_done(self, now: float, k: Kernel, ntiles: float, first_tile: float) -> float:
+        """Queue ntiles' bytes on the bus, the L2 and the HBM channels their addresses map to;
+        return when the last of them lands."""
+        hbm_r, hbm_w = k.hbm_read * ntiles, k.hbm_write * ntiles
         l2 = (k.l2_read + k.l2_write) * ntiles
-        done = self.sms.load_pipes[slot].serve(now, (hbm_r * self.chip.miss_latency_s
-                                                     + l2 * self.chip.hit_latency_s))
-        done = max(done, self.bus.serve(now, hbm_r + hbm_w + l2))
+        done = self.bus.serve(now, hbm_r + hbm_w + l2)
         if l2:
             done = max(done, self.l2.serve(now, l2))
         if hbm_r:
@@ -100,6 +98,13 @@ class System:
         if hbm_w:
             done = max(done, self.hbm.write(now, k.address + first_tile * k.hbm_write, hbm_w))
         return done
+
+    def _memory_done(self, now: float, slot: int, k: Kernel, ntiles: float, first_tile: float) -> float:
+        """Tile fidelity: the tile's bytes through its block slot's load pipe and the chip."""
+        pipe = self.sms.load_pipes[slot].serve(
+            now, (k.hbm_read * self.chip.miss_latency_s + (k.l2_read + k.l2_write) * self.chip.hit_latency_s)
+            * ntiles)
+        return max(pipe, self._chip_memory_done(now, k, ntiles, first_tile))
 
     def _burst(self, now: float, slot: int, k: Kernel, ntiles: float, first_tile: float,
                wave_tiles: float = 0, fill: bool = True) -> tuple[float, dict]:
@@ -128,10 +133,10 @@ class System:
         body_end = max(mem_done, compute_done)
         end = body_end + latency
         body = body_end - now
-        component = k.data if mem_done >= compute_done else self._compute_component(k, ntiles)
+        component = k.data if mem_done >= compute_done else self._compute_component(k)
         return end, {Component.KERNEL_OVERHEAD: latency, component: body}
 
-    def _compute_component(self, k: Kernel, ntiles: float) -> Component:
+    def _compute_component(self, k: Kernel) -> Component:
         """A compute-bound tile is charged to dequantization when unpacking is its longest pipe."""
         if k.int_ops or k.decoder_elements:
             sms = self.sms
@@ -144,19 +149,9 @@ class System:
                           first_tile: float) -> float:
         """Wave fidelity: the whole wave's bytes queued at once. Resident blocks each have
         their own load pipe; tiles beyond the resident slots (stream-K shares) queue on them."""
-        hbm_r, hbm_w = k.hbm_read * total, k.hbm_write * total
-        l2 = (k.l2_read + k.l2_write) * total
         per_slot = max(1.0, tiles_per_sm / self.slots_per_sm(k))
         pipe = self.sms.load_time(k.hbm_read * per_slot, (k.l2_read + k.l2_write) * per_slot)
-        done = now + pipe
-        done = max(done, self.bus.serve(now, hbm_r + hbm_w + l2))
-        if l2:
-            done = max(done, self.l2.serve(now, l2))
-        if hbm_r:
-            done = max(done, self.hbm.read(now, k.address + first_tile * k.hbm_read, hbm_r, k.channel_group))
-        if hbm_w:
-            done = max(done, self.hbm.write(now, k.address + first_tile * k.hbm_write, hbm_w))
-        return done
+        return max(now + pipe, self._chip_memory_done(now, k, total, first_tile))
 
     # -- a kernel --------------------------------------------------------------------------
     def run_kernel(self, k: Kernel, rec: KernelRecord):
