@@ -29,6 +29,9 @@ class SmArray(_Block):
         description="dense tensor throughput per dtype for the whole chip")
     tensor_efficiency: Fraction = Field(
         description="fraction of tensor peak a well-shaped GEMM tile sustains")
+    mma_sync_efficiency: Fraction = Field(
+        description="fraction of tensor peak reached by kernels built on warp-level mma.sync "
+                    "(FlashAttention-2 and other SM80-style kernels) rather than the chip's own MMA path")
     vector_tflops_fp32: Positive
     alu_int_ops_per_clk: Positive = Field(
         description="32-bit integer/logic ops per clock per SM (unpack, shift, mask)")

@@ -14,6 +14,7 @@ class ChipSpec:
     clock_hz: float
     tensor_flops: dict[str, float]        # whole chip, per dtype
     tensor_efficiency: float
+    mma_sync_efficiency: float
     vector_flops: float                   # whole chip, fp32
     alu_int_ops_per_clk: float            # per SM
     smem_bytes_per_sm: int
@@ -57,10 +58,10 @@ class ChipSpec:
     def hbm_read_bytes_s(self) -> float:
         return self.hbm_peak_bytes_s * self.hbm_read_efficiency
 
-    def tensor_rate_per_sm(self, dtype: str) -> float:
+    def tensor_rate_per_sm(self, dtype: str, mma_sync: bool = False) -> float:
         """Sustained tensor flop/s of one SM; dtypes without native support run at bf16 rate."""
         peak = self.tensor_flops.get(dtype) or self.tensor_flops["bf16"]
-        return peak * self.tensor_efficiency / self.sms
+        return peak * (self.mma_sync_efficiency if mma_sync else self.tensor_efficiency) / self.sms
 
     @classmethod
     def from_profile(cls, p: HardwareProfile) -> "ChipSpec":
@@ -71,6 +72,7 @@ class ChipSpec:
             clock_hz=p.sm.clock_mhz.value * 1e6,
             tensor_flops={k: v.value * 1e12 for k, v in p.sm.tensor_tflops.items()},
             tensor_efficiency=p.sm.tensor_efficiency.value,
+            mma_sync_efficiency=p.sm.mma_sync_efficiency.value,
             vector_flops=p.sm.vector_tflops_fp32.value * 1e12,
             alu_int_ops_per_clk=p.sm.alu_int_ops_per_clk.value,
             smem_bytes_per_sm=int(p.sm.shared_memory_kib.value * 1024),

@@ -29,11 +29,11 @@ class SmArray:
         return (hbm_bytes * c.miss_latency_s + l2_bytes * c.hit_latency_s) / c.inflight_bytes_per_block
 
     def compute_time(self, tensor_flops: float, vector_flops: float, int_ops: float, dtype: str,
-                     decoder_elements: float = 0.0) -> float:
+                     decoder_elements: float = 0.0, mma_sync: bool = False) -> float:
         """Seconds of SM compute for one tile. Tensor MMAs, the ALUs and a native decoder are
         separate pipes that overlap; vector and integer work share the ALU issue slots."""
         c = self.chip
-        tensor = tensor_flops / c.tensor_rate_per_sm(dtype) if tensor_flops else 0.0
+        tensor = tensor_flops / c.tensor_rate_per_sm(dtype, mma_sync) if tensor_flops else 0.0
         alu = 0.0
         if vector_flops:
             alu += vector_flops / (c.vector_flops / c.sms)

@@ -123,7 +123,7 @@ class System:
             if k.decoder_elements:
                 latency += self.chip.decoder_latency_s
         compute_s = ntiles * self.sms.compute_time(k.tensor_flops, k.vector_flops, k.int_ops, k.dtype,
-                                                   k.decoder_elements)
+                                                   k.decoder_elements, k.mma_sync)
         if wave_tiles:
             mem_done = self._wave_memory_done(now, k, ntiles, wave_tiles, first_tile)
             compute_done = now + compute_s
@@ -141,7 +141,7 @@ class System:
         if k.int_ops or k.decoder_elements:
             sms = self.sms
             dequant = sms.compute_time(0, 0, k.int_ops, k.dtype, k.decoder_elements)
-            if dequant >= sms.compute_time(k.tensor_flops, k.vector_flops, 0, k.dtype):
+            if dequant >= sms.compute_time(k.tensor_flops, k.vector_flops, 0, k.dtype, 0.0, k.mma_sync):
                 return Component.DEQUANT
         return k.compute
 

@@ -27,6 +27,7 @@ class Kernel:
     smem_bytes: int = 0             # shared memory one tile holds (limits tiles per SM)
     address: int = 0                # start of the contiguous HBM range the tiles stream
     dtype: str = "bf16"             # tensor-core input type
+    mma_sync: bool = False          # built on warp-level mma.sync (FlashAttention-2), not wgmma
     balanced: bool = False          # stream-K: work spread evenly over SMs, no partial last wave
     round_trips: int = 1            # dependent memory round trips a tile waits on before streaming
     channel_group: int = -1         # HBM stack its weights live on (per-expert placement), -1 = all

@@ -160,7 +160,7 @@ def decode_attention(name: str, layer: int, batch: int, heads: int, kv_heads: in
         decoder_elements=decoder_elements_per_token_head * chunk,
         smem_bytes=(ATTN_BLOCK_N * (qk_dim + v_dim) + rows * qk_dim) * ACT_BYTES,
         address=cache_addr, data=Component.KV_READ, compute=Component.ATTENTION_COMPUTE,
-        round_trips=ATTN_ROUND_TRIPS,
+        round_trips=ATTN_ROUND_TRIPS, mma_sync=True,
     )
     if splits == 1:
         return [main]
@@ -194,5 +194,5 @@ def prefill_attention(name: str, layer: int, tokens: int, heads: int, kv_heads: 
         tensor_flops=2.0 * ATTN_BLOCK_M * avg_keys * (qk_dim + v_dim),
         vector_flops=SOFTMAX_OPS * ATTN_BLOCK_M * avg_keys,
         smem_bytes=(ATTN_BLOCK_M * qk_dim + 2 * ATTN_BLOCK_N * (qk_dim + v_dim)) * ACT_BYTES // 2,
-        data=Component.ATTENTION_COMPUTE, compute=Component.ATTENTION_COMPUTE,
+        data=Component.ATTENTION_COMPUTE, compute=Component.ATTENTION_COMPUTE, mma_sync=True,
     )
