@@ -54,16 +54,18 @@ def test_sixteen_bits_is_the_unquantized_path(scenario_factory):
     assert a["breakdown_ms"]["dequant"] == 0 and a["kv"]["attention_rel_error"] == 0
 
 
-def test_decoder_read_time_scales_with_effective_bits():
-    kv_read = {}
-    for bits in (8, 4, 2):
+def test_decoder_read_time_scales_with_effective_bits_until_the_mma_binds():
+    per_bit, summaries = {}, {}
+    for bits in (16, 8, 4, 2):
         cfg = load_scenario(None, [*LONG, "hardware=h200-decoder", "kv_cache.dequant=decoder",
                                    f"kv_cache.bits={bits}"])
-        s = run_scenario(cfg).summary
-        kv_read[bits] = s["breakdown_ms"]["kv_read"] / s["kv"]["effective_bits_per_element"]
-        assert s["breakdown_ms"]["dequant"] < 0.05 * s["breakdown_ms"]["kv_read"]
-    assert kv_read[4] == pytest.approx(kv_read[8], rel=0.15)
-    assert kv_read[2] == pytest.approx(kv_read[8], rel=0.15)
+        s = summaries[bits] = run_scenario(cfg).summary
+        per_bit[bits] = s["breakdown_ms"]["kv_read"] / s["kv"]["effective_bits_per_element"]
+        assert s["breakdown_ms"]["dequant"] == 0          # an ample decoder never binds
+    assert per_bit[8] == pytest.approx(per_bit[16], rel=0.15)
+    assert per_bit[4] == pytest.approx(per_bit[16], rel=0.15)
+    # at 2 bits, FlashAttention-2's padded mma.sync rows, not the bytes, bound the tiles
+    assert summaries[2]["breakdown_ms"]["attention_compute"] > summaries[2]["breakdown_ms"]["kv_read"]
 
 
 def test_unfused_is_never_faster_than_software():
@@ -81,14 +83,14 @@ def test_h200_software_dequant_reproduces_the_measured_trend():
     t16 = mb.decode_attention_s(h200, 32, 16384)
     t2 = mb.fused_lowbit_attention_s(h200, 32, 16384, 2, 3, 15.5, 8.0)
     assert t2 >= t16
-    # with a native decoder most of the 7x byte saving comes back
+    # with a native decoder much of the 7x byte saving comes back, until the MMAs bind
     from hwsim.model import ops
     f = fmt(bits=2)
     per_token_head = f.bytes_per_token(256, 1, 16384)
     ks = ops.decode_attention("a", 0, 32, 32, 8, 128, 128, 16384, per_token_head, 1 << 30, decoder,
                               decoder_elements_per_token_head=256)
     t2_decoder = mb.time_kernels(decoder, ks)[0]
-    assert t16 / t2_decoder > 4
+    assert t16 / t2_decoder > 3.5
 
 
 def test_fidelity_error_grows_as_bits_fall_and_outlier_protection_helps():
