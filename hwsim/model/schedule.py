@@ -30,6 +30,8 @@ SOFTMAX_OPS_PER_ELEM = 5.0   # max, subtract, exp, sum, divide
 SILU_OPS_PER_BYTE = 2.0      # exp, add, divide, multiply per bf16 element (2 bytes)
 ADD_OPS_PER_BYTE = 0.5
 FP32_BYTES = 4
+INDEX_ROUND_TRIPS_PER_ROW = 2   # index_select/index_add_ loop: the row's index, then its data
+SMALL_INDEX_ROWS = 16           # ATen uses its small-index kernels up to 16 indices
 
 
 @dataclass(frozen=True)
@@ -295,8 +297,14 @@ class Schedule:
         d, ab = self.model.hidden, ops.ACT_BYTES
         on_chip, group = (plan.on_chip, plan.channel_group) if plan else (0.0, -1)
         ks = []
-        if gather:   # index_select reads its index list before the rows: two round trips
-            ks.append(self._ew(f"{prefix}.gather", layer, rows * d * ab, rows * d * ab, round_trips=2))
+        # PyTorch's index_select / index_add_ kernels for at most 16 indices (indexSelectSmallIndex,
+        # indexFuncSmallIndex) spread the columns over threads and loop over the index rows:
+        # per row, a dependent load of the index, then of the data. More indices go to the
+        # large-index kernels, parallel over every element: one index load, then the data.
+        index_trips = 1 + INDEX_ROUND_TRIPS_PER_ROW * rows if rows <= SMALL_INDEX_ROWS else 2
+        if gather:
+            ks.append(self._ew(f"{prefix}.gather", layer, rows * d * ab, rows * d * ab,
+                               round_trips=index_trips))
         ks += self._gemm(f"{prefix}.gate_up", layer, rows, d, 2 * ffn, f"{prefix}.gate_up", data,
                          on_chip=on_chip, channel_group=group)
         ks.append(self._ew(f"{prefix}.silu", layer, rows * ffn * ab, rows * ffn * ab, SILU_OPS_PER_BYTE))
@@ -306,7 +314,7 @@ class Schedule:
         if gather:   # scale by the router weight (a broadcast multiply), then index_add_
             ks.append(self._ew(f"{prefix}.scale", layer, rows * d * ab, rows * d * ab, round_trips=2))
             ks.append(self._ew(f"{prefix}.scatter_add", layer, 2 * rows * d * ab, rows * d * ab,
-                               round_trips=2))
+                               round_trips=index_trips))
         return ks
 
     def _grouped_experts(self, layer: int, counts: np.ndarray) -> list[Kernel]:
