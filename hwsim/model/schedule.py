@@ -30,6 +30,7 @@ SOFTMAX_OPS_PER_ELEM = 5.0   # max, subtract, exp, sum, divide
 SILU_OPS_PER_BYTE = 2.0      # exp, add, divide, multiply per bf16 element (2 bytes)
 ADD_OPS_PER_BYTE = 0.5
 FP32_BYTES = 4
+TOPK_OPS_PER_ELEM = 8.0         # a warp-level bitonic top-k: about log2(E) compare-swaps per score
 INDEX_ROUND_TRIPS_PER_ROW = 2   # index_select/index_add_ loop: the row's index, then its data
 SMALL_INDEX_ROWS = 16           # ATen uses its small-index kernels up to 16 indices
 
@@ -285,6 +286,10 @@ class Schedule:
                         self.dispatch.account(layer, plan.channel_group,
                                               self.expert_bytes() * (1.0 - plan.on_chip))
             else:
+                # a serving engine picks the experts on the GPU: a top-k over each token's scores
+                ks.append(self._ew("router_topk", layer, t * moe.experts * FP32_BYTES,
+                                   t * moe.top_k * (FP32_BYTES + 4), TOPK_OPS_PER_ELEM / FP32_BYTES,
+                                   component=Component.ROUTER))
                 ks += self._grouped_experts(layer, counts)
             for sidx in range(moe.shared_experts):
                 ks += self._expert(layer, f"shared{sidx}", t, moe.shared_ffn, Component.EXPERT_READ,
