@@ -209,6 +209,8 @@ def sweep(
     try:
         with _progress(enabled=not json_out and sys.stderr.isatty()) as progress:
             summary = run_sweep(points, out, scheduler=scheduler, workers=workers, progress=progress)
+    except ConfigError as exc:
+        _fail(exc)
     except KeyboardInterrupt:
         err_console.print("interrupted: finished points are kept; run the same command to resume")
         raise typer.Exit(130)

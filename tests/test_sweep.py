@@ -77,3 +77,88 @@ def test_sweep_runs_on_dask_records_failures_and_resumes(tmp_path):
     failed = table[table["status"] == "failed"]
     assert len(failed) == 4 and failed["error"].str.contains("no-such-chip").all()
     assert (out / "manifest.json").exists() and (out / "breakdown.png").exists()
+
+
+def free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def dask_cluster():
+    """A scheduler and a worker started as separate processes on 127.0.0.1."""
+    import time
+    port = free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    sched = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+                              "--port", str(port), "--dashboard-address", ":0"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    worker = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1",
+                               "--nworkers", "1", "--host", "127.0.0.1", "--dashboard-address", ":0"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        from dask.distributed import Client
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            try:
+                with Client(address, timeout=2) as c:
+                    if c.scheduler_info()["workers"]:
+                        break
+            except OSError:
+                pass
+            time.sleep(0.5)
+        yield address
+    finally:
+        for p in (worker, sched):
+            p.terminate()
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+def test_sweep_on_an_external_scheduler(tmp_path, dask_cluster):
+    p = spec(tmp_path, "  - key: workload.batch_size\n    values: [1, 2, 3]\n")
+    res = subprocess.run([sys.executable, "-m", "hwsim.cli", "sweep", str(p), "--out", str(tmp_path / "o"),
+                          "--scheduler", dask_cluster, "--json"], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    s = json.loads(res.stdout)
+    assert s["computed"] == 3 and s["failed"] == 0
+
+
+def test_killed_sweep_resumes_computing_only_the_missing_points(tmp_path):
+    import time
+    values = ", ".join(str(b) for b in range(1, 13))
+    p = spec(tmp_path, f"  - key: workload.batch_size\n    values: [{values}]\n")
+    out = tmp_path / "o"
+    cmd = [sys.executable, "-m", "hwsim.cli", "sweep", str(p), "--out", str(out), "--workers", "1", "--json"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.time() + 120
+    while time.time() < deadline and len(list((out / "results").glob("part-*.parquet"))) < 3:
+        time.sleep(0.05)
+    proc.kill()                                   # the client dies part-way
+    proc.wait()
+    done_before = len(list((out / "results").glob("part-*.parquet")))
+    assert 3 <= done_before < 12
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    s = json.loads(res.stdout)
+    assert s["reused"] >= done_before and s["reused"] + s["computed"] == 12 and s["failed"] == 0
+    table = pd.read_parquet(s["results"])
+    assert len(table) == 12 and table["point"].is_unique
+
+
+def test_unreachable_scheduler_and_bad_factors_exit_2_quickly(tmp_path):
+    import time
+    p = spec(tmp_path, "  - key: workload.batch_size\n    values: [1]\n")
+    t0 = time.time()
+    res = subprocess.run([sys.executable, "-m", "hwsim.cli", "sweep", str(p), "--out", str(tmp_path / "o"),
+                          "--scheduler", f"tcp://127.0.0.1:{free_port()}"], capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 2 and "cannot reach" in res.stderr and time.time() - t0 < 30
+    for factors in ("  - key: workload.no_such_key\n    values: [1]\n", "  - key: workload.batch_size\n    values: []\n"):
+        bad = spec(tmp_path, factors)
+        res = subprocess.run([sys.executable, "-m", "hwsim.cli", "sweep", str(bad)], capture_output=True,
+                             text=True, timeout=60)
+        assert res.returncode == 2 and "Traceback" not in res.stderr

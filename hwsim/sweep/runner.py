@@ -18,7 +18,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from hwsim.errors import ConfigError
 from hwsim.io.bundle import atomic_write
+
+SCHEDULER_TIMEOUT_S = 5     # an unreachable scheduler is reported after this, not after a hang
 
 
 def run_point(point: dict) -> dict:
@@ -86,7 +89,11 @@ def run_sweep(points: list[dict], out: Path, *, scheduler: str | None = None, wo
     cluster = None
     if todo:
         if address:
-            client = Client(address)
+            try:
+                client = Client(address, timeout=SCHEDULER_TIMEOUT_S)
+            except (OSError, TimeoutError) as exc:
+                raise ConfigError(f"cannot reach the Dask scheduler at {address}: {exc}",
+                                  key="--scheduler") from None
         else:
             cluster = LocalCluster(n_workers=workers or 1, threads_per_worker=1, processes=True,
                                    dashboard_address=None)
