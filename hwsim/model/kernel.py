@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from hwsim.metrics import Component
 
 
-@dataclass(frozen=True, slots=True)
-class Kernel:
+@dataclass(slots=True)    # not frozen: frozen dataclasses build 2x slower, and a step builds ~1000
+class Kernel:               # of them; nothing mutates a Kernel after the schedule creates it
     name: str
     layer: int                      # decoder layer, -1 outside the layer stack
     tiles: int                      # thread blocks in the grid
