@@ -61,12 +61,13 @@ def simulate_pass(b: Built, shape: StepShape, step: int, records: list[KernelRec
     t0 = b.env.now
     b.env.process(b.system.run_stream(kernels, step, records))
     b.env.run()
-    breakdown = {c.value: 0.0 for c in Component}
+    by_component = dict.fromkeys(Component, 0.0)
     moved = {"weights": 0.0, "kv": 0.0, "activations": 0.0}
     for rec in records[first:]:
         for comp, secs in rec.attribution.items():
-            breakdown[comp.value] += secs
+            by_component[comp] += secs
         moved[traffic_class(rec.data)] += rec.hbm_read_bytes + rec.hbm_write_bytes
+    breakdown = {c.value: secs for c, secs in by_component.items()}
     if b.schedule.dispatch:
         b.schedule.dispatch.end_step()
     moved["expert_prefetch"] = b.system.prefetch_bytes - prefetched_before

@@ -79,6 +79,7 @@ class Schedule:
         self.mem = MemoryMap()
         self.wb = model.weight_bytes
         self._layout_weights()
+        self._weight_bytes: float | None = None
         self.kv_bytes_per_token_layer = self.kv_token_bytes(max_context)
         self.kv_base = self.mem.place(
             "kv_cache", model.layers * max_batch * max_context * self.kv_bytes_per_token_layer)
@@ -131,7 +132,9 @@ class Schedule:
                 "o_proj": a.heads * a.head_dim * d}
 
     def weight_bytes_total(self) -> float:
-        return sum(n for name, (_, n) in self.mem.regions.items() if name != "kv_cache")
+        if self._weight_bytes is None:
+            self._weight_bytes = sum(n for name, (_, n) in self.mem.regions.items() if name != "kv_cache")
+        return self._weight_bytes
 
     def expert_bytes(self) -> float:
         moe = self.model.moe
