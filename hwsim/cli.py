@@ -45,11 +45,14 @@ def run(
     try:
         cfg = load_scenario(scenario, set_)
         built = build(cfg)
+        out = out or Path("reports") / cfg.name
+        if out.exists() and not out.is_dir():
+            raise ConfigError("--out names a file, not a folder", file=str(out), key="--out")
+        started = time.time()
+        with _progress(enabled=not json_out and sys.stderr.isatty()) as progress:
+            result = run_scenario(cfg, built, progress=progress)
     except ConfigError as exc:
         _fail(exc)
-    started = time.time()
-    with _progress(enabled=not json_out and sys.stderr.isatty()) as progress:
-        result = run_scenario(cfg, built, progress=progress)
     manifest = {
         "summary": result.summary,
         "scenario_file": str(scenario) if scenario else "scenarios/default.yaml",
@@ -63,7 +66,6 @@ def run(
         "provenance": provenance(),
         "error": None,
     }
-    out = out or Path("reports") / cfg.name
     paths = write_bundle(result, out, manifest)
     if trace:
         from hwsim.io.bundle import atomic_write

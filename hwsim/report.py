@@ -46,12 +46,22 @@ def _fmt(v) -> str:
 
 def render(folder: Path) -> str:
     manifest_path = folder / "manifest.json"
-    if not manifest_path.exists():
+    if not manifest_path.is_file():
         raise ConfigError("no manifest.json: not a run bundle or sweep folder", file=str(folder))
     try:
-        manifest = json.loads(manifest_path.read_text())
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"manifest.json is not JSON: {exc}", file=str(manifest_path)) from None
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError, OSError) as exc:
+        raise ConfigError(f"manifest.json cannot be read: {exc}", file=str(manifest_path)) from None
+    try:
+        return _render(folder, manifest)
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        raise ConfigError(f"manifest.json is not an hwsim run or sweep manifest ({type(exc).__name__}: "
+                          f"{exc})", file=str(manifest_path)) from None
+
+
+def _render(folder: Path, manifest: dict) -> str:
+    if not isinstance(manifest, dict):
+        raise TypeError("the top level is not a mapping")
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>hwsim report</title>"
              f"<style>{STYLE}</style>{CHECK}</head><body>"]
     if "sweep" in manifest:

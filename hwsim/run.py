@@ -10,12 +10,13 @@ import numpy as np
 from hwsim import __version__
 from hwsim.build import Built, build
 from hwsim.config.scenario import Scenario
+from hwsim.errors import ConfigError
 from hwsim.hw.system import KernelRecord
 from hwsim.metrics import Component, percentiles, traffic_class
+from hwsim.model.kernel import Kernel
 from hwsim.model.schedule import StepShape
 from hwsim.workload.kv_fidelity import attention_rel_error
 from hwsim.workload.kv_format import max_context_fitting
-from hwsim.model.kernel import Kernel
 from hwsim.workload.router import expected_distinct
 
 
@@ -30,6 +31,7 @@ class StepResult:
     breakdown_s: dict[str, float]
     bytes: dict[str, float]
     kernels: int
+    tokens: int
     active_experts_per_layer: float
     active_weight_fraction: float
 
@@ -74,7 +76,7 @@ def simulate_pass(b: Built, shape: StepShape, step: int, records: list[KernelRec
     active = [len(np.unique(r[r >= 0])) for r in routing.values()]
     return StepResult(step=step, phase=shape.phase, batch=shape.batch, context=shape.context,
                       t_start=t0, t_end=b.env.now, breakdown_s=breakdown, bytes=moved,
-                      kernels=sum(isinstance(k, Kernel) for k in kernels),
+                      kernels=sum(isinstance(k, Kernel) for k in kernels), tokens=shape.tokens,
                       active_experts_per_layer=float(np.mean(active)) if active else 0.0,
                       active_weight_fraction=b.schedule.active_weight_bytes(routing)
                       / b.schedule.weight_bytes_total())
@@ -116,12 +118,14 @@ def _run_serving(cfg: Scenario, b: Built, wall0: float, progress) -> RunResult:
     served = serving_summary(loop, cfg.budget_ms)
     iters = loop.iterations
     # ms per component, averaged over the iterations the run executed
-    keys = iters[0].breakdown_s.keys() if iters else []
-    breakdown = {k: sum(it.breakdown_s[k] for it in iters) / max(len(iters), 1) * 1e3 for k in keys}
-    steps = list(loop.oracle.cache.values())
-    summary = summarize(cfg, b, steps, None, time.perf_counter() - wall0) if steps else {}
+    # every per-step figure (breakdown, bytes, kernels, experts) weighted by the iterations run
+    steps = [it.step for it in iters]
+    if not steps:
+        raise ConfigError(f"none of the {len(loop.rejected)} requests can run: each one's KV cache "
+                          f"(prompt + output) is larger than the HBM the weights leave free",
+                          key="workload.prompt")
+    summary = summarize(cfg, b, steps, None, time.perf_counter() - wall0)
     summary.update(served)
-    summary["breakdown_ms"] = breakdown
     summary["within_budget"] = served["serving"]["slo_attainment"]
     summary["sim"]["simulated_tokens"] = sum(len(r.token_times) for r in loop.finished)
     summary["sim"]["wall_s"] = time.perf_counter() - wall0
@@ -141,7 +145,7 @@ def moe_summary(cfg: Scenario, b: Built, steps: list[StepResult]) -> dict | None
     d = b.schedule.dispatch
     st = d.stats
     n = len(steps)
-    tokens = cfg.workload.batch_size
+    tokens = round(float(np.mean([s.tokens for s in steps])))
     return {
         "routing": cfg.moe.routing.kind,
         "distinct_experts_per_layer": float(np.mean([s.active_experts_per_layer for s in steps])),
@@ -206,7 +210,7 @@ def summarize(cfg: Scenario, b: Built, steps: list[StepResult], prefill: StepRes
         "within_budget": float(np.mean([t <= budget_s for t in itl])),
         "breakdown_ms": breakdown,
         "bytes": moved,
-        "kernels_per_step": steps[0].kernels,
+        "kernels_per_step": float(np.mean([s.kernels for s in steps])),
         "active_experts_per_layer": float(np.mean([s.active_experts_per_layer for s in steps])),
         "weights_gb": b.schedule.weight_bytes_total() / 1e9,
         "kv": kv_summary(cfg, b),

@@ -11,6 +11,7 @@ per-expert, uniform random top-k routing); no per-row or per-model factor is app
 from __future__ import annotations
 
 import csv
+import math
 import statistics
 from pathlib import Path
 
@@ -37,8 +38,12 @@ def load_dataset(path: Path) -> list[dict]:
                 raise ConfigError(f"missing column(s): {', '.join(missing)}", file=str(path), line=1)
             rows = []
             for i, raw in enumerate(reader, start=2):
+                if None in raw:
+                    raise ConfigError("more fields than the header has columns (quote a notes field "
+                                      "that contains a comma)", file=str(path), line=i)
                 row = {(k or "").strip(): (v or "").strip() for k, v in raw.items()}
                 row["_line"] = i
+                _check_row(row, path)
                 rows.append(row)
     except FileNotFoundError:
         raise ConfigError("file not found", file=str(path)) from None
@@ -47,16 +52,38 @@ def load_dataset(path: Path) -> list[dict]:
     return rows
 
 
+INT_COLUMNS = ("batch", "context_tokens", "prompt_tokens")
+
+
+def _check_row(row: dict, path: Path) -> None:
+    """Malformed values are errors in the dataset (exit 2), named by file, line and column;
+    a row that names an unknown model or profile is only a failed row."""
+    line = row["_line"]
+    for col in INT_COLUMNS:
+        value = row[col] or "0"
+        if not value.isdigit():
+            raise ConfigError(f"expected a whole number >= 0, got {value!r}", file=str(path), line=line, key=col)
+    for col in ("kv_bits", "measured_ms"):
+        try:
+            value = float(row[col])
+        except ValueError:
+            raise ConfigError(f"expected a number, got {row[col]!r}", file=str(path), line=line, key=col) from None
+        if not math.isfinite(value) or value <= 0:
+            raise ConfigError(f"expected a positive finite number, got {row[col]!r}", file=str(path),
+                              line=line, key=col)
+    if row["phase"] not in ("decode", "prefill"):
+        raise ConfigError(f"phase must be decode or prefill, got {row['phase']!r}", file=str(path),
+                          line=line, key="phase")
+    if row["launch"] not in ("graph", "eager"):
+        raise ConfigError(f"launch must be graph or eager, got {row['launch']!r}", file=str(path),
+                          line=line, key="launch")
+
+
 def _row_scenario(row: dict) -> tuple[Scenario, StepShape]:
     def num(key: str) -> int:
-        try:
-            return int(float(row[key] or 0))
-        except ValueError:
-            raise ValueError(f"column {key}: not a number ({row[key]!r})") from None
+        return int(row[key] or 0)
 
     phase = row["phase"]
-    if phase not in ("decode", "prefill"):
-        raise ValueError(f"phase must be decode or prefill, got {phase!r}")
     batch, context, prompt = num("batch"), num("context_tokens"), num("prompt_tokens")
     if phase == "decode":
         shape = StepShape("decode", batch, batch, context)
@@ -67,7 +94,7 @@ def _row_scenario(row: dict) -> tuple[Scenario, StepShape]:
             "name": row["name"], "hardware": row["hardware"], "model": row["model"],
             "workload": {"batch_size": max(batch, 1), "context_tokens": max(context, 1),
                          "decode_steps": 1, "prompt_tokens": prompt},
-            "runtime": {"launch": row["launch"]}, "kv_cache": {"bits": num("kv_bits")},
+            "runtime": {"launch": row["launch"]}, "kv_cache": {"bits": float(row["kv_bits"])},
         })
     except ValidationError as exc:
         err = exc.errors()[0]
@@ -99,8 +126,6 @@ def validate_rows(rows: list[dict]) -> dict:
         try:
             measured = float(row["measured_ms"])
             entry["measured_ms"] = measured
-            if measured <= 0:
-                raise ValueError("measured_ms must be > 0")
             predicted = predict_ms(row)
             entry["predicted_ms"] = predicted
             entry["error_pct"] = (predicted - measured) / measured * 100

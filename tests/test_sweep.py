@@ -68,14 +68,20 @@ def test_sweep_runs_on_dask_records_failures_and_resumes(tmp_path):
     # an interrupted sweep loses nothing: drop one finished point, add a failing one, rerun
     part = sorted((out / "results").glob("part-*.parquet"))[0]
     part.unlink()
-    p.write_text(p.read_text().replace("values: [1, 2]", "values: [1, 2]\n  - key: hardware\n"
-                                                          "    values: [h200-sxm, no-such-chip]"))
+    # a point that raises (an override naming no profile number) is recorded, the rest go on
+    p.write_text(p.read_text().replace("values: [4800, 9600]", "values: [4800, 9600]\n"
+                                                              "  - key: hardware_overrides.hbm.bus_width\n"
+                                                              "    values: [1]"))
+    broken = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    sb = json.loads(broken.stdout)
+    assert sb["points"] == 4 and sb["failed"] == 4 and sb["computed"] == 0
+    table = pd.read_parquet(sb["results"])
+    assert (table["status"] == "failed").all() and table["error"].str.contains("bus_width").all()
+    p.write_text(p.read_text().replace("\n  - key: hardware_overrides.hbm.bus_width\n    values: [1]", ""))
     second = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     s2 = json.loads(second.stdout)
-    assert s2["points"] == 8 and s2["reused"] == 3 and s2["computed"] == 1 and s2["failed"] == 4
-    table = pd.read_parquet(s2["results"])
-    failed = table[table["status"] == "failed"]
-    assert len(failed) == 4 and failed["error"].str.contains("no-such-chip").all()
+    assert s2["points"] == 4 and s2["reused"] == 3 and s2["computed"] == 1 and s2["failed"] == 0
+    assert len(pd.read_parquet(s2["results"])) == 4
     assert (out / "manifest.json").exists() and (out / "breakdown.png").exists()
 
 
@@ -157,7 +163,8 @@ def test_unreachable_scheduler_and_bad_factors_exit_2_quickly(tmp_path):
                           "--scheduler", f"tcp://127.0.0.1:{free_port()}"], capture_output=True, text=True,
                          timeout=120)
     assert res.returncode == 2 and "cannot reach" in res.stderr and time.time() - t0 < 30
-    for factors in ("  - key: workload.no_such_key\n    values: [1]\n", "  - key: workload.batch_size\n    values: []\n"):
+    for factors in ("  - key: workload.no_such_key\n    values: [1]\n", "  - key: workload.batch_size\n    values: []\n",
+                    "  - key: hardware\n    values: [h200-sxmm]\n"):
         bad = spec(tmp_path, factors)
         res = subprocess.run([sys.executable, "-m", "hwsim.cli", "sweep", str(bad)], capture_output=True,
                              text=True, timeout=60)

@@ -97,7 +97,7 @@ class VectorQuant(_Block):
     dims: int = Field(4, ge=1, description="elements encoded by one code")
 
 
-# Published schemes, as literature.md section 2 describes them; any key set next to a preset
+# Published schemes, as ../shared/reference/literature.md section 2 describes them; any key set next to a preset
 # overrides the preset's value. The adaptive presets are the design brief's scheme.
 KV_PRESETS: dict[str, dict] = {
     "bf16": {"bits": 16},
@@ -155,6 +155,8 @@ class KvCache(_Block):
 
     @model_validator(mode="after")
     def _check(self):
+        if any(not 0 < b <= 16 for b in self.widths()):
+            raise ValueError("every stored width must be above 0 and at most 16 bits")
         if self.element == "fp8":
             widths = [b for b in self.widths() if b < 16]
             if any(b != 8 for b in widths):
@@ -164,7 +166,7 @@ class KvCache(_Block):
             if bad:
                 raise ValueError(f"integer codes support {sorted(SUPPORTED_INT_BITS)} bits, not {bad[0]:g}")
         if self.element == "vq":
-            routine = (self.key_bits or self.bits, self.value_bits or self.bits)
+            routine = self.widths()[:2]
             code_bits = math.log2(self.vq.entries) / self.vq.dims
             if any(abs(b - code_bits) > 1e-6 for b in routine if b < 16):
                 raise ValueError(f"vq with {self.vq.entries} entries over {self.vq.dims} dims stores "
@@ -172,7 +174,8 @@ class KvCache(_Block):
         return self
 
     def widths(self) -> list[float]:
-        w = [self.key_bits or self.bits, self.value_bits or self.bits, self.sinks.bits, self.recent.bits]
+        w = [self.bits if self.key_bits is None else self.key_bits,
+             self.bits if self.value_bits is None else self.value_bits, self.sinks.bits, self.recent.bits]
         if self.outliers.fraction:
             w.append(self.outliers.bits)
         return w

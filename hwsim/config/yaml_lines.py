@@ -41,6 +41,9 @@ def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode, deep: bool =
     mapping: dict[Any, Any] = {}
     for key_node, value_node in node.value:
         key = loader.construct_object(key_node, deep=True)
+        if not isinstance(key, (str, int, float, bool)) and key is not None:
+            raise ConfigError("a mapping key must be a plain value", file=loader.source_name,
+                              line=key_node.start_mark.line + 1)
         if key in mapping:
             raise ConfigError(f"duplicate key '{key}'", file=loader.source_name,
                               line=key_node.start_mark.line + 1)

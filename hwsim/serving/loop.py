@@ -38,6 +38,7 @@ class Iteration:
     prefill_tokens: int
     waiting: int
     breakdown_s: dict[str, float]
+    step: object                 # the simulated pass (hwsim.run.StepResult) this iteration reused
 
 
 class StepOracle:
@@ -174,7 +175,7 @@ class ServingLoop:
             if blocked:
                 self.kv_blocked_s += step.duration_s
             self.iterations.append(Iteration(t0, step.duration_s, len(decoding), prefill_tokens,
-                                             len(self.waiting), step.breakdown_s))
+                                             len(self.waiting), step.breakdown_s, step))
             for r in decoding:
                 r.token_times.append(env.now)
             for r, take in chunks:

@@ -70,9 +70,9 @@ def load_request_trace(path: Path) -> list[tuple[float, int, int]]:
         for line, row in enumerate(reader, start=2):
             try:
                 t, p, o = float(row["arrival_s"]), int(row["prompt_tokens"]), int(row["output_tokens"])
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, AttributeError):
                 raise ConfigError("arrival_s must be a number and token counts integers", file=str(path),
-                                  line=line) from None
+                                  line=line, key="workload.arrivals.trace") from None
             if t < last or p < 1 or o < 1:
                 raise ConfigError("arrivals must be in time order with positive token counts",
                                   file=str(path), line=line)

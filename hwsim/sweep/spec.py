@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from hwsim.config.load import validate
+from hwsim.config.load import load_model, load_profile, validate
 from hwsim.config.scenario import Scenario
 from hwsim.config.yaml_lines import LoadedYaml, load_yaml_file
 from hwsim.errors import ConfigError
@@ -110,7 +110,19 @@ def load_sweep(path: Path) -> tuple[SweepSpec, list[dict]]:
     if not points:
         raise ConfigError("the filter drops every point", file=str(path), line=doc.line_of(["filter"]),
                           key="filter")
+    _check_names(points, path, doc)
     return spec, points
+
+
+def _check_names(points: list[dict], path: Path, doc: LoadedYaml) -> None:
+    """A misspelt profile or model is an error in the spec, not a failed point."""
+    for key, loader in (("hardware", load_profile), ("model", load_model)):
+        for name in sorted({p["scenario"][key] for p in points}):
+            try:
+                loader(name)
+            except ConfigError as exc:
+                raise ConfigError(exc.message, file=str(path), line=doc.line_of(["factors"]) or doc.line_of(["base"]),
+                                  key=key) from None
 
 
 def _keep(expr: str, factors: dict, path: Path, doc: LoadedYaml) -> bool:

@@ -162,7 +162,7 @@ def max_context_fitting(free_bytes: float, batch: int, layers: int, elements_per
 def from_config(kv) -> KvFormat:
     """KvFormat from a validated `kv_cache` scenario block (hwsim.config.scenario.KvCache)."""
     return KvFormat(
-        routine=ClassWidth(kv.key_bits or kv.bits, kv.value_bits or kv.bits),
+        routine=ClassWidth(*kv.widths()[:2]),
         sinks=kv.sinks.tokens, sink_bits=kv.sinks.bits,
         outlier_fraction=kv.outliers.fraction, outlier_bits=kv.outliers.bits,
         recent=kv.recent.tokens, recent_bits=kv.recent.bits,

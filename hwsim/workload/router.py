@@ -168,13 +168,16 @@ def load_trace(path: Path, experts: int, top_k: int) -> dict[tuple[int, int], li
             try:
                 step, layer = int(row["step"]), int(row["layer"])
                 ids = [int(x) for x in row["experts"].replace(";", " ").split()]
-            except (TypeError, ValueError):
-                raise ConfigError("step, layer and experts must be integers", file=str(path), line=line) from None
+            except (TypeError, ValueError, AttributeError):
+                raise ConfigError("step, layer and experts must be integers", file=str(path), line=line,
+                                  key="moe.routing.trace") from None
             bad = [i for i in ids if not 0 <= i < experts]
             if bad:
-                raise ConfigError(f"expert id {bad[0]} out of range 0..{experts - 1}", file=str(path), line=line)
+                raise ConfigError(f"expert id {bad[0]} out of range 0..{experts - 1}", file=str(path), line=line,
+                                  key="moe.routing.trace")
             if len(ids) != top_k or len(set(ids)) != top_k:
-                raise ConfigError(f"expected {top_k} distinct expert ids, got {ids}", file=str(path), line=line)
+                raise ConfigError(f"expected {top_k} distinct expert ids, got {ids}", file=str(path), line=line,
+                                  key="moe.routing.trace")
             table.setdefault((step, layer), []).append(ids)
     if not table:
         raise ConfigError("routing trace has no rows", file=str(path), line=1)
