@@ -85,3 +85,29 @@ def test_trace_export_has_a_slice_per_kernel_and_named_tracks(tmp_path):
     assert len(kernel_slices) == summary["kernels_per_step"]
     copies = [e for e in trace["traceEvents"] if e["ph"] == "X" and e["tid"] == tid["prefetch copy engine"]]
     assert copies and all(e["dur"] > 0 for e in copies)
+
+
+@pytest.mark.parametrize("manifest", ["[]", "{}", '{"summary": null}', "{not json"])
+def test_report_of_a_corrupt_manifest_exits_2(tmp_path, manifest):
+    (tmp_path / "manifest.json").write_text(manifest)
+    res = run("report", str(tmp_path))
+    assert res.returncode == 2 and "Traceback" not in res.stderr and "manifest.json" in res.stderr
+
+
+def test_out_naming_a_file_and_a_bad_request_trace_exit_2(tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    res = run("run", "--set", "workload.decode_steps=1", "--out", str(afile))
+    assert res.returncode == 2 and "--out" in res.stderr and afile.read_text() == "x"
+    trace = tmp_path / "log.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,abc,3\n")
+    res = run("run", "scenarios/voice-agent.yaml", "--set", "workload.arrivals.kind=trace",
+              "--set", f"workload.arrivals.trace={trace}", "--out", str(tmp_path / "o"))
+    assert res.returncode == 2 and f"{trace}:2" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_non_scalar_yaml_key_exits_2(tmp_path):
+    bad = tmp_path / "s.yaml"
+    bad.write_text("hardware: h200-sxm\n? [a, b]\n: 1\n")
+    res = run("run", str(bad))
+    assert res.returncode == 2 and "s.yaml:2" in res.stderr and "Traceback" not in res.stderr

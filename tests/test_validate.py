@@ -53,3 +53,34 @@ def test_h200_graph_steps_are_predicted_within_tolerance():
     assert report["failed"] == 0
     assert report["median_abs_error_pct"] < 12
     assert report["max_abs_error_pct"] < 20
+
+
+@pytest.mark.parametrize("row, column", [
+    ("r,h200-sxm,mixtral-8x7b,decode,1,512,0,16,graph,nan,", "measured_ms"),
+    ("r,h200-sxm,mixtral-8x7b,decode,1,512,0,16,graph,abc,", "measured_ms"),
+    ("r,h200-sxm,mixtral-8x7b,decodex,1,512,0,16,graph,8,", "phase"),
+    ("r,h200-sxm,mixtral-8x7b,decode,one,512,0,16,graph,8,", "batch"),
+    ("r,h200-sxm,mixtral-8x7b,decode,1,512,0,16,graph,8,a,b", None),
+])
+def test_malformed_rows_exit_2_naming_file_line_and_column(tmp_path, row, column):
+    ds = tmp_path / "ds.csv"
+    ds.write_text(HEADER + row + "\n")
+    res = subprocess.run([sys.executable, "-m", "hwsim.cli", "validate", str(ds), "--json"],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2 and "Traceback" not in res.stderr and res.stdout == ""
+    assert f"{ds}:2" in res.stderr
+    if column:
+        assert f"'{column}'" in res.stderr
+
+
+def test_fractional_kv_bits_are_kept():
+    a = validate_rows(load_dataset_text("a,h200-sxm,mixtral-8x7b,decode,4,32768,0,1.5,graph,50,"))
+    b = validate_rows(load_dataset_text("b,h200-sxm,mixtral-8x7b,decode,4,32768,0,1,graph,50,"))
+    assert a["rows"][0]["predicted_ms"] != b["rows"][0]["predicted_ms"]
+
+
+def load_dataset_text(row: str):
+    import tempfile
+    with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False) as fh:
+        fh.write(HEADER + row + "\n")
+    return load_dataset(Path(fh.name))
