@@ -1,7 +1,5 @@
 """Every shipped profile loads, elaborates and carries a source for each number."""
 
-from pathlib import Path
-
 import pytest
 
 from hwsim.config.load import builtin_profiles, load_profile

@@ -194,7 +194,7 @@ class Schedule:
         return kernels
 
     def _attention_block(self, layer: int, s: StepShape) -> list[Kernel]:
-        m, a, d = self.model, self.model.attention, self.model.hidden
+        a, d = self.model.attention, self.model.hidden
         t = s.tokens
         ks = [self._norm("attn_norm", layer, t)]
         if a.kind == "mla":
