@@ -8,6 +8,10 @@ each such kernel (its duration, attribution and what it did to each server) and 
 the same server accounting is applied, so utilisation, channel bytes and results stay
 identical to simulating it again. Whenever a server is still busy at the kernel's start
 (an expert prefetch in flight), the kernel is simulated, not replayed.
+
+A replay only counts itself; `flush` adds the counted replays' server accounting in one go
+(before anyone reads busy time or bytes). Servers' free times need no update: a replayed
+kernel runs alone, so every server it used is free again before the next kernel starts.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ class _Effect:
     hbm_free: np.ndarray | None      # their free_at, as offsets from the kernel's start
     hbm_read: float
     hbm_write: float
+    pending: int = 0                 # replays whose accounting is not yet added
 
 
 class KernelReplay:
@@ -92,21 +97,25 @@ class KernelReplay:
                        self.system.hbm.read_bytes - rb, self.system.hbm.write_bytes - wb)
 
     def _apply(self, e: _Effect, rec, start: float) -> float:
-        for srv, busy, units, off in e.scalar:
-            srv.busy_s += busy
-            srv.units += units
-            if off is not None:
-                srv.free_at = start + off
-        if e.hbm_channels is not None:
-            bank = self.system.hbm.bank
-            bank.busy_s[e.hbm_channels] += e.hbm_busy
-            bank.units[e.hbm_channels] += e.hbm_units
-            free = start + e.hbm_free
-            bank.free_at[e.hbm_channels] = free
-            bank.last_free = max(bank.last_free, float(free.max()))
-        self.system.hbm.read_bytes += e.hbm_read
-        self.system.hbm.write_bytes += e.hbm_write
+        e.pending += 1
         rec.attribution = dict(e.attribution)
         rec.waves = e.waves
         rec.t_end = start + e.duration
         return rec.t_end
+
+    def flush(self) -> None:
+        """Add the server accounting of every replay counted since the last flush."""
+        hbm = self.system.hbm
+        for e in self.effects.values():
+            n = e.pending
+            if not n:
+                continue
+            for srv, busy, units, _ in e.scalar:
+                srv.busy_s += n * busy
+                srv.units += n * units
+            if e.hbm_channels is not None:
+                hbm.bank.busy_s[e.hbm_channels] += n * e.hbm_busy
+                hbm.bank.units[e.hbm_channels] += n * e.hbm_units
+            hbm.read_bytes += n * e.hbm_read
+            hbm.write_bytes += n * e.hbm_write
+            e.pending = 0

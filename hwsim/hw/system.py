@@ -332,3 +332,5 @@ class System:
                 rec.attribution[Component.EXPERT_LOAD_WAIT] = waited
                 waited = 0.0
             records.append(rec)
+        if self.replay:
+            self.replay.flush()
