@@ -59,6 +59,9 @@ class Hbm(_Block):
     read_efficiency: Fraction = Field(description="achieved/peak for long streaming reads")
     write_efficiency: Fraction = Field(description="achieved/peak for writes (bus turnaround)")
     access_latency_ns: Positive = Field(description="load-to-use latency of an L2 miss")
+    queueing_factor: Positive = Field(
+        description="loaded latency: every byte the whole chip has in flight to HBM ahead of a "
+                    "request adds queueing_factor / achieved bandwidth to its wait")
     interleave_bytes: Count = Field(description="address-interleave granule across channels")
 
 

@@ -29,6 +29,7 @@ class ChipSpec:
     hbm_read_efficiency: float
     hbm_write_efficiency: float
     hbm_latency_s: float
+    hbm_queueing_factor: float
     hbm_interleave_bytes: int
     bus_bytes_s: float
     bus_latency_s: float
@@ -87,6 +88,7 @@ class ChipSpec:
             hbm_read_efficiency=p.hbm.read_efficiency.value,
             hbm_write_efficiency=p.hbm.write_efficiency.value,
             hbm_latency_s=p.hbm.access_latency_ns.value * 1e-9,
+            hbm_queueing_factor=p.hbm.queueing_factor.value,
             hbm_interleave_bytes=p.hbm.interleave_bytes.value,
             bus_bytes_s=p.bus.bandwidth_gbps.value * 1e9,
             bus_latency_s=p.bus.latency_ns.value * 1e-9,

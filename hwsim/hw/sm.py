@@ -23,10 +23,18 @@ class SmArray:
         self.tensor = [Server(f"sm{i}.tensor", 1.0) for i in range(chip.sms)]
         self.alu = [Server(f"sm{i}.alu", 1.0) for i in range(chip.sms)]
 
-    def load_time(self, hbm_bytes: float, l2_bytes: float) -> float:
-        """Seconds one block slot's pipe is busy streaming these bytes (Little's law)."""
+    def load_time(self, hbm_bytes: float, l2_bytes: float, chip_hbm_bytes: float = 0.0) -> float:
+        """Seconds one block slot's pipe is busy streaming these bytes (Little's law).
+
+        Latency grows with load: while `chip_hbm_bytes` stream from HBM chip-wide, each request
+        also waits behind its share of them (queueing_factor x bytes / achieved bandwidth), so
+        a block streams faster when few blocks run than when the whole chip does.
+        """
         c = self.chip
-        return (hbm_bytes * c.miss_latency_s + l2_bytes * c.hit_latency_s) / c.inflight_bytes_per_block
+        unloaded = (hbm_bytes * c.miss_latency_s + l2_bytes * c.hit_latency_s) / c.inflight_bytes_per_block
+        if not (hbm_bytes and chip_hbm_bytes):
+            return unloaded
+        return unloaded + c.hbm_queueing_factor * chip_hbm_bytes / c.hbm_read_bytes_s
 
     def compute_time(self, tensor_flops: float, vector_flops: float, int_ops: float, dtype: str,
                      decoder_elements: float = 0.0, mma_sync: bool = False) -> float:

@@ -101,9 +101,10 @@ class System:
 
     def _memory_done(self, now: float, slot: int, k: Kernel, ntiles: float, first_tile: float) -> float:
         """Tile fidelity: the tile's bytes through its block slot's load pipe and the chip."""
-        pipe = self.sms.load_pipes[slot].serve(
-            now, (k.hbm_read * self.chip.miss_latency_s + (k.l2_read + k.l2_write) * self.chip.hit_latency_s)
-            * ntiles)
+        concurrent = min(k.tiles, self.chip.sms * self.slots_per_sm(k)) * ntiles   # tiles in flight chip-wide
+        busy = self.sms.load_time(k.hbm_read * ntiles, (k.l2_read + k.l2_write) * ntiles,
+                                  k.hbm_read * concurrent)
+        pipe = self.sms.load_pipes[slot].serve(now, busy * self.chip.inflight_bytes_per_block)
         return max(pipe, self._chip_memory_done(now, k, ntiles, first_tile))
 
     def _burst(self, now: float, slot: int, k: Kernel, ntiles: float, first_tile: float,
@@ -150,7 +151,8 @@ class System:
         """Wave fidelity: the whole wave's bytes queued at once. Resident blocks each have
         their own load pipe; tiles beyond the resident slots (stream-K shares) queue on them."""
         per_slot = max(1.0, tiles_per_sm / self.slots_per_sm(k))
-        pipe = self.sms.load_time(k.hbm_read * per_slot, (k.l2_read + k.l2_write) * per_slot)
+        pipe = self.sms.load_time(k.hbm_read * per_slot, (k.l2_read + k.l2_write) * per_slot,
+                                  k.hbm_read * total)
         return max(now + pipe, self._chip_memory_done(now, k, total, first_tile))
 
     # -- a kernel --------------------------------------------------------------------------
@@ -253,7 +255,6 @@ class System:
         """Copy each expert in PREFETCH_CHUNK pieces, PREFETCH_INFLIGHT at a time, through the
         same HBM channels, bus and L2 the stream uses: it competes for their bandwidth."""
         env = self.env
-        self.copies_in_flight += 1
         for key, address, nbytes, stack in item.loads:
             started = env.now
             done_at = env.now
@@ -291,6 +292,9 @@ class System:
             if isinstance(k, PrefetchLoad):
                 for key, *_ in k.loads:
                     self.landed[key] = env.event()
+                # counted now, not when the process first runs: the next kernel must already
+                # see the copy engine as busy and queue its bytes event by event
+                self.copies_in_flight += 1
                 env.process(self._prefetch(k))
                 continue
             if isinstance(k, AwaitLoad):
