@@ -215,7 +215,7 @@ def sweep(
         _fail(exc)
     except KeyboardInterrupt:
         err_console.print("interrupted: finished points are kept; run the same command to resume")
-        raise typer.Exit(130)
+        raise typer.Exit(130) from None
     import pandas as pd
 
     from hwsim.io.bundle import atomic_write

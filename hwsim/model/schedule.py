@@ -150,7 +150,7 @@ class Schedule:
     def active_weight_bytes(self, routing: dict[int, np.ndarray]) -> float:
         """Weight bytes one forward pass touches: everything but the experts nobody chose."""
         total = self.weight_bytes_total()
-        for layer, choice in routing.items():
+        for choice in routing.values():
             untouched = self.model.moe.experts - len(np.unique(choice[choice >= 0]))
             total -= untouched * self.expert_bytes()
         return total

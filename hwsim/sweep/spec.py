@@ -52,7 +52,7 @@ class Factor(BaseModel):
     def settings(self) -> list[dict[str, Any]]:
         if self.key:
             return [{self.key: v} for v in self.values]
-        return [dict(zip(self.keys, v)) for v in self.values]
+        return [dict(zip(self.keys, v, strict=True)) for v in self.values]
 
 
 class SweepSpec(BaseModel):
