@@ -37,8 +37,12 @@ def traffic_class(component: Component) -> str:
     return TRAFFIC_CLASS.get(component, "activations")
 
 
-def percentiles(values_s: list[float]) -> dict[str, float]:
-    """p50/p99/mean of durations given in seconds, reported in milliseconds."""
+def percentiles(values_s, quantiles=(50, 99)) -> dict[str, float] | None:
+    """The given percentiles and the mean of durations in seconds, reported in milliseconds
+    (None when there are no values)."""
     arr = np.asarray(values_s, dtype=float) * 1e3
-    return {"p50": float(np.percentile(arr, 50)), "p99": float(np.percentile(arr, 99)),
-            "mean": float(arr.mean())}
+    if not arr.size:
+        return None
+    out = {f"p{q}": float(np.percentile(arr, q)) for q in quantiles}
+    out["mean"] = float(arr.mean())
+    return out

@@ -111,13 +111,12 @@ def run_scenario(cfg: Scenario, built: Built | None = None, progress=None) -> Ru
 
 def _run_serving(cfg: Scenario, b: Built, wall0: float, progress) -> RunResult:
     from hwsim.serving.loop import ServingLoop
-    from hwsim.serving.metrics import request_rows, serving_summary
+    from hwsim.serving.metrics import inter_token_gaps_s, request_rows, serving_summary
 
     loop = ServingLoop(b, progress)
     loop.run()
     served = serving_summary(loop, cfg.budget_ms)
     iters = loop.iterations
-    # ms per component, averaged over the iterations the run executed
     # every per-step figure (breakdown, bytes, kernels, experts) weighted by the iterations run
     steps = [it.step for it in iters]
     if not steps:
@@ -133,7 +132,7 @@ def _run_serving(cfg: Scenario, b: Built, wall0: float, progress) -> RunResult:
                        channel_bytes=b.system.hbm.bytes_per_channel().tolist(),
                        channels_per_stack=b.system.hbm.channels_per_stack,
                        requests=request_rows(loop), iterations=iters)
-    result.gaps_ms = [g * 1e3 for r in loop.finished for g in np.diff(r.token_times)]
+    result.gaps_ms = (inter_token_gaps_s(loop) * 1e3).tolist()
     return result
 
 

@@ -54,6 +54,11 @@ class KernelRecord:
     decoded: float = 0.0    # elements expanded by a native decoder
 
 
+def _add(total: dict[Component, float], parts: dict[Component, float]) -> None:
+    for comp, secs in parts.items():
+        total[comp] = total.get(comp, 0.0) + secs
+
+
 class System:
     def __init__(self, env: simpy.Environment, chip: ChipSpec, *, launch: str, fidelity: str,
                  reuse: bool = True):
@@ -169,8 +174,7 @@ class System:
             chain = yield from self._run_waves(k, slots)
         else:
             chain = yield from self._run_tiles(k, slots)
-        for comp, secs in chain.items():
-            attribution[comp] = attribution.get(comp, 0.0) + secs
+        _add(attribution, chain)
         if k.l2_write or k.hbm_write:   # the kernel ends when its last stores are acknowledged
             yield env.timeout(chip.hit_latency_s)
             self.events += 1
@@ -197,8 +201,7 @@ class System:
             end, parts = self._burst(env.now, 0, k, per_sm, first, wave_tiles=in_wave, fill=fill)
             yield env.timeout(end - env.now)
             self.events += 1
-            for comp, secs in parts.items():
-                chain[comp] = chain.get(comp, 0.0) + secs
+            _add(chain, parts)
         return chain
 
     def _kernel_at_once(self, k: Kernel, rec: KernelRecord, start: float) -> float:
@@ -213,8 +216,7 @@ class System:
         attribution = {Component.KERNEL_OVERHEAD: chip.kernel_fixed_s}
         for per_sm, first, in_wave, fill in self._waves(k, slots):
             t, parts = self._burst(t, 0, k, per_sm, first, wave_tiles=in_wave, fill=fill)
-            for comp, secs in parts.items():
-                attribution[comp] = attribution.get(comp, 0.0) + secs
+            _add(attribution, parts)
         if k.l2_write or k.hbm_write:
             t += chip.hit_latency_s
             attribution[Component.KERNEL_OVERHEAD] += chip.hit_latency_s
@@ -241,8 +243,7 @@ class System:
                 first = False
                 yield env.timeout(end - env.now)
                 self.events += 1
-                for comp, secs in parts.items():
-                    chain[comp] = chain.get(comp, 0.0) + secs
+                _add(chain, parts)
             chains.append((env.now, chain))
 
         procs = [env.process(slot(s)) for s in range(min(slots, units))]
@@ -257,7 +258,6 @@ class System:
         env = self.env
         for key, address, nbytes, stack in item.loads:
             started = env.now
-            done_at = env.now
             offset = 0.0
             while offset < nbytes:
                 now = env.now
@@ -272,10 +272,9 @@ class System:
                     offset += chunk
                 yield env.timeout(batch_end - now)
                 self.events += 1
-                done_at = env.now
             self.prefetch_bytes += nbytes
-            self.copy_records.append((f"L{key[0]}.expert{key[1]}", started, done_at, nbytes, stack))
-            self.landed[key].succeed(done_at)
+            self.copy_records.append((f"L{key[0]}.expert{key[1]}", started, env.now, nbytes, stack))
+            self.landed[key].succeed(env.now)
         self.copies_in_flight -= 1
 
     # -- a stream of kernels -------------------------------------------------------------
@@ -286,7 +285,6 @@ class System:
         chip = self.chip
         host_t = env.now   # the host starts issuing when the step starts (after the last sync)
         waited = 0.0       # expert-load wait since the previous kernel ended
-        ready = env.now
         i = -1
         for k in items:
             if isinstance(k, PrefetchLoad):

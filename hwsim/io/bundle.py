@@ -55,7 +55,7 @@ def atomic_write(path: Path, write) -> None:
 
 
 def _write_serving(result: RunResult, out: Path, paths: dict) -> None:
-    from hwsim.plots.serving import save_serving_pngs
+    from hwsim.plots.serving import save_cdf_png, save_timeline_png
 
     cfg = result.scenario
     for name in ("requests.parquet", "iterations.csv", "itl_cdf.png", "ttft_cdf.png", "timeline.png"):
@@ -67,20 +67,14 @@ def _write_serving(result: RunResult, out: Path, paths: dict) -> None:
                                for it in result.iterations])
     atomic_write(paths["requests.parquet"], lambda p: requests.to_parquet(p, index=False))
     atomic_write(paths["iterations.csv"], lambda p: iterations.to_csv(p, index=False))
-    gaps = result.gaps_ms
-    tmp = {}
-    for name in ("itl_cdf.png", "ttft_cdf.png", "timeline.png"):
-        fd, tmp[name] = tempfile.mkstemp(dir=out, prefix=f".{name}.", suffix=".tmp")
-        os.close(fd)
-    try:
-        save_serving_pngs(result.summary, result.requests, gaps, result.iterations, cfg.budget_ms,
-                          cfg.workload.ttft_target_ms, tmp)
-        for name, t in tmp.items():
-            os.chmod(t, 0o644)
-            os.replace(t, paths[name])
-    finally:
-        for t in tmp.values():
-            Path(t).unlink(missing_ok=True)
+    s = result.summary
+    atomic_write(paths["itl_cdf.png"], lambda p: save_cdf_png(
+        result.gaps_ms, cfg.budget_ms, "inter-token latency", f"budget {cfg.budget_ms:g} ms", p))
+    atomic_write(paths["ttft_cdf.png"], lambda p: save_cdf_png(
+        [r["ttft_ms"] for r in result.requests], cfg.workload.ttft_target_ms, "time to first token",
+        f"target {cfg.workload.ttft_target_ms:g} ms", p))
+    atomic_write(paths["timeline.png"], lambda p: save_timeline_png(
+        result.iterations, cfg.budget_ms, f"{s['model']} on {s['hardware']}: iterations over time", p))
 
 
 def write_bundle(result: RunResult, out: Path, manifest: dict) -> dict[str, Path]:
@@ -97,10 +91,10 @@ def write_bundle(result: RunResult, out: Path, manifest: dict) -> dict[str, Path
     else:
         from hwsim.plots.gantt import save_gantt_png
 
-        first = [r for r in result.records if r.step == (result.steps[-1].step if result.steps else 0)]
+        last_step = [r for r in result.records if r.step == (result.steps[-1].step if result.steps else 0)]
         paths["gantt.png"] = out / "gantt.png"
         atomic_write(paths["gantt.png"], lambda p: save_gantt_png(
-            first, result.sms, result.stacks, "resource occupancy during one token (last step)", p))
+            last_step, result.sms, result.stacks, "resource occupancy during one token (last step)", p))
         events = records_frame(result)
         breakdown = breakdown_frame(result)
         atomic_write(paths["events.parquet"], lambda p: events.to_parquet(p, index=False))

@@ -50,19 +50,16 @@ def plot_iterations(ax: Axes, iterations, budget_ms: float):
     return artists
 
 
-def save_serving_pngs(summary: dict, requests: list[dict], gaps_ms, iterations, budget_ms: float,
-                      ttft_target_ms: float, paths: dict) -> None:
+def save_cdf_png(values_ms, target_ms: float, label: str, target_label: str, path) -> None:
     fig, ax = plt.subplots(figsize=(6, 3.6), layout="constrained")
-    plot_cdf(ax, gaps_ms, budget_ms, "inter-token latency", f"budget {budget_ms:g} ms")
-    fig.savefig(paths["itl_cdf.png"], format="png", dpi=110)
+    plot_cdf(ax, values_ms, target_ms, label, target_label)
+    fig.savefig(path, format="png", dpi=110)
     plt.close(fig)
-    fig, ax = plt.subplots(figsize=(6, 3.6), layout="constrained")
-    plot_cdf(ax, [r["ttft_ms"] for r in requests], ttft_target_ms, "time to first token",
-             f"target {ttft_target_ms:g} ms")
-    fig.savefig(paths["ttft_cdf.png"], format="png", dpi=110)
-    plt.close(fig)
+
+
+def save_timeline_png(iterations, budget_ms: float, title: str, path) -> None:
     fig, ax = plt.subplots(figsize=(9, 3.6), layout="constrained")
     plot_iterations(ax, iterations, budget_ms)
-    ax.set_title(f"{summary['model']} on {summary['hardware']}: iterations over time", fontsize=10)
-    fig.savefig(paths["timeline.png"], format="png", dpi=110)
+    ax.set_title(title, fontsize=10)
+    fig.savefig(path, format="png", dpi=110)
     plt.close(fig)

@@ -33,12 +33,18 @@ PREFILL_BUCKET = 128
 @dataclass
 class Iteration:
     t_start: float
-    duration_s: float
     decodes: int
     prefill_tokens: int
     waiting: int
-    breakdown_s: dict[str, float]
     step: object                 # the simulated pass (hwsim.run.StepResult) this iteration reused
+
+    @property
+    def duration_s(self) -> float:
+        return self.step.duration_s
+
+    @property
+    def breakdown_s(self) -> dict[str, float]:
+        return self.step.breakdown_s
 
 
 class StepOracle:
@@ -174,8 +180,7 @@ class ServingLoop:
             yield env.timeout(step.duration_s)
             if blocked:
                 self.kv_blocked_s += step.duration_s
-            self.iterations.append(Iteration(t0, step.duration_s, len(decoding), prefill_tokens,
-                                             len(self.waiting), step.breakdown_s, step))
+            self.iterations.append(Iteration(t0, len(decoding), prefill_tokens, len(self.waiting), step))
             for r in decoding:
                 r.token_times.append(env.now)
             for r, take in chunks:

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from hwsim.metrics import percentiles
 from hwsim.serving.loop import ServingLoop
 
+QUANTILES = (50, 90, 99)      # serving summaries also report p90
 
-def pct(values_s, scale=1e3) -> dict | None:
-    if not len(values_s):
-        return None
-    a = np.asarray(values_s, dtype=float) * scale
-    return {"p50": float(np.percentile(a, 50)), "p90": float(np.percentile(a, 90)),
-            "p99": float(np.percentile(a, 99)), "mean": float(a.mean())}
+
+def inter_token_gaps_s(loop: ServingLoop) -> np.ndarray:
+    """Every gap between consecutive tokens of every finished request, in seconds."""
+    reqs = loop.finished
+    return np.concatenate([np.diff(r.token_times) for r in reqs]) if reqs else np.array([])
 
 
 def request_rows(loop: ServingLoop) -> list[dict]:
@@ -32,7 +33,7 @@ def request_rows(loop: ServingLoop) -> list[dict]:
 def serving_summary(loop: ServingLoop, budget_ms: float) -> dict:
     w = loop.w
     reqs = loop.finished
-    gaps = np.concatenate([np.diff(r.token_times) for r in reqs]) if reqs else np.array([])
+    gaps = inter_token_gaps_s(loop)
     ttft = [r.token_times[0] - r.arrival_s for r in reqs]
     tokens = sum(len(r.token_times) for r in reqs)
     start = min((r.arrival_s for r in reqs), default=0.0)
@@ -43,7 +44,7 @@ def serving_summary(loop: ServingLoop, budget_ms: float) -> dict:
             and (len(r.token_times) < 2 or np.diff(r.token_times).max() <= itl_target)]
     queue = [r.admitted_s - r.arrival_s for r in reqs]
     return {
-        "itl_ms": pct(gaps), "ttft_ms": pct(ttft),
+        "itl_ms": percentiles(gaps, QUANTILES), "ttft_ms": percentiles(ttft, QUANTILES),
         "serving": {
             "throughput_tok_s": tokens / span,
             "slo_attainment": float(np.mean(gaps <= budget_ms * 1e-3)) if len(gaps) else None,
@@ -51,8 +52,8 @@ def serving_summary(loop: ServingLoop, budget_ms: float) -> dict:
             "queue_ms_p99": float(np.percentile(queue, 99) * 1e3) if queue else None,
             "requests_completed": len(reqs),
             "requests_rejected": len(loop.rejected),
-            "e2e_ms": pct([r.token_times[-1] - r.arrival_s for r in reqs]),
-            "queue_ms": pct(queue),
+            "e2e_ms": percentiles([r.token_times[-1] - r.arrival_s for r in reqs], QUANTILES),
+            "queue_ms": percentiles(queue, QUANTILES),
             "offered_rps": len(reqs) / max(max((r.arrival_s for r in reqs), default=0) - start, 1e-12),
             "kv_blocked_ms": loop.kv_blocked_s * 1e3,
             "iterations": len(loop.iterations),
