@@ -36,7 +36,6 @@ import json
 import math
 import os
 import platform
-import subprocess
 import sys
 import time
 
@@ -44,7 +43,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-T_START = time.perf_counter()
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from device_env import T_START, NullContext, flash_sdpa, log, smi_line  # noqa: E402
+
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
 if DEV == "cpu" and "--dry" in sys.argv:
     os.environ.setdefault("TRITON_INTERPRET", "1")  # must be set before triton is imported
@@ -58,10 +59,6 @@ except Exception as _e:  # pragma: no cover
 
 GiB, MiB, KiB = 2 ** 30, 2 ** 20, 2 ** 10
 BF = torch.bfloat16
-
-
-def log(msg):
-    print(f"[{time.perf_counter() - T_START:7.1f}s] {msg}", flush=True)
 
 
 # ----------------------------------------------------------------------------- Triton kernels
@@ -91,19 +88,11 @@ if HAVE_TRITON:
 
 
 # ----------------------------------------------------------------------------- timing
-class _Null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        return False
-
-
 SDPA_CTX = None
 
 
 def sdpa_ctx():
-    return SDPA_CTX() if SDPA_CTX is not None else _Null()
+    return SDPA_CTX() if SDPA_CTX is not None else NullContext()
 
 
 def stats(xs):
@@ -111,7 +100,7 @@ def stats(xs):
     return float(np.median(a)), float(np.percentile(a, 10)), float(np.percentile(a, 90))
 
 
-def bench(fn, reps, replays=15, warm_replays=3, ctx=_Null, warm_all=False):
+def bench(fn, reps, replays=15, warm_replays=3, ctx=NullContext, warm_all=False):
     """Capture fn(0..reps-1) as one CUDA graph; return per-rep (median, p10, p90) in ms.
 
     Eager warm-up on a side stream first (fn(0), fn(1), or every rep with warm_all, so that
@@ -438,32 +427,7 @@ BACKEND = "default"
 
 def pick_backend():
     global SDPA_CTX, BACKEND
-    if DEV != "cuda":
-        return
-    try:
-        from torch.nn.attention import sdpa_kernel, SDPBackend
-        ctx = lambda: sdpa_kernel([SDPBackend.FLASH_ATTENTION])  # noqa: E731
-        with ctx():
-            q = torch.randn(2, 32, 1, 128, device=DEV, dtype=BF)
-            k = torch.randn(2, 4, 65, 128, device=DEV, dtype=BF)
-            F.scaled_dot_product_attention(q, k, k, enable_gqa=True)
-            q = torch.randn(1, 32, 64, 128, device=DEV, dtype=BF)
-            k = torch.randn(1, 8, 64, 128, device=DEV, dtype=BF)
-            F.scaled_dot_product_attention(q, k, k, is_causal=True, enable_gqa=True)
-        torch.cuda.synchronize()
-        SDPA_CTX, BACKEND = ctx, "flash"
-    except Exception as e:
-        SDPA_CTX, BACKEND = None, f"default (flash refused: {repr(e)[:120]})"
-
-
-def smi_line():
-    try:
-        r = subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm,clocks.max.sm,clocks.mem,"
-                            "power.limit,driver_version,temperature.gpu,power.draw",
-                            "--format=csv,noheader"], capture_output=True, text=True, timeout=15)
-        return r.stdout.strip() or r.stderr.strip()
-    except Exception as e:
-        return f"unavailable: {e!r}"
+    SDPA_CTX, BACKEND = flash_sdpa(DEV)
 
 
 PARTS = {"read_ctas": part_read_ctas, "latency": part_latency, "elementwise": part_elementwise,

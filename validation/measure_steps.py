@@ -44,7 +44,6 @@ import gc
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
 
@@ -52,11 +51,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-T_START = time.perf_counter()
-
-
-def log(msg):
-    print(f"[{time.perf_counter() - T_START:7.1f}s] {msg}", flush=True)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "calibration"))
+from device_env import T_START, NullContext, flash_sdpa, log, smi_line, triton_version  # noqa: E402
 
 
 # ----------------------------------------------------------------------------- models
@@ -345,15 +341,7 @@ def graph_nodes(g, kept):
 
 
 def run_ctx():
-    return SDPA_CTX() if SDPA_CTX is not None else _Null()
-
-
-class _Null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        return False
+    return SDPA_CTX() if SDPA_CTX is not None else NullContext()
 
 
 def time_graph(fn, replays, warm_eager=2, warm_replays=3):
@@ -440,46 +428,11 @@ def time_cpu(fn, steps, warm=1):
 
 
 # ----------------------------------------------------------------------------- env info
-def smi_line():
-    try:
-        r = subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm,clocks.max.sm,clocks.mem,"
-                            "power.limit,driver_version,temperature.gpu,power.draw",
-                            "--format=csv,noheader"], capture_output=True, text=True, timeout=15)
-        return r.stdout.strip() or r.stderr.strip()
-    except Exception as e:
-        return f"unavailable: {e!r}"
-
-
-def triton_version():
-    try:
-        import triton
-        return triton.__version__
-    except Exception:
-        return None
-
-
 def pick_sdpa_backend(dev):
     """Force the flash backend (as the README's schedule says) if it accepts our shapes."""
     global SDPA_CTX
-    if dev != "cuda":
-        SDPA_CTX = None
-        return "default (no CUDA)"
-    try:
-        from torch.nn.attention import sdpa_kernel, SDPBackend
-        ctx = lambda: sdpa_kernel([SDPBackend.FLASH_ATTENTION])  # noqa: E731
-        with ctx():
-            q = torch.randn(2, 32, 1, 128, device=dev, dtype=torch.bfloat16)
-            k = torch.randn(2, 4, 65, 128, device=dev, dtype=torch.bfloat16)
-            F.scaled_dot_product_attention(q, k, k, enable_gqa=True)
-            q = torch.randn(1, 32, 64, 128, device=dev, dtype=torch.bfloat16)
-            k = torch.randn(1, 8, 64, 128, device=dev, dtype=torch.bfloat16)
-            F.scaled_dot_product_attention(q, k, k, is_causal=True, enable_gqa=True)
-        torch.cuda.synchronize()
-        SDPA_CTX = ctx
-        return "flash (forced via torch.nn.attention.sdpa_kernel)"
-    except Exception as e:
-        SDPA_CTX = None
-        return f"default selection (flash refused: {repr(e)[:150]})"
+    SDPA_CTX, description = flash_sdpa(dev)
+    return description
 
 
 # ----------------------------------------------------------------------------- main

@@ -1,0 +1,64 @@
+"""Helpers shared by the scripts that run on the H200 (calibration/measure_microbench.py,
+validation/measure_steps.py, validation/profile_step.py): progress logging, the card's
+state, and forcing PyTorch's flash SDPA backend when it accepts our shapes."""
+
+import subprocess
+import time
+
+import torch
+import torch.nn.functional as F
+
+T_START = time.perf_counter()
+
+
+def log(msg):
+    print(f"[{time.perf_counter() - T_START:7.1f}s] {msg}", flush=True)
+
+
+class NullContext:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+
+def smi_line():
+    try:
+        r = subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm,clocks.max.sm,clocks.mem,"
+                            "power.limit,driver_version,temperature.gpu,power.draw",
+                            "--format=csv,noheader"], capture_output=True, text=True, timeout=15)
+        return r.stdout.strip() or r.stderr.strip()
+    except Exception as e:
+        return f"unavailable: {e!r}"
+
+
+def triton_version():
+    try:
+        import triton
+        return triton.__version__
+    except Exception:
+        return None
+
+
+def flash_sdpa(dev):
+    """(a context-manager factory forcing the flash backend, or None; a description).
+
+    Flash is what the measured schedule uses (shared/calibration/README.md); it is forced only
+    after a decode-shaped and a causal-prefill-shaped call both succeed with it."""
+    if dev != "cuda":
+        return None, "default (no CUDA)"
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        ctx = lambda: sdpa_kernel([SDPBackend.FLASH_ATTENTION])  # noqa: E731
+        with ctx():
+            q = torch.randn(2, 32, 1, 128, device=dev, dtype=torch.bfloat16)
+            k = torch.randn(2, 4, 65, 128, device=dev, dtype=torch.bfloat16)
+            F.scaled_dot_product_attention(q, k, k, enable_gqa=True)
+            q = torch.randn(1, 32, 64, 128, device=dev, dtype=torch.bfloat16)
+            k = torch.randn(1, 8, 64, 128, device=dev, dtype=torch.bfloat16)
+            F.scaled_dot_product_attention(q, k, k, is_causal=True, enable_gqa=True)
+        torch.cuda.synchronize()
+        return ctx, "flash (forced via torch.nn.attention.sdpa_kernel)"
+    except Exception as e:
+        return None, f"default selection (flash refused: {repr(e)[:150]})"
