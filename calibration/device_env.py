@@ -62,3 +62,19 @@ def flash_sdpa(dev):
         return ctx, "flash (forced via torch.nn.attention.sdpa_kernel)"
     except Exception as e:
         return None, f"default selection (flash refused: {repr(e)[:150]})"
+
+
+def time_replays(graph, replays, warm_replays):
+    """Milliseconds of each of `replays` replays of a captured CUDA graph (CUDA events),
+    after `warm_replays` untimed ones."""
+    for _ in range(warm_replays):
+        graph.replay()
+    torch.cuda.synchronize()
+    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+          for _ in range(replays)]
+    for a, b in ev:
+        a.record()
+        graph.replay()
+        b.record()
+    torch.cuda.synchronize()
+    return [a.elapsed_time(b) for a, b in ev]

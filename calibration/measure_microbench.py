@@ -44,7 +44,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from device_env import T_START, NullContext, flash_sdpa, log, smi_line  # noqa: E402
+from device_env import T_START, NullContext, flash_sdpa, log, smi_line, time_replays  # noqa: E402
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
 if DEV == "cpu" and "--dry" in sys.argv:
@@ -130,16 +130,7 @@ def bench(fn, reps, replays=15, warm_replays=3, ctx=NullContext, warm_all=False)
         for r in range(reps):
             fn(r)
     torch.cuda.synchronize()
-    for _ in range(warm_replays):
-        g.replay()
-    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-          for _ in range(replays)]
-    for a, b in ev:
-        a.record()
-        g.replay()
-        b.record()
-    torch.cuda.synchronize()
-    ms = [a.elapsed_time(b) / reps for a, b in ev]
+    ms = [t / reps for t in time_replays(g, replays, warm_replays)]
     del g
     return stats(ms)
 

@@ -52,7 +52,8 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "calibration"))
-from device_env import T_START, NullContext, flash_sdpa, log, smi_line, triton_version  # noqa: E402
+from device_env import (T_START, NullContext, flash_sdpa, log, smi_line, time_replays,  # noqa: E402
+                        triton_version)
 
 
 # ----------------------------------------------------------------------------- models
@@ -368,17 +369,7 @@ def time_graph(fn, replays, warm_eager=2, warm_replays=3):
     torch.cuda.synchronize()
     info["capture_s"] = time.perf_counter() - t0
     info["graph_nodes"] = graph_nodes(g, kept)
-    for _ in range(warm_replays):
-        g.replay()
-    torch.cuda.synchronize()
-    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-          for _ in range(replays)]
-    for a, b in ev:
-        a.record()
-        g.replay()
-        b.record()
-    torch.cuda.synchronize()
-    ms = [a.elapsed_time(b) for a, b in ev]
+    ms = time_replays(g, replays, warm_replays)
     info["finite"] = bool(torch.isfinite(out.float()).all().item())
     del g, out
     return ms, info
