@@ -32,7 +32,7 @@ def test_server_never_exceeds_full_utilisation(reqs):
 
 def make_hbm(**kw):
     args = dict(stacks=2, channels_per_stack=4, peak_bytes_s=8e9, read_efficiency=1.0,
-                write_efficiency=0.5, latency_s=0.0, interleave_bytes=256, capacity_bytes=1e9)
+                write_efficiency=0.5, interleave_bytes=256)
     args.update(kw)
     return Hbm(**args)
 

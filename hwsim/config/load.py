@@ -18,6 +18,7 @@ from hwsim.config.scenario import Scenario
 from hwsim.config.yaml_lines import LoadedYaml, load_yaml_file, load_yaml_text
 from hwsim.errors import ConfigError
 from hwsim.model.shapes import MODEL_DIR, ModelShape
+from hwsim.workload import kv_format
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -175,7 +176,7 @@ def cross_checks(cfg: Scenario, profile: HardwareProfile, model: ModelShape):
     if kv.element != "fp8" and head_dim % kv.group_size and kv.group_size < head_dim:
         yield "kv_cache.group_size", f"group_size {kv.group_size} does not divide the head dim {head_dim}"
     if kv.element == "vq":
-        codebook = kv.vq.entries * kv.vq.dims * 2
+        codebook = kv_format.from_config(kv).codebook_bytes()
         smem = profile.sm.shared_memory_kib.value * 1024
         if codebook > smem / 2:
             yield "kv_cache.vq.entries", (f"codebook of {codebook} bytes does not fit in half of the "

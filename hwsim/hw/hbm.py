@@ -16,14 +16,11 @@ from hwsim.hw.server import ServerBank
 
 class Hbm:
     def __init__(self, *, stacks: int, channels_per_stack: int, peak_bytes_s: float,
-                 read_efficiency: float, write_efficiency: float, latency_s: float,
-                 interleave_bytes: int, capacity_bytes: float):
+                 read_efficiency: float, write_efficiency: float, interleave_bytes: int):
         self.stacks = stacks
         self.channels = stacks * channels_per_stack
         self.channels_per_stack = channels_per_stack
         self.interleave = interleave_bytes
-        self.latency_s = latency_s
-        self.capacity_bytes = capacity_bytes
         self.write_scale = write_efficiency / read_efficiency
         per_channel = peak_bytes_s * read_efficiency / self.channels
         self.bank = ServerBank("hbm", self.channels, per_channel)

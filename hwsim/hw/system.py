@@ -69,8 +69,8 @@ class System:
         self.sms = SmArray(chip)
         self.hbm = Hbm(stacks=chip.hbm_stacks, channels_per_stack=chip.hbm_channels_per_stack,
                        peak_bytes_s=chip.hbm_peak_bytes_s, read_efficiency=chip.hbm_read_efficiency,
-                       write_efficiency=chip.hbm_write_efficiency, latency_s=chip.hbm_latency_s,
-                       interleave_bytes=chip.hbm_interleave_bytes, capacity_bytes=chip.hbm_capacity_bytes)
+                       write_efficiency=chip.hbm_write_efficiency,
+                       interleave_bytes=chip.hbm_interleave_bytes)
         self.l2 = Server("l2", chip.l2_bytes_s)
         self.bus = Server("bus", chip.bus_bytes_s)
         self.host = Server("host.launch", 1.0)

@@ -140,10 +140,6 @@ class KvFormat:
         return self.vq_entries * self.vq_dims * 2 if self.element == "vq" else 0
 
 
-def ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
-
-
 def max_context_fitting(free_bytes: float, batch: int, layers: int, elements_per_token: int,
                         heads: int, fmt: KvFormat) -> int:
     """Largest context per sequence whose KV cache fits in `free_bytes` (bisection on length)."""
