@@ -68,7 +68,7 @@ def run(
     }
     paths = write_bundle(result, out, manifest)
     if trace:
-        from hwsim.io.bundle import atomic_write
+        from hwsim.io.atomic import atomic_write
         from hwsim.io.trace import write_trace
         paths["trace.json"] = out / "trace.json"
         atomic_write(paths["trace.json"], lambda p: write_trace(result, built, p))
@@ -218,7 +218,7 @@ def sweep(
         raise typer.Exit(130) from None
     import pandas as pd
 
-    from hwsim.io.bundle import atomic_write
+    from hwsim.io.atomic import atomic_write
     from hwsim.plots.study import save_study_pngs
 
     table = pd.read_parquet(summary["results"])

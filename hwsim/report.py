@@ -126,7 +126,7 @@ def _sources(profile: dict, prefix: str = ""):
 
 
 def write_report(folder: Path) -> Path:
-    from hwsim.io.bundle import atomic_write
+    from hwsim.io.atomic import atomic_write
 
     page = render(folder)
     path = folder / "index.html"

@@ -7,12 +7,11 @@ interrupted or failed run never leaves a half-written file over a good one.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 
 import pandas as pd
 
+from hwsim.io.atomic import atomic_write
 from hwsim.metrics import Component
 from hwsim.run import RunResult
 
@@ -40,18 +39,6 @@ def breakdown_frame(result: RunResult) -> pd.DataFrame:
         row.update({k: v * 1e3 for k, v in s.breakdown_s.items()})
         rows.append(row)
     return pd.DataFrame(rows)
-
-
-def atomic_write(path: Path, write) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        write(tmp)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _write_serving(result: RunResult, out: Path, paths: dict) -> None:

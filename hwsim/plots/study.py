@@ -10,6 +10,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 
+from hwsim.io.atomic import atomic_write  # noqa: E402
 from hwsim.metrics import Component  # noqa: E402
 from hwsim.plots.breakdown import COLORS  # noqa: E402
 
@@ -85,6 +86,11 @@ def plot_pareto(ax: Axes, table: pd.DataFrame, budget_ms: float):
     return artists
 
 
+def _save(fig, path) -> None:
+    atomic_write(path, lambda p: fig.savefig(p, format="png", dpi=110))
+    plt.close(fig)
+
+
 def save_study_pngs(table: pd.DataFrame, budget_ms: float, out) -> dict:
     """breakdown.png, pareto.png and (with two or more factors) heatmap.png; returns the paths."""
     from pathlib import Path
@@ -97,18 +103,15 @@ def save_study_pngs(table: pd.DataFrame, budget_ms: float, out) -> dict:
     fig, ax = plt.subplots(figsize=(max(6, 0.25 * len(ok) + 3), 4.5), layout="constrained")
     plot_breakdown_per_point(ax, table, budget_ms)
     paths["breakdown.png"] = out / "breakdown.png"
-    fig.savefig(paths["breakdown.png"], dpi=110)
-    plt.close(fig)
+    _save(fig, paths["breakdown.png"])
     fig, ax = plt.subplots(figsize=(5.5, 4), layout="constrained")
     plot_pareto(ax, table, budget_ms)
     paths["pareto.png"] = out / "pareto.png"
-    fig.savefig(paths["pareto.png"], dpi=110)
-    plt.close(fig)
+    _save(fig, paths["pareto.png"])
     varying = [c[7:] for c in factor_columns(ok) if ok[c].astype(str).nunique() > 1]
     if len(varying) >= 2:
         fig, ax = plt.subplots(figsize=(6, 4.5), layout="constrained")
         plot_heatmap(ax, table, varying[0], varying[1], budget_ms)
         paths["heatmap.png"] = out / "heatmap.png"
-        fig.savefig(paths["heatmap.png"], dpi=110)
-        plt.close(fig)
+        _save(fig, paths["heatmap.png"])
     return paths

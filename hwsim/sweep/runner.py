@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from hwsim.errors import ConfigError
-from hwsim.io.bundle import atomic_write
+from hwsim.io.atomic import atomic_write
 
 SCHEDULER_TIMEOUT_S = 5     # an unreachable scheduler is reported after this, not after a hang
 
