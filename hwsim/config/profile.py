@@ -9,18 +9,15 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from hwsim.config.sourced import Count, Fraction, Positive
+from hwsim.config.strict import Strict
 
 TensorDtype = Literal["bf16", "fp16", "fp8", "int8", "fp4"]
 
 
-class _Block(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class SmArray(_Block):
+class SmArray(Strict):
     """Streaming multiprocessors (NVIDIA SMs, AMD CUs, or an SRAM chip's cores)."""
 
     count: Count
@@ -42,13 +39,13 @@ class SmArray(_Block):
                     "latency it bounds the bandwidth of a kernel with few blocks (Little's law)")
 
 
-class L2Cache(_Block):
+class L2Cache(Strict):
     capacity_mib: Positive
     bandwidth_gbps: Positive
     hit_latency_ns: Positive
 
 
-class Hbm(_Block):
+class Hbm(Strict):
     """HBM as stacks x pseudo-channels; addresses are interleaved across all channels."""
 
     generation: str
@@ -65,24 +62,24 @@ class Hbm(_Block):
     interleave_bytes: Count = Field(description="address-interleave granule across channels")
 
 
-class Bus(_Block):
+class Bus(Strict):
     """The on-chip network between HBM controllers, L2 slices and SMs."""
 
     bandwidth_gbps: Positive
     latency_ns: Positive
 
 
-class Launch(_Block):
+class Launch(Strict):
     graph_us: Positive = Field(description="per-kernel dispatch inside a captured graph")
     eager_us: Positive = Field(description="host time to issue one eager launch")
 
 
-class KernelCosts(_Block):
+class KernelCosts(Strict):
     fixed_us: Positive = Field(description="per-kernel prologue/epilogue on the device")
     cta_slots_per_sm: Count = Field(description="resident thread blocks per SM for streaming kernels")
 
 
-class GemmLibrary(_Block):
+class GemmLibrary(Strict):
     """How the vendor GEMM library tiles a matmul on this chip (a software fact, calibrated)."""
 
     tile_m: Count = Field(description="token rows per tile for skinny (decode) GEMMs")
@@ -91,7 +88,7 @@ class GemmLibrary(_Block):
     min_k_per_split: Count = Field(description="split-K never cuts K finer than this")
 
 
-class SubByteDecoder(_Block):
+class SubByteDecoder(Strict):
     """A native sub-byte decoder in the SM's load path (what-if silicon)."""
 
     elements_per_clk: Positive = Field(description="decoded elements per clock per SM")
@@ -99,7 +96,7 @@ class SubByteDecoder(_Block):
     formats: list[str]
 
 
-class HardwareProfile(_Block):
+class HardwareProfile(Strict):
     name: str
     description: str = ""
     sm: SmArray

@@ -7,18 +7,22 @@ Public contract (scripts outside the repo use these keys): `hardware`, `model`, 
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
-import math
+from pydantic import Field, model_validator
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-
-
-class _Block(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+from hwsim.config.strict import Strict
 
 
-class Lengths(_Block):
+def _needs_trace_path(block, what: str):
+    """A block with kind `trace` must name its CSV."""
+    if block.kind == "trace" and not block.trace:
+        raise ValueError(f"{what} kind trace needs a trace: CSV path")
+    return block
+
+
+class Lengths(Strict):
     """A token-count distribution (prompt or output lengths)."""
 
     kind: Literal["fixed", "uniform", "lognormal"] = "fixed"
@@ -35,7 +39,7 @@ class Lengths(_Block):
         return self
 
 
-class Arrivals(_Block):
+class Arrivals(Strict):
     """How requests arrive; any kind but `none` turns on the serving simulation."""
 
     kind: Literal["none", "poisson", "gamma", "closed", "trace"] = "none"
@@ -48,12 +52,10 @@ class Arrivals(_Block):
 
     @model_validator(mode="after")
     def _check(self):
-        if self.kind == "trace" and not self.trace:
-            raise ValueError("arrivals kind trace needs a trace: CSV path")
-        return self
+        return _needs_trace_path(self, "arrivals")
 
 
-class Workload(_Block):
+class Workload(Strict):
     batch_size: int = Field(1, ge=1, description="sequences decoded together in one step")
     context_tokens: int = Field(4096, ge=1, description="KV length each sequence holds at the first step")
     decode_steps: int = Field(8, ge=1, description="decode steps simulated (one token per sequence each)")
@@ -69,7 +71,7 @@ class Workload(_Block):
     itl_target_ms: float | None = Field(None, gt=0, description="goodput: every gap within this (default budget_ms)")
 
 
-class Runtime(_Block):
+class Runtime(Strict):
     launch: Literal["graph", "eager"] = Field("graph", description="CUDA-graph replay or eager launches")
     fidelity: Literal["tile", "wave", "kernel"] = Field(
         "kernel", description="tile: one memory/compute event group per thread block; "
@@ -82,17 +84,17 @@ class Runtime(_Block):
                                   "(the measured PyTorch schedule); grouped: one grouped GEMM per layer")
 
 
-class TokenClass(_Block):
+class TokenClass(Strict):
     tokens: int = Field(0, ge=0, description="how many tokens are in this class")
     bits: float = Field(16, description="stored bits per element for this class")
 
 
-class OutlierClass(_Block):
+class OutlierClass(Strict):
     fraction: float = Field(0.0, ge=0, le=1, description="share of non-sink, non-recent tokens kept wider")
     bits: float = Field(16, description="stored bits per element for outlier tokens")
 
 
-class VectorQuant(_Block):
+class VectorQuant(Strict):
     entries: int = Field(256, ge=2, description="codebook entries (held in shared memory)")
     dims: int = Field(4, ge=1, description="elements encoded by one code")
 
@@ -116,7 +118,7 @@ KV_PRESETS: dict[str, dict] = {
 SUPPORTED_INT_BITS = {1, 1.5, 2, 3, 4, 5, 6, 8, 16}
 
 
-class KvCache(_Block):
+class KvCache(Strict):
     preset: Literal["bf16", "fp8", "kivi-2", "kvquant-3-1pct", "skvq-2-1.5", "qserve-kv4",
                     "adaptive-2", "adaptive-1.5"] | None = Field(None, description="a published scheme")
     bits: float = Field(16, description="routine-token bits for K and V (16 = unquantized bf16)")
@@ -181,7 +183,7 @@ class KvCache(_Block):
         return w
 
 
-class Routing(_Block):
+class Routing(Strict):
     kind: Literal["uniform", "zipf", "trace"] = Field("uniform", description="how tokens pick experts")
     zipf_exponent: float = Field(1.0, gt=0, description="zipf: popularity ~ 1/rank^exponent")
     hot_persist_steps: int = Field(16, ge=1, description="zipf: steps the hot-expert ranking persists")
@@ -193,12 +195,10 @@ class Routing(_Block):
 
     @model_validator(mode="after")
     def _check(self):
-        if self.kind == "trace" and not self.trace:
-            raise ValueError("routing kind trace needs a trace: CSV path")
-        return self
+        return _needs_trace_path(self, "routing")
 
 
-class ExpertCache(_Block):
+class ExpertCache(Strict):
     policy: Literal["none", "lru", "lfu", "pinned-hot"] = Field(
         "none", description="which experts stay resident in on-chip SRAM between uses")
     capacity_mib: float | None = Field(
@@ -211,14 +211,14 @@ class ExpertCache(_Block):
                            "fit; the measured PyTorch schedule streams them from HBM")
 
 
-class Prefetch(_Block):
+class Prefetch(Strict):
     enabled: bool = False
     predictor: Literal["oracle", "previous-layer", "previous-token"] = "oracle"
     accuracy: float = Field(1.0, ge=0, le=1, description="oracle: share of needed experts predicted")
     lookahead_layers: int = Field(0, ge=0, le=1, description="0: layer l during its attention; 1: also l+1")
 
 
-class Moe(_Block):
+class Moe(Strict):
     routing: Routing = Routing()
     placement: Literal["interleaved", "per-expert"] = Field(
         "interleaved", description="expert weights striped over all HBM channels, or each expert "
@@ -227,7 +227,7 @@ class Moe(_Block):
     prefetch: Prefetch = Prefetch()
 
 
-class Scenario(_Block):
+class Scenario(Strict):
     name: str = "scenario"
     description: str = ""
     hardware: str = Field(description="profile name in hardware_profiles/ or a path to a profile YAML")

@@ -6,11 +6,12 @@ guessed figure. Positivity is checked here; units are in the *field name* of the
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from hwsim.config.strict import Strict
 
 
-class _Sourced(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class _Sourced(Strict):
     source: str = Field(min_length=3, description="where the number comes from")
 
 

@@ -5,16 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from hwsim.config.strict import Strict
 
 MODEL_DIR = Path(__file__).resolve().parent.parent / "data" / "models"
 
 
-class _Block(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Attention(_Block):
+class Attention(Strict):
     kind: Literal["gqa", "mla"] = "gqa"
     heads: int = Field(ge=1)
     kv_heads: int = Field(1, ge=1)
@@ -42,7 +40,7 @@ class Attention(_Block):
         return 2 * self.kv_heads * self.head_dim
 
 
-class Moe(_Block):
+class Moe(Strict):
     experts: int = Field(ge=1)
     top_k: int = Field(ge=1)
     expert_ffn: int = Field(ge=1)
@@ -60,7 +58,7 @@ class Moe(_Block):
         return self
 
 
-class ModelShape(_Block):
+class ModelShape(Strict):
     name: str
     source: str = Field(min_length=3)
     layers: int = Field(ge=1)

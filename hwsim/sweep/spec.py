@@ -21,16 +21,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from hwsim.config.load import load_model, load_profile, validate
 from hwsim.config.scenario import Scenario
+from hwsim.config.strict import Strict
 from hwsim.config.yaml_lines import LoadedYaml, load_yaml_file
 from hwsim.errors import ConfigError
 
 
-class Factor(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class Factor(Strict):
     key: str | None = None
     keys: list[str] | None = None
     values: list[Any] = Field(min_length=1)
@@ -55,8 +55,7 @@ class Factor(BaseModel):
         return [dict(zip(self.keys, v, strict=True)) for v in self.values]
 
 
-class SweepSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class SweepSpec(Strict):
     name: str = "sweep"
     description: str = ""
     base: str | dict = Field(description="base scenario: a path relative to the sweep file, or a mapping")
