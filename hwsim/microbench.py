@@ -77,5 +77,6 @@ def fused_lowbit_attention_s(chip: ChipSpec, batch: int, context: int, bits: int
     per_token_head = fmt.bytes_per_token(elems, 1, context)
     ks = ops.decode_attention("attention", 0, batch, heads, kv_heads, head_dim, head_dim, context,
                               per_token_head, GEMM_WEIGHT_ADDR, chip, splits=splits,
+                              block_m=ops.MMA_M,   # Triton's tl.dot pads the GQA group to 16 rows
                               dequant_ops_per_token_head=elems * fmt.dequant_ops_per_element(context))
     return time_kernels(chip, ks[:1])[0]

@@ -10,8 +10,10 @@ start and duration (us). Used to calibrate per-kernel costs and to count kernels
 
 import argparse
 import csv
+import json
 import os
 import sys
+import tempfile
 
 import torch
 
@@ -27,17 +29,42 @@ CASES = [  # model, phase, batch, context, prompt
 ]
 
 
+def launch_shapes(prof):
+    """Every CUDA kernel of the profile, in start order, with its launch shape: name, ts and
+    dur (us), grid and block as "x*y*z", dynamic shared memory and registers per thread,
+    read from the Chrome trace CUPTI writes (prof.events() carries no launch shape)."""
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        prof.export_chrome_trace(f.name)
+        trace = json.load(open(f.name))
+    out = []
+    for ev in trace.get("traceEvents", []):
+        if ev.get("cat") != "kernel":
+            continue
+        a = ev.get("args", {})
+        out.append({"name": ev["name"], "ts": float(ev["ts"]), "dur": float(ev.get("dur", 0.0)),
+                    "grid": "*".join(str(x) for x in a.get("grid", [])),
+                    "block": "*".join(str(x) for x in a.get("block", [])),
+                    "smem": a.get("shared memory", ""), "regs": a.get("registers per thread", "")})
+    out.sort(key=lambda e: e["ts"])
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--cases", nargs="*", default=None,
+                    help="model:phase:batch:context:prompt (default: the built-in CASES)")
     args = ap.parse_args()
+    cases = CASES
+    if args.cases:
+        cases = [(m, ph, int(b), int(c), int(t)) for m, ph, b, c, t in (x.split(":") for x in args.cases)]
     dev = "cuda"
     torch.backends.cuda.matmul.allow_tf32 = False
     ms.pick_sdpa_backend(dev)
     rows = []
     weights = {}
-    for model, phase, b, ctx, prompt in CASES:
+    for model, phase, b, ctx, prompt in cases:
         cfg = dict(ms.MODELS[model], L=args.layers)
         if model not in weights:
             weights.clear()
@@ -69,19 +96,19 @@ def main():
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
             g.replay()
             torch.cuda.synchronize()
-        kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
-        kernels.sort(key=lambda e: e.time_range.start)
-        t0 = kernels[0].time_range.start if kernels else 0
+        kernels = launch_shapes(prof)
+        t0 = kernels[0]["ts"] if kernels else 0
         for i, e in enumerate(kernels):
-            rows.append({"case": case, "order": i, "kernel": e.name[:160],
-                         "start_us": e.time_range.start - t0,
-                         "dur_us": e.time_range.end - e.time_range.start})
-        print(f"{case}: {len(kernels)} kernels, span {(kernels[-1].time_range.end - t0) if kernels else 0:.1f} us",
+            rows.append({"case": case, "order": i, "kernel": e["name"][:160],
+                         "start_us": e["ts"] - t0, "dur_us": e["dur"],
+                         "grid": e["grid"], "block": e["block"], "smem": e["smem"], "regs": e["regs"]})
+        print(f"{case}: {len(kernels)} kernels, span {(kernels[-1]['ts'] + kernels[-1]['dur'] - t0) if kernels else 0:.1f} us",
               flush=True)
         del st, g
         torch.cuda.empty_cache()
     with open(args.out, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=["case", "order", "kernel", "start_us", "dur_us"])
+        w = csv.DictWriter(f, fieldnames=["case", "order", "kernel", "start_us", "dur_us",
+                                          "grid", "block", "smem", "regs"])
         w.writeheader()
         w.writerows(rows)
 

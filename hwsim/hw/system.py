@@ -122,12 +122,14 @@ class System:
         its memory stream and its compute. One load latency is exposed to fill the pipeline
         (`fill`) on an SM's first tile of a kernel only: later tiles start while the other
         resident blocks keep the SM's loads in flight, which the pipe's rate already counts.
+        A tile's further dependent round trips (k.round_trips - 1: an index before its data,
+        a softmax before the V block) are serial within its block slot, so every tile in the
+        slot waits on them, not just the first.
         """
-        latency = 0.0
-        if fill:
-            latency = (self.chip.miss_latency_s if k.hbm_read else self.chip.hit_latency_s) * k.round_trips
-            if k.decoder_elements:
-                latency += self.chip.decoder_latency_s
+        trips = k.round_trips + k.start_trips if fill else k.round_trips - 1
+        latency = (self.chip.miss_latency_s if k.hbm_read else self.chip.hit_latency_s) * trips
+        if fill and k.decoder_elements:
+            latency += self.chip.decoder_latency_s
         compute_s = ntiles * self.sms.compute_time(k.tensor_flops, k.vector_flops, k.int_ops, k.dtype,
                                                    k.decoder_elements, k.mma_sync)
         if wave_tiles:
@@ -143,8 +145,9 @@ class System:
         return end, {Component.KERNEL_OVERHEAD: latency, component: body}
 
     def _compute_component(self, k: Kernel) -> Component:
-        """A compute-bound tile is charged to dequantization when unpacking is its longest pipe."""
-        if k.int_ops or k.decoder_elements:
+        """A compute-bound attention tile is charged to dequantization when unpacking its KV is
+        its longest pipe (other kernels' integer work is address arithmetic, not unpacking)."""
+        if (k.int_ops or k.decoder_elements) and k.data is Component.KV_READ:
             sms = self.sms
             dequant = sms.compute_time(0, 0, k.int_ops, k.dtype, k.decoder_elements)
             if dequant >= sms.compute_time(k.tensor_flops, k.vector_flops, 0, k.dtype, 0.0, k.mma_sync):

@@ -29,7 +29,8 @@ class Kernel:               # of them; nothing mutates a Kernel after the schedu
     dtype: str = "bf16"             # tensor-core input type
     mma_sync: bool = False          # built on warp-level mma.sync (FlashAttention-2), not wgmma
     balanced: bool = False          # stream-K: work spread evenly over SMs, no partial last wave
-    round_trips: int = 1            # dependent memory round trips a tile waits on before streaming
+    round_trips: float = 1          # dependent memory round trips a tile waits on before streaming
+    start_trips: float = 0          # further round trips exposed once, at the kernel's start (setup)
     channel_group: int = -1         # HBM stack its weights live on (per-expert placement), -1 = all
     data: Component = Component.ACTIVATION_IO      # charged when the tile is memory-bound
     compute: Component = Component.ACTIVATION_IO   # charged when it is compute-bound

@@ -21,13 +21,34 @@ GEMM_STAGES = 7          # TMA pipeline stages: sm90 kernels size stages to fill
                          # (CUTLASS StageCountAutoCarveout), leaving one GEMM block per SM
 CLUSTER_MULTICAST = 2    # Hopper GEMMs load shared operand tiles once per 2-CTA cluster (TMA multicast)
 ELEMENTWISE_TILE_BYTES = 16 * 1024   # bytes one element-wise thread block handles (4 warps x 16 B x 256)
+TI_BLOCK_ELEMS = 512     # PyTorch's non-vectorised elementwise_kernel<128, 4>: 128 threads x 4 elements
+TI_OPS_PER_ELEM = 40     # integer ops per element of that kernel (TensorIterator offset arithmetic per
+                         # operand, scalar loads and stores): strided SiLU / multiply and broadcast scale
+                         # run at 1.3-1.7 elements per clock per SM (calibration/data/h200_small_kernels.jsonl)
+TI_START_TRIPS = 3       # its setup: 1.9-2.1 us at a few rows against 1.0-1.4 us for the vectorised
+                         # kernel on the same data, about 3 more L2 round trips (same data)
+L2_ATOMIC_BYTES = 64     # an atomic add holds an L2 slice as long as a 64-B transfer: index_add_ on bf16
+                         # adds 142-145 G elements/s at 256-1024 rows (same data), about 10 TB/s / 64 B
 ROW_CHUNK_ELEMS = 1024   # elements a row kernel's block covers per loop iteration (128 threads x 8)
 ROW_ROUND_TRIPS = 3      # per chunk: load x to reduce, then reload x and the weight to normalise
 ATTN_BLOCK_N = 128       # KV rows per FlashAttention block
 ATTN_BLOCK_M = 128       # query rows per FlashAttention prefill tile
 SOFTMAX_OPS = 5          # max, subtract, exp, sum, rescale per score
-COMBINE_ROUND_TRIPS = 4  # split-KV combine: partial LSEs, then max and scales, then partial outputs, then store
-ATTN_ROUND_TRIPS = 3     # FlashAttention tile: Q, then a K block, then the V block that depends on softmax(QK)
+COMBINE_ROUND_TRIPS = 8  # split-KV combine: its fixed chain of dependent loads and the final store: 2.6 us at
+                         # 2 splits less the per-split loop (calibration/data/h200_small_kernels.jsonl)
+COMBINE_TRIPS_PER_SPLIT = 1.35   # and one loop iteration per split: 0.20 us per split measured (flash
+                                 # combine kernel, 2-65 splits, calibration/data/h200_small_kernels.jsonl)
+ATTN_ROUND_TRIPS = 8     # FlashAttention tile: Q, K block, softmax, V block, partial output and LSE stores
+                         # in sequence: 4.7 us for one tiny split-KV tile (h200_small_kernels.jsonl B=1 L=128)
+# FlashAttention-2 decode (PyTorch SDPA, flash backend). With one query per sequence and GQA the
+# query heads of a KV head are swapped into the M dimension (seqlenq_ngroups_swapped), so one
+# program owns a (sequence, KV head) pair; its M tile is still computed whole: the padded rows
+# cost tensor-core time. Constants from flash_api.cpp / flash_fwd_launch_template.h.
+FA2_BLOCK_M = 128        # flash_fwd_kernel, head dim 128: Flash_fwd_kernel_traits<128, 128, 64, 4>
+FA2_BLOCK_N = 64
+FA2_SPLIT_BLOCK_M = 64   # flash_fwd_splitkv_kernel: 64 query rows a block
+FA2_MAX_SPLITS = 128
+FA2_SPLIT_WAVE_SMS = 2   # the split heuristic counts 2 blocks per SM (multiProcessorCount * 2)
 
 
 def _roundup(x: int, m: int) -> int:
@@ -83,18 +104,28 @@ def gemm(name: str, layer: int, m: int, k: int, n: int, chip: ChipSpec, *, weigh
 
 def elementwise(name: str, layer: int, read_bytes: float, write_bytes: float, ops_per_byte: float,
                 chip: ChipSpec, *, weight_bytes: float = 0.0, weight_addr: int = 0,
-                component: Component = Component.ACTIVATION_IO, round_trips: int = 1) -> Kernel:
+                component: Component = Component.ACTIVATION_IO, round_trips: float = 1,
+                vectorized: bool = True) -> Kernel:
     """A memory-streaming PyTorch kernel over L2-resident activations (adds, SiLU, casts).
 
     `round_trips` counts dependent memory accesses before the first useful load (2 for
-    gather/scatter, which read their index first).
+    gather/scatter, which read their index first). `vectorized=False` is PyTorch's fallback for
+    strided or broadcast operands: 512 elements a block, each element's offsets computed
+    (TI_OPS_PER_ELEM integer ops) and loaded one by one.
     """
-    tiles = max(1, math.ceil((read_bytes + write_bytes) / ELEMENTWISE_TILE_BYTES))
+    int_ops = 0.0
+    if vectorized:
+        tiles = max(1, math.ceil((read_bytes + write_bytes) / ELEMENTWISE_TILE_BYTES))
+    else:
+        elements = write_bytes / ACT_BYTES
+        tiles = max(1, math.ceil(elements / TI_BLOCK_ELEMS))
+        int_ops = TI_OPS_PER_ELEM * elements / tiles
+    start_trips = 0 if vectorized else TI_START_TRIPS
     return Kernel(
         name=name, layer=layer, tiles=tiles,
         hbm_read=weight_bytes / tiles, l2_read=read_bytes / tiles, l2_write=write_bytes / tiles,
-        vector_flops=ops_per_byte * read_bytes / tiles, address=weight_addr,
-        data=component, compute=component, round_trips=round_trips,
+        vector_flops=ops_per_byte * read_bytes / tiles, int_ops=int_ops, address=weight_addr,
+        data=component, compute=component, round_trips=round_trips, start_trips=start_trips,
     )
 
 
@@ -123,31 +154,50 @@ def kv_append(name: str, layer: int, batch: int, elements_per_token: int, kv_byt
                   data=Component.KV_WRITE, compute=Component.KV_WRITE)
 
 
-def decode_attention_splits(batch: int, kv_heads: int, context: int, chip: ChipSpec) -> int:
-    """FlashAttention split-KV heuristic: split the context until the grid covers the SMs."""
+def fa2_split_block_n(head_dim: int) -> int:
+    """KV rows per split block (set_params_splitkv)."""
+    return 256 if head_dim <= 64 else (128 if head_dim <= 128 else 64)
+
+
+def decode_attention_splits(batch: int, kv_heads: int, context: int, chip: ChipSpec,
+                            head_dim: int = 128) -> int:
+    """FlashAttention-2's num_splits_heuristic: split the context while it raises the share of
+    the last wave that is full (over 2 blocks per SM), taking the fewest splits within 85% of
+    the best; none once the (sequence, KV head) programs nearly fill the SMs."""
     programs = batch * kv_heads
-    if programs >= 0.8 * chip.sms:
+    slots = FA2_SPLIT_WAVE_SMS * chip.sms
+    if programs >= 0.8 * slots:
         return 1
-    blocks = math.ceil(context / ATTN_BLOCK_N)
-    return max(1, min(blocks, round(chip.sms / programs), 128))
+    n_blocks = math.ceil(context / fa2_split_block_n(head_dim))
+    most = min(FA2_MAX_SPLITS, slots, n_blocks)
+    eligible = [s for s in range(1, most + 1)
+                if s == 1 or math.ceil(n_blocks / s) != math.ceil(n_blocks / (s - 1))]
+    eff = {s: (programs * s / slots) / math.ceil(programs * s / slots) for s in eligible}
+    best = max(eff.values())
+    return next(s for s in eligible if eff[s] >= 0.85 * best)
 
 
 def decode_attention(name: str, layer: int, batch: int, heads: int, kv_heads: int, qk_dim: int,
                      v_dim: int, context: int, kv_bytes_per_token_head: float, cache_addr: int,
                      chip: ChipSpec, *, dequant_ops_per_token_head: float = 0.0,
                      decoder_elements_per_token_head: float = 0.0,
-                     splits: int | None = None) -> list[Kernel]:
+                     splits: int | None = None, block_m: int | None = None) -> list[Kernel]:
     """One query token per sequence attending over `context` cached tokens (GQA-packed).
 
     Each program owns one (sequence, KV head) pair and one slice of the context; the query
     heads sharing that KV head are packed as rows of the MMA. A compressed cache is read at
     its stored width and expanded in registers (ALU ops) or by a native decoder on the way
     in. A combine kernel merges the slices' partial softmax results when the context was split.
+    `block_m` is the kernel's M tile (the rows its MMAs compute, padded or not); by default
+    FlashAttention-2's: 64 for the split-KV kernel, 128 for the unsplit one.
     """
-    splits = splits or decode_attention_splits(batch, kv_heads, context, chip)
+    splits = splits or decode_attention_splits(batch, kv_heads, context, chip, qk_dim)
     group = heads // kv_heads
     chunk = context / splits
-    rows = _roundup(group, MMA_M)
+    if block_m is None:
+        block_m = FA2_SPLIT_BLOCK_M if splits > 1 else FA2_BLOCK_M
+    rows = max(_roundup(group, MMA_M), block_m)
+    block_n = fa2_split_block_n(qk_dim) if splits > 1 else FA2_BLOCK_N
     tiles = batch * kv_heads * splits
     main = Kernel(
         name=name, layer=layer, tiles=tiles,
@@ -158,7 +208,7 @@ def decode_attention(name: str, layer: int, batch: int, heads: int, kv_heads: in
         vector_flops=SOFTMAX_OPS * group * chunk,
         int_ops=dequant_ops_per_token_head * chunk,
         decoder_elements=decoder_elements_per_token_head * chunk,
-        smem_bytes=(ATTN_BLOCK_N * (qk_dim + v_dim) + rows * qk_dim) * ACT_BYTES,
+        smem_bytes=(block_n * (qk_dim + v_dim) + rows * qk_dim) * ACT_BYTES,
         address=cache_addr, data=Component.KV_READ, compute=Component.ATTENTION_COMPUTE,
         round_trips=ATTN_ROUND_TRIPS, mma_sync=True,
     )
@@ -167,7 +217,7 @@ def decode_attention(name: str, layer: int, batch: int, heads: int, kv_heads: in
     partial = batch * heads * splits * (v_dim + 2) * ACC_BYTES
     combine = elementwise(f"{name}.combine", layer, partial, batch * heads * v_dim * ACT_BYTES,
                           SOFTMAX_OPS / ACC_BYTES, chip, component=Component.ATTENTION_COMPUTE,
-                          round_trips=COMBINE_ROUND_TRIPS)
+                          round_trips=COMBINE_ROUND_TRIPS + COMBINE_TRIPS_PER_SPLIT * splits)
     return [main, combine]
 
 

@@ -31,8 +31,12 @@ SILU_OPS_PER_BYTE = 2.0      # exp, add, divide, multiply per bf16 element (2 by
 ADD_OPS_PER_BYTE = 0.5
 FP32_BYTES = 4
 TOPK_OPS_PER_ELEM = 8.0         # a warp-level bitonic top-k: about log2(E) compare-swaps per score
-INDEX_ROUND_TRIPS_PER_ROW = 2   # index_select/index_add_ loop: the row's index, then its data
-SMALL_INDEX_ROWS = 16           # ATen uses its small-index kernels up to 16 indices
+# ATen's small-index kernels (up to 16 indices) loop over the index rows, each a chain of
+# dependent loads: 0.38 us a row for index_select and 0.49 us for index_add_ (which reads the
+# destination too) on the H200 (calibration/data/h200_small_kernels.jsonl), in L2 round trips:
+INDEX_SELECT_TRIPS_PER_ROW = 2.6
+INDEX_ADD_TRIPS_PER_ROW = 3.3
+SMALL_INDEX_ROWS = 16
 
 
 @dataclass(frozen=True)
@@ -172,9 +176,10 @@ class Schedule:
                                weight_bytes=d * self.wb, weight_addr=self.mem.regions[wname][0])
 
     def _ew(self, name, layer, read, write, ops_per_byte=ADD_OPS_PER_BYTE,
-            component=Component.ACTIVATION_IO, round_trips=1):
+            component=Component.ACTIVATION_IO, round_trips=1, vectorized=True):
         return ops.elementwise(f"L{layer}.{name}" if layer >= 0 else name, layer, read, write,
-                               ops_per_byte, self.chip, component=component, round_trips=round_trips)
+                               ops_per_byte, self.chip, component=component, round_trips=round_trips,
+                               vectorized=vectorized)
 
     def step(self, shape: StepShape, routing: dict[int, np.ndarray]) -> list[StreamItem]:
         """Kernels of one forward pass, in stream order, with the expert prefetches that start
@@ -244,10 +249,15 @@ class Schedule:
         addr = self._kv_addr(layer, s)
         kw = {}
         ks: list[Kernel] = []
+        # A compressed cache is read by a fused low-bit kernel (KIVI, QServe, the Triton kernel of
+        # shared/calibration) that packs the GQA group into one 16-row MMA; a bf16 cache by
+        # FlashAttention-2, the measured schedule, with its 64/128-row M tile.
         if self.dequant == "software":
             kw["dequant_ops_per_token_head"] = elems * self.kv.dequant_ops_per_element(context)
+            kw["block_m"] = ops.MMA_M
         elif self.dequant == "decoder":
             kw["decoder_elements_per_token_head"] = elems * self.kv.quantized_fraction(context)
+            kw["block_m"] = ops.MMA_M
         elif self.dequant == "unfused":
             n = s.batch * kv_heads * context
             ks.append(ops.unfused_dequant(f"L{layer}.kv_dequant", layer, n * per_token_head, n * elems,
@@ -306,23 +316,28 @@ class Schedule:
         on_chip, group = (plan.on_chip, plan.channel_group) if plan else (0.0, -1)
         ks = []
         # PyTorch's index_select / index_add_ kernels for at most 16 indices (indexSelectSmallIndex,
-        # indexFuncSmallIndex) spread the columns over threads and loop over the index rows:
-        # per row, a dependent load of the index, then of the data. More indices go to the
-        # large-index kernels, parallel over every element: one index load, then the data.
-        index_trips = 1 + INDEX_ROUND_TRIPS_PER_ROW * rows if rows <= SMALL_INDEX_ROWS else 2
+        # indexFuncSmallIndex) spread the columns over threads and loop over the index rows.
+        # More indices go to the large-index kernels, parallel over every element: one index
+        # load, then the data; index_add_ then adds each element with an L2 atomic.
+        small = rows <= SMALL_INDEX_ROWS
         if gather:
             ks.append(self._ew(f"{prefix}.gather", layer, rows * d * ab, rows * d * ab,
-                               round_trips=index_trips))
+                               round_trips=1 + INDEX_SELECT_TRIPS_PER_ROW * rows if small else 2))
         ks += self._gemm(f"{prefix}.gate_up", layer, rows, d, 2 * ffn, f"{prefix}.gate_up", data,
                          on_chip=on_chip, channel_group=group)
-        ks.append(self._ew(f"{prefix}.silu", layer, rows * ffn * ab, rows * ffn * ab, SILU_OPS_PER_BYTE))
-        ks.append(self._ew(f"{prefix}.mul", layer, 2 * rows * ffn * ab, rows * ffn * ab))
+        # SiLU of the gate half and the product with the up half read strided views of the
+        # gate+up output (contiguous only for one row): PyTorch's non-vectorised kernel
+        ks.append(self._ew(f"{prefix}.silu", layer, rows * ffn * ab, rows * ffn * ab, SILU_OPS_PER_BYTE,
+                           vectorized=rows == 1))
+        ks.append(self._ew(f"{prefix}.mul", layer, 2 * rows * ffn * ab, rows * ffn * ab,
+                           vectorized=rows == 1))
         ks += self._gemm(f"{prefix}.down", layer, rows, ffn, d, f"{prefix}.down", data,
                          on_chip=on_chip, channel_group=group)
         if gather:   # scale by the router weight (a broadcast multiply), then index_add_
-            ks.append(self._ew(f"{prefix}.scale", layer, rows * d * ab, rows * d * ab, round_trips=2))
-            ks.append(self._ew(f"{prefix}.scatter_add", layer, 2 * rows * d * ab, rows * d * ab,
-                               round_trips=index_trips))
+            ks.append(self._ew(f"{prefix}.scale", layer, rows * d * ab, rows * d * ab, vectorized=False))
+            atomics = 0 if small else rows * d * ops.L2_ATOMIC_BYTES
+            ks.append(self._ew(f"{prefix}.scatter_add", layer, 2 * rows * d * ab, rows * d * ab + atomics,
+                               round_trips=1 + INDEX_ADD_TRIPS_PER_ROW * rows if small else 2))
         return ks
 
     def _grouped_experts(self, layer: int, counts: np.ndarray) -> list[Kernel]:

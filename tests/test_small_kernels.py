@@ -1,0 +1,56 @@
+"""The schedule's small kernels against their H200 measurements (calibration/data/h200_small_kernels.jsonl)."""
+
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import pytest
+
+from hwsim.config.load import load_profile
+from hwsim.hw.chip import ChipSpec
+from hwsim.model import ops
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "calibration" / "data" / "h200_small_kernels.jsonl"
+sys.path.insert(0, str(ROOT / "calibration"))
+import compare_small_kernels  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def h200():
+    return ChipSpec.from_profile(load_profile("h200-sxm"))
+
+
+def attention_rows():
+    return [r for r in map(json.loads, open(DATA)) if r["part"] == "decode_attention"]
+
+
+def test_split_heuristic_reproduces_the_measured_grids(h200):
+    """FlashAttention-2 launches grid (1, splits, batch x KV heads) with split-KV, else (1, batch, KV heads)."""
+    for r in attention_rows():
+        main = next(k for k in r["kernels"] if "combine" not in k["kernel"])
+        measured = int(main["grid"].split("*")[1]) if "splitkv" in main["kernel"] else 1
+        assert ops.decode_attention_splits(r["B"], r["KVH"], r["L"] + 1, h200, r["D"]) == measured, r
+
+
+def test_unsplit_decode_attention_is_bound_by_its_padded_mma_rows(h200):
+    """Measured: at 512+ programs FlashAttention-2 decode streams only ~2.7 TB/s, the MMAs of its
+    128-row tile (4-8 of them real) being the limit; the model must find it compute-bound."""
+    ks = ops.decode_attention("a", 0, 64, 32, 8, 128, 128, 16385, 512, 1 << 30, h200)
+    assert len(ks) == 1 and ks[0].tensor_flops == 2.0 * 128 * 16385 * 256
+    from hwsim import microbench as mb
+    _, recs = mb.time_kernels(h200, ks)
+    assert max(recs[0].attribution, key=recs[0].attribution.get).value == "attention_compute"
+
+
+def test_small_kernels_match_the_h200(h200):
+    rows = compare_small_kernels.compare(h200, DATA)
+    by_op = {}
+    for r in rows:
+        by_op.setdefault(r["op"], []).append(abs(r["error_pct"]))
+    assert set(by_op) == {"index_select", "silu_gate_half", "mul_up_half", "scale_rows", "index_add",
+                          "decode_attention"}
+    for op, errs in by_op.items():
+        assert statistics.median(errs) < 10.0, (op, statistics.median(errs))
+    assert statistics.median(e for errs in by_op.values() for e in errs) < 7.0
