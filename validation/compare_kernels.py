@@ -21,7 +21,7 @@ from hwsim.config.scenario import Scenario
 from hwsim.model.schedule import StepShape
 from hwsim.run import simulate_pass
 
-DATA = Path(__file__).resolve().parent / "data" / "h200_kernels.csv"
+DATA = [Path(__file__).resolve().parent / "data" / f for f in ("h200_kernels.csv", "h200_kernels_extra.csv")]
 LAYERS = 4
 
 # (pattern in the profiled CUDA kernel name, kind); first match wins
@@ -30,13 +30,15 @@ PROFILED_KINDS = [("layer_norm", "norm"), ("splitKreduce", "splitk_reduce"), ("n
                   ("flash_fwd", "attention"), ("indexSelect", "gather"), ("gather_kernel", "gather"),
                   ("indexFunc", "scatter_add"), ("silu", "silu"), ("FillFunctor", "zero"),
                   ("softmax", "softmax"), ("CUDAFunctor_add", "add"), ("MulFunctor", "mul"),
-                  ("direct_copy", "copy"), ("BinaryFunctor", "scale"), ("Memset", "zero")]
+                  ("direct_copy", "copy"), ("BinaryFunctor", "mul"), ("Memset", "zero")]
+# the profiler truncates names, so the strided gate x up product and the router-weight scale
+# (both BinaryFunctor multiplies) are one kind, "mul", on both sides
 # (suffix of a simulated kernel name, kind)
 SIMULATED_KINDS = [("splitk_reduce", "splitk_reduce"), ("combine", "attn_combine"),
                    ("attention", "attention"), ("norm", "norm"), ("gather", "gather"),
                    ("scatter_add", "scatter_add"), ("silu", "silu"), ("moe_zero", "zero"),
                    ("router_softmax", "softmax"), ("residual_add", "add"), (".mul", "mul"),
-                   ("router_cast", "copy"), ("_write", "copy"), (".scale", "scale")]
+                   ("router_cast", "copy"), ("_write", "copy"), (".scale", "mul")]
 
 
 def kind_of(name: str, table) -> str:
@@ -71,7 +73,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--profile", default="h200-sxm")
     args = ap.parse_args()
-    prof = pd.read_csv(DATA)
+    prof = pd.concat([pd.read_csv(p) for p in DATA], ignore_index=True)
     prof["kind"] = prof.kernel.map(lambda n: kind_of(n, PROFILED_KINDS))
     for case, grp in prof.groupby("case", sort=False):
         sim = simulate_case(case, args.profile)

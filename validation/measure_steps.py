@@ -72,8 +72,23 @@ DRY_MODELS = {
 }
 
 
-def cases_for(model, dry):
+# --extra: a second grid measured after the calibration was set, never used to set it (a test)
+EXTRA_CASES = {
+    "mixtral-8x7b": [("decode", "graph", 2, 2048, 0), ("decode", "graph", 8, 8192, 0),
+                     ("decode", "graph", 32, 2048, 0), ("decode", "graph", 1, 32768, 0),
+                     ("decode", "graph", 64, 16384, 0), ("decode", "graph", 32, 32768, 0),
+                     ("prefill", "graph", 1, 0, 512), ("prefill", "graph", 1, 0, 2048)],
+    "qwen3-30b-a3b": [("decode", "graph", 2, 2048, 0), ("decode", "graph", 16, 8192, 0),
+                      ("decode", "graph", 64, 2048, 0), ("decode", "graph", 4, 32768, 0),
+                      ("decode", "graph", 64, 16384, 0), ("decode", "graph", 1, 32768, 0),
+                      ("prefill", "graph", 1, 0, 512), ("prefill", "graph", 1, 0, 2048)],
+}
+
+
+def cases_for(model, dry, extra=False):
     """(phase, launch, batch, context, prompt) in run order; the largest come last in each group."""
+    if extra and not dry:
+        return EXTRA_CASES[model]
     c = []
     if dry:
         c += [("decode", "graph", 1, 16, 0), ("decode", "graph", 4, 64, 0),
@@ -433,6 +448,7 @@ def main():
     ap.add_argument("--dry", action="store_true", help="tiny shapes; CPU allowed")
     ap.add_argument("--models", default="mixtral-8x7b,qwen3-30b-a3b")
     ap.add_argument("--only", default=None, help="substring filter on case names")
+    ap.add_argument("--extra", action="store_true", help="the second grid (EXTRA_CASES), a test set")
     ap.add_argument("--replays", type=int, default=15, help="timed graph replays per case")
     ap.add_argument("--eager-steps", type=int, default=10)
     ap.add_argument("--max-kv-gb", type=float, default=35.0,
@@ -492,7 +508,7 @@ def main():
     for mi, model in enumerate(mlist):
         cfg = models[model]
         deadline = args.budget_s * (0.55 if (mi == 0 and len(mlist) > 1) else 1.0)
-        cases = [c for c in cases_for(model, args.dry)
+        cases = [c for c in cases_for(model, args.dry, args.extra)
                  if args.only is None or args.only in case_name(model, c[0], c[2], c[3], c[4], c[1])]
         if not cases:
             continue
