@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -68,8 +70,12 @@ def simulate_pass(b: Built, shape: StepShape, step: int, records: list[KernelRec
     for rec in records[first:]:
         for comp, secs in rec.attribution.items():
             by_component[comp] += secs
-        moved[traffic_class(rec.data)] += rec.hbm_read_bytes + rec.hbm_write_bytes
+        k = rec.kernel
+        moved[traffic_class(k.data)] += k.hbm_bytes
     breakdown = {c.value: secs for c, secs in by_component.items()}
+    keep = b.scenario.runtime.kernel_records
+    if 0 <= keep <= step:    # past the window: the step's figures are summed, its records dropped
+        del records[first:]
     if b.schedule.dispatch:
         b.schedule.dispatch.end_step()
     moved["expert_prefetch"] = b.system.prefetch_bytes - prefetched_before
@@ -82,9 +88,30 @@ def simulate_pass(b: Built, shape: StepShape, step: int, records: list[KernelRec
                       / b.schedule.weight_bytes_total())
 
 
+@contextmanager
+def cyclic_gc_paused():
+    """A run allocates millions of short-lived, acyclic objects (kernel records, attribution
+    dicts) that reference counting frees at once; CPython's cyclic collector would also rescan
+    the growing record list again and again, which cost half the wall time at batch 8. The
+    few cycles a run makes (SimPy processes) are collected once, when it ends."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 def run_scenario(cfg: Scenario, built: Built | None = None, progress=None) -> RunResult:
     """Simulate the scenario: fixed-batch decode steps, or (workload.arrivals) a serving run.
     `progress(done, total)` is called as work completes (requests or steps)."""
+    with cyclic_gc_paused():
+        return _run_scenario(cfg, built, progress)
+
+
+def _run_scenario(cfg: Scenario, built: Built | None, progress) -> RunResult:
     wall0 = time.perf_counter()
     b = built or build(cfg)
     if cfg.workload.arrivals.kind != "none":

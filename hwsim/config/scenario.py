@@ -79,6 +79,11 @@ class Runtime(Strict):
                               "(the same resource model and timings as wave, fewer events)")
     reuse: bool = Field(True, description="kernel fidelity: simulate each distinct kernel once per "
                                          "run and replay it (identical results, docs/performance.md)")
+    kernel_records: int = Field(
+        32, ge=-1, description="decode steps, from the first, whose per-kernel records are kept for "
+                               "events.parquet, the trace and the Gantt chart (-1: every step); every "
+                               "step's latency and breakdown are kept regardless. Long runs at large "
+                               "batch would otherwise hold millions of records")
     moe_schedule: Literal["per-expert", "grouped"] = Field(
         "per-expert", description="per-expert: gather, GEMMs, scatter for each active expert "
                                   "(the measured PyTorch schedule); grouped: one grouped GEMM per layer")

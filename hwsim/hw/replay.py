@@ -55,9 +55,13 @@ class KernelReplay:
         self.misses = 0
 
     def key(self, k: Kernel) -> tuple:
-        hbm = self.system.hbm
-        phase = (int(k.address) // hbm.interleave) % hbm.channels if (k.hbm_read or k.hbm_write) else 0
-        return (phase, _shape(k))
+        """The kernel's shape and its start's place in the channel interleave; computed once per
+        Kernel object (the schedule hands out the same objects step after step)."""
+        if k.replay_key is None:
+            hbm = self.system.hbm
+            phase = (int(k.address) // hbm.interleave) % hbm.channels if (k.hbm_read or k.hbm_write) else 0
+            k.replay_key = (phase, _shape(k))
+        return k.replay_key
 
     def idle(self, start: float) -> bool:
         s = self.system

@@ -35,23 +35,50 @@ PREFETCH_INFLIGHT = 8        # copy requests in flight (a TMA/copy-engine queue 
 
 @dataclass(slots=True)
 class KernelRecord:
-    """What happened to one kernel: its timing and where its time went (critical path)."""
+    """What happened to one kernel: its timing and where its time went (critical path).
+    Its sizes are read off the kernel it ran (one object a shape, shared across steps)."""
 
     step: int
     index: int
-    name: str
-    layer: int
+    kernel: Kernel
     t_ready: float          # previous kernel done (stream order)
     t_start: float          # dispatched and running on the device
     t_end: float
-    tiles: int
-    waves: int
-    hbm_read_bytes: float
-    hbm_write_bytes: float
-    l2_bytes: float
-    data: Component
+    waves: int = 0
     attribution: dict[Component, float] = field(default_factory=dict)
-    decoded: float = 0.0    # elements expanded by a native decoder
+
+    @property
+    def name(self) -> str:
+        return self.kernel.name
+
+    @property
+    def layer(self) -> int:
+        return self.kernel.layer
+
+    @property
+    def tiles(self) -> int:
+        return self.kernel.tiles
+
+    @property
+    def data(self) -> Component:
+        return self.kernel.data
+
+    @property
+    def hbm_read_bytes(self) -> float:
+        return self.kernel.tiles * self.kernel.hbm_read
+
+    @property
+    def hbm_write_bytes(self) -> float:
+        return self.kernel.tiles * self.kernel.hbm_write
+
+    @property
+    def l2_bytes(self) -> float:
+        return self.kernel.tiles * (self.kernel.l2_read + self.kernel.l2_write)
+
+    @property
+    def decoded(self) -> float:
+        """Elements expanded by a native decoder."""
+        return self.kernel.tiles * self.kernel.decoder_elements
 
 
 def _add(total: dict[Component, float], parts: dict[Component, float]) -> None:
@@ -283,59 +310,71 @@ class System:
     # -- a stream of kernels -------------------------------------------------------------
     def run_stream(self, items: list[StreamItem], step: int, records: list[KernelRecord]):
         """Dispatch kernels in order on one stream (starting prefetches and waiting on them
-        where the schedule says); append one KernelRecord per kernel."""
+        where the schedule says); append one KernelRecord per kernel.
+
+        At `kernel` fidelity with no copy in flight a kernel is timed in one go, so the stream
+        keeps its own clock (`now`) and runs ahead of SimPy's: it hands control back (one
+        timeout) only when another process has an event due before the stream's time, or
+        before it starts or waits on a copy. Nothing else can touch the servers meanwhile, so
+        the timings are those of yielding once per kernel, at a fraction of the cost."""
         env = self.env
         chip = self.chip
-        host_t = env.now   # the host starts issuing when the step starts (after the last sync)
+        graph = self.launch == "graph"
+        kernel_fidelity = self.fidelity == "kernel"
+        replay = self.replay
+        now = env.now      # the stream's clock; env.now catches up at every hand-back
+        host_t = now       # the host starts issuing when the step starts (after the last sync)
         waited = 0.0       # expert-load wait since the previous kernel ended
         i = -1
         for k in items:
-            if isinstance(k, PrefetchLoad):
-                for key, *_ in k.loads:
-                    self.landed[key] = env.event()
-                # counted now, not when the process first runs: the next kernel must already
-                # see the copy engine as busy and queue its bytes event by event
-                self.copies_in_flight += 1
-                env.process(self._prefetch(k))
-                continue
-            if isinstance(k, AwaitLoad):
-                event = self.landed.get(k.key)
-                if event is not None and not event.triggered:
-                    t0 = env.now
-                    yield event
-                    waited += env.now - t0
+            if type(k) is not Kernel:
+                if now > env.now:
+                    yield env.timeout(now - env.now)
+                if isinstance(k, PrefetchLoad):
+                    for key, *_ in k.loads:
+                        self.landed[key] = env.event()
+                    # counted now, not when the process first runs: the next kernel must already
+                    # see the copy engine as busy and queue its bytes event by event
+                    self.copies_in_flight += 1
+                    env.process(self._prefetch(k))
+                else:
+                    event = self.landed.get(k.key)
+                    if event is not None and not event.triggered:
+                        yield event
+                        waited += env.now - now
+                now = env.now
                 continue
             i += 1
-            ready = env.now - waited
-            if self.launch == "graph":
-                dispatch = env.now + chip.launch_graph_s
+            ready = now - waited
+            if graph:
+                dispatch = now + chip.launch_graph_s
             else:
                 host_t = self.host.serve(host_t, chip.launch_eager_s)
-                dispatch = max(env.now, host_t)
-            fused = self.fidelity == "kernel" and not self.copies_in_flight
-            if dispatch > env.now and not fused:
-                yield env.timeout(dispatch - env.now)
-                self.events += 1
-            start = max(dispatch, env.now)
-            rec = KernelRecord(step=step, index=i, name=k.name, layer=k.layer, t_ready=ready,
-                               t_start=start, t_end=start, tiles=k.tiles, waves=0,
-                               hbm_read_bytes=k.tiles * k.hbm_read,
-                               hbm_write_bytes=k.tiles * k.hbm_write,
-                               l2_bytes=k.tiles * (k.l2_read + k.l2_write), data=k.data,
-                               decoded=k.tiles * k.decoder_elements)
+                dispatch = max(now, host_t)
+            fused = kernel_fidelity and not self.copies_in_flight
+            if not fused:
+                if dispatch > env.now:
+                    yield env.timeout(dispatch - env.now)
+                    self.events += 1
+                dispatch = max(dispatch, env.now)
+            rec = KernelRecord(step, i, k, ready, dispatch, dispatch)
             if fused:
-                if self.replay and self.replay.idle(start):
-                    end = self.replay.run(k, rec, start)
+                if replay and replay.idle(dispatch):
+                    now = replay.run(k, rec, dispatch)
                 else:
-                    end = self._kernel_at_once(k, rec, start)
-                yield env.timeout(end - env.now)
+                    now = self._kernel_at_once(k, rec, dispatch)
                 self.events += 1
+                if env.peek() < now:     # another process acts before this kernel ends
+                    yield env.timeout(now - env.now)
             else:
                 yield from self.run_kernel(k, rec)
+                now = env.now
             rec.attribution[Component.LAUNCH_OVERHEAD] = rec.t_start - ready - waited
             if waited:
                 rec.attribution[Component.EXPERT_LOAD_WAIT] = waited
                 waited = 0.0
             records.append(rec)
+        if now > env.now:
+            yield env.timeout(now - env.now)
         if self.replay:
             self.replay.flush()

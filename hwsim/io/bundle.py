@@ -78,10 +78,11 @@ def write_bundle(result: RunResult, out: Path, manifest: dict) -> dict[str, Path
     else:
         from hwsim.plots.gantt import save_gantt_png
 
-        last_step = [r for r in result.records if r.step == (result.steps[-1].step if result.steps else 0)]
+        recorded = max((r.step for r in result.records), default=0)   # runtime.kernel_records
+        last_step = [r for r in result.records if r.step == recorded]
         paths["gantt.png"] = out / "gantt.png"
         atomic_write(paths["gantt.png"], lambda p: save_gantt_png(
-            last_step, result.sms, result.stacks, "resource occupancy during one token (last step)", p))
+            last_step, result.sms, result.stacks, f"resource occupancy during one token (step {recorded})", p))
         events = records_frame(result)
         breakdown = breakdown_frame(result)
         atomic_write(paths["events.parquet"], lambda p: events.to_parquet(p, index=False))

@@ -6,13 +6,14 @@ executor (hwsim.hw.executor). All per-tile quantities are for one thread block.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from hwsim.metrics import Component
 
 
 @dataclass(slots=True)    # not frozen: frozen dataclasses build 2x slower, and a step builds ~1000
 class Kernel:               # of them; nothing mutates a Kernel after the schedule creates it
+                            # (but for the replay key the executor caches on it)
     name: str
     layer: int                      # decoder layer, -1 outside the layer stack
     tiles: int                      # thread blocks in the grid
@@ -34,6 +35,7 @@ class Kernel:               # of them; nothing mutates a Kernel after the schedu
     channel_group: int = -1         # HBM stack its weights live on (per-expert placement), -1 = all
     data: Component = Component.ACTIVATION_IO      # charged when the tile is memory-bound
     compute: Component = Component.ACTIVATION_IO   # charged when it is compute-bound
+    replay_key: tuple | None = field(default=None, repr=False, compare=False)   # set once by KernelReplay
 
     def __post_init__(self):
         assert self.tiles >= 1, self.name

@@ -7,6 +7,7 @@ sizes, when split-K is used) come from the hardware profile, never from the mode
 
 from __future__ import annotations
 
+import functools
 import math
 
 from hwsim.hw.chip import ChipSpec
@@ -164,11 +165,14 @@ def decode_attention_splits(batch: int, kv_heads: int, context: int, chip: ChipS
     """FlashAttention-2's num_splits_heuristic: split the context while it raises the share of
     the last wave that is full (over 2 blocks per SM), taking the fewest splits within 85% of
     the best; none once the (sequence, KV head) programs nearly fill the SMs."""
-    programs = batch * kv_heads
-    slots = FA2_SPLIT_WAVE_SMS * chip.sms
+    return _fa2_splits(batch * kv_heads, FA2_SPLIT_WAVE_SMS * chip.sms,
+                       math.ceil(context / fa2_split_block_n(head_dim)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _fa2_splits(programs: int, slots: int, n_blocks: int) -> int:
     if programs >= 0.8 * slots:
         return 1
-    n_blocks = math.ceil(context / fa2_split_block_n(head_dim))
     most = min(FA2_MAX_SPLITS, slots, n_blocks)
     eligible = [s for s in range(1, most + 1)
                 if s == 1 or math.ceil(n_blocks / s) != math.ceil(n_blocks / (s - 1))]

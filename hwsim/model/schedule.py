@@ -11,6 +11,7 @@ per projection (a fused MoE kernel) plus a top-k kernel.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,8 +20,8 @@ from hwsim.hw.chip import ChipSpec
 from hwsim.metrics import Component
 from hwsim.model import ops
 from hwsim.model.kernel import Kernel, StreamItem
-from hwsim.model.moe_dispatch import ExpertDispatch, ExpertPlan
 from hwsim.model.memory_map import MemoryMap
+from hwsim.model.moe_dispatch import ExpertDispatch
 from hwsim.model.shapes import ModelShape
 from hwsim.workload.kv_format import BF16_KV, KvFormat
 from hwsim.workload.router import tokens_per_expert
@@ -37,6 +38,24 @@ TOPK_OPS_PER_ELEM = 8.0         # a warp-level bitonic top-k: about log2(E) comp
 INDEX_SELECT_TRIPS_PER_ROW = 2.6
 INDEX_ADD_TRIPS_PER_ROW = 3.3
 SMALL_INDEX_ROWS = 16
+KERNEL_MEMO_LIMIT = 100_000     # built kernels kept at once (growing contexts add new ones each step)
+
+
+def _memo(build):
+    """Cache a kernel builder's result by its arguments. Every layer and every step issues the
+    same kernels on the same shapes, and a Kernel is never changed once built, so a step after
+    the first mostly looks its kernels up instead of recomputing their tiling."""
+    @functools.wraps(build)
+    def cached(self, *args, **kw):
+        key = (build.__name__, args, tuple(kw.items()))
+        hit = self._memo.get(key)
+        if hit is None:
+            if len(self._memo) >= KERNEL_MEMO_LIMIT:
+                self._memo.clear()
+            hit = build(self, *args, **kw)
+            self._memo[key] = hit = tuple(hit) if isinstance(hit, list) else hit
+        return hit
+    return cached
 
 
 @dataclass(frozen=True)
@@ -81,12 +100,15 @@ class Schedule:
         self.kv = kv or BF16_KV
         self.dequant = "none" if self.kv.is_unquantized else dequant
         self.mem = MemoryMap()
+        self._memo: dict = {}
         self.wb = model.weight_bytes
         self._layout_weights()
         self._weight_bytes: float | None = None
         self.kv_bytes_per_token_layer = self.kv_token_bytes(max_context)
-        self.kv_base = self.mem.place(
-            "kv_cache", model.layers * max_batch * max_context * self.kv_bytes_per_token_layer)
+        # one cache tensor a layer, sized for the run's longest context (as serving engines
+        # preallocate it), each its own 2 MiB-aligned allocation
+        for layer in range(model.layers):
+            self.mem.place(f"L{layer}.kv_cache", max_batch * max_context * self.kv_bytes_per_token_layer)
 
     def kv_token_bytes(self, context: int) -> float:
         """Stored bytes of one token's K and V in one layer at this context length."""
@@ -137,7 +159,8 @@ class Schedule:
 
     def weight_bytes_total(self) -> float:
         if self._weight_bytes is None:
-            self._weight_bytes = sum(n for name, (_, n) in self.mem.regions.items() if name != "kv_cache")
+            self._weight_bytes = sum(n for name, (_, n) in self.mem.regions.items()
+                                     if not name.endswith("kv_cache"))
         return self._weight_bytes
 
     def expert_bytes(self) -> float:
@@ -163,18 +186,21 @@ class Schedule:
     def _w(self, layer: int, name: str) -> int:
         return self.mem.regions[f"L{layer}.{name}" if layer >= 0 else name][0]
 
+    @_memo
     def _gemm(self, name, layer, m, k, n, wname, data, compute=Component.GEMM_COMPUTE,
               on_chip=0.0, channel_group=-1):
         return ops.gemm(f"L{layer}.{name}" if layer >= 0 else name, layer, m, k, n, self.chip,
                         weight_addr=self._w(layer, wname), weight_bytes=self.wb, data=data,
                         compute=compute, weights_on_chip=on_chip, channel_group=channel_group)
 
+    @_memo
     def _norm(self, name, layer, rows):
         d = self.model.hidden
         wname = f"L{layer}.{name}" if layer >= 0 else name
         return ops.rows_kernel(wname, layer, rows, d, ops.ACT_BYTES, NORM_OPS_PER_ELEM, self.chip,
                                weight_bytes=d * self.wb, weight_addr=self.mem.regions[wname][0])
 
+    @_memo
     def _ew(self, name, layer, read, write, ops_per_byte=ADD_OPS_PER_BYTE,
             component=Component.ACTIVATION_IO, round_trips=1, vectorized=True):
         return ops.elementwise(f"L{layer}.{name}" if layer >= 0 else name, layer, read, write,
@@ -221,16 +247,14 @@ class Schedule:
                              Component.WEIGHT_READ)
             if a.qk_norm:
                 for which, heads in (("q_norm", a.heads), ("k_norm", a.kv_heads)):
-                    ks.append(ops.rows_kernel(f"L{layer}.{which}", layer, t * heads, a.head_dim,
-                                              ops.ACT_BYTES, NORM_OPS_PER_ELEM, self.chip))
+                    ks.append(self._head_norm(which, layer, t * heads))
             qk_dim, v_dim, kv_heads = a.head_dim, a.head_dim, a.kv_heads
             appends = [("k_write", a.kv_heads * a.head_dim), ("v_write", a.kv_heads * a.head_dim)]
             o_in = a.heads * a.head_dim
         if s.decodes:
             append_bytes_per_el = self.kv.append_bits() / 8
             for name, elems in appends:
-                ks.append(ops.kv_append(f"L{layer}.{name}", layer, s.batch, elems, append_bytes_per_el,
-                                        self._kv_addr(layer, s), self.chip))
+                ks.append(self._kv_append(name, layer, s, elems, append_bytes_per_el))
             ks += self._decode_attention(layer, s, kv_heads, qk_dim, v_dim)
         if s.prompt_tokens:
             ks.append(ops.prefill_attention(f"L{layer}.prefill_attention" if s.decodes else
@@ -240,6 +264,18 @@ class Schedule:
         ks.append(self._ew("residual_add", layer, 2 * t * d * ops.ACT_BYTES, t * d * ops.ACT_BYTES))
         return ks
 
+    @_memo
+    def _head_norm(self, which: str, layer: int, rows: int) -> Kernel:
+        a = self.model.attention
+        return ops.rows_kernel(f"L{layer}.{which}", layer, rows, a.head_dim, ops.ACT_BYTES,
+                               NORM_OPS_PER_ELEM, self.chip)
+
+    @_memo
+    def _kv_append(self, name: str, layer: int, s: StepShape, elems: int, bytes_per_el: float) -> Kernel:
+        return ops.kv_append(f"L{layer}.{name}", layer, s.batch, elems, bytes_per_el,
+                             self._kv_addr(layer, s), self.chip)
+
+    @_memo
     def _decode_attention(self, layer: int, s: StepShape, kv_heads: int, qk_dim: int,
                           v_dim: int) -> list[Kernel]:
         a = self.model.attention
@@ -268,7 +304,7 @@ class Schedule:
         return ks
 
     def _kv_addr(self, layer: int, s: StepShape) -> int:
-        return int(self.kv_base + layer * s.batch * (s.context + 1) * self.kv_bytes_per_token_layer)
+        return self._w(layer, "kv_cache")
 
     def _ffn_block(self, layer: int, s: StepShape, choice: np.ndarray | None) -> list[Kernel]:
         m, d, t = self.model, self.model.hidden, s.tokens
@@ -293,8 +329,10 @@ class Schedule:
                     plan = self.dispatch.plan(layer, int(e)) if self.dispatch else None
                     if plan and plan.wait:
                         ks.append(plan.wait)
+                    on_chip, group = (plan.on_chip, plan.channel_group) if plan else (0.0, -1)
                     ks += self._expert(layer, f"expert{e}", int(counts[e]), moe.expert_ffn,
-                                       Component.EXPERT_READ, gather=True, plan=plan)
+                                       Component.EXPERT_READ, gather=True, on_chip=on_chip,
+                                       channel_group=group)
                     if plan:
                         self.dispatch.account(layer, plan.channel_group,
                                               self.expert_bytes() * (1.0 - plan.on_chip))
@@ -310,10 +348,11 @@ class Schedule:
         ks.append(self._ew("ffn_residual_add", layer, 2 * t * d * ops.ACT_BYTES, t * d * ops.ACT_BYTES))
         return ks
 
+    @_memo
     def _expert(self, layer: int, prefix: str, rows: int, ffn: int, data: Component,
-                gather: bool, plan: ExpertPlan | None = None) -> list[Kernel]:
+                gather: bool, on_chip: float = 0.0, channel_group: int = -1) -> list[Kernel]:
         d, ab = self.model.hidden, ops.ACT_BYTES
-        on_chip, group = (plan.on_chip, plan.channel_group) if plan else (0.0, -1)
+        group = channel_group
         ks = []
         # PyTorch's index_select / index_add_ kernels for at most 16 indices (indexSelectSmallIndex,
         # indexFuncSmallIndex) spread the columns over threads and loop over the index rows.
@@ -359,7 +398,7 @@ class Schedule:
 def _concat(name: str, layer: int, parts: list[Kernel]) -> Kernel:
     """A grouped kernel: the union of several GEMMs' tiles, with averaged per-tile work."""
     tiles = sum(p.tiles for p in parts)
-    avg = lambda attr: sum(getattr(p, attr) * p.tiles for p in parts) / tiles  # noqa: E731
+    avg = lambda attr: sum(getattr(p, attr) * p.tiles for p in parts) / tiles
     first = parts[0]
     return Kernel(name=name, layer=layer, tiles=tiles, hbm_read=avg("hbm_read"), l2_read=avg("l2_read"),
                   l2_write=avg("l2_write"), tensor_flops=avg("tensor_flops"), smem_bytes=first.smem_bytes,
