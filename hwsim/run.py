@@ -14,8 +14,7 @@ from hwsim.build import Built, build
 from hwsim.config.scenario import Scenario
 from hwsim.errors import ConfigError
 from hwsim.hw.system import KernelRecord
-from hwsim.metrics import Component, percentiles, traffic_class
-from hwsim.model.kernel import Kernel
+from hwsim.metrics import TRAFFIC_CLASS, Component, percentiles
 from hwsim.model.schedule import StepShape
 from hwsim.workload.kv_fidelity import attention_rel_error
 from hwsim.workload.kv_format import max_context_fitting
@@ -67,11 +66,12 @@ def simulate_pass(b: Built, shape: StepShape, step: int, records: list[KernelRec
     b.env.run()
     by_component = dict.fromkeys(Component, 0.0)
     moved = {"weights": 0.0, "kv": 0.0, "activations": 0.0}
+    kernel_count = len(records) - first
     for rec in records[first:]:
         for comp, secs in rec.attribution.items():
             by_component[comp] += secs
         k = rec.kernel
-        moved[traffic_class(k.data)] += k.hbm_bytes
+        moved[TRAFFIC_CLASS.get(k.data, "activations")] += k.tiles * (k.hbm_read + k.hbm_write)
     breakdown = {c.value: secs for c, secs in by_component.items()}
     keep = b.scenario.runtime.kernel_records
     if 0 <= keep <= step:    # past the window: the step's figures are summed, its records dropped
@@ -82,7 +82,7 @@ def simulate_pass(b: Built, shape: StepShape, step: int, records: list[KernelRec
     active = [len(np.unique(r[r >= 0])) for r in routing.values()]
     return StepResult(step=step, phase=shape.phase, batch=shape.batch, context=shape.context,
                       t_start=t0, t_end=b.env.now, breakdown_s=breakdown, bytes=moved,
-                      kernels=sum(isinstance(k, Kernel) for k in kernels), tokens=shape.tokens,
+                      kernels=kernel_count, tokens=shape.tokens,
                       active_experts_per_layer=float(np.mean(active)) if active else 0.0,
                       active_weight_fraction=b.schedule.active_weight_bytes(routing)
                       / b.schedule.weight_bytes_total())

@@ -26,8 +26,9 @@ from hwsim.hw.hbm import Hbm
 from hwsim.hw.replay import KernelReplay
 from hwsim.hw.server import Server
 from hwsim.hw.sm import SmArray
+from hwsim.hw.tile_rounds import tile_rounds
 from hwsim.metrics import Component
-from hwsim.model.kernel import AwaitLoad, Kernel, PrefetchLoad, StreamItem
+from hwsim.model.kernel import Kernel, PrefetchLoad, StreamItem
 
 PREFETCH_CHUNK = 1 << 20     # bytes per copy request of an expert prefetch
 PREFETCH_INFLIGHT = 8        # copy requests in flight (a TMA/copy-engine queue depth)
@@ -88,7 +89,7 @@ def _add(total: dict[Component, float], parts: dict[Component, float]) -> None:
 
 class System:
     def __init__(self, env: simpy.Environment, chip: ChipSpec, *, launch: str, fidelity: str,
-                 reuse: bool = True):
+                 reuse: bool = True, tile_processes: bool = False):
         self.env = env
         self.chip = chip
         self.launch = launch
@@ -107,6 +108,9 @@ class System:
         self.copies_in_flight = 0
         self.copy_records: list[tuple[str, float, float, float, int]] = []   # (key, start, end, bytes, stack)
         self.replay = KernelReplay(self) if reuse else None
+        # tile fidelity: a SimPy process per block slot always (the reference), not only
+        # while a copy is in flight; otherwise numpy rounds (hwsim/hw/tile_rounds.py)
+        self.tile_processes = tile_processes
 
     # -- occupancy -------------------------------------------------------------------------
     def slots_per_sm(self, kernel: Kernel) -> int:
@@ -202,8 +206,12 @@ class System:
         attribution = {Component.KERNEL_OVERHEAD: chip.kernel_fixed_s}
         if self.fidelity != "tile":
             chain = yield from self._run_waves(k, slots)
-        else:
+        elif self.copies_in_flight or self.tile_processes:   # a copy's requests interleave event by event
             chain = yield from self._run_tiles(k, slots)
+        else:
+            end, chain, events = tile_rounds(self, k, env.now)
+            yield env.timeout(end - env.now)
+            self.events += events
         _add(attribution, chain)
         if k.l2_write or k.hbm_write:   # the kernel ends when its last stores are acknowledged
             yield env.timeout(chip.hit_latency_s)
@@ -323,6 +331,7 @@ class System:
         kernel_fidelity = self.fidelity == "kernel"
         replay = self.replay
         now = env.now      # the stream's clock; env.now catches up at every hand-back
+        horizon = env.peek()   # the next event of any other process (fixed until we yield)
         host_t = now       # the host starts issuing when the step starts (after the last sync)
         waited = 0.0       # expert-load wait since the previous kernel ended
         i = -1
@@ -343,6 +352,7 @@ class System:
                         yield event
                         waited += env.now - now
                 now = env.now
+                horizon = env.peek()
                 continue
             i += 1
             ready = now - waited
@@ -353,6 +363,8 @@ class System:
                 dispatch = max(now, host_t)
             fused = kernel_fidelity and not self.copies_in_flight
             if not fused:
+                if now > env.now:
+                    yield env.timeout(now - env.now)
                 if dispatch > env.now:
                     yield env.timeout(dispatch - env.now)
                     self.events += 1
@@ -364,11 +376,13 @@ class System:
                 else:
                     now = self._kernel_at_once(k, rec, dispatch)
                 self.events += 1
-                if env.peek() < now:     # another process acts before this kernel ends
+                if horizon < now:     # another process acts before this kernel ends
                     yield env.timeout(now - env.now)
+                    horizon = env.peek()
             else:
                 yield from self.run_kernel(k, rec)
                 now = env.now
+                horizon = env.peek()
             rec.attribution[Component.LAUNCH_OVERHEAD] = rec.t_start - ready - waited
             if waited:
                 rec.attribution[Component.EXPERT_LOAD_WAIT] = waited

@@ -1,0 +1,168 @@
+"""`tile` fidelity without a SimPy process per block slot: every tile's memory and compute
+events, resolved in numpy a round of tiles at a time.
+
+The process version (System._run_tiles) lets each block slot, as it frees, take the kernel's
+next tile and queue that tile's bytes on its load pipe, the bus, the L2 and the HBM channels
+its addresses map to, and its MMAs on its SM's tensor pipe. Tiles are therefore handed out in
+the order slots free, and that is the order their requests reach the FIFO servers. Here the
+next `slots` tiles go to the slots in the order they free (the earliest-free slot takes the
+lowest tile), and each server's FIFO (Lindley) recursion runs over that round's requests in
+arrival order as a cumulative maximum: d_i = S_i + max(free, max_j<=i (a_j - S_{j-1})), with
+S the running sum of service times. Requests are thus served in arrival order within a round
+and rounds in tile order; the one approximation against the process version is a slot that
+frees before a later tile of the same round arrives, which the process version would give a
+second tile of that round. Used whenever no expert copy shares the servers (a copy's requests
+must interleave event by event, so the process version runs then).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hwsim.metrics import Component
+from hwsim.model.kernel import Kernel
+
+NEVER = -np.inf
+
+
+def lindley(arrivals: np.ndarray, service: np.ndarray, free_at) -> np.ndarray:
+    """Departures of FIFO servers for requests sorted by arrival: service is [n] (one server,
+    free_at a float) or [n, servers] (a bank, free_at [servers]; zero entries are no request)."""
+    done = np.cumsum(service, axis=0)
+    if arrivals[0] == arrivals[-1]:      # all at once (a kernel's first round): no waiting between
+        return done + np.maximum(free_at, arrivals[0])
+    before = done - service
+    a = arrivals if service.ndim == 1 else arrivals[:, None]
+    return done + np.maximum(free_at, np.maximum.accumulate(a - before, axis=0))
+
+
+def serve_single(server, arrivals: np.ndarray, units: float) -> np.ndarray:
+    """Each request (sorted by arrival) puts `units` on one Server; returns their departures."""
+    if units <= 0:
+        return arrivals
+    service = np.full(len(arrivals), units / server.rate)
+    done = lindley(arrivals, service, server.free_at)
+    server.free_at = max(server.free_at, float(done[-1]))
+    server.busy_s += float(service.sum())
+    server.units += units * len(arrivals)
+    return done
+
+
+def serve_bank(bank, arrivals: np.ndarray, units: np.ndarray, rate_scale: float = 1.0,
+               lo: int = 0, every: bool = False) -> np.ndarray:
+    """units[i, c]: what request i puts on server lo + c of a ServerBank; returns each
+    request's last departure (its arrival where it put nothing anywhere). `every`: each
+    request uses every one of those servers (a long contiguous range), so no masking."""
+    width = units.shape[1]
+    free = bank.free_at[lo:lo + width]
+    service = units / (bank.rate * rate_scale)
+    done = lindley(arrivals, service, free)
+    if every:
+        free[:] = done[-1]
+        last = done.max(axis=1)
+    else:
+        used = service > 0
+        done_used = np.where(used, done, NEVER)
+        free[:] = np.maximum(free, done_used.max(axis=0))
+        last = np.maximum(arrivals, done_used.max(axis=1))
+    bank.busy_s[lo:lo + width] += service.sum(axis=0)
+    bank.units[lo:lo + width] += units.sum(axis=0)
+    bank.last_free = max(bank.last_free, float(free.max()))
+    return last
+
+
+def hbm_spread(hbm, addresses: np.ndarray, nbytes: float, stack: int) -> tuple[np.ndarray, int, bool]:
+    """Bytes each request puts on each channel of its range (Hbm.spread for many ranges of
+    the same length): ([n, width], the range's first channel, whether every request uses
+    every channel of it)."""
+    n = len(addresses)
+    lo, width = (stack * hbm.channels_per_stack, hbm.channels_per_stack) if stack >= 0 else (0, hbm.channels)
+    granules = max(1, int(np.ceil(nbytes / hbm.interleave)))
+    full_rounds, rest = divmod(granules, width)
+    per = np.full((n, width), float(full_rounds))
+    if rest:
+        first = (addresses.astype(np.int64) // hbm.interleave) % width
+        cols = (first[:, None] + np.arange(rest)) % width
+        flat = (np.arange(n)[:, None] * width + cols).ravel()
+        per.ravel()[:] += np.bincount(flat, minlength=n * width)
+    return per * (nbytes / granules), lo, full_rounds > 0
+
+
+def tensor_pipes(free_at: np.ndarray, sm: np.ndarray, arrivals: np.ndarray, service: float) -> np.ndarray:
+    """Each request (sorted by arrival) runs `service` seconds on its SM's tensor pipe, FIFO
+    among the SM's requests; free_at [sms] is updated."""
+    if service <= 0:
+        return arrivals
+    done = np.empty_like(arrivals)
+    order = np.lexsort((arrivals, sm))               # by SM, then arrival
+    sm_sorted = sm[order]
+    new_group = np.r_[True, sm_sorted[1:] != sm_sorted[:-1]]
+    rank = np.arange(len(order)) - np.maximum.accumulate(np.where(new_group, np.arange(len(order)), 0))
+    for r in range(int(rank.max()) + 1):                # at most the SM's resident slots
+        idx = order[rank == r]
+        start = np.maximum(arrivals[idx], free_at[sm[idx]])
+        done[idx] = free_at[sm[idx]] = start + service
+    return done
+
+
+def tile_rounds(system, k: Kernel, start: float) -> tuple[float, dict[Component, float], int]:
+    """Run kernel k's tiles from `start`; return its end (before the store drain), the
+    critical path's attribution (the slot that finished last), and the events resolved: a
+    memory and a compute event per tile."""
+    chip, sms = system.chip, system.sms
+    slots = chip.sms * system.slots_per_sm(k)
+    units, per_unit = k.tiles, 1.0
+    if k.balanced:   # stream-K: one equal share of the tiles per resident block slot
+        units = min(slots, k.tiles)
+        per_unit = k.tiles / units
+    nslots = min(slots, units)
+    hbm_r, hbm_w = k.hbm_read * per_unit, k.hbm_write * per_unit
+    l2 = (k.l2_read + k.l2_write) * per_unit
+    concurrent = min(k.tiles, slots) * per_unit                   # tiles in flight chip-wide
+    pipe_s = sms.load_time(hbm_r, l2, k.hbm_read * concurrent)
+    compute_s = per_unit * sms.compute_time(k.tensor_flops, k.vector_flops, k.int_ops, k.dtype,
+                                            k.decoder_elements, k.mma_sync)
+    trip = chip.miss_latency_s if k.hbm_read else chip.hit_latency_s
+    first_latency = trip * (k.round_trips + k.start_trips) + (chip.decoder_latency_s if k.decoder_elements else 0.0)
+    later_latency = trip * (k.round_trips - 1)
+    compute_component = system._compute_component(k)
+
+    slot_free = np.full(nslots, start)
+    slot_sm = np.arange(nslots) % chip.sms
+    fresh = np.ones(nslots, dtype=bool)
+    overhead, data_body, compute_body = np.zeros(nslots), np.zeros(nslots), np.zeros(nslots)
+    tensor_free = np.full(chip.sms, start)
+    done_units = 0
+    while done_units < units:
+        n = min(nslots, units - done_units)
+        order = np.argsort(slot_free, kind="stable")[:n]        # the earliest-free slots, in order
+        a = slot_free[order]
+        unit = done_units + np.arange(n)
+        mem = np.maximum(a + pipe_s, serve_single(system.bus, a, hbm_r + hbm_w + l2))
+        if l2:
+            mem = np.maximum(mem, serve_single(system.l2, a, l2))
+        if hbm_r:
+            spread, lo, every = hbm_spread(system.hbm, k.address + unit * hbm_r, hbm_r, k.channel_group)
+            system.hbm.read_bytes += hbm_r * n
+            mem = np.maximum(mem, serve_bank(system.hbm.bank, a, spread, 1.0, lo, every))
+        if hbm_w:
+            spread, lo, every = hbm_spread(system.hbm, k.address + unit * hbm_w, hbm_w, -1)
+            system.hbm.write_bytes += hbm_w * n
+            mem = np.maximum(mem, serve_bank(system.hbm.bank, a, spread, system.hbm.write_scale, lo, every))
+        comp = tensor_pipes(tensor_free, slot_sm[order], a, compute_s)
+        body_end = np.maximum(mem, comp)
+        latency = np.where(fresh[order], first_latency, later_latency)
+        body = body_end - a
+        memory_bound = mem >= comp
+        overhead[order] += latency
+        data_body[order] += np.where(memory_bound, body, 0.0)
+        compute_body[order] += np.where(memory_bound, 0.0, body)
+        fresh[order] = False
+        slot_free[order] = body_end + latency
+        done_units += n
+    last = int(np.argmax(slot_free))
+    chain: dict[Component, float] = {Component.KERNEL_OVERHEAD: float(overhead[last])}
+    for comp_, secs in ((k.data, data_body[last]), (compute_component, compute_body[last])):
+        if secs:
+            chain[comp_] = chain.get(comp_, 0.0) + float(secs)
+    return float(slot_free[last]), chain, 2 * units
