@@ -36,6 +36,7 @@ MODELS = {"mixtral-8x7b": dict(d=4096, ff=14336, H=32, KVH=8, hd=128),
 DRY = {"mixtral-8x7b": dict(d=256, ff=512, H=4, KVH=2, hd=64)}
 ATTN_BATCH = [1, 4, 16, 64, 128]
 ATTN_CTX = [128, 512, 2048, 4096, 16384]
+SHARED_ATTENTION = [(1, 16384), (8, 4096), (8, 16384), (32, 4096), (32, 16384), (64, 8192)]
 
 
 def profile_graph(fn, sdpa_ctx=None):
@@ -109,6 +110,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--dry", action="store_true", help="tiny shapes (a CPU-less smoke run still needs CUDA)")
+    ap.add_argument("--backends", action="store_true",
+                    help="only decode attention at the shared calibration's sdpa_bf16 shapes, with "
+                         "PyTorch's default backend choice and with flash forced: which kernel ran there")
     args = ap.parse_args()
     dev = "cuda"
     models = DRY if args.dry else MODELS
@@ -121,6 +125,16 @@ def main():
         write({"part": "meta", "script": "calibration/measure_small_kernels.py", "torch": torch.__version__,
                "device": torch.cuda.get_device_name(), "smi": smi_line(), "sdpa_backend": backend,
                "reps": REPS})
+        if args.backends:
+            cfg = MODELS["mixtral-8x7b"]
+            for batch, ctx in SHARED_ATTENTION:
+                for backend, ctx_factory in (("default", None), ("flash", sdpa_ctx)):
+                    kv_bytes, reps, fn = attention_op(cfg, batch, ctx, dev)
+                    write({"part": "decode_attention_backend", "backend": backend, "B": batch, "L": ctx,
+                           "H": cfg["H"], "KVH": cfg["KVH"], "D": cfg["hd"], "kv_bytes": kv_bytes,
+                           "reps": reps, "kernels": summarise(profile_graph(fn, ctx_factory))})
+                    torch.cuda.empty_cache()
+            return
         for model, cfg in models.items():
             for rows in (ROWS if not args.dry else ROWS[:3]):
                 for op, fn in expert_ops(cfg, rows, dev).items():

@@ -40,19 +40,16 @@ def test_missing_column_is_a_clean_error(tmp_path):
     assert res.returncode == 2 and "missing column" in res.stderr and "Traceback" not in res.stderr
 
 
-def test_h200_graph_steps_are_predicted_within_tolerance():
-    """Real H200 whole steps (validation/data, measured by validation/measure_steps.py).
-
-    Guards against regressions of the calibrated engine; the bound is what the engine
-    achieves today (docs/validation.md) plus a margin, not a target.
-    """
-    rows = [r for r in load_dataset(DATA)
-            if r["launch"] == "graph" and r["phase"] == "decode" and int(r["batch"]) <= 16]
-    assert len(rows) >= 10
+def test_h200_test_grid_is_predicted_within_the_targets():
+    """The second H200 grid (validation/data/h200_steps_extra.csv), measured after the
+    calibration was set and never tuned on: issue 6's targets, 5% median and 15% max. (CI's
+    validation/check_accuracy.py holds the first grid to the same targets.)"""
+    rows = load_dataset(DATA.parent / "h200_steps_extra.csv")
+    assert len(rows) >= 10 and all(r["launch"] == "graph" for r in rows)
     report = validate_rows(rows)
     assert report["failed"] == 0
-    assert report["median_abs_error_pct"] < 12
-    assert report["max_abs_error_pct"] < 20
+    assert report["median_abs_error_pct"] <= 5
+    assert report["max_abs_error_pct"] <= 15
 
 
 @pytest.mark.parametrize("row, column", [

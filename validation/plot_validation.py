@@ -2,9 +2,9 @@
 
     python validation/plot_validation.py
 
-Whole steps come from validation/results_h200.json (`hwsim validate --json` over
-validation/data/h200_steps.csv); operators from the microbenchmark comparison
-(calibration/compare_h200.py's rows).
+Whole steps come from validation/results_h200.json and results_h200_extra.json (`hwsim
+validate --json` over validation/data/h200_steps.csv and h200_steps_extra.csv, the second
+grid measured after calibration); operators from calibration/compare_h200.py.
 """
 
 from __future__ import annotations
@@ -29,27 +29,27 @@ from hwsim.hw.chip import ChipSpec  # noqa: E402
 
 def main():
     steps = json.loads((HERE / "results_h200.json").read_text())["rows"]
+    extra = json.loads((HERE / "results_h200_extra.json").read_text())["rows"]
     chip = ChipSpec.from_profile(load_profile("h200-sxm"))
-    ops = []
-    for r in compare_h200.rows(compare_h200.DEFAULT_DATA):
-        sim = compare_h200.simulate(chip, r)
-        if sim is not None:
-            ops.append((compare_h200.measured_s(r) * 1e3, sim * 1e3, r["part"]))
+    ops = [(r["measured_us"] * 1e-3, r["simulated_us"] * 1e-3, r["part"])
+           for r in compare_h200.compare(chip, compare_h200.DEFAULT_DATA)]
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.6), layout="constrained")
     ax = axes[0]
-    for launch, color in (("graph", "#1f77b4"), ("eager", "#ff7f0e")):
-        pts = [(r["measured_ms"], r["predicted_ms"]) for r in steps if r["name"].endswith(launch)]
-        ax.scatter(*zip(*pts), s=22, color=color, label=f"whole steps, {launch}")
+    for rows, launch, color, marker, what in ((steps, "graph", "#1f77b4", "o", "graph"),
+                                              (steps, "eager", "#ff7f0e", "o", "eager (host-bound)"),
+                                              (extra, "graph", "#2ca02c", "^", "graph, test grid")):
+        pts = [(r["measured_ms"], r["predicted_ms"]) for r in rows if r["name"].endswith(launch)]
+        if pts:
+            ax.scatter(*zip(*pts), s=22, color=color, marker=marker, label=f"whole steps, {what}")
     ax.set_title("whole decode steps and prefills (H200)", fontsize=10)
     ax = axes[1]
-    colors = {"gemm": "#2ca02c", "gemm_ctas": "#2ca02c", "attention": "#d62728", "memory": "#9467bd",
-              "launch": "#7f7f7f"}
+    colors = {"gemm": "#2ca02c", "attention_default_backend": "#ff9896", "flash_decode_attention": "#d62728",
+              "memory": "#9467bd", "launch": "#7f7f7f", "small_kernel": "#17becf"}
     seen = set()
     for m, p, part in ops:
-        label = {"gemm_ctas": "gemm"}.get(part, part)
-        ax.scatter([m], [p], s=12, color=colors.get(part, "k"), label=None if label in seen else label)
-        seen.add(label)
-    ax.set_title("operators (microbenchmarks)", fontsize=10)
+        ax.scatter([m], [p], s=10, color=colors.get(part, "k"), label=None if part in seen else part)
+        seen.add(part)
+    ax.set_title("operators (microbenchmarks, device time)", fontsize=10)
     for ax in axes:
         lo, hi = ax.get_xlim()
         lim = (min(lo, ax.get_ylim()[0]), max(hi, ax.get_ylim()[1]))
