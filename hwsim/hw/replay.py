@@ -25,6 +25,23 @@ from hwsim.model.kernel import Kernel
 
 
 
+class _Key:
+    """A replay key with its hash computed once: the same Kernel object comes back every step
+    (the schedule memoises them), and the lookup then matches it by identity."""
+
+    __slots__ = ("parts", "hash")
+
+    def __init__(self, parts: tuple):
+        self.parts = parts
+        self.hash = hash(parts)
+
+    def __hash__(self) -> int:
+        return self.hash
+
+    def __eq__(self, other) -> bool:
+        return self.parts == other.parts
+
+
 def _shape(k: Kernel) -> tuple:
     """Everything that decides a kernel's timing except its name, layer and address."""
     return (k.tiles, k.hbm_read, k.l2_read, k.hbm_write, k.l2_write, k.tensor_flops, k.vector_flops,
@@ -50,7 +67,8 @@ class _Effect:
 class KernelReplay:
     def __init__(self, system):
         self.system = system
-        self.effects: dict[tuple, _Effect] = {}
+        self.effects: dict[_Key, _Effect] = {}
+        self.interned: dict[_Key, _Key] = {}
         self.hits = 0
         self.misses = 0
 
@@ -60,7 +78,8 @@ class KernelReplay:
         if k.replay_key is None:
             hbm = self.system.hbm
             phase = (int(k.address) // hbm.interleave) % hbm.channels if (k.hbm_read or k.hbm_write) else 0
-            k.replay_key = (phase, _shape(k))
+            key = _Key((phase, _shape(k)))
+            k.replay_key = self.interned.setdefault(key, key)   # one object per distinct key
         return k.replay_key
 
     def idle(self, start: float) -> bool:

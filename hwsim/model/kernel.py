@@ -35,7 +35,7 @@ class Kernel:               # of them; nothing mutates a Kernel after the schedu
     channel_group: int = -1         # HBM stack its weights live on (per-expert placement), -1 = all
     data: Component = Component.ACTIVATION_IO      # charged when the tile is memory-bound
     compute: Component = Component.ACTIVATION_IO   # charged when it is compute-bound
-    replay_key: tuple | None = field(default=None, repr=False, compare=False)   # set once by KernelReplay
+    replay_key: object = field(default=None, repr=False, compare=False)   # set once by KernelReplay
 
     def __post_init__(self):
         assert self.tiles >= 1, self.name
