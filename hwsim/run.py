@@ -13,8 +13,8 @@ from hwsim import __version__
 from hwsim.build import Built, build
 from hwsim.config.scenario import Scenario
 from hwsim.errors import ConfigError
-from hwsim.hw.system import KernelRecord
-from hwsim.metrics import TRAFFIC_CLASS, Component, percentiles
+from hwsim.hw.system import KernelRecord, StreamTotals
+from hwsim.metrics import Component, percentiles, traffic_class
 from hwsim.model.schedule import StepShape
 from hwsim.workload.kv_fidelity import attention_rel_error
 from hwsim.workload.kv_format import max_context_fitting
@@ -59,30 +59,25 @@ class RunResult:
 def simulate_pass(b: Built, shape: StepShape, step: int, records: list[KernelRecord]) -> StepResult:
     routing = b.router.step(step, shape.tokens) if b.router else {}
     kernels = b.schedule.step(shape, routing)
-    first = len(records)
     prefetched_before = b.system.prefetch_bytes
     t0 = b.env.now
-    b.env.process(b.system.run_stream(kernels, step, records))
+    totals = b.system.totals = StreamTotals()
+    keep = b.scenario.runtime.kernel_records   # past this window the step's records are not made
+    b.env.process(b.system.run_stream(kernels, step, records if keep < 0 or step < keep else None))
     b.env.run()
     by_component = dict.fromkeys(Component, 0.0)
-    moved = {"weights": 0.0, "kv": 0.0, "activations": 0.0}
-    kernel_count = len(records) - first
-    for rec in records[first:]:
-        for comp, secs in rec.attribution.items():
-            by_component[comp] += secs
-        k = rec.kernel
-        moved[TRAFFIC_CLASS.get(k.data, "activations")] += k.tiles * (k.hbm_read + k.hbm_write)
+    by_component.update(totals.parts)
     breakdown = {c.value: secs for c, secs in by_component.items()}
-    keep = b.scenario.runtime.kernel_records
-    if 0 <= keep <= step:    # past the window: the step's figures are summed, its records dropped
-        del records[first:]
+    moved = {"weights": 0.0, "kv": 0.0, "activations": 0.0}
+    for comp, nbytes in totals.moved.items():
+        moved[traffic_class(comp)] += nbytes
     if b.schedule.dispatch:
         b.schedule.dispatch.end_step()
     moved["expert_prefetch"] = b.system.prefetch_bytes - prefetched_before
     active = [len(np.unique(r[r >= 0])) for r in routing.values()]
     return StepResult(step=step, phase=shape.phase, batch=shape.batch, context=shape.context,
                       t_start=t0, t_end=b.env.now, breakdown_s=breakdown, bytes=moved,
-                      kernels=kernel_count, tokens=shape.tokens,
+                      kernels=totals.kernels, tokens=shape.tokens,
                       active_experts_per_layer=float(np.mean(active)) if active else 0.0,
                       active_weight_fraction=b.schedule.active_weight_bytes(routing)
                       / b.schedule.weight_bytes_total())

@@ -24,12 +24,11 @@ from hwsim.metrics import Component
 from hwsim.model.kernel import Kernel
 
 
-
 class _Key:
     """A replay key with its hash computed once: the same Kernel object comes back every step
     (the schedule memoises them), and the lookup then matches it by identity."""
 
-    __slots__ = ("parts", "hash")
+    __slots__ = ("hash", "parts")
 
     def __init__(self, parts: tuple):
         self.parts = parts
@@ -54,6 +53,8 @@ class _Effect:
     duration: float
     attribution: dict[Component, float]
     waves: int
+    data: Component                  # the kernel's data component and HBM bytes, for the totals
+    hbm_bytes: float
     scalar: list[tuple[object, float, float, float | None]]   # (server, busy, units, free_at offset)
     hbm_channels: np.ndarray | None  # channels the kernel touched (None: no HBM traffic)
     hbm_busy: np.ndarray | None
@@ -82,22 +83,24 @@ class KernelReplay:
             k.replay_key = self.interned.setdefault(key, key)   # one object per distinct key
         return k.replay_key
 
-    def idle(self, start: float) -> bool:
+    def time(self, k: Kernel, start: float) -> tuple[_Effect, bool] | None:
+        """Time kernel `k` from `start`: (its effect, True) when replayed, (its new effect,
+        False) when simulated for the first time, None when a server is still busy at
+        `start` (the caller simulates it then). A replay's totals and server accounting are
+        added at the next flush."""
         s = self.system
-        return s.bus.free_at <= start and s.l2.free_at <= start and s.hbm.bank.last_free <= start
-
-    def run(self, k: Kernel, rec, start: float) -> float:
-        """Time kernel `k` from `start` (replaying when possible); fill `rec`; return its end."""
-        key = self.key(k)
-        effect = self.effects.get(key)
+        if s.bus.free_at > start or s.l2.free_at > start or s.hbm.bank.last_free > start:
+            return None
+        effect = self.effects.get(k.replay_key or self.key(k))
         if effect is not None:
             self.hits += 1
-            return self._apply(effect, rec, start)
+            effect.pending += 1
+            return effect, True
         self.misses += 1
         before = self._snapshot()
-        end = self.system._kernel_at_once(k, rec, start)
-        self.effects[key] = self._diff(before, rec, start, end)
-        return end
+        end, parts, waves = s._kernel_at_once(k, start)
+        effect = self.effects[k.replay_key] = self._diff(before, k, start, end, parts, waves)
+        return effect, False
 
     def _snapshot(self):
         s = self.system
@@ -106,7 +109,7 @@ class KernelReplay:
                 bank.busy_s.copy(), bank.units.copy(), bank.free_at.copy(),
                 s.hbm.read_bytes, s.hbm.write_bytes)
 
-    def _diff(self, before, rec, start: float, end: float) -> _Effect:
+    def _diff(self, before, k: Kernel, start: float, end: float, parts, waves: int) -> _Effect:
         scalars, busy, units, free, rb, wb = before
         bank = self.system.hbm.bank
         scalar = [(srv, srv.busy_s - b, srv.units - u, (srv.free_at - start) if srv.free_at != f else None)
@@ -116,23 +119,18 @@ class KernelReplay:
             hbm = (ch, (bank.busy_s - busy)[ch], (bank.units - units)[ch], bank.free_at[ch] - start)
         else:
             hbm = (None, None, None, None)
-        return _Effect(end - start, dict(rec.attribution), rec.waves, scalar, *hbm,
+        return _Effect(end - start, parts, waves, k.data, k.hbm_bytes, scalar, *hbm,
                        self.system.hbm.read_bytes - rb, self.system.hbm.write_bytes - wb)
 
-    def _apply(self, e: _Effect, rec, start: float) -> float:
-        e.pending += 1
-        rec.attribution = dict(e.attribution)
-        rec.waves = e.waves
-        rec.t_end = start + e.duration
-        return rec.t_end
-
     def flush(self) -> None:
-        """Add the server accounting of every replay counted since the last flush."""
+        """Add the totals and server accounting of every replay counted since the last flush."""
         hbm = self.system.hbm
+        totals = self.system.totals
         for e in self.effects.values():
             n = e.pending
             if not n:
                 continue
+            totals.add(e.attribution, e.data, e.hbm_bytes, n)
             for srv, busy, units, _ in e.scalar:
                 srv.busy_s += n * busy
                 srv.units += n * units

@@ -46,7 +46,19 @@ class KernelRecord:
     t_start: float          # dispatched and running on the device
     t_end: float
     waves: int = 0
-    attribution: dict[Component, float] = field(default_factory=dict)
+    parts: dict[Component, float] = field(default_factory=dict)   # the kernel's own time; replays
+                                                                   # share one dict (read-only)
+    launch_s: float = 0.0    # waiting to be dispatched after the previous kernel ended
+    wait_s: float = 0.0      # waiting on an expert prefetch before that
+
+    @property
+    def attribution(self) -> dict[Component, float]:
+        """Where the time from t_ready to t_end went (critical path)."""
+        out = dict(self.parts)
+        out[Component.LAUNCH_OVERHEAD] = out.get(Component.LAUNCH_OVERHEAD, 0.0) + self.launch_s
+        if self.wait_s:
+            out[Component.EXPERT_LOAD_WAIT] = out.get(Component.EXPERT_LOAD_WAIT, 0.0) + self.wait_s
+        return out
 
     @property
     def name(self) -> str:
@@ -82,6 +94,21 @@ class KernelRecord:
         return self.kernel.tiles * self.kernel.decoder_elements
 
 
+@dataclass
+class StreamTotals:
+    """Where the stream's time went and the HBM bytes its kernels moved (by each kernel's data
+    component), summed as kernels complete; replays are added in bulk when the replay flushes."""
+
+    parts: dict[Component, float] = field(default_factory=dict)
+    moved: dict[Component, float] = field(default_factory=dict)
+    kernels: int = 0
+
+    def add(self, parts: dict[Component, float], data: Component, hbm_bytes: float, count: int = 1) -> None:
+        for comp, secs in parts.items():
+            self.parts[comp] = self.parts.get(comp, 0.0) + count * secs
+        self.moved[data] = self.moved.get(data, 0.0) + count * hbm_bytes
+
+
 def _add(total: dict[Component, float], parts: dict[Component, float]) -> None:
     for comp, secs in parts.items():
         total[comp] = total.get(comp, 0.0) + secs
@@ -111,6 +138,7 @@ class System:
         # tile fidelity: a SimPy process per block slot always (the reference), not only
         # while a copy is in flight; otherwise numpy rounds (hwsim/hw/tile_rounds.py)
         self.tile_processes = tile_processes
+        self.totals = StreamTotals()
 
     # -- occupancy -------------------------------------------------------------------------
     def slots_per_sm(self, kernel: Kernel) -> int:
@@ -195,12 +223,11 @@ class System:
         return max(now + pipe, self._chip_memory_done(now, k, total, first_tile))
 
     # -- a kernel --------------------------------------------------------------------------
-    def run_kernel(self, k: Kernel, rec: KernelRecord):
-        """SimPy process body for one kernel's grid; fills rec.attribution and rec.t_end."""
+    def run_kernel(self, k: Kernel):
+        """SimPy process body for one kernel's grid; returns (where the time went, waves)."""
         env = self.env
         chip = self.chip
         slots = chip.sms * self.slots_per_sm(k)
-        rec.waves = math.ceil(k.tiles / slots)
         yield env.timeout(chip.kernel_fixed_s)
         self.events += 1
         attribution = {Component.KERNEL_OVERHEAD: chip.kernel_fixed_s}
@@ -217,8 +244,7 @@ class System:
             yield env.timeout(chip.hit_latency_s)
             self.events += 1
             attribution[Component.KERNEL_OVERHEAD] += chip.hit_latency_s
-        rec.attribution = attribution
-        rec.t_end = env.now
+        return attribution, math.ceil(k.tiles / slots)
 
     def _waves(self, k: Kernel, slots: int):
         """The kernel's waves as (tiles_per_sm, first_tile, tiles_in_wave, fill) tuples."""
@@ -242,14 +268,14 @@ class System:
             _add(chain, parts)
         return chain
 
-    def _kernel_at_once(self, k: Kernel, rec: KernelRecord, start: float) -> float:
+    def _kernel_at_once(self, k: Kernel, start: float) -> tuple[float, dict[Component, float], int]:
         """`kernel` fidelity: the same fixed cost, waves and drain as `wave` fidelity, each
         queued on the servers at its own simulated time, but computed in one go so the kernel
         costs one SimPy event. Exact whenever nothing else uses the servers meanwhile (the
-        stream falls back to per-wave events while an expert prefetch is in flight)."""
+        stream falls back to per-wave events while an expert prefetch is in flight).
+        Returns (end, where the time went, waves)."""
         chip = self.chip
         slots = chip.sms * self.slots_per_sm(k)
-        rec.waves = math.ceil(k.tiles / slots)
         t = start + chip.kernel_fixed_s
         attribution = {Component.KERNEL_OVERHEAD: chip.kernel_fixed_s}
         for per_sm, first, in_wave, fill in self._waves(k, slots):
@@ -258,9 +284,7 @@ class System:
         if k.l2_write or k.hbm_write:
             t += chip.hit_latency_s
             attribution[Component.KERNEL_OVERHEAD] += chip.hit_latency_s
-        rec.attribution = attribution
-        rec.t_end = t
-        return t
+        return t, attribution, math.ceil(k.tiles / slots)
 
     def _run_tiles(self, k: Kernel, slots: int):
         env = self.env
@@ -316,9 +340,10 @@ class System:
         self.copies_in_flight -= 1
 
     # -- a stream of kernels -------------------------------------------------------------
-    def run_stream(self, items: list[StreamItem], step: int, records: list[KernelRecord]):
+    def run_stream(self, items: list[StreamItem], step: int, records: list[KernelRecord] | None):
         """Dispatch kernels in order on one stream (starting prefetches and waiting on them
-        where the schedule says); append one KernelRecord per kernel.
+        where the schedule says); add each kernel to self.totals, and append a KernelRecord
+        per kernel to `records` unless it is None.
 
         At `kernel` fidelity with no copy in flight a kernel is timed in one go, so the stream
         keeps its own clock (`now`) and runs ahead of SimPy's: it hands control back (one
@@ -330,10 +355,12 @@ class System:
         graph = self.launch == "graph"
         kernel_fidelity = self.fidelity == "kernel"
         replay = self.replay
+        totals = self.totals
         now = env.now      # the stream's clock; env.now catches up at every hand-back
         horizon = env.peek()   # the next event of any other process (fixed until we yield)
         host_t = now       # the host starts issuing when the step starts (after the last sync)
         waited = 0.0       # expert-load wait since the previous kernel ended
+        launch_total = wait_total = 0.0
         i = -1
         for k in items:
             if type(k) is not Kernel:
@@ -361,33 +388,40 @@ class System:
             else:
                 host_t = self.host.serve(host_t, chip.launch_eager_s)
                 dispatch = max(now, host_t)
-            fused = kernel_fidelity and not self.copies_in_flight
-            if not fused:
+            if kernel_fidelity and not self.copies_in_flight:
+                timed = replay.time(k, dispatch) if replay else None
+                if timed is None:
+                    now, parts, waves = self._kernel_at_once(k, dispatch)
+                    totals.add(parts, k.data, k.hbm_bytes)
+                else:
+                    effect, replayed = timed
+                    now, parts, waves = dispatch + effect.duration, effect.attribution, effect.waves
+                    if not replayed:     # a replay's totals are added when the replay flushes
+                        totals.add(parts, k.data, k.hbm_bytes)
+                self.events += 1
+                if horizon < now:     # another process acts before this kernel ends
+                    yield env.timeout(now - env.now)
+                    horizon = env.peek()
+            else:
                 if now > env.now:
                     yield env.timeout(now - env.now)
                 if dispatch > env.now:
                     yield env.timeout(dispatch - env.now)
                     self.events += 1
                 dispatch = max(dispatch, env.now)
-            rec = KernelRecord(step, i, k, ready, dispatch, dispatch)
-            if fused:
-                if replay and replay.idle(dispatch):
-                    now = replay.run(k, rec, dispatch)
-                else:
-                    now = self._kernel_at_once(k, rec, dispatch)
-                self.events += 1
-                if horizon < now:     # another process acts before this kernel ends
-                    yield env.timeout(now - env.now)
-                    horizon = env.peek()
-            else:
-                yield from self.run_kernel(k, rec)
+                parts, waves = yield from self.run_kernel(k)
                 now = env.now
                 horizon = env.peek()
-            rec.attribution[Component.LAUNCH_OVERHEAD] = rec.t_start - ready - waited
-            if waited:
-                rec.attribution[Component.EXPERT_LOAD_WAIT] = waited
-                waited = 0.0
-            records.append(rec)
+                totals.add(parts, k.data, k.hbm_bytes)
+            launch = dispatch - ready - waited
+            launch_total += launch
+            wait_total += waited
+            if records is not None:
+                records.append(KernelRecord(step, i, k, ready, dispatch, now, waves, parts, launch, waited))
+            waited = 0.0
+        totals.kernels += i + 1
+        totals.add({Component.LAUNCH_OVERHEAD: launch_total, Component.EXPERT_LOAD_WAIT: wait_total},
+                   Component.ACTIVATION_IO, 0.0)
         if now > env.now:
             yield env.timeout(now - env.now)
         if self.replay:
