@@ -134,7 +134,7 @@ def _print_summary(s: dict, paths: dict) -> None:
     console.print(table)
     gb = {k: v / 1e9 for k, v in s["bytes"].items()}
     console.print(f"HBM bytes per step: weights {gb['weights']:.2f} GB, KV {gb['kv']:.3f} GB; "
-                  f"{s['kernels_per_step']} kernels per step")
+                  f"{s['kernels_per_step']:g} kernels per step")
     if s.get("moe"):
         m = s["moe"]
         line = (f"MoE: {m['distinct_experts_per_layer']:.1f} distinct experts per layer, "
