@@ -108,6 +108,9 @@ class StreamTotals:
             self.parts[comp] = self.parts.get(comp, 0.0) + count * secs
         self.moved[data] = self.moved.get(data, 0.0) + count * hbm_bytes
 
+    def add_seconds(self, component: Component, secs: float) -> None:
+        self.parts[component] = self.parts.get(component, 0.0) + secs
+
 
 def _add(total: dict[Component, float], parts: dict[Component, float]) -> None:
     for comp, secs in parts.items():
@@ -420,8 +423,8 @@ class System:
                 records.append(KernelRecord(step, i, k, ready, dispatch, now, waves, parts, launch, waited))
             waited = 0.0
         totals.kernels += i + 1
-        totals.add({Component.LAUNCH_OVERHEAD: launch_total, Component.EXPERT_LOAD_WAIT: wait_total},
-                   Component.ACTIVATION_IO, 0.0)
+        totals.add_seconds(Component.LAUNCH_OVERHEAD, launch_total)
+        totals.add_seconds(Component.EXPERT_LOAD_WAIT, wait_total)
         if now > env.now:
             yield env.timeout(now - env.now)
         if self.replay:
