@@ -2,7 +2,9 @@
 validation/measure_steps.py, validation/profile_step.py): progress logging, the card's
 state, and forcing PyTorch's flash SDPA backend when it accepts our shapes."""
 
+import json
 import subprocess
+import tempfile
 import time
 
 import torch
@@ -78,3 +80,46 @@ def time_replays(graph, replays, warm_replays):
         b.record()
     torch.cuda.synchronize()
     return [a.elapsed_time(b) for a, b in ev]
+
+
+def launch_shapes(prof):
+    """Every CUDA kernel of a torch.profiler profile, in start order, with its launch shape:
+    name, ts and dur (us), grid and block as "x*y*z", dynamic shared memory and registers per
+    thread, read from the Chrome trace CUPTI writes (prof.events() carries no launch shape)."""
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        prof.export_chrome_trace(f.name)
+        trace = json.load(open(f.name))
+    out = []
+    for ev in trace.get("traceEvents", []):
+        if ev.get("cat") != "kernel":
+            continue
+        a = ev.get("args", {})
+        out.append({"name": ev["name"], "ts": float(ev["ts"]), "dur": float(ev.get("dur", 0.0)),
+                    "grid": "*".join(str(x) for x in a.get("grid", [])),
+                    "block": "*".join(str(x) for x in a.get("block", [])),
+                    "smem": a.get("shared memory", ""), "regs": a.get("registers per thread", "")})
+    out.sort(key=lambda e: e["ts"])
+    return out
+
+
+def profile_graph(fn, context=NullContext, warm_eager=1, warm_replays=3):
+    """Capture `fn` as a CUDA graph (after `warm_eager` eager runs on a side stream, all under
+    `context()`), replay it `warm_replays` times, then profile one replay with CUPTI: its
+    kernels as launch_shapes gives them."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side), context():
+        for _ in range(warm_eager):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g), context():
+        fn()
+    for _ in range(warm_replays):
+        g.replay()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        g.replay()
+        torch.cuda.synchronize()
+    return launch_shapes(prof)
+

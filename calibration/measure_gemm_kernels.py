@@ -17,7 +17,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from device_env import log, smi_line  # noqa: E402
-from measure_small_kernels import profile_graph, summarise  # noqa: E402
+from measure_small_kernels import profile_op, summarise  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 COPIES_BYTES = 256 * 2 ** 20   # enough distinct weight copies to defeat the 50 MB L2
@@ -38,7 +38,7 @@ def main():
             x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
             fn = lambda: [torch.matmul(x, w.t()) for w in ws]  # noqa: E731
             out.write(json.dumps({"part": "gemm_kernels", "m": m, "k": k, "n": n, "calls": copies,
-                                  "kernels": summarise(profile_graph(fn))}) + "\n")
+                                  "kernels": summarise(profile_op(fn))}) + "\n")
             out.flush()
             del ws
             torch.cuda.empty_cache()

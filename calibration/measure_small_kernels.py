@@ -25,9 +25,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "validation"))
-from device_env import flash_sdpa, log, smi_line  # noqa: E402
-from profile_step import launch_shapes  # noqa: E402
+from device_env import flash_sdpa, log, profile_graph, smi_line  # noqa: E402
 
 REPS = 20
 ROWS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
@@ -39,25 +37,9 @@ ATTN_CTX = [128, 512, 2048, 4096, 16384]
 SHARED_ATTENTION = [(1, 16384), (8, 4096), (8, 16384), (32, 4096), (32, 16384), (64, 8192)]
 
 
-def profile_graph(fn, sdpa_ctx=None):
+def profile_op(fn, sdpa_ctx=None):
     """Kernels of one replay of a graph holding `fn` (which issues the op REPS times)."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    ctx = sdpa_ctx() if sdpa_ctx else torch.no_grad()
-    with torch.cuda.stream(side), ctx:
-        fn()
-    torch.cuda.current_stream().wait_stream(side)
-    g = torch.cuda.CUDAGraph()
-    ctx = sdpa_ctx() if sdpa_ctx else torch.no_grad()
-    with torch.cuda.graph(g), ctx:
-        fn()
-    for _ in range(3):
-        g.replay()
-    torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        g.replay()
-        torch.cuda.synchronize()
-    return launch_shapes(prof)
+    return profile_graph(fn, sdpa_ctx or torch.no_grad)
 
 
 def summarise(kernels):
@@ -132,21 +114,21 @@ def main():
                     kv_bytes, reps, fn = attention_op(cfg, batch, ctx, dev)
                     write({"part": "decode_attention_backend", "backend": backend, "B": batch, "L": ctx,
                            "H": cfg["H"], "KVH": cfg["KVH"], "D": cfg["hd"], "kv_bytes": kv_bytes,
-                           "reps": reps, "kernels": summarise(profile_graph(fn, ctx_factory))})
+                           "reps": reps, "kernels": summarise(profile_op(fn, ctx_factory))})
                     torch.cuda.empty_cache()
             return
         for model, cfg in models.items():
             for rows in (ROWS if not args.dry else ROWS[:3]):
                 for op, fn in expert_ops(cfg, rows, dev).items():
                     write({"part": "small_kernel", "model": model, "op": op, "rows": rows,
-                           "d": cfg["d"], "ff": cfg["ff"], "kernels": summarise(profile_graph(fn))})
+                           "d": cfg["d"], "ff": cfg["ff"], "kernels": summarise(profile_op(fn))})
                 log(f"{model} rows {rows} done")
             for batch in (ATTN_BATCH if not args.dry else [1]):
                 for ctx in (ATTN_CTX if not args.dry else [128]):
                     kv_bytes, reps, fn = attention_op(cfg, batch, ctx, dev)
                     write({"part": "decode_attention", "model": model, "B": batch, "L": ctx, "H": cfg["H"],
                            "KVH": cfg["KVH"], "D": cfg["hd"], "kv_bytes": kv_bytes, "reps": reps,
-                           "kernels": summarise(profile_graph(fn, sdpa_ctx))})
+                           "kernels": summarise(profile_op(fn, sdpa_ctx))})
                     torch.cuda.empty_cache()
                 log(f"{model} attention batch {batch} done")
 

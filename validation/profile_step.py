@@ -10,15 +10,14 @@ start and duration (us). Used to calibrate per-kernel costs and to count kernels
 
 import argparse
 import csv
-import json
 import os
 import sys
-import tempfile
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import measure_steps as ms  # noqa: E402
+from device_env import profile_graph  # noqa: E402  (on the path measure_steps set)
 
 CASES = [  # model, phase, batch, context, prompt
     ("mixtral-8x7b", "decode", 1, 512, 0),
@@ -27,26 +26,6 @@ CASES = [  # model, phase, batch, context, prompt
     ("qwen3-30b-a3b", "decode", 1, 512, 0),
     ("qwen3-30b-a3b", "decode", 8, 512, 0),
 ]
-
-
-def launch_shapes(prof):
-    """Every CUDA kernel of the profile, in start order, with its launch shape: name, ts and
-    dur (us), grid and block as "x*y*z", dynamic shared memory and registers per thread,
-    read from the Chrome trace CUPTI writes (prof.events() carries no launch shape)."""
-    with tempfile.NamedTemporaryFile(suffix=".json") as f:
-        prof.export_chrome_trace(f.name)
-        trace = json.load(open(f.name))
-    out = []
-    for ev in trace.get("traceEvents", []):
-        if ev.get("cat") != "kernel":
-            continue
-        a = ev.get("args", {})
-        out.append({"name": ev["name"], "ts": float(ev["ts"]), "dur": float(ev.get("dur", 0.0)),
-                    "grid": "*".join(str(x) for x in a.get("grid", [])),
-                    "block": "*".join(str(x) for x in a.get("block", [])),
-                    "smem": a.get("shared memory", ""), "regs": a.get("registers per thread", "")})
-    out.sort(key=lambda e: e["ts"])
-    return out
 
 
 def main():
@@ -81,22 +60,7 @@ def main():
         else:
             fn = lambda: ms.prefill_step(W, cfg, st)  # noqa: E731
         case = f"{model}-{phase}-b{b}-l{ctx}-t{prompt}"
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side), ms.run_ctx():
-            for _ in range(2):
-                fn()
-        torch.cuda.current_stream().wait_stream(side)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g), ms.run_ctx():
-            fn()
-        for _ in range(3):
-            g.replay()
-        torch.cuda.synchronize()
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-            g.replay()
-            torch.cuda.synchronize()
-        kernels = launch_shapes(prof)
+        kernels = profile_graph(fn, ms.run_ctx, warm_eager=2)
         t0 = kernels[0]["ts"] if kernels else 0
         for i, e in enumerate(kernels):
             rows.append({"case": case, "order": i, "kernel": e["name"][:160],
@@ -104,7 +68,7 @@ def main():
                          "grid": e["grid"], "block": e["block"], "smem": e["smem"], "regs": e["regs"]})
         print(f"{case}: {len(kernels)} kernels, span {(kernels[-1]['ts'] + kernels[-1]['dur'] - t0) if kernels else 0:.1f} us",
               flush=True)
-        del st, g
+        del st
         torch.cuda.empty_cache()
     with open(args.out, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=["case", "order", "kernel", "start_us", "dur_us",
