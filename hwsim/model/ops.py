@@ -147,11 +147,15 @@ def rows_kernel(name: str, layer: int, rows: int, row_elems: int, elem_bytes: fl
 
 def kv_append(name: str, layer: int, batch: int, elements_per_token: int, kv_bytes_per_el: float,
               cache_addr: int, chip: ChipSpec) -> Kernel:
-    """Write this step's new K (or V) rows into the cache: one small copy kernel."""
-    nbytes = batch * elements_per_token * kv_bytes_per_el
-    tiles = max(1, math.ceil(nbytes / ELEMENTWISE_TILE_BYTES))
+    """Write this step's new K (or V) rows into the cache: one small copy kernel. The source is
+    a strided view of the QKV output and the destination a strided slice of the cache, so
+    PyTorch runs its non-vectorised copy (elementwise_kernel<128, 4>, direct_copy)."""
+    elements = batch * elements_per_token
+    nbytes = elements * kv_bytes_per_el
+    tiles = max(1, math.ceil(elements / TI_BLOCK_ELEMS))
     return Kernel(name=name, layer=layer, tiles=tiles, l2_read=nbytes / tiles,
-                  hbm_write=nbytes / tiles, address=cache_addr,
+                  hbm_write=nbytes / tiles, int_ops=TI_OPS_PER_ELEM * elements / tiles,
+                  start_trips=TI_START_TRIPS, address=cache_addr,
                   data=Component.KV_WRITE, compute=Component.KV_WRITE)
 
 
