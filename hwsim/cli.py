@@ -113,6 +113,7 @@ def _print_summary(s: dict, paths: dict) -> None:
                   f"context {s['context_tokens']}, {s['launch']} launch")
     console.print(f"inter-token latency p50 {itl['p50']:.3f} ms, p99 {itl['p99']:.3f} ms: "
                   f"{verdict} the {s['budget_ms']:g} ms budget")
+    console.print(f"[dim]how far to trust it: {s['hardware_uncertainty']}[/]")
     if s.get("serving"):
         v = s["serving"]
         console.print(f"serving {v['requests_completed']} requests: TTFT p50 {s['ttft_ms']['p50']:.1f} ms, "

@@ -220,6 +220,7 @@ def summarize(cfg: Scenario, b: Built, steps: list[StepResult], prefill: StepRes
     return {
         "scenario": cfg.name,
         "hardware": cfg.hardware,
+        "hardware_uncertainty": b.profile.uncertainty,
         "model": cfg.model,
         "seed": cfg.seed,
         "budget_ms": cfg.budget_ms,

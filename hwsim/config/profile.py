@@ -99,6 +99,8 @@ class SubByteDecoder(Strict):
 class HardwareProfile(Strict):
     name: str
     description: str = ""
+    uncertainty: str = Field(min_length=10, description="how far its predictions can be trusted, "
+                             "and against what measurements; reported with every run")
     sm: SmArray
     l2: L2Cache
     hbm: Hbm
