@@ -105,3 +105,27 @@ def test_every_builtin_model_runs(scenario_factory, model):
     s = run_scenario(scenario_factory(f"model={model}", "workload.decode_steps=1")).summary
     assert s["itl_ms"]["p50"] > 0
     assert s["bytes"]["weights"] > 0
+
+
+def test_step_totals_equal_the_sum_of_its_kernel_records(scenario_factory):
+    """The stream sums each step's breakdown and bytes as kernels complete (replays in bulk);
+    the per-kernel records, kept for every step here, must add up to the same figures."""
+    result = run_scenario(scenario_factory("workload.decode_steps=3", "workload.batch_size=4",
+                                           "runtime.kernel_records=-1"))
+    for step in result.steps:
+        records = [r for r in result.records if r.step == step.step]
+        assert len(records) == step.kernels
+        for comp in Component:
+            summed = sum(r.attribution.get(comp, 0.0) for r in records)
+            assert summed == pytest.approx(step.breakdown_s[comp.value], rel=1e-9, abs=1e-15)
+        hbm = sum(r.hbm_read_bytes + r.hbm_write_bytes for r in records)
+        assert hbm == pytest.approx(step.bytes["weights"] + step.bytes["kv"] + step.bytes["activations"])
+
+
+def test_kernel_records_window_keeps_the_first_steps_and_every_steps_figures(scenario_factory):
+    full = run_scenario(scenario_factory("workload.decode_steps=4", "runtime.kernel_records=-1"))
+    windowed = run_scenario(scenario_factory("workload.decode_steps=4", "runtime.kernel_records=2"))
+    assert {r.step for r in windowed.records} == {0, 1}
+    assert len(windowed.records) == sum(1 for r in full.records if r.step < 2)
+    for a, b in zip(full.steps, windowed.steps):
+        assert a.duration_s == b.duration_s and a.breakdown_s == b.breakdown_s
