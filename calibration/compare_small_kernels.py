@@ -26,7 +26,7 @@ from hwsim.model.schedule import Schedule
 
 DATA = Path(__file__).resolve().parent / "data" / "h200_small_kernels.jsonl"
 # FlashAttention-2 forced and PyTorch's default choice (cuDNN) at the shared calibration's SDPA
-# shapes (measure_small_kernels.py --backends); the flash rows are compared here
+# shapes (measure_small_kernels.py --backends)
 BACKENDS = DATA.parent / "h200_attention_backends.jsonl"
 # measured op -> suffix of the kernel the schedule's per-expert block builds for it
 EXPERT_KERNEL = {"index_select": ".gather", "silu_gate_half": ".silu", "mul_up_half": ".mul",
@@ -62,11 +62,13 @@ def compare(chip: ChipSpec, path: Path) -> list[dict]:
             meas = device_us(r["kernels"], reps=max(k["count"] for k in r["kernels"]))
             out.append({"op": r["op"], "case": f"{r['model']} rows={r['rows']}", "measured_us": meas,
                         "simulated_us": simulated_us(chip, [k])})
-        elif r["part"] == "decode_attention" or (r["part"] == "decode_attention_backend"
-                                                 and r["backend"] == "flash"):
+        elif r["part"] in ("decode_attention", "decode_attention_backend"):
+            cudnn = r.get("backend") == "default"      # PyTorch picked cuDNN for every such row
             ks = ops.decode_attention("attention", 0, r["B"], r["H"], r["KVH"], r["D"], r["D"], r["L"] + 1,
-                                      2 * r["D"] * 2, mb.GEMM_WEIGHT_ADDR, chip)
-            out.append({"op": "decode_attention", "case": f"{r.get('model', 'mixtral-8x7b')} B={r['B']} L={r['L']}",
+                                      2 * r["D"] * 2, mb.GEMM_WEIGHT_ADDR, chip,
+                                      library="cudnn" if cudnn else "flash")
+            out.append({"op": "cudnn_decode_attention" if cudnn else "decode_attention",
+                        "case": f"{r.get('model', 'mixtral-8x7b')} B={r['B']} L={r['L']}",
                         "measured_us": device_us(r["kernels"], r["reps"]),
                         "simulated_us": simulated_us(chip, ks)})
     for row in out:

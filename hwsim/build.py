@@ -45,7 +45,8 @@ def build(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelSha
     w = cfg.workload
     max_context = w.context_tokens + w.decode_steps + max(w.prompt_tokens, 1)
     schedule = Schedule(model, chip, kv=kv_format.from_config(cfg.kv_cache), dequant=cfg.kv_cache.dequant,
-                        moe_schedule=cfg.runtime.moe_schedule, max_batch=w.batch_size,
+                        moe_schedule=cfg.runtime.moe_schedule, attention_kernel=cfg.runtime.attention_kernel,
+                        max_batch=w.batch_size,
                         max_context=max_context)
     streams = RandomStreams(cfg.seed)
     router = None

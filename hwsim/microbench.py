@@ -57,10 +57,10 @@ def tiny_kernel_s(chip: ChipSpec, **kw) -> float:
 
 
 def decode_attention_s(chip: ChipSpec, batch: int, context: int, heads: int = 32, kv_heads: int = 8,
-                       head_dim: int = 128, **kw) -> float:
+                       head_dim: int = 128, library: str = "flash", **kw) -> float:
     per_token_head = 2 * head_dim * 2
     ks = ops.decode_attention("attention", 0, batch, heads, kv_heads, head_dim, head_dim, context,
-                              per_token_head, GEMM_WEIGHT_ADDR, chip)
+                              per_token_head, GEMM_WEIGHT_ADDR, chip, library=library)
     return time_kernels(chip, ks, **kw)[0]
 
 

@@ -50,6 +50,15 @@ FA2_BLOCK_N = 64
 FA2_SPLIT_BLOCK_M = 64   # flash_fwd_splitkv_kernel: 64 query rows a block
 FA2_MAX_SPLITS = 128
 FA2_SPLIT_WAVE_SMS = 2   # the split heuristic counts 2 blocks per SM (multiProcessorCount * 2)
+# cuDNN's SDPA decode kernel (PyTorch's default backend on the H200 for these shapes; measured
+# grids and times in calibration/data/h200_attention_backends.jsonl): it splits the context so
+# that about 256 blocks run (grids 32x8x1 at B=1, 4x8x8 at B=8, 1x8x32 at B=32 with 8 KV heads),
+# its M tile is at most 64 rows (at 128 it would be MMA-bound at 760 us for B=32, L=16k; it runs
+# at HBM speed, 478 us), and a split context is merged by one short reduction kernel (2.1-2.8 us
+# whatever the split count).
+CUDNN_TARGET_BLOCKS = 256
+CUDNN_BLOCK_M = 64
+CUDNN_REDUCE_ROUND_TRIPS = 8
 
 
 def _roundup(x: int, m: int) -> int:
@@ -185,11 +194,17 @@ def _fa2_splits(programs: int, slots: int, n_blocks: int) -> int:
     return next(s for s in eligible if eff[s] >= 0.85 * best)
 
 
+def cudnn_splits(batch: int, kv_heads: int, context: int) -> int:
+    """cuDNN's decode split: about CUDNN_TARGET_BLOCKS blocks, at least one 64-key block each."""
+    return max(1, min(CUDNN_TARGET_BLOCKS // (batch * kv_heads), math.ceil(context / 64)))
+
+
 def decode_attention(name: str, layer: int, batch: int, heads: int, kv_heads: int, qk_dim: int,
                      v_dim: int, context: int, kv_bytes_per_token_head: float, cache_addr: int,
                      chip: ChipSpec, *, dequant_ops_per_token_head: float = 0.0,
                      decoder_elements_per_token_head: float = 0.0,
-                     splits: int | None = None, block_m: int | None = None) -> list[Kernel]:
+                     splits: int | None = None, block_m: int | None = None,
+                     library: str = "flash") -> list[Kernel]:
     """One query token per sequence attending over `context` cached tokens (GQA-packed).
 
     Each program owns one (sequence, KV head) pair and one slice of the context; the query
@@ -197,8 +212,13 @@ def decode_attention(name: str, layer: int, batch: int, heads: int, kv_heads: in
     its stored width and expanded in registers (ALU ops) or by a native decoder on the way
     in. A combine kernel merges the slices' partial softmax results when the context was split.
     `block_m` is the kernel's M tile (the rows its MMAs compute, padded or not); by default
-    FlashAttention-2's: 64 for the split-KV kernel, 128 for the unsplit one.
+    the library's: FlashAttention-2's 64 for the split-KV kernel and 128 for the unsplit one,
+    cuDNN's 64 (`library="cudnn"`, which also splits and merges its own way).
     """
+    cudnn = library == "cudnn"
+    if cudnn:
+        splits = splits or cudnn_splits(batch, kv_heads, context)
+        block_m = block_m or CUDNN_BLOCK_M
     splits = splits or decode_attention_splits(batch, kv_heads, context, chip, qk_dim)
     group = heads // kv_heads
     chunk = context / splits
@@ -223,9 +243,10 @@ def decode_attention(name: str, layer: int, batch: int, heads: int, kv_heads: in
     if splits == 1:
         return [main]
     partial = batch * heads * splits * (v_dim + 2) * ACC_BYTES
+    trips = CUDNN_REDUCE_ROUND_TRIPS if cudnn else COMBINE_ROUND_TRIPS + COMBINE_TRIPS_PER_SPLIT * splits
     combine = elementwise(f"{name}.combine", layer, partial, batch * heads * v_dim * ACT_BYTES,
                           SOFTMAX_OPS / ACC_BYTES, chip, component=Component.ATTENTION_COMPUTE,
-                          round_trips=COMBINE_ROUND_TRIPS + COMBINE_TRIPS_PER_SPLIT * splits)
+                          round_trips=trips)
     return [main, combine]
 
 

@@ -90,11 +90,13 @@ class StepShape:
 
 class Schedule:
     def __init__(self, model: ModelShape, chip: ChipSpec, *, kv: KvFormat | None = None,
-                 dequant: str = "software", moe_schedule: str = "per-expert", max_batch: int = 1,
+                 dequant: str = "software", moe_schedule: str = "per-expert",
+                 attention_kernel: str = "flash", max_batch: int = 1,
                  max_context: int = 1):
         self.model = model
         self.chip = chip
         self.moe_schedule = moe_schedule
+        self.attention_kernel = attention_kernel
         self.dispatch: ExpertDispatch | None = None   # set by build() for MoE models
         self.router_on_chip = False
         self.kv = kv or BF16_KV
@@ -287,7 +289,7 @@ class Schedule:
         ks: list[Kernel] = []
         # A compressed cache is read by a fused low-bit kernel (KIVI, QServe, the Triton kernel of
         # shared/calibration) that packs the GQA group into one 16-row MMA; a bf16 cache by
-        # FlashAttention-2, the measured schedule, with its 64/128-row M tile.
+        # runtime.attention_kernel: FlashAttention-2 (the measured schedule) or cuDNN.
         if self.dequant == "software":
             kw["dequant_ops_per_token_head"] = elems * self.kv.dequant_ops_per_element(context)
             kw["block_m"] = ops.MMA_M
@@ -299,6 +301,8 @@ class Schedule:
             ks.append(ops.unfused_dequant(f"L{layer}.kv_dequant", layer, n * per_token_head, n * elems,
                                           self.kv.dequant_ops_per_element(context), addr, self.chip))
             per_token_head = elems * ops.ACT_BYTES
+        if "block_m" not in kw:      # a bf16 cache (or one expanded to bf16 first)
+            kw["library"] = self.attention_kernel
         ks += ops.decode_attention(f"L{layer}.attention", layer, s.batch, a.heads, kv_heads, qk_dim,
                                    v_dim, context, per_token_head, addr, self.chip, **kw)
         return ks
