@@ -163,15 +163,19 @@ def _print_summary(s: dict, paths: dict) -> None:
 def validate(
     dataset: Path = typer.Argument(..., help="CSV of measured cases (see docs/validation.md)"),
     json_out: bool = typer.Option(False, "--json", help="print one JSON object on stdout"),
+    sets: list[str] = typer.Option([], "--set", help="scenario override applied to every row, "
+                                   "e.g. runtime.attention_kernel=cudnn (repeatable)"),
 ):
     """Predict each measured case and report the error."""
+    from hwsim.config.load import load_scenario
     from hwsim.validate import load_dataset, validate_rows
 
     try:
+        load_scenario(None, sets)          # a bad override fails here, once, before any row runs
         rows = load_dataset(dataset)
     except ConfigError as exc:
         _fail(exc)
-    report = validate_rows(rows)
+    report = validate_rows(rows, sets)
     if json_out:
         sys.stdout.write(json.dumps(report) + "\n")
         return

@@ -18,7 +18,9 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from hwsim.build import build
+from hwsim.config.load import apply_overrides
 from hwsim.config.scenario import Scenario
+from hwsim.config.yaml_lines import LoadedYaml
 from hwsim.errors import ConfigError
 from hwsim.run import simulate_pass
 from hwsim.model.schedule import StepShape
@@ -79,7 +81,7 @@ def _check_row(row: dict, path: Path) -> None:
                           line=line, key="launch")
 
 
-def _row_scenario(row: dict) -> tuple[Scenario, StepShape]:
+def _row_scenario(row: dict, sets: list[str] | None = None) -> tuple[Scenario, StepShape]:
     def num(key: str) -> int:
         return int(row[key] or 0)
 
@@ -89,13 +91,16 @@ def _row_scenario(row: dict) -> tuple[Scenario, StepShape]:
         shape = StepShape("decode", batch, batch, context)
     else:
         shape = StepShape("prefill", 1, prompt, 0)
+    data = {
+        "name": row["name"], "hardware": row["hardware"], "model": row["model"],
+        "workload": {"batch_size": max(batch, 1), "context_tokens": max(context, 1),
+                     "decode_steps": 1, "prompt_tokens": prompt},
+        "runtime": {"launch": row["launch"]}, "kv_cache": {"bits": float(row["kv_bits"])},
+    }
+    if sets:    # the same --set overrides on every row (e.g. runtime.attention_kernel=cudnn)
+        apply_overrides(data, sets, LoadedYaml({}, {}, "--set"))
     try:
-        cfg = _scenario({
-            "name": row["name"], "hardware": row["hardware"], "model": row["model"],
-            "workload": {"batch_size": max(batch, 1), "context_tokens": max(context, 1),
-                         "decode_steps": 1, "prompt_tokens": prompt},
-            "runtime": {"launch": row["launch"]}, "kv_cache": {"bits": float(row["kv_bits"])},
-        })
+        cfg = _scenario(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         key = ".".join(str(p) for p in err["loc"])
@@ -107,8 +112,8 @@ def _scenario(data: dict) -> Scenario:
     return Scenario.model_validate(data)
 
 
-def predict_ms(row: dict) -> float:
-    cfg, shape = _row_scenario(row)
+def predict_ms(row: dict, sets: list[str] | None = None) -> float:
+    cfg, shape = _row_scenario(row, sets)
     draws = ROUTING_DRAWS if shape.phase == "decode" else 1
     built = build(cfg)
     times = []
@@ -118,7 +123,8 @@ def predict_ms(row: dict) -> float:
     return statistics.fmean(times)
 
 
-def validate_rows(rows: list[dict]) -> dict:
+def validate_rows(rows: list[dict], sets: list[str] | None = None) -> dict:
+    """Predict every row (with the scenario overrides `sets`, as `hwsim run --set` takes them)."""
     out = []
     for row in rows:
         name = row.get("name") or f"line {row['_line']}"
@@ -126,7 +132,7 @@ def validate_rows(rows: list[dict]) -> dict:
         try:
             measured = float(row["measured_ms"])
             entry["measured_ms"] = measured
-            predicted = predict_ms(row)
+            predicted = predict_ms(row, sets)
             entry["predicted_ms"] = predicted
             entry["error_pct"] = (predicted - measured) / measured * 100
         except ConfigError as exc:

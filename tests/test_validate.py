@@ -81,3 +81,19 @@ def load_dataset_text(row: str):
     with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False) as fh:
         fh.write(HEADER + row + "\n")
     return load_dataset(Path(fh.name))
+
+
+def test_cudnn_steps_with_the_cudnn_attention_kernel():
+    """Whole steps measured with PyTorch's default SDPA backend (cuDNN on the H200:
+    validation/data/h200_steps_cudnn.csv), predicted with `--set runtime.attention_kernel=cudnn`."""
+    rows = load_dataset(DATA.parent / "h200_steps_cudnn.csv")
+    report = validate_rows(rows, ["runtime.attention_kernel=cudnn"])
+    assert report["failed"] == 0
+    assert report["median_abs_error_pct"] <= 5
+    assert report["max_abs_error_pct"] <= 15
+
+
+def test_validate_rejects_a_bad_override_once_with_exit_2(tmp_path):
+    res = subprocess.run([sys.executable, "-m", "hwsim.cli", "validate", str(DATA), "--set", "runtime.bogus=1"],
+                         capture_output=True, text=True)
+    assert res.returncode == 2 and "runtime.bogus" in res.stderr and "Traceback" not in res.stderr

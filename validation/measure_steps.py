@@ -85,6 +85,16 @@ EXTRA_CASES = {
 }
 
 
+# --sdpa-default: steps whose decode attention PyTorch runs on cuDNN (hwsim's
+# runtime.attention_kernel: cudnn), where it differs most from flash: batch >= 32
+CUDNN_CASES = {
+    "mixtral-8x7b": [("decode", "graph", 1, 4096, 0), ("decode", "graph", 16, 16384, 0),
+                     ("decode", "graph", 64, 4096, 0), ("decode", "graph", 32, 8192, 0)],
+    "qwen3-30b-a3b": [("decode", "graph", 8, 4096, 0), ("decode", "graph", 32, 4096, 0),
+                      ("decode", "graph", 128, 4096, 0), ("decode", "graph", 64, 8192, 0)],
+}
+
+
 def cases_for(model, dry, extra=False):
     """(phase, launch, batch, context, prompt) in run order; the largest come last in each group."""
     if extra and not dry:
@@ -449,6 +459,9 @@ def main():
     ap.add_argument("--models", default="mixtral-8x7b,qwen3-30b-a3b")
     ap.add_argument("--only", default=None, help="substring filter on case names")
     ap.add_argument("--extra", action="store_true", help="the second grid (EXTRA_CASES), a test set")
+    ap.add_argument("--sdpa-default", action="store_true",
+                    help="leave SDPA's backend to PyTorch (cuDNN on the H200) instead of forcing flash; "
+                         "runs the CUDNN_CASES")
     ap.add_argument("--replays", type=int, default=15, help="timed graph replays per case")
     ap.add_argument("--eager-steps", type=int, default=10)
     ap.add_argument("--max-kv-gb", type=float, default=35.0,
@@ -471,7 +484,7 @@ def main():
     models = MODELS if not args.dry else DRY_MODELS
 
     torch.backends.cuda.matmul.allow_tf32 = False
-    backend = pick_sdpa_backend(dev)
+    backend = pick_sdpa_backend(dev) if not args.sdpa_default else "default selection (cuDNN on the H200)"
     meta = {"part": "meta", "script": "validation/measure_steps.py", "dry": args.dry,
             "torch": torch.__version__, "triton": triton_version(), "numpy": np.__version__,
             "python": platform.python_version(), "host": platform.node(),
@@ -508,7 +521,8 @@ def main():
     for mi, model in enumerate(mlist):
         cfg = models[model]
         deadline = args.budget_s * (0.55 if (mi == 0 and len(mlist) > 1) else 1.0)
-        cases = [c for c in cases_for(model, args.dry, args.extra)
+        cases = [c for c in (CUDNN_CASES[model] if args.sdpa_default and not args.dry
+                             else cases_for(model, args.dry, args.extra))
                  if args.only is None or args.only in case_name(model, c[0], c[2], c[3], c[4], c[1])]
         if not cases:
             continue
