@@ -2,9 +2,10 @@
 
     python validation/plot_validation.py
 
-Whole steps come from validation/results_h200.json and results_h200_extra.json (`hwsim
-validate --json` over validation/data/h200_steps.csv and h200_steps_extra.csv, the second
-grid measured after calibration); operators from calibration/compare_h200.py.
+Whole steps come from validation/results_h200.json, results_h200_extra.json and
+results_h200_cudnn.json (`hwsim validate --json` over validation/data/h200_steps.csv,
+h200_steps_extra.csv, the second grid measured after calibration, and h200_steps_cudnn.csv with
+`--set runtime.attention_kernel=cudnn`); operators from calibration/compare_h200.py.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from hwsim.hw.chip import ChipSpec  # noqa: E402
 def main():
     steps = json.loads((HERE / "results_h200.json").read_text())["rows"]
     extra = json.loads((HERE / "results_h200_extra.json").read_text())["rows"]
+    cudnn = json.loads((HERE / "results_h200_cudnn.json").read_text())["rows"]
     chip = ChipSpec.from_profile(load_profile("h200-sxm"))
     ops = [(r["measured_us"] * 1e-3, r["simulated_us"] * 1e-3, r["part"])
            for r in compare_h200.compare(chip, compare_h200.DEFAULT_DATA)]
@@ -37,7 +39,8 @@ def main():
     ax = axes[0]
     for rows, launch, color, marker, what in ((steps, "graph", "#1f77b4", "o", "graph"),
                                               (steps, "eager", "#ff7f0e", "o", "eager (host-bound)"),
-                                              (extra, "graph", "#2ca02c", "^", "graph, test grid")):
+                                              (extra, "graph", "#2ca02c", "^", "graph, test grid"),
+                                              (cudnn, "graph", "#9467bd", "s", "graph, cuDNN attention")):
         pts = [(r["measured_ms"], r["predicted_ms"]) for r in rows if r["name"].endswith(launch)]
         if pts:
             ax.scatter(*zip(*pts), s=22, color=color, marker=marker, label=f"whole steps, {what}")
