@@ -71,6 +71,48 @@ def serve_bank(bank, arrivals: np.ndarray, units: np.ndarray, rate_scale: float 
     return last
 
 
+def serve_bank_together(bank, arrival: float, first: np.ndarray, full_rounds: int, rest: int,
+                        granule_units: float, lo: int, width: int, rate_scale: float = 1.0) -> np.ndarray | None:
+    """serve_bank for n requests arriving together at servers lo..lo+width that are all idle by
+    then, each putting `full_rounds` granules on every server and one more on the `rest`
+    servers from its `first` on (Hbm.spread's pattern), without the [n, width] matrix.
+
+    Request i ends when its busiest server has served, in FIFO order, everything requests
+    0..i put there: with depth(i, c) the number of requests <= i whose remainder covers c,
+    it ends at arrival + g * (full_rounds * (i + 1) + depth), g one granule's service, the
+    depth taken over every server when full_rounds > 0 and over its own remainder otherwise.
+    Each (request, server) pair of the remainders is ranked among the pairs on its server in
+    request order: that rank is the depth the server reaches with that request, so a
+    request's own maximum rank is its own remainder's depth, and the running maximum of those
+    is the depth over every server. Returns None when a server is still busy at `arrival`."""
+    free = bank.free_at[lo:lo + width]
+    if free.max() > arrival:
+        return None
+    n = len(first)
+    g = granule_units / (bank.rate * rate_scale)
+    own = np.zeros(n)
+    counts = np.zeros(width)
+    if rest:
+        server = ((first[:, None] + np.arange(rest)) % width).ravel()   # request-major pairs
+        order = np.argsort(server, kind="stable")        # by server, then request (FIFO)
+        srv = server[order]
+        idx = np.arange(len(order))
+        group_start = np.maximum.accumulate(np.where(np.concatenate(([True], srv[1:] != srv[:-1])), idx, 0))
+        rank = np.empty(len(order))
+        rank[order] = idx - group_start + 1
+        own = rank.reshape(n, rest).max(axis=1)
+        counts = np.bincount(server, minlength=width).astype(float)
+    depth = np.maximum.accumulate(own) if full_rounds else own
+    last = arrival + g * (full_rounds * np.arange(1, n + 1) + depth)
+    per_server = n * full_rounds + counts                      # granules each server took
+    touched = per_server > 0
+    free[touched] = arrival + g * per_server[touched]
+    bank.busy_s[lo:lo + width] += g * per_server
+    bank.units[lo:lo + width] += granule_units * per_server
+    bank.last_free = max(bank.last_free, float(free.max()))
+    return last
+
+
 def hbm_spread(hbm, addresses: np.ndarray, nbytes: float, stack: int) -> tuple[np.ndarray, int, bool]:
     """Bytes each request puts on each channel of its range (Hbm.spread for many ranges of
     the same length): ([n, width], the range's first channel, whether every request uses
@@ -94,15 +136,33 @@ def tensor_pipes(free_at: np.ndarray, sm: np.ndarray, arrivals: np.ndarray, serv
     if service <= 0:
         return arrivals
     done = np.empty_like(arrivals)
-    order = np.lexsort((arrivals, sm))               # by SM, then arrival
+    order = np.argsort(sm, kind="stable")            # by SM, then arrival (arrivals are sorted)
     sm_sorted = sm[order]
-    new_group = np.r_[True, sm_sorted[1:] != sm_sorted[:-1]]
-    rank = np.arange(len(order)) - np.maximum.accumulate(np.where(new_group, np.arange(len(order)), 0))
+    pos = np.arange(len(order))
+    new_group = np.concatenate(([True], sm_sorted[1:] != sm_sorted[:-1]))
+    rank = pos - np.maximum.accumulate(np.where(new_group, pos, 0))
     for r in range(int(rank.max()) + 1):                # at most the SM's resident slots
         idx = order[rank == r]
         start = np.maximum(arrivals[idx], free_at[sm[idx]])
         done[idx] = free_at[sm[idx]] = start + service
     return done
+
+
+def _hbm_serve(hbm, arrivals: np.ndarray, addresses: np.ndarray, nbytes: float, stack: int,
+               rate_scale: float) -> np.ndarray:
+    """Each request's last channel departure for equal-length ranges at `addresses`: without
+    a matrix when they arrive together at idle channels (a kernel's first round), else with."""
+    if arrivals[0] == arrivals[-1]:
+        lo, width = (stack * hbm.channels_per_stack, hbm.channels_per_stack) if stack >= 0 else (0, hbm.channels)
+        granules = max(1, int(np.ceil(nbytes / hbm.interleave)))
+        full_rounds, rest = divmod(granules, width)
+        first = (addresses.astype(np.int64) // hbm.interleave) % width
+        last = serve_bank_together(hbm.bank, float(arrivals[0]), first, full_rounds, rest,
+                                   nbytes / granules, lo, width, rate_scale)
+        if last is not None:
+            return last
+    spread, lo, every = hbm_spread(hbm, addresses, nbytes, stack)
+    return serve_bank(hbm.bank, arrivals, spread, rate_scale, lo, every)
 
 
 def tile_rounds(system, k: Kernel, start: float) -> tuple[float, dict[Component, float], int]:
@@ -142,13 +202,13 @@ def tile_rounds(system, k: Kernel, start: float) -> tuple[float, dict[Component,
         if l2:
             mem = np.maximum(mem, serve_single(system.l2, a, l2))
         if hbm_r:
-            spread, lo, every = hbm_spread(system.hbm, k.address + unit * hbm_r, hbm_r, k.channel_group)
             system.hbm.read_bytes += hbm_r * n
-            mem = np.maximum(mem, serve_bank(system.hbm.bank, a, spread, 1.0, lo, every))
+            mem = np.maximum(mem, _hbm_serve(system.hbm, a, k.address + unit * hbm_r, hbm_r,
+                                             k.channel_group, 1.0))
         if hbm_w:
-            spread, lo, every = hbm_spread(system.hbm, k.address + unit * hbm_w, hbm_w, -1)
             system.hbm.write_bytes += hbm_w * n
-            mem = np.maximum(mem, serve_bank(system.hbm.bank, a, spread, system.hbm.write_scale, lo, every))
+            mem = np.maximum(mem, _hbm_serve(system.hbm, a, k.address + unit * hbm_w, hbm_w, -1,
+                                             system.hbm.write_scale))
         comp = tensor_pipes(tensor_free, slot_sm[order], a, compute_s)
         body_end = np.maximum(mem, comp)
         latency = np.where(fresh[order], first_latency, later_latency)
