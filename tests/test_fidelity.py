@@ -51,6 +51,8 @@ def test_tile_rounds_match_one_process_per_block_slot():
                   data=Component.EXPERT_READ, channel_group=2),
         *ops.decode_attention("attn", 0, 4, 32, 8, 128, 128, 4097, 512, 5 << 30, chip),
         ops.kv_append("kv", 0, 64, 1024, 2, 7 << 30, chip),
+        ops.rows_kernel("norm", 0, 1, 4096, 2, 4, chip, weight_bytes=8192, weight_addr=9 << 30),   # 1 tile
+        ops.elementwise("add", 0, 32768, 16384, 0.5, chip),                                         # 3 tiles
     ]
     ends = {}
     for processes in (False, True):

@@ -93,10 +93,11 @@ def serve_bank_together(bank, arrival: float, first: np.ndarray, full_rounds: in
     own = np.zeros(n)
     counts = np.zeros(width)
     if rest:
-        server = ((first[:, None] + np.arange(rest)) % width).ravel()   # request-major pairs
+        # request-major (request, server) pairs; 16-bit server ids make the stable sort a radix sort
+        server = ((first.astype(np.int16)[:, None] + np.arange(rest, dtype=np.int16)) % width).ravel()
         order = np.argsort(server, kind="stable")        # by server, then request (FIFO)
         srv = server[order]
-        idx = np.arange(len(order))
+        idx = np.arange(len(order), dtype=np.int32)
         group_start = np.maximum.accumulate(np.where(np.concatenate(([True], srv[1:] != srv[:-1])), idx, 0))
         rank = np.empty(len(order))
         rank[order] = idx - group_start + 1
@@ -165,6 +166,36 @@ def _hbm_serve(hbm, arrivals: np.ndarray, addresses: np.ndarray, nbytes: float, 
     return serve_bank(hbm.bank, arrivals, spread, rate_scale, lo, every)
 
 
+SCALAR_TILES = 8     # kernels with at most this many tiles (units) skip numpy
+
+
+def _few_tiles(system, k: Kernel, start: float, units: int, hbm_r: float, hbm_w: float, l2: float,
+               pipe_s: float, compute_s: float, latency: float,
+               compute_component: Component) -> tuple[float, dict[Component, float], int]:
+    """tile_rounds for a kernel of a few tiles: all start together on their own SMs (fewer
+    tiles than SMs), each queued in turn on the bus, the L2 and its HBM channels."""
+    last_end, last_parts = -np.inf, None
+    for unit in range(units):
+        mem = max(start + pipe_s, system.bus.serve(start, hbm_r + hbm_w + l2))
+        if l2:
+            mem = max(mem, system.l2.serve(start, l2))
+        if hbm_r:
+            mem = max(mem, system.hbm.read(start, k.address + unit * hbm_r, hbm_r, k.channel_group))
+        if hbm_w:
+            mem = max(mem, system.hbm.write(start, k.address + unit * hbm_w, hbm_w))
+        comp = start + compute_s
+        body_end = max(mem, comp)
+        if body_end + latency > last_end:     # the first slot of the latest end, as np.argmax
+            last_end = body_end + latency
+            last_parts = (body_end - start, mem >= comp)
+    body, memory_bound = last_parts
+    chain = {Component.KERNEL_OVERHEAD: latency}
+    component = k.data if memory_bound else compute_component
+    if body:
+        chain[component] = chain.get(component, 0.0) + body
+    return last_end, chain, 2 * units
+
+
 def tile_rounds(system, k: Kernel, start: float) -> tuple[float, dict[Component, float], int]:
     """Run kernel k's tiles from `start`; return its end (before the store drain), the
     critical path's attribution (the slot that finished last), and the events resolved: a
@@ -187,6 +218,9 @@ def tile_rounds(system, k: Kernel, start: float) -> tuple[float, dict[Component,
     later_latency = trip * (k.round_trips - 1)
     compute_component = system._compute_component(k)
 
+    if units <= SCALAR_TILES:   # one round of a few tiles, one per SM: plain arithmetic is cheaper
+        return _few_tiles(system, k, start, units, hbm_r, hbm_w, l2, pipe_s, compute_s,
+                          first_latency, compute_component)
     slot_free = np.full(nslots, start)
     slot_sm = np.arange(nslots) % chip.sms
     fresh = np.ones(nslots, dtype=bool)
