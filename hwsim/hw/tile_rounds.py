@@ -13,6 +13,10 @@ and rounds in tile order; the one approximation against the process version is a
 frees before a later tile of the same round arrives, which the process version would give a
 second tile of that round. Used whenever no expert copy shares the servers (a copy's requests
 must interleave event by event, so the process version runs then).
+
+Two shortcuts keep it cheap, both exact: a round whose tiles reach idle HBM channels together
+is served without the [tiles x channels] matrix (serve_bank_together), and a kernel of a few
+tiles, one per SM, is timed in plain arithmetic (_few_tiles).
 """
 
 from __future__ import annotations
