@@ -29,6 +29,7 @@ from pathlib import Path
 from hwsim import microbench as mb
 from hwsim.config.load import load_profile
 from hwsim.hw.chip import ChipSpec
+from hwsim.model import ops
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import compare_small_kernels  # noqa: E402
@@ -57,6 +58,10 @@ def simulate(chip: ChipSpec, r: dict) -> float | None:
     if part == "attention" and r["impl"] == "sdpa_bf16" and r["kv_bytes"] > L2_BYTES:
         # PyTorch's default backend here is cuDNN (h200_attention_backends.jsonl)
         return mb.decode_attention_s(chip, r["B"], r["L"], r["H"], r["KVH"], r["D"], library="cudnn")
+    if part == "sdpa" and r.get("kind") == "prefill_causal":
+        k = ops.prefill_attention("attention", 0, r["T"], r["H"], r["KVH"], r["D"], r["D"], chip)
+        _, records = mb.time_kernels(chip, [k])
+        return records[0].t_end - records[0].t_start
     if part == "launch":
         return mb.tiny_kernel_s(chip)
     return None
@@ -77,10 +82,12 @@ def label(r: dict) -> str:
         return f"copy {r['mb']} MiB"
     if r["part"] == "attention":
         return f"sdpa B={r['B']} L={r['L']}"
+    if r["part"] == "sdpa":
+        return f"causal prefill T={r['T']} KVH={r['KVH']}"
     return "launch (graph, tiny kernel)"
 
 
-PART = {"gemm_kernels": "gemm", "attention": "cudnn_attention_host_timed"}
+PART = {"gemm_kernels": "gemm", "attention": "cudnn_attention_host_timed", "sdpa": "flash_causal_prefill"}
 
 
 def compare(chip: ChipSpec, paths) -> list[dict]:
