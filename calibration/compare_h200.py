@@ -51,17 +51,15 @@ def rows(paths):
 def simulate(chip: ChipSpec, r: dict) -> float | None:
     part = r["part"]
     if part == "gemm_kernels":
-        _, records = mb.time_kernels(chip, mb.gemm_kernels(chip, r["m"], r["k"], r["n"]))
-        return sum(x.t_end - x.t_start for x in records)
+        return mb.device_time_s(chip, mb.gemm_kernels(chip, r["m"], r["k"], r["n"]))
     if part == "memory" and r["op"] == "copy" and r["mb"] * 2**20 > 4 * L2_BYTES:
         return mb.copy_s(chip, r["mb"] * 2**20)
     if part == "attention" and r["impl"] == "sdpa_bf16" and r["kv_bytes"] > L2_BYTES:
         # PyTorch's default backend here is cuDNN (h200_attention_backends.jsonl)
         return mb.decode_attention_s(chip, r["B"], r["L"], r["H"], r["KVH"], r["D"], library="cudnn")
     if part == "sdpa" and r.get("kind") == "prefill_causal":
-        k = ops.prefill_attention("attention", 0, r["T"], r["H"], r["KVH"], r["D"], r["D"], chip)
-        _, records = mb.time_kernels(chip, [k])
-        return records[0].t_end - records[0].t_start
+        return mb.device_time_s(chip, [ops.prefill_attention("attention", 0, r["T"], r["H"], r["KVH"],
+                                                             r["D"], r["D"], chip)])
     if part == "launch":
         return mb.tiny_kernel_s(chip)
     return None

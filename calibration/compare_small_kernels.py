@@ -44,12 +44,6 @@ def device_us(kernels: list, reps: int = 1) -> float:
     return sum(k["us"] * k["count"] for k in kernels) / reps
 
 
-def simulated_us(chip: ChipSpec, kernels) -> float:
-    """Device time of the kernels, launch gaps excluded (CUPTI durations exclude them too)."""
-    _, records = mb.time_kernels(chip, list(kernels))
-    return sum(r.t_end - r.t_start for r in records) * 1e6
-
-
 def compare(chip: ChipSpec, path: Path) -> list[dict]:
     schedules: dict[str, Schedule] = {}
     out = []
@@ -61,7 +55,7 @@ def compare(chip: ChipSpec, path: Path) -> list[dict]:
             k = expert_kernel(schedules[r["model"]], r["op"], r["rows"])
             meas = device_us(r["kernels"], reps=max(k["count"] for k in r["kernels"]))
             out.append({"op": r["op"], "case": f"{r['model']} rows={r['rows']}", "measured_us": meas,
-                        "simulated_us": simulated_us(chip, [k])})
+                        "simulated_us": mb.device_time_s(chip, [k]) * 1e6})
         elif r["part"] in ("decode_attention", "decode_attention_backend"):
             cudnn = r.get("backend") == "default"      # PyTorch picked cuDNN for every such row
             ks = ops.decode_attention("attention", 0, r["B"], r["H"], r["KVH"], r["D"], r["D"], r["L"] + 1,
@@ -70,7 +64,7 @@ def compare(chip: ChipSpec, path: Path) -> list[dict]:
             out.append({"op": "cudnn_decode_attention" if cudnn else "decode_attention",
                         "case": f"{r.get('model', 'mixtral-8x7b')} B={r['B']} L={r['L']}",
                         "measured_us": device_us(r["kernels"], r["reps"]),
-                        "simulated_us": simulated_us(chip, ks)})
+                        "simulated_us": mb.device_time_s(chip, ks) * 1e6})
     for row in out:
         row["error_pct"] = 100.0 * (row["simulated_us"] / row["measured_us"] - 1.0)
     return out

@@ -36,11 +36,11 @@ def main():
             copies = max(1, min(16, COPIES_BYTES // (2 * k * n)))
             ws = [torch.randn(n, k, device="cuda", dtype=torch.bfloat16) for _ in range(copies)]
             x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-            fn = lambda: [torch.matmul(x, w.t()) for w in ws]  # noqa: E731
+            fn = lambda ws=ws, x=x: [torch.matmul(x, w.t()) for w in ws]  # noqa: E731
             out.write(json.dumps({"part": "gemm_kernels", "m": m, "k": k, "n": n, "calls": copies,
                                   "kernels": summarise(profile_op(fn))}) + "\n")
             out.flush()
-            del ws
+            del ws, fn
             torch.cuda.empty_cache()
         log(f"{len(shapes)} shapes done")
 

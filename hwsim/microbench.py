@@ -29,6 +29,12 @@ def time_kernels(chip: ChipSpec, kernels: list[Kernel], launch: str = "graph",
     return env.now, records
 
 
+def device_time_s(chip: ChipSpec, kernels: list[Kernel]) -> float:
+    """Seconds the kernels run on the device, launch gaps excluded (as CUPTI durations are)."""
+    _, records = time_kernels(chip, kernels)
+    return sum(r.t_end - r.t_start for r in records)
+
+
 def gemm_kernels(chip: ChipSpec, m: int, k: int, n: int) -> list[Kernel]:
     return ops.gemm("gemm", 0, m, k, n, chip, weight_addr=GEMM_WEIGHT_ADDR, weight_bytes=2,
                     data=Component.WEIGHT_READ)

@@ -27,6 +27,14 @@ class Hbm:
         self.read_bytes = 0.0
         self.write_bytes = 0.0
 
+    def layout(self, nbytes: float, stack: int = -1) -> tuple[int, int, int]:
+        """(first channel, channel count, granules) of a range of `nbytes`: on one stack's
+        channels (stack >= 0) or interleaved over all; each channel of the range takes
+        granules // count granules, and `granules % count` consecutive ones take one more,
+        starting at the channel of the range's first address."""
+        lo, n = (stack * self.channels_per_stack, self.channels_per_stack) if stack >= 0 else (0, self.channels)
+        return lo, n, max(1, int(np.ceil(nbytes / self.interleave)))
+
     def spread(self, address: int, nbytes: float, stack: int = -1) -> np.ndarray:
         """Bytes each channel serves for a contiguous range [address, address+nbytes).
 
@@ -36,8 +44,7 @@ class Hbm:
         per = np.zeros(self.channels)
         if nbytes <= 0:
             return per
-        lo, n = (stack * self.channels_per_stack, self.channels_per_stack) if stack >= 0 else (0, self.channels)
-        granules = max(1, int(np.ceil(nbytes / self.interleave)))
+        lo, n, granules = self.layout(nbytes, stack)
         full_rounds, rest = divmod(granules, n)
         per[lo:lo + n] += full_rounds
         first = (int(address) // self.interleave) % n

@@ -73,7 +73,7 @@ class KernelReplay:
         self.hits = 0
         self.misses = 0
 
-    def key(self, k: Kernel) -> tuple:
+    def key(self, k: Kernel) -> _Key:
         """The kernel's shape and its start's place in the channel interleave; computed once per
         Kernel object (the schedule hands out the same objects step after step)."""
         if k.replay_key is None:

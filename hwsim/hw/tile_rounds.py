@@ -118,21 +118,18 @@ def serve_bank_together(bank, arrival: float, first: np.ndarray, full_rounds: in
     return last
 
 
-def hbm_spread(hbm, addresses: np.ndarray, nbytes: float, stack: int) -> tuple[np.ndarray, int, bool]:
+def hbm_spread(first: np.ndarray, width: int, granules: int, nbytes: float) -> tuple[np.ndarray, bool]:
     """Bytes each request puts on each channel of its range (Hbm.spread for many ranges of
-    the same length): ([n, width], the range's first channel, whether every request uses
-    every channel of it)."""
-    n = len(addresses)
-    lo, width = (stack * hbm.channels_per_stack, hbm.channels_per_stack) if stack >= 0 else (0, hbm.channels)
-    granules = max(1, int(np.ceil(nbytes / hbm.interleave)))
+    the same length, `first` their starting channels within the range): ([n, width], whether
+    every request uses every channel of it)."""
+    n = len(first)
     full_rounds, rest = divmod(granules, width)
     per = np.full((n, width), float(full_rounds))
     if rest:
-        first = (addresses.astype(np.int64) // hbm.interleave) % width
         cols = (first[:, None] + np.arange(rest)) % width
         flat = (np.arange(n)[:, None] * width + cols).ravel()
         per.ravel()[:] += np.bincount(flat, minlength=n * width)
-    return per * (nbytes / granules), lo, full_rounds > 0
+    return per * (nbytes / granules), full_rounds > 0
 
 
 def tensor_pipes(free_at: np.ndarray, sm: np.ndarray, arrivals: np.ndarray, service: float) -> np.ndarray:
@@ -157,16 +154,15 @@ def _hbm_serve(hbm, arrivals: np.ndarray, addresses: np.ndarray, nbytes: float, 
                rate_scale: float) -> np.ndarray:
     """Each request's last channel departure for equal-length ranges at `addresses`: without
     a matrix when they arrive together at idle channels (a kernel's first round), else with."""
+    lo, width, granules = hbm.layout(nbytes, stack)
+    first = (addresses.astype(np.int64) // hbm.interleave) % width
     if arrivals[0] == arrivals[-1]:
-        lo, width = (stack * hbm.channels_per_stack, hbm.channels_per_stack) if stack >= 0 else (0, hbm.channels)
-        granules = max(1, int(np.ceil(nbytes / hbm.interleave)))
         full_rounds, rest = divmod(granules, width)
-        first = (addresses.astype(np.int64) // hbm.interleave) % width
         last = serve_bank_together(hbm.bank, float(arrivals[0]), first, full_rounds, rest,
                                    nbytes / granules, lo, width, rate_scale)
         if last is not None:
             return last
-    spread, lo, every = hbm_spread(hbm, addresses, nbytes, stack)
+    spread, every = hbm_spread(first, width, granules, nbytes)
     return serve_bank(hbm.bank, arrivals, spread, rate_scale, lo, every)
 
 

@@ -24,8 +24,9 @@ def records_frame(result: RunResult) -> pd.DataFrame:
                "t_ready_us": r.t_ready * 1e6, "t_start_us": r.t_start * 1e6, "t_end_us": r.t_end * 1e6,
                "tiles": r.tiles, "waves": r.waves, "hbm_read_bytes": r.hbm_read_bytes,
                "hbm_write_bytes": r.hbm_write_bytes, "l2_bytes": r.l2_bytes, "data": r.data.value}
+        attribution = r.attribution        # built from the record's parts on each access
         for c in Component:
-            row[f"{c.value}_us"] = r.attribution.get(c, 0.0) * 1e6
+            row[f"{c.value}_us"] = attribution.get(c, 0.0) * 1e6
         rows.append(row)
     return pd.DataFrame(rows)
 

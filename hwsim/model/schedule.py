@@ -275,7 +275,7 @@ class Schedule:
     @_memo
     def _kv_append(self, name: str, layer: int, s: StepShape, elems: int, bytes_per_el: float) -> Kernel:
         return ops.kv_append(f"L{layer}.{name}", layer, s.batch, elems, bytes_per_el,
-                             self._kv_addr(layer, s), self.chip)
+                             self._kv_addr(layer), self.chip)
 
     @_memo
     def _decode_attention(self, layer: int, s: StepShape, kv_heads: int, qk_dim: int,
@@ -284,7 +284,7 @@ class Schedule:
         context = s.context + 1
         elems = qk_dim + (0 if a.kind == "mla" else v_dim)      # cached elements per token and head
         per_token_head = self.kv_token_bytes(context) / kv_heads
-        addr = self._kv_addr(layer, s)
+        addr = self._kv_addr(layer)
         kw = {}
         ks: list[Kernel] = []
         # A compressed cache is read by a fused low-bit kernel (KIVI, QServe, the Triton kernel of
@@ -307,7 +307,7 @@ class Schedule:
                                    v_dim, context, per_token_head, addr, self.chip, **kw)
         return ks
 
-    def _kv_addr(self, layer: int, s: StepShape) -> int:
+    def _kv_addr(self, layer: int) -> int:
         return self._w(layer, "kv_cache")
 
     def _ffn_block(self, layer: int, s: StepShape, choice: np.ndarray | None) -> list[Kernel]:
