@@ -44,3 +44,44 @@ def test_pointer_chase_latencies_set_the_profile(h200):
     lat = {r["bytes"]: r["ns_per_load"] for r in records("latency")}
     assert h200.hit_latency_s * 1e9 == pytest.approx(lat[16 << 20], rel=0.05)
     assert h200.miss_latency_s * 1e9 == pytest.approx(lat[256 << 20], rel=0.05)
+
+
+GEMM_KERNELS = ROOT / "calibration" / "data" / "h200_gemm_kernels.jsonl"
+
+
+def gemm_kernel_rows():
+    return [r for r in map(json.loads, GEMM_KERNELS.read_text().splitlines()) if r["part"] == "gemm_kernels"]
+
+
+def test_gemm_grids_follow_cublas_where_it_splits_or_narrows(h200):
+    """Split-K pieces and narrow-N grids as cuBLAS chose them (kernel names and grids, CUPTI)."""
+    checked = 0
+    for r in gemm_kernel_rows():
+        main = r["kernels"][0]
+        grid = 1
+        for x in main["grid"].split("*"):
+            grid *= int(x)
+        ks = mb.gemm_kernels(h200, r["m"], r["k"], r["n"])
+        split_k = "splitK" in main["kernel"]
+        narrow = r["m"] <= 8 and r["k"] == 2048 and r["n"] in (768, 1536)
+        if split_k and r["m"] <= 16:   # K=4096 three ways, K=14336 four ways
+            assert len(ks) == 2, r
+            assert ks[0].tiles == grid, r
+            checked += 1
+        elif narrow:                  # 96 blocks of 8-16 columns
+            assert len(ks) == 1 and ks[0].tiles == grid == 96, r
+            checked += 1
+        elif not split_k and grid < h200.sms // 2:   # nor split where cuBLAS does not split
+            assert len(ks) == 1, r
+    assert checked >= 25
+
+
+def test_gemm_device_times_within_tolerance(h200):
+    """Every cuBLAS GEMM of the kernel-level file (m = 1..1024) against its CUPTI device time."""
+    errs = []
+    for r in gemm_kernel_rows():
+        measured = sum(k["us"] * k["count"] for k in r["kernels"]) / r["calls"] * 1e-6
+        sim = mb.device_time_s(h200, mb.gemm_kernels(h200, r["m"], r["k"], r["n"]))
+        errs.append(abs(sim - measured) / measured)
+    assert len(errs) > 100
+    assert statistics.median(errs) <= 0.05

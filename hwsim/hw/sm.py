@@ -23,15 +23,17 @@ class SmArray:
         self.tensor = [Server(f"sm{i}.tensor", 1.0) for i in range(chip.sms)]
         self.alu = [Server(f"sm{i}.alu", 1.0) for i in range(chip.sms)]
 
-    def load_time(self, hbm_bytes: float, l2_bytes: float, chip_hbm_bytes: float = 0.0) -> float:
-        """Seconds one block slot's pipe is busy streaming these bytes (Little's law).
+    def load_time(self, hbm_bytes: float, l2_bytes: float, chip_hbm_bytes: float = 0.0,
+                  inflight: float = 0.0) -> float:
+        """Seconds one block slot's pipe is busy streaming these bytes (Little's law), with
+        `inflight` bytes outstanding (0: the chip's per-block default).
 
         Latency grows with load: while `chip_hbm_bytes` stream from HBM chip-wide, each request
         also waits behind its share of them (queueing_factor x bytes / achieved bandwidth), so
         a block streams faster when few blocks run than when the whole chip does.
         """
         c = self.chip
-        unloaded = (hbm_bytes * c.miss_latency_s + l2_bytes * c.hit_latency_s) / c.inflight_bytes_per_block
+        unloaded = (hbm_bytes * c.miss_latency_s + l2_bytes * c.hit_latency_s) / (inflight or c.inflight_bytes_per_block)
         if not (hbm_bytes and chip_hbm_bytes):
             return unloaded
         return unloaded + c.hbm_queueing_factor * chip_hbm_bytes / c.hbm_read_bytes_s

@@ -170,7 +170,7 @@ class System:
         """Tile fidelity: the tile's bytes through its block slot's load pipe and the chip."""
         concurrent = min(k.tiles, self.chip.sms * self.slots_per_sm(k)) * ntiles   # tiles in flight chip-wide
         busy = self.sms.load_time(k.hbm_read * ntiles, (k.l2_read + k.l2_write) * ntiles,
-                                  k.hbm_read * concurrent)
+                                  k.hbm_read * concurrent, k.inflight_bytes)
         pipe = self.sms.load_pipes[slot].serve(now, busy * self.chip.inflight_bytes_per_block)
         return max(pipe, self._chip_memory_done(now, k, ntiles, first_tile))
 
@@ -222,7 +222,7 @@ class System:
         their own load pipe; tiles beyond the resident slots (stream-K shares) queue on them."""
         per_slot = max(1.0, tiles_per_sm / self.slots_per_sm(k))
         pipe = self.sms.load_time(k.hbm_read * per_slot, (k.l2_read + k.l2_write) * per_slot,
-                                  k.hbm_read * total)
+                                  k.hbm_read * total, k.inflight_bytes)
         return max(now + pipe, self._chip_memory_done(now, k, total, first_tile))
 
     # -- a kernel --------------------------------------------------------------------------

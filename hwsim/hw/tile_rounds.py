@@ -210,7 +210,7 @@ def tile_rounds(system, k: Kernel, start: float) -> tuple[float, dict[Component,
     hbm_r, hbm_w = k.hbm_read * per_unit, k.hbm_write * per_unit
     l2 = (k.l2_read + k.l2_write) * per_unit
     concurrent = min(k.tiles, slots) * per_unit                   # tiles in flight chip-wide
-    pipe_s = sms.load_time(hbm_r, l2, k.hbm_read * concurrent)
+    pipe_s = sms.load_time(hbm_r, l2, k.hbm_read * concurrent, k.inflight_bytes)
     compute_s = per_unit * sms.compute_time(k.tensor_flops, k.vector_flops, k.int_ops, k.dtype,
                                             k.decoder_elements, k.mma_sync)
     trip = chip.miss_latency_s if k.hbm_read else chip.hit_latency_s

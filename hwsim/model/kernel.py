@@ -32,6 +32,8 @@ class Kernel:               # of them; nothing mutates a Kernel after the schedu
     balanced: bool = False          # stream-K: work spread evenly over SMs, no partial last wave
     round_trips: float = 1          # dependent memory round trips a tile waits on before streaming
     start_trips: float = 0          # further round trips exposed once, at the kernel's start (setup)
+    inflight_bytes: float = 0.0     # loads a tile keeps outstanding; 0: the chip's per-block default
+                                    # (TMA-pipelined GEMMs keep their stage buffers in flight)
     channel_group: int = -1         # HBM stack its weights live on (per-expert placement), -1 = all
     data: Component = Component.ACTIVATION_IO      # charged when the tile is memory-bound
     compute: Component = Component.ACTIVATION_IO   # charged when it is compute-bound

@@ -18,9 +18,22 @@ ACT_BYTES = 2            # bf16 activations
 ACC_BYTES = 4            # fp32 partial sums
 MMA_M = 16               # smallest M of a tensor-core MMA (mma.sync m16n8k16): rows are padded to it
 GEMM_K_TILE = 64         # K depth of one pipeline stage
-GEMM_STAGES = 7          # TMA pipeline stages: sm90 kernels size stages to fill shared memory
-                         # (CUTLASS StageCountAutoCarveout), leaving one GEMM block per SM
+GEMM_STAGES = 6          # TMA pipeline stages of a 64x64 tile: all but one are in flight, 96 KB (fitted
+                         # Little's-law in-flight bytes of the cuBLAS decode GEMMs, 96-112 KB, against
+                         # their CUPTI times and grids: calibration/data/h200_gemm_kernels.jsonl)
+GEMM_START_TRIPS = 5     # setup before the K loop streams (tensor-map fetch, barrier and cluster init,
+                         # the first stage): the smallest nvjet GEMMs (3 blocks, 64 KB) take 3.7-3.8 us
 CLUSTER_MULTICAST = 2    # Hopper GEMMs load shared operand tiles once per 2-CTA cluster (TMA multicast)
+# cuBLAS's narrow-N decode GEMMs (nvjet ..._8x64_... / _16x64_..._TNN): for at most 8 rows, K under the
+# split-K threshold and 8-31 column tiles of 64, cuBLAS spreads N over 96 blocks of 8-16 columns
+# (k=2048, n=768 and 1536: calibration/data/h200_gemm_kernels.jsonl; Qwen3's gate+up GEMM in every
+# profiled step, validation/data/h200_kernels*.csv). They take 6.5-7.5 us, 2.5-3 us more than their
+# bytes need: their MMA time is that of a 64 x 64 tile, whatever the 8-16 columns they keep.
+NARROW_MAX_ROWS = 8
+NARROW_MIN_TILES = 8
+NARROW_MAX_TILES = 32
+NARROW_BLOCKS = 96
+NARROW_MMA_N = 80
 ELEMENTWISE_TILE_BYTES = 16 * 1024   # bytes one element-wise thread block handles (4 warps x 16 B x 256)
 TI_BLOCK_ELEMS = 512     # PyTorch's non-vectorised elementwise_kernel<128, 4>: 128 threads x 4 elements
 TI_OPS_PER_ELEM = 40     # integer ops per element of that kernel (TensorIterator offset arithmetic per
@@ -73,34 +86,48 @@ def gemm(name: str, layer: int, m: int, k: int, n: int, chip: ChipSpec, *, weigh
     Tile choice follows the library's habit: the largest tile (2x the profile's in each
     dimension) when that still gives a full wave of tiles; a taller tile rather than two
     M tiles that would re-read the weights; else the profile's base tile. A grid under half
-    the SMs with a deep K is split along K (cuBLAS split-K), which writes fp32 partials and
-    adds a reduction kernel. Multi-wave grids are scheduled stream-K style (`balanced`).
-    The share of the weights already resident in on-chip SRAM (`weights_on_chip`, 0..1) is
-    read from there, not from HBM.
+    the SMs with a deep K is split along K (cuBLAS split-K: K / min_k_per_split pieces, rounded
+    up, at most SMs / tiles), which writes fp32 partials and adds a reduction kernel. Grids
+    over the SMs run persistently, one block per SM (`balanced`, and the block claims the
+    SM's shared memory: the sm90 kernels size their stage count to fill it). Each block keeps
+    its pipeline's stages but the one being consumed in flight (TMA), far more than a plain
+    load loop, and pays GEMM_START_TRIPS of setup. The share of the weights already resident
+    in on-chip SRAM (`weights_on_chip`, 0..1) is read from there, not from HBM.
     """
     tile_m, tile_n = chip.gemm_tile_m, chip.gemm_tile_n
     if math.ceil(m / (2 * tile_m)) * math.ceil(n / (4 * tile_n)) >= chip.sms:
         tile_m, tile_n = 2 * tile_m, 4 * tile_n
+    elif m > 2 * tile_m and math.ceil(m / (2 * tile_m)) * math.ceil(n / (2 * tile_n)) >= chip.sms // 2:
+        tile_m, tile_n = 2 * tile_m, 2 * tile_n
     elif tile_m < m <= 2 * tile_m:
         tile_m = 2 * tile_m
     m_tiles, n_tiles = math.ceil(m / tile_m), math.ceil(n / tile_n)
     base = m_tiles * n_tiles
+    mma_m, mma_n = min(_roundup(min(m, tile_m), MMA_M), tile_m), tile_n
+    if m <= NARROW_MAX_ROWS and k < chip.gemm_split_k_min_k and NARROW_MIN_TILES <= base < NARROW_MAX_TILES:
+        # cuBLAS's narrow-N kernels: N spread over NARROW_BLOCKS blocks of 8-16 columns, each
+        # still paying a full-width MMA per K step
+        tile_n = max(8, n // NARROW_BLOCKS)
+        n_tiles = base = math.ceil(n / tile_n)
+        mma_m, mma_n = tile_m, NARROW_MMA_N     # the rows sit on wgmma's 64-row side (TNN)
     split = 1
     if 2 * base < chip.sms and k >= chip.gemm_split_k_min_k:
-        split = max(1, min(chip.sms // base, k // chip.gemm_min_k_per_split))
+        split = max(1, min(chip.sms // base, math.ceil(k / chip.gemm_min_k_per_split)))
     tiles = base * split
     k_per = k / split
     rows = min(m, tile_m)
     w_total = k * n * weight_bytes
     w_hbm = w_total * (1.0 - weights_on_chip)
+    stage_bytes = (tile_m + tile_n) * GEMM_K_TILE * ACT_BYTES
     main = Kernel(
         name=name, layer=layer, tiles=tiles,
         hbm_read=w_hbm / tiles,
         l2_read=(rows * k_per * ACT_BYTES + w_total * (m_tiles - 1) / tiles) / CLUSTER_MULTICAST
         + (w_total - w_hbm) / tiles,
         l2_write=rows * tile_n * (ACC_BYTES if split > 1 else ACT_BYTES),
-        tensor_flops=2.0 * min(_roundup(rows, MMA_M), tile_m) * tile_n * k_per,
-        smem_bytes=GEMM_STAGES * (tile_m + tile_n) * GEMM_K_TILE * ACT_BYTES,
+        tensor_flops=2.0 * mma_m * mma_n * k_per,
+        smem_bytes=chip.smem_bytes_per_sm, inflight_bytes=(GEMM_STAGES - 1) * stage_bytes,
+        start_trips=GEMM_START_TRIPS,
         address=weight_addr, data=data, compute=compute, balanced=tiles > chip.sms,
         channel_group=channel_group,
     )

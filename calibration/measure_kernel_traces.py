@@ -1,0 +1,156 @@
+"""CUPTI traces of three things the operator comparison could not explain from the other files.
+
+    python3 calibration/measure_kernel_traces.py --out $OUT/h200_kernel_traces.jsonl [--dry]
+
+- `prefill_attention`: causal SDPA over one prompt (flash forced, GQA) at T = 128..4096: which
+  kernels run and how long each takes on the device. The shared calibration's prefill rows are
+  CUDA-event times of a graph, so they cannot tell the attention kernel from any copy it needs.
+- `launch`: the shared launch benchmark (200 tiny element-wise kernels in one graph), with each
+  kernel's device duration and the gap to the next, so the per-kernel time splits into the
+  kernel and the dispatch.
+- `after_gemm`: the per-expert small kernels, each right after a weight-streaming GEMM (as in a
+  step) and right after a tiny one, REPS pairs in one graph: does a big GEMM before them slow
+  them down (they run 20-40% longer inside a step than alone, validation/data/h200_kernels.csv)?
+- `clock`: the SM clock and power nvidia-smi reports while a step-like graph replays for a few
+  seconds.
+
+One JSON object a line, kernels summarised per name as in measure_small_kernels.py.
+"""
+
+import argparse
+import itertools
+import json
+import os
+import sys
+import threading
+import time
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from device_env import flash_sdpa, log, profile_graph, smi_line
+from measure_small_kernels import summarise
+
+REPS = 20
+PREFILL_T = [128, 256, 512, 1024, 2048, 4096]
+SMALL_ROWS = [4, 64, 512]
+
+
+def prefill_attention(write, sdpa_ctx, dry):
+    H, hd = (4, 64) if dry else (32, 128)
+    for kvh in ((2,) if dry else (8, 4)):
+        for T in (PREFILL_T[:2] if dry else PREFILL_T):
+            q = torch.randn(1, H, T, hd, device="cuda", dtype=torch.bfloat16)
+            k = torch.randn(1, kvh, T, hd, device="cuda", dtype=torch.bfloat16)
+            v = torch.randn(1, kvh, T, hd, device="cuda", dtype=torch.bfloat16)
+            reps = 4   # as in the shared calibration's prefill rows
+
+            def fn(q=q, k=k, v=v, reps=reps):
+                for _ in range(reps):
+                    F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+            kernels = profile_graph(fn, sdpa_ctx)
+            write({"part": "prefill_attention", "T": T, "H": H, "KVH": kvh, "D": hd, "reps": reps,
+                   "kernels": summarise(kernels)})
+            log(f"prefill T={T} KVH={kvh}: " + ", ".join(f"{k['name'][:40]} {k['dur']:.2f}" for k in kernels[:3]))
+
+
+def launch(write):
+    x = torch.zeros(1024, device="cuda", dtype=torch.float32)
+    kernels = profile_graph(lambda: [x.add_(1.0) for _ in range(200)], torch.no_grad)
+    gaps = [b["ts"] - (a["ts"] + a["dur"]) for a, b in itertools.pairwise(kernels)]
+    span = kernels[-1]["ts"] + kernels[-1]["dur"] - kernels[0]["ts"]
+    gaps.sort()
+    write({"part": "launch", "kernels_in_graph": len(kernels), "span_us": span,
+           "us_per_kernel": span / len(kernels), "gap_median_us": gaps[len(gaps) // 2],
+           "kernel": summarise(kernels)})
+    log(f"launch: {span / len(kernels):.3f} us per kernel, median gap {gaps[len(gaps) // 2]:.3f} us")
+
+
+def after_gemm(write, dry):
+    d, ff = (256, 512) if dry else (4096, 14336)
+    big = torch.randn(2 * ff, d, device="cuda", dtype=torch.bfloat16)     # 235 MB: the gate+up weights
+    tiny = torch.randn(64, d, device="cuda", dtype=torch.bfloat16)
+    for rows in SMALL_ROWS:
+        x = torch.randn(rows, d, device="cuda", dtype=torch.bfloat16)
+        gu = torch.randn(rows, 2 * ff, device="cuda", dtype=torch.bfloat16)
+        ops = {"silu_gate_half": lambda gu=gu: F.silu(gu[:, :ff]),
+               "mul_up_half": lambda gu=gu: gu[:, :ff] * gu[:, ff:]}
+        for op, fn in ops.items():
+            for before, w in (("big_gemm", big), ("tiny_gemm", tiny)):
+                def pairs(fn=fn, w=w, x=x):
+                    for _ in range(REPS):
+                        x @ w.T
+                        fn()
+                kernels = profile_graph(pairs, torch.no_grad)
+                write({"part": "after_gemm", "op": op, "rows": rows, "before": before,
+                       "kernels": summarise(kernels)})
+        log(f"after_gemm rows {rows} done")
+
+
+def clock(write, dry):
+    d, ff = (256, 512) if dry else (4096, 14336)
+    w = torch.randn(2 * ff, d, device="cuda", dtype=torch.bfloat16)
+    x = torch.randn(8, d, device="cuda", dtype=torch.bfloat16)
+
+    def step():
+        for _ in range(8):
+            F.silu(x @ w.T)
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side), torch.no_grad():
+        step()
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g), torch.no_grad():
+        step()
+    samples, stop = [], threading.Event()
+
+    def sample():
+        while not stop.is_set():
+            samples.append(smi_line())
+            time.sleep(0.2)
+    t = threading.Thread(target=sample)
+    t.start()
+    t_end = time.perf_counter() + (0.5 if dry else 4.0)
+    replays = 0
+    while time.perf_counter() < t_end:
+        for _ in range(50):
+            g.replay()
+        replays += 50
+        torch.cuda.synchronize()
+    stop.set()
+    t.join()
+    write({"part": "clock", "workload": "8 x (x[8, 4096] @ W[28672, 4096]^T, SiLU), replayed",
+           "replays": replays, "smi_fields": "clocks.sm,clocks.max.sm,clocks.mem,power.limit,driver,temp,power.draw",
+           "samples": samples})
+    log(f"clock: {samples[len(samples) // 2] if samples else 'no samples'}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--dry", action="store_true", help="tiny shapes (still needs CUDA)")
+    ap.add_argument("--parts", default="prefill_attention,launch,after_gemm,clock")
+    args = ap.parse_args()
+    sdpa_ctx, backend = flash_sdpa("cuda")
+    parts = args.parts.split(",")
+    with open(args.out, "w") as out:
+        def write(obj):
+            out.write(json.dumps(obj) + "\n")
+            out.flush()
+
+        write({"part": "meta", "script": "calibration/measure_kernel_traces.py", "torch": torch.__version__,
+               "device": torch.cuda.get_device_name(), "smi": smi_line(), "sdpa_backend": backend,
+               "reps": REPS})
+        if "prefill_attention" in parts:
+            prefill_attention(write, sdpa_ctx, args.dry)
+        if "launch" in parts:
+            launch(write)
+        if "after_gemm" in parts:
+            after_gemm(write, args.dry)
+        if "clock" in parts:
+            clock(write, args.dry)
+
+
+if __name__ == "__main__":
+    main()
