@@ -18,9 +18,10 @@ ACT_BYTES = 2            # bf16 activations
 ACC_BYTES = 4            # fp32 partial sums
 MMA_M = 16               # smallest M of a tensor-core MMA (mma.sync m16n8k16): rows are padded to it
 GEMM_K_TILE = 64         # K depth of one pipeline stage
-GEMM_STAGES = 6          # TMA pipeline stages of a 64x64 tile: all but one are in flight, 96 KB (fitted
-                         # Little's-law in-flight bytes of the cuBLAS decode GEMMs, 96-112 KB, against
-                         # their CUPTI times and grids: calibration/data/h200_gemm_kernels.jsonl)
+GEMM_STAGES = 6          # TMA pipeline stages; all but the one consumed are in flight: 80 KB for a 64x64
+                         # tile (Little's-law in-flight bytes fitted to the CUPTI times of the m <= 16
+                         # cuBLAS GEMMs on their measured grids: 96-112 KB; 6 stages fit the 123 rows
+                         # best together with GEMM_START_TRIPS, calibration/data/h200_gemm_kernels.jsonl)
 GEMM_START_TRIPS = 5     # setup before the K loop streams (tensor-map fetch, barrier and cluster init,
                          # the first stage): the smallest nvjet GEMMs (3 blocks, 64 KB) take 3.7-3.8 us
 CLUSTER_MULTICAST = 2    # Hopper GEMMs load shared operand tiles once per 2-CTA cluster (TMA multicast)
@@ -28,7 +29,8 @@ CLUSTER_MULTICAST = 2    # Hopper GEMMs load shared operand tiles once per 2-CTA
 # split-K threshold and 8-31 column tiles of 64, cuBLAS spreads N over 96 blocks of 8-16 columns
 # (k=2048, n=768 and 1536: calibration/data/h200_gemm_kernels.jsonl; Qwen3's gate+up GEMM in every
 # profiled step, validation/data/h200_kernels*.csv). They take 6.5-7.5 us, 2.5-3 us more than their
-# bytes need: their MMA time is that of a 64 x 64 tile, whatever the 8-16 columns they keep.
+# bytes need. Modelled as an MMA of 64 rows x NARROW_MMA_N columns per block whatever the 8-16 columns
+# it keeps (the width fitted to those 6 isolated rows: 6.7 us against 6.5-7.5 measured).
 NARROW_MAX_ROWS = 8
 NARROW_MIN_TILES = 8
 NARROW_MAX_TILES = 32
@@ -106,7 +108,7 @@ def gemm(name: str, layer: int, m: int, k: int, n: int, chip: ChipSpec, *, weigh
     mma_m, mma_n = min(_roundup(min(m, tile_m), MMA_M), tile_m), tile_n
     if m <= NARROW_MAX_ROWS and k < chip.gemm_split_k_min_k and NARROW_MIN_TILES <= base < NARROW_MAX_TILES:
         # cuBLAS's narrow-N kernels: N spread over NARROW_BLOCKS blocks of 8-16 columns, each
-        # still paying a full-width MMA per K step
+        # paying a wide MMA per K step
         tile_n = max(8, n // NARROW_BLOCKS)
         n_tiles = base = math.ceil(n / tile_n)
         mma_m, mma_n = tile_m, NARROW_MMA_N     # the rows sit on wgmma's 64-row side (TNN)
