@@ -1,7 +1,9 @@
-"""Helpers shared by the scripts that run on the H200 (calibration/measure_microbench.py,
+"""Helpers shared by the scripts that run on the H200 (calibration/measure_*.py,
 validation/measure_steps.py, validation/profile_step.py): progress logging, the card's
-state, and forcing PyTorch's flash SDPA backend when it accepts our shapes."""
+state, JSONL output with its meta record, CUPTI launch shapes of a graph replay, and forcing
+PyTorch's flash SDPA backend when it accepts our shapes."""
 
+import contextlib
 import json
 import subprocess
 import tempfile
@@ -33,6 +35,21 @@ def smi_line():
         return r.stdout.strip() or r.stderr.strip()
     except Exception as e:
         return f"unavailable: {e!r}"
+
+
+@contextlib.contextmanager
+def jsonl_out(path, script, **meta):
+    """Open `path` for one JSON object a line, write the run's meta record first (script,
+    torch, device, nvidia-smi line, plus `meta`), and yield a write(obj) that flushes each
+    line, so a run cut short keeps what it measured."""
+    with open(path, "w") as out:
+        def write(obj):
+            out.write(json.dumps(obj) + "\n")
+            out.flush()
+
+        write({"part": "meta", "script": script, "torch": torch.__version__,
+               "device": torch.cuda.get_device_name(), "smi": smi_line(), **meta})
+        yield write
 
 
 def triton_version():

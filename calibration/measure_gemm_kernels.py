@@ -16,7 +16,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from device_env import log, smi_line  # noqa: E402
+from device_env import jsonl_out, log  # noqa: E402
 from measure_small_kernels import profile_op, summarise  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -29,17 +29,14 @@ def main():
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     shapes = json.load(open(os.path.join(HERE, "data", "gemm_shapes.json")))
-    with open(args.out, "w") as out:
-        out.write(json.dumps({"part": "meta", "script": "calibration/measure_gemm_kernels.py",
-                              "torch": torch.__version__, "smi": smi_line()}) + "\n")
+    with jsonl_out(args.out, "calibration/measure_gemm_kernels.py") as write:
         for m, k, n in shapes:
             copies = max(1, min(16, COPIES_BYTES // (2 * k * n)))
             ws = [torch.randn(n, k, device="cuda", dtype=torch.bfloat16) for _ in range(copies)]
             x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
             fn = lambda ws=ws, x=x: [torch.matmul(x, w.t()) for w in ws]  # noqa: E731
-            out.write(json.dumps({"part": "gemm_kernels", "m": m, "k": k, "n": n, "calls": copies,
-                                  "kernels": summarise(profile_op(fn))}) + "\n")
-            out.flush()
+            write({"part": "gemm_kernels", "m": m, "k": k, "n": n, "calls": copies,
+                   "kernels": summarise(profile_op(fn))})
             del ws, fn
             torch.cuda.empty_cache()
         log(f"{len(shapes)} shapes done")

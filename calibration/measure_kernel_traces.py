@@ -19,7 +19,6 @@ One JSON object a line, kernels summarised per name as in measure_small_kernels.
 
 import argparse
 import itertools
-import json
 import os
 import sys
 import threading
@@ -29,7 +28,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from device_env import flash_sdpa, log, profile_graph, smi_line
+from device_env import flash_sdpa, jsonl_out, log, profile_graph, smi_line
 from measure_small_kernels import summarise
 
 REPS = 20
@@ -134,14 +133,8 @@ def main():
     args = ap.parse_args()
     sdpa_ctx, backend = flash_sdpa("cuda")
     parts = args.parts.split(",")
-    with open(args.out, "w") as out:
-        def write(obj):
-            out.write(json.dumps(obj) + "\n")
-            out.flush()
-
-        write({"part": "meta", "script": "calibration/measure_kernel_traces.py", "torch": torch.__version__,
-               "device": torch.cuda.get_device_name(), "smi": smi_line(), "sdpa_backend": backend,
-               "reps": REPS})
+    with jsonl_out(args.out, "calibration/measure_kernel_traces.py", sdpa_backend=backend,
+                   reps=REPS) as write:
         if "prefill_attention" in parts:
             prefill_attention(write, sdpa_ctx, args.dry)
         if "launch" in parts:

@@ -16,7 +16,6 @@ kernel name: count, median/p10/p90 device us, grid and block.
 """
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -25,7 +24,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from device_env import flash_sdpa, log, profile_graph, smi_line  # noqa: E402
+from device_env import flash_sdpa, jsonl_out, log, profile_graph  # noqa: E402
 
 REPS = 20
 ROWS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
@@ -99,14 +98,8 @@ def main():
     dev = "cuda"
     models = DRY if args.dry else MODELS
     sdpa_ctx, backend = flash_sdpa(dev)
-    with open(args.out, "w") as out:
-        def write(obj):
-            out.write(json.dumps(obj) + "\n")
-            out.flush()
-
-        write({"part": "meta", "script": "calibration/measure_small_kernels.py", "torch": torch.__version__,
-               "device": torch.cuda.get_device_name(), "smi": smi_line(), "sdpa_backend": backend,
-               "reps": REPS})
+    with jsonl_out(args.out, "calibration/measure_small_kernels.py", sdpa_backend=backend,
+                   reps=REPS) as write:
         if args.backends:
             cfg = MODELS["mixtral-8x7b"]
             for batch, ctx in SHARED_ATTENTION:

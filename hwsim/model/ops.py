@@ -85,9 +85,11 @@ def gemm(name: str, layer: int, m: int, k: int, n: int, chip: ChipSpec, *, weigh
          weights_on_chip: float = 0.0, channel_group: int = -1) -> list[Kernel]:
     """y[m, n] = x[m, k] @ W[n, k]^T with W streamed from HBM once and x re-read from L2.
 
-    Tile choice follows the library's habit: the largest tile (2x the profile's in each
-    dimension) when that still gives a full wave of tiles; a taller tile rather than two
-    M tiles that would re-read the weights; else the profile's base tile. A grid under half
+    Tile choice follows the library's habit: the largest tile (2x the profile's in M, 4x in N)
+    when that still gives a full wave of tiles; 2x in both for more rows than two base tiles
+    when that gives half a wave; a taller tile rather than two M tiles that would re-read the
+    weights; cuBLAS's narrow-N kernels for a few rows and a few tiles (NARROW_*); else the
+    profile's base tile. A grid under half
     the SMs with a deep K is split along K (cuBLAS split-K: K / min_k_per_split pieces, rounded
     up, at most SMs / tiles), which writes fp32 partials and adds a reduction kernel. Grids
     over the SMs run persistently, one block per SM (`balanced`, and the block claims the
@@ -110,7 +112,7 @@ def gemm(name: str, layer: int, m: int, k: int, n: int, chip: ChipSpec, *, weigh
         # cuBLAS's narrow-N kernels: N spread over NARROW_BLOCKS blocks of 8-16 columns, each
         # paying a wide MMA per K step
         tile_n = max(8, n // NARROW_BLOCKS)
-        n_tiles = base = math.ceil(n / tile_n)
+        base = math.ceil(n / tile_n)            # one M tile: m <= 8 rows
         mma_m, mma_n = tile_m, NARROW_MMA_N     # the rows sit on wgmma's 64-row side (TNN)
     split = 1
     if 2 * base < chip.sms and k >= chip.gemm_split_k_min_k:
