@@ -11,6 +11,13 @@
 - `after_gemm`: the per-expert small kernels, each right after a weight-streaming GEMM (as in a
   step) and right after a tiny one, REPS pairs in one graph: does a big GEMM before them slow
   them down (they run 20-40% longer inside a step than alone, validation/data/h200_kernels.csv)?
+- `after_gemm_cause`: what slows the kernel after a big GEMM down, told apart by position in a
+  repeated pattern: the GEMM's own output as input (as in a step) or a tensor the GEMM's
+  stream evicted from L2; a 235 MB non-GEMM read (no shared memory) instead of the GEMM; a
+  tiny kernel between the GEMM and the small kernel; the small kernel twice; a GEMM whose
+  weights stay in L2.
+- `page_sweep`: a kernel touching one element in each of 1..10240 pages, then SiLU on a
+  resident tensor: address translation (TLB reach) against L2 contents.
 - `clock`: the SM clock and power nvidia-smi reports while a step-like graph replays for a few
   seconds.
 
@@ -87,6 +94,74 @@ def after_gemm(write, dry):
         log(f"after_gemm rows {rows} done")
 
 
+def by_position(kernels, reps):
+    """Kernels of `reps` repeats of one pattern: per position in the pattern, its name, launch
+    shape and median/p10/p90 device time (us)."""
+    period = len(kernels) // reps
+    out = []
+    for pos in range(period):
+        ks = kernels[pos::period][:reps]
+        d = sorted(k["dur"] for k in ks)
+        out.append({"pos": pos, "kernel": ks[0]["name"][:120], "same_name": len({k["name"] for k in ks}) == 1,
+                    "us": d[len(d) // 2], "p10": d[len(d) // 10], "p90": d[(9 * len(d)) // 10],
+                    "grid": ks[0]["grid"], "smem": ks[0]["smem"]})
+    return out
+
+
+def after_gemm_cause(write, dry):
+    d, ff = (256, 512) if dry else (4096, 14336)
+    big = torch.randn(2 * ff, d, device="cuda", dtype=torch.bfloat16)      # 235 MB, streamed
+    in_l2 = torch.randn(2 * ff, 256, device="cuda", dtype=torch.bfloat16)  # 14.7 MB: stays in L2
+    tiny = torch.randn(64, d, device="cuda", dtype=torch.bfloat16)
+    dot = torch.zeros(1024, device="cuda")
+    for rows in (4, 16, 64):
+        x = torch.randn(rows, d, device="cuda", dtype=torch.bfloat16)
+        x256 = torch.randn(rows, 256, device="cuda", dtype=torch.bfloat16)
+        gu = torch.randn(rows, 2 * ff, device="cuda", dtype=torch.bfloat16)
+        silu = lambda t: F.silu(t[:, :ff])  # noqa: E731
+        patterns = {
+            "big_gemm>silu(own out)": lambda: silu(x @ big.T),
+            "big_gemm>silu(own out)>mul": lambda: (lambda y: silu(y) * y[:, ff:])(x @ big.T),
+            "l2_gemm>silu(own out)": lambda: silu(x256 @ in_l2.T),
+            "big_gemm>silu(evicted)": lambda: (x @ big.T, silu(gu)),
+            "big_gemm>silu(evicted)>silu(again)": lambda: (x @ big.T, silu(gu), silu(gu)),
+            "big_gemm>tiny>silu(evicted)": lambda: (x @ big.T, dot.add_(1.0), silu(gu)),
+            "big_read>silu(evicted)": lambda: (big.sum(dim=0), silu(gu)),
+            "tiny_gemm>silu(resident)": lambda: (x @ tiny.T, silu(gu)),
+        }
+        for name, fn in patterns.items():
+            def reps(fn=fn):
+                for _ in range(REPS):
+                    fn()
+            kernels = profile_graph(reps, torch.no_grad)
+            pos = by_position(kernels, REPS)
+            write({"part": "after_gemm_cause", "pattern": name, "rows": rows, "positions": pos})
+            log(f"{name} rows {rows}: " + ", ".join(f"{p['kernel'][:24]} {p['us']:.2f}" for p in pos))
+
+
+def page_sweep(write, dry):
+    """A kernel that touches one element in each of many 2 MiB pages (moving almost no bytes,
+    so the L2 keeps its contents), then SiLU on a tensor resident in L2: is the cost after a
+    big GEMM the pages it touched (address translation) rather than the bytes it moved?"""
+    d, ff = (256, 512) if dry else (4096, 14336)
+    page = 1 << 20                                   # bf16 elements in 2 MiB
+    pool = torch.empty((64 if dry else 10240) * page, device="cuda", dtype=torch.bfloat16)
+    for rows in (4, 64):
+        gu = torch.randn(rows, 2 * ff, device="cuda", dtype=torch.bfloat16)
+        for pages in (1, 16, 128, 1024, 10240):
+            if dry and pages > 64:
+                continue
+            sweep = pool[:pages * page:page]
+
+            def reps(sweep=sweep, gu=gu):
+                for _ in range(REPS):
+                    sweep.sum()
+                    F.silu(gu[:, :ff])
+            pos = by_position(profile_graph(reps, torch.no_grad), REPS)
+            write({"part": "page_sweep", "pages": pages, "rows": rows, "positions": pos})
+            log(f"sweep {pages} pages rows {rows}: " + ", ".join(f"{p['kernel'][:24]} {p['us']:.2f}" for p in pos))
+
+
 def clock(write, dry):
     d, ff = (256, 512) if dry else (4096, 14336)
     w = torch.randn(2 * ff, d, device="cuda", dtype=torch.bfloat16)
@@ -141,6 +216,10 @@ def main():
             launch(write)
         if "after_gemm" in parts:
             after_gemm(write, args.dry)
+        if "after_gemm_cause" in parts:
+            after_gemm_cause(write, args.dry)
+        if "page_sweep" in parts:
+            page_sweep(write, args.dry)
         if "clock" in parts:
             clock(write, args.dry)
 

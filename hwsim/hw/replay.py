@@ -45,7 +45,7 @@ def _shape(k: Kernel) -> tuple:
     """Everything that decides a kernel's timing except its name, layer and address."""
     return (k.tiles, k.hbm_read, k.l2_read, k.hbm_write, k.l2_write, k.tensor_flops, k.vector_flops,
             k.int_ops, k.decoder_elements, k.smem_bytes, k.dtype, k.data, k.compute, k.balanced,
-            k.round_trips, k.start_trips, k.inflight_bytes, k.channel_group, k.mma_sync)
+            k.round_trips, k.start_trips, k.miss_trips, k.inflight_bytes, k.channel_group, k.mma_sync)
 
 
 @dataclass

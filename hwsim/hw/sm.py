@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from hwsim.hw.chip import ChipSpec
 from hwsim.hw.server import Server
+from hwsim.model.kernel import Kernel
 
 
 class SmArray:
@@ -37,6 +38,18 @@ class SmArray:
         if not (hbm_bytes and chip_hbm_bytes):
             return unloaded
         return unloaded + c.hbm_queueing_factor * chip_hbm_bytes / c.hbm_read_bytes_s
+
+    def trips_latency(self, k: Kernel, trips: float) -> float:
+        """Seconds of `trips` of kernel k's dependent round trips: at HBM latency when it reads
+        HBM, except for the k.miss_trips of them that do when only evicted activations come
+        from HBM (the rest, an index or a setup load, still hit in L2)."""
+        c = self.chip
+        if not k.hbm_read:
+            return c.hit_latency_s * trips
+        if k.miss_trips < 0:
+            return c.miss_latency_s * trips
+        misses = min(trips, k.miss_trips)
+        return c.hit_latency_s * (trips - misses) + c.miss_latency_s * misses
 
     def compute_time(self, tensor_flops: float, vector_flops: float, int_ops: float, dtype: str,
                      decoder_elements: float = 0.0, mma_sync: bool = False) -> float:

@@ -189,7 +189,7 @@ class System:
         slot waits on them, not just the first.
         """
         trips = k.round_trips + k.start_trips if fill else k.round_trips - 1
-        latency = (self.chip.miss_latency_s if k.hbm_read else self.chip.hit_latency_s) * trips
+        latency = self.sms.trips_latency(k, trips)
         if fill and k.decoder_elements:
             latency += self.chip.decoder_latency_s
         compute_s = ntiles * self.sms.compute_time(k.tensor_flops, k.vector_flops, k.int_ops, k.dtype,

@@ -35,6 +35,13 @@ class Kernel:               # of them; nothing mutates a Kernel after the schedu
     inflight_bytes: float = 0.0     # loads a tile keeps outstanding; 0: the chip's per-block default
                                     # (TMA-pipelined GEMMs keep their stage buffers in flight)
     channel_group: int = -1         # HBM stack its weights live on (per-expert placement), -1 = all
+    input_trips: float = 1          # of its round trips, those that load its activation inputs
+                                    # (a small-index kernel: one per index row)
+    miss_trips: float = -1          # of its round trips, those that wait on HBM; -1: all when it
+                                    # reads HBM (set to input_trips for evicted activations)
+    reads: tuple[str, ...] = ()     # activations its l2_read consists of, equal shares (element-wise
+                                    # and row kernels; hwsim.model.l2_residency moves evicted ones to HBM)
+    writes: tuple[str, ...] = ()    # activations it produces
     data: Component = Component.ACTIVATION_IO      # charged when the tile is memory-bound
     compute: Component = Component.ACTIVATION_IO   # charged when it is compute-bound
     replay_key: object = field(default=None, repr=False, compare=False)   # set once by KernelReplay

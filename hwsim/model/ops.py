@@ -133,20 +133,22 @@ def gemm(name: str, layer: int, m: int, k: int, n: int, chip: ChipSpec, *, weigh
         smem_bytes=chip.smem_bytes_per_sm, inflight_bytes=(GEMM_STAGES - 1) * stage_bytes,
         start_trips=GEMM_START_TRIPS,
         address=weight_addr, data=data, compute=compute, balanced=tiles > chip.sms,
-        channel_group=channel_group,
+        channel_group=channel_group, writes=("splitk_partials",) if split > 1 else (),
     )
     if split == 1:
         return [main]
     partials = split * m * n * ACC_BYTES
     reduce = elementwise(f"{name}.splitk_reduce", layer, partials, m * n * ACT_BYTES, 0.25, chip,
-                         component=compute if compute == Component.ROUTER else Component.ACTIVATION_IO)
+                         component=compute if compute == Component.ROUTER else Component.ACTIVATION_IO,
+                         reads=("splitk_partials",))
     return [main, reduce]
 
 
 def elementwise(name: str, layer: int, read_bytes: float, write_bytes: float, ops_per_byte: float,
                 chip: ChipSpec, *, weight_bytes: float = 0.0, weight_addr: int = 0,
                 component: Component = Component.ACTIVATION_IO, round_trips: float = 1,
-                vectorized: bool = True) -> Kernel:
+                vectorized: bool = True, input_trips: float = 1, reads: tuple[str, ...] = (),
+                writes: tuple[str, ...] = ()) -> Kernel:
     """A memory-streaming PyTorch kernel over L2-resident activations (adds, SiLU, casts).
 
     `round_trips` counts dependent memory accesses before the first useful load (2 for
@@ -167,12 +169,14 @@ def elementwise(name: str, layer: int, read_bytes: float, write_bytes: float, op
         hbm_read=weight_bytes / tiles, l2_read=read_bytes / tiles, l2_write=write_bytes / tiles,
         vector_flops=ops_per_byte * read_bytes / tiles, int_ops=int_ops, address=weight_addr,
         data=component, compute=component, round_trips=round_trips, start_trips=start_trips,
+        input_trips=input_trips, reads=reads, writes=writes,
     )
 
 
 def rows_kernel(name: str, layer: int, rows: int, row_elems: int, elem_bytes: float,
                 ops_per_elem: float, chip: ChipSpec, *, weight_bytes: float = 0.0,
-                weight_addr: int = 0, component: Component = Component.ACTIVATION_IO) -> Kernel:
+                weight_addr: int = 0, component: Component = Component.ACTIVATION_IO,
+                reads: tuple[str, ...] = (), writes: tuple[str, ...] = ()) -> Kernel:
     """One thread block per row (RMSNorm): the block walks its row in chunks, first to reduce,
     then to normalise, and each chunk waits on its own dependent round trips to memory."""
     row_bytes = row_elems * elem_bytes
@@ -181,7 +185,7 @@ def rows_kernel(name: str, layer: int, rows: int, row_elems: int, elem_bytes: fl
         name=name, layer=layer, tiles=rows,
         hbm_read=weight_bytes, l2_read=row_bytes, l2_write=row_bytes,
         vector_flops=ops_per_elem * row_elems, address=weight_addr,
-        data=component, compute=component, round_trips=chunks,
+        data=component, compute=component, round_trips=chunks, reads=reads, writes=writes,
     )
 
 

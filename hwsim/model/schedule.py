@@ -11,6 +11,7 @@ per projection (a fused MoE kernel) plus a top-k kernel.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 
@@ -20,6 +21,7 @@ from hwsim.hw.chip import ChipSpec
 from hwsim.metrics import Component
 from hwsim.model import ops
 from hwsim.model.kernel import Kernel, StreamItem
+from hwsim.model.l2_residency import L2Residency
 from hwsim.model.memory_map import MemoryMap
 from hwsim.model.moe_dispatch import ExpertDispatch
 from hwsim.model.shapes import ModelShape
@@ -38,6 +40,7 @@ TOPK_OPS_PER_ELEM = 8.0         # a warp-level bitonic top-k: about log2(E) comp
 INDEX_SELECT_TRIPS_PER_ROW = 2.6
 INDEX_ADD_TRIPS_PER_ROW = 3.3
 SMALL_INDEX_ROWS = 16
+ACTIVATION_REGION_BYTES = 64 * 2**20
 KERNEL_MEMO_LIMIT = 100_000     # built kernels kept at once (growing contexts add new ones each step)
 
 
@@ -105,6 +108,8 @@ class Schedule:
         self._memo: dict = {}
         self.wb = model.weight_bytes
         self._layout_weights()
+        # evicted activations are re-read from HBM (any address: only the channel mapping needs one)
+        self.l2 = L2Residency(chip.l2_bytes, self.mem.place("activations", ACTIVATION_REGION_BYTES))
         self._weight_bytes: float | None = None
         self.kv_bytes_per_token_layer = self.kv_token_bytes(max_context)
         # one cache tensor a layer, sized for the run's longest context (as serving engines
@@ -188,26 +193,33 @@ class Schedule:
     def _w(self, layer: int, name: str) -> int:
         return self.mem.regions[f"L{layer}.{name}" if layer >= 0 else name][0]
 
+    # Activations are named by their role ("x" the residual stream, "h" a norm's output, ...):
+    # element-wise and row kernels list what they read, every kernel what it writes, and
+    # L2Residency decides from that which reads still hit in L2.
     @_memo
     def _gemm(self, name, layer, m, k, n, wname, data, compute=Component.GEMM_COMPUTE,
-              on_chip=0.0, channel_group=-1):
-        return ops.gemm(f"L{layer}.{name}" if layer >= 0 else name, layer, m, k, n, self.chip,
-                        weight_addr=self._w(layer, wname), weight_bytes=self.wb, data=data,
-                        compute=compute, weights_on_chip=on_chip, channel_group=channel_group)
+              on_chip=0.0, channel_group=-1, out=()):
+        ks = ops.gemm(f"L{layer}.{name}" if layer >= 0 else name, layer, m, k, n, self.chip,
+                      weight_addr=self._w(layer, wname), weight_bytes=self.wb, data=data,
+                      compute=compute, weights_on_chip=on_chip, channel_group=channel_group)
+        ks[-1] = dataclasses.replace(ks[-1], writes=out)     # split-K: the reduction writes it
+        return ks
 
     @_memo
-    def _norm(self, name, layer, rows):
+    def _norm(self, name, layer, rows, reads=("x",), writes=("h",)):
         d = self.model.hidden
         wname = f"L{layer}.{name}" if layer >= 0 else name
         return ops.rows_kernel(wname, layer, rows, d, ops.ACT_BYTES, NORM_OPS_PER_ELEM, self.chip,
-                               weight_bytes=d * self.wb, weight_addr=self.mem.regions[wname][0])
+                               weight_bytes=d * self.wb, weight_addr=self.mem.regions[wname][0],
+                               reads=reads, writes=writes)
 
     @_memo
     def _ew(self, name, layer, read, write, ops_per_byte=ADD_OPS_PER_BYTE,
-            component=Component.ACTIVATION_IO, round_trips=1, vectorized=True):
+            component=Component.ACTIVATION_IO, round_trips=1, vectorized=True, input_trips=1,
+            reads=(), writes=()):
         return ops.elementwise(f"L{layer}.{name}" if layer >= 0 else name, layer, read, write,
                                ops_per_byte, self.chip, component=component, round_trips=round_trips,
-                               vectorized=vectorized)
+                               vectorized=vectorized, input_trips=input_trips, reads=reads, writes=writes)
 
     def step(self, shape: StepShape, routing: dict[int, np.ndarray]) -> list[StreamItem]:
         """Kernels of one forward pass, in stream order, with the expert prefetches that start
@@ -223,8 +235,8 @@ class Schedule:
         lm_rows = max(shape.lm_rows, 1)
         kernels.append(self._norm("final_norm", -1, lm_rows))
         kernels += self._gemm("lm_head", -1, lm_rows, self.model.hidden, self.model.vocab,
-                              "lm_head", Component.WEIGHT_READ)
-        return kernels
+                              "lm_head", Component.WEIGHT_READ, out=("logits",))
+        return self.l2.place(kernels)
 
     def _attention_block(self, layer: int, s: StepShape) -> list[Kernel]:
         a, d = self.model.attention, self.model.hidden
@@ -246,7 +258,7 @@ class Schedule:
             o_in = a.heads * a.v_head_dim
         else:
             ks += self._gemm("qkv", layer, t, d, (a.heads + 2 * a.kv_heads) * a.head_dim, "qkv",
-                             Component.WEIGHT_READ)
+                             Component.WEIGHT_READ, out=("qkv",))
             if a.qk_norm:
                 for which, heads in (("q_norm", a.heads), ("k_norm", a.kv_heads)):
                     ks.append(self._head_norm(which, layer, t * heads))
@@ -262,8 +274,9 @@ class Schedule:
             ks.append(ops.prefill_attention(f"L{layer}.prefill_attention" if s.decodes else
                                             f"L{layer}.attention", layer, s.prompt_tokens, a.heads,
                                             kv_heads, qk_dim, v_dim, self.chip))
-        ks += self._gemm("o_proj", layer, t, o_in, d, "o_proj", Component.WEIGHT_READ)
-        ks.append(self._ew("residual_add", layer, 2 * t * d * ops.ACT_BYTES, t * d * ops.ACT_BYTES))
+        ks += self._gemm("o_proj", layer, t, o_in, d, "o_proj", Component.WEIGHT_READ, out=("o",))
+        ks.append(self._ew("residual_add", layer, 2 * t * d * ops.ACT_BYTES, t * d * ops.ACT_BYTES,
+                           reads=("o", "x"), writes=("x",)))
         return ks
 
     @_memo
@@ -318,17 +331,19 @@ class Schedule:
         else:
             moe = m.moe
             ks += self._gemm("router", layer, t, d, moe.experts, "router", Component.ROUTER,
-                             compute=Component.ROUTER, on_chip=float(self.router_on_chip))
+                             compute=Component.ROUTER, on_chip=float(self.router_on_chip),
+                             out=("scores",))
             # softmax(dtype=float32): a cast kernel, then a one-warp-per-row softmax
             ks.append(self._ew("router_cast", layer, t * moe.experts * ops.ACT_BYTES,
-                               t * moe.experts * FP32_BYTES, component=Component.ROUTER))
+                               t * moe.experts * FP32_BYTES, component=Component.ROUTER,
+                               reads=("scores",), writes=("scores32",)))
             ks.append(self._ew("router_softmax", layer, t * moe.experts * FP32_BYTES,
                                t * moe.experts * FP32_BYTES, SOFTMAX_OPS_PER_ELEM / FP32_BYTES,
-                               component=Component.ROUTER))
+                               component=Component.ROUTER, reads=("scores32",), writes=("probs",)))
             counts = tokens_per_expert(choice, moe.experts)
             if self.moe_schedule == "per-expert":
                 # the combine buffer the experts scatter-add into starts zeroed
-                ks.append(self._ew("moe_zero", layer, 0, t * d * ops.ACT_BYTES))
+                ks.append(self._ew("moe_zero", layer, 0, t * d * ops.ACT_BYTES, writes=("acc",)))
                 for e in np.flatnonzero(counts):
                     plan = self.dispatch.plan(layer, int(e)) if self.dispatch else None
                     if plan and plan.wait:
@@ -349,7 +364,8 @@ class Schedule:
             for sidx in range(moe.shared_experts):
                 ks += self._expert(layer, f"shared{sidx}", t, moe.shared_ffn, Component.EXPERT_READ,
                                    gather=False)
-        ks.append(self._ew("ffn_residual_add", layer, 2 * t * d * ops.ACT_BYTES, t * d * ops.ACT_BYTES))
+        ks.append(self._ew("ffn_residual_add", layer, 2 * t * d * ops.ACT_BYTES, t * d * ops.ACT_BYTES,
+                           reads=("acc", "x"), writes=("x",)))
         return ks
 
     @_memo
@@ -365,22 +381,25 @@ class Schedule:
         small = rows <= SMALL_INDEX_ROWS
         if gather:
             ks.append(self._ew(f"{prefix}.gather", layer, rows * d * ab, rows * d * ab,
-                               round_trips=1 + INDEX_SELECT_TRIPS_PER_ROW * rows if small else 2))
+                               round_trips=1 + INDEX_SELECT_TRIPS_PER_ROW * rows if small else 2,
+                               input_trips=rows if small else 1, reads=("h",), writes=("xe",)))
         ks += self._gemm(f"{prefix}.gate_up", layer, rows, d, 2 * ffn, f"{prefix}.gate_up", data,
-                         on_chip=on_chip, channel_group=group)
+                         on_chip=on_chip, channel_group=group, out=("gate", "up"))
         # SiLU of the gate half and the product with the up half read strided views of the
         # gate+up output (contiguous only for one row): PyTorch's non-vectorised kernel
         ks.append(self._ew(f"{prefix}.silu", layer, rows * ffn * ab, rows * ffn * ab, SILU_OPS_PER_BYTE,
-                           vectorized=rows == 1))
+                           vectorized=rows == 1, reads=("gate",), writes=("gate_act",)))
         ks.append(self._ew(f"{prefix}.mul", layer, 2 * rows * ffn * ab, rows * ffn * ab,
-                           vectorized=rows == 1))
+                           vectorized=rows == 1, reads=("gate_act", "up"), writes=("ffn_act",)))
         ks += self._gemm(f"{prefix}.down", layer, rows, ffn, d, f"{prefix}.down", data,
-                         on_chip=on_chip, channel_group=group)
+                         on_chip=on_chip, channel_group=group, out=("down",) if gather else ("acc",))
         if gather:   # scale by the router weight (a broadcast multiply), then index_add_
-            ks.append(self._ew(f"{prefix}.scale", layer, rows * d * ab, rows * d * ab, vectorized=False))
+            ks.append(self._ew(f"{prefix}.scale", layer, rows * d * ab, rows * d * ab, vectorized=False,
+                               reads=("down",), writes=("scaled",)))
             atomics = 0 if small else rows * d * ops.L2_ATOMIC_BYTES
             ks.append(self._ew(f"{prefix}.scatter_add", layer, 2 * rows * d * ab, rows * d * ab + atomics,
-                               round_trips=1 + INDEX_ADD_TRIPS_PER_ROW * rows if small else 2))
+                               round_trips=1 + INDEX_ADD_TRIPS_PER_ROW * rows if small else 2,
+                               input_trips=rows if small else 1, reads=("scaled", "acc"), writes=("acc",)))
         return ks
 
     def _grouped_experts(self, layer: int, counts: np.ndarray) -> list[Kernel]:
@@ -391,19 +410,21 @@ class Schedule:
         for proj, (k, n) in (("gate_up", (d, 2 * moe.expert_ffn)), ("down", (moe.expert_ffn, d))):
             parts = [self._gemm(f"expert{e}.{proj}", layer, int(counts[e]), k, n, f"expert{e}.{proj}",
                                 Component.EXPERT_READ)[0] for e in active]
-            ks.append(_concat(f"L{layer}.experts.{proj}", layer, parts))
+            ks.append(_concat(f"L{layer}.experts.{proj}", layer, parts,
+                              ("gate", "up") if proj == "gate_up" else ("acc",)))
             if proj == "gate_up":
                 rows = int(counts.sum())
                 ks.append(self._ew("experts.silu_mul", layer, 2 * rows * moe.expert_ffn * ops.ACT_BYTES,
-                                   rows * moe.expert_ffn * ops.ACT_BYTES, SILU_OPS_PER_BYTE))
+                                   rows * moe.expert_ffn * ops.ACT_BYTES, SILU_OPS_PER_BYTE,
+                                   reads=("gate", "up"), writes=("ffn_act",)))
         return ks
 
 
-def _concat(name: str, layer: int, parts: list[Kernel]) -> Kernel:
+def _concat(name: str, layer: int, parts: list[Kernel], writes: tuple[str, ...]) -> Kernel:
     """A grouped kernel: the union of several GEMMs' tiles, with averaged per-tile work."""
     tiles = sum(p.tiles for p in parts)
     avg = lambda attr: sum(getattr(p, attr) * p.tiles for p in parts) / tiles
     first = parts[0]
     return Kernel(name=name, layer=layer, tiles=tiles, hbm_read=avg("hbm_read"), l2_read=avg("l2_read"),
                   l2_write=avg("l2_write"), tensor_flops=avg("tensor_flops"), smem_bytes=first.smem_bytes,
-                  address=first.address, data=first.data, compute=first.compute)
+                  address=first.address, data=first.data, compute=first.compute, writes=writes)
