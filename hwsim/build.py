@@ -72,8 +72,9 @@ def _expert_dispatch(cfg: Scenario, model: ModelShape, chip: ChipSpec, schedule:
         schedule.router_on_chip = True
         capacity -= schedule.router_bytes_total()
     if c.policy != "none" or cfg.moe.prefetch.enabled or schedule.router_on_chip:
-        # SRAM set aside for experts and the router is no longer L2 for activations
-        schedule.l2.capacity = max(0.0, schedule.l2.capacity - set_aside)
+        # SRAM set aside for experts and the router is no longer L2 for activations (up to the
+        # L2's persisting share: a larger capacity_mib is a what-if SRAM beside the L2)
+        schedule.l2.capacity -= min(set_aside, chip.l2_bytes * c.persist_fraction)
     dispatch = ExpertDispatch(cfg.moe, model, schedule.expert_bytes(), capacity, chip.hbm_stacks,
                               schedule.expert_address, streams.get("prefetch"))
     if c.policy == "pinned-hot":
