@@ -41,17 +41,17 @@ class L2Residency:
         return out
 
     def _run(self, k: Kernel) -> Kernel:
-        evicted = sum(1 for name in k.reads if not self._resident(name))
+        clock, last_use = self.clock, self.last_use     # locals: this runs for every kernel of every step
+        evicted = 0
         for name in k.reads:
-            self.last_use[name] = self.clock
+            last = last_use.get(name)
+            if last is None or clock - last > self.capacity:
+                evicted += 1
+            last_use[name] = clock
         for name in k.writes:
-            self.last_use[name] = self.clock
-        self.clock += k.tiles * (k.hbm_read + k.hbm_write + k.l2_write)
+            last_use[name] = clock
+        self.clock = clock + k.tiles * (k.hbm_read + k.hbm_write + k.l2_write)
         return self._spilled(k, evicted) if evicted else k
-
-    def _resident(self, name: str) -> bool:
-        last = self.last_use.get(name)
-        return last is not None and self.clock - last <= self.capacity
 
     def _spilled(self, k: Kernel, evicted: int) -> Kernel:
         key = (id(k), evicted)
