@@ -17,7 +17,8 @@
   tiny kernel between the GEMM and the small kernel; the small kernel twice; a GEMM whose
   weights stay in L2.
 - `page_sweep`: a kernel touching one element in each of 1..10240 pages, then SiLU on a
-  resident tensor: address translation (TLB reach) against L2 contents.
+  resident tensor: address translation (TLB reach) against L2 contents. The sweep runs as one
+  block, so it tests the chip-wide translation cache, not every SM's own TLB.
 - `clock`: the SM clock and power nvidia-smi reports while a step-like graph replays for a few
   seconds.
 
