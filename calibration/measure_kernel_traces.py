@@ -109,6 +109,15 @@ def by_position(kernels, reps):
     return out
 
 
+def write_positions(write, reps, record):
+    """Profile `reps` (REPS repeats of one pattern) and write `record` with its per-position
+    kernel times; log them on one line."""
+    pos = by_position(profile_graph(reps, torch.no_grad), REPS)
+    write({**record, "positions": pos})
+    log(" ".join(f"{k}={v}" for k, v in record.items() if k != "part") + ": "
+        + ", ".join(f"{p['kernel'][:24]} {p['us']:.2f}" for p in pos))
+
+
 def after_gemm_cause(write, dry):
     d, ff = (256, 512) if dry else (4096, 14336)
     big = torch.randn(2 * ff, d, device="cuda", dtype=torch.bfloat16)      # 235 MB, streamed
@@ -134,10 +143,7 @@ def after_gemm_cause(write, dry):
             def reps(fn=fn):
                 for _ in range(REPS):
                     fn()
-            kernels = profile_graph(reps, torch.no_grad)
-            pos = by_position(kernels, REPS)
-            write({"part": "after_gemm_cause", "pattern": name, "rows": rows, "positions": pos})
-            log(f"{name} rows {rows}: " + ", ".join(f"{p['kernel'][:24]} {p['us']:.2f}" for p in pos))
+            write_positions(write, reps, {"part": "after_gemm_cause", "pattern": name, "rows": rows})
 
 
 def page_sweep(write, dry):
@@ -158,9 +164,7 @@ def page_sweep(write, dry):
                 for _ in range(REPS):
                     sweep.sum()
                     F.silu(gu[:, :ff])
-            pos = by_position(profile_graph(reps, torch.no_grad), REPS)
-            write({"part": "page_sweep", "pages": pages, "rows": rows, "positions": pos})
-            log(f"sweep {pages} pages rows {rows}: " + ", ".join(f"{p['kernel'][:24]} {p['us']:.2f}" for p in pos))
+            write_positions(write, reps, {"part": "page_sweep", "pages": pages, "rows": rows})
 
 
 def clock(write, dry):

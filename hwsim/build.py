@@ -67,14 +67,15 @@ def _expert_dispatch(cfg: Scenario, model: ModelShape, chip: ChipSpec, schedule:
     """SRAM for experts: an explicit size, or the settable-aside share of the L2; the routing
     table takes its share first when it is pinned and fits."""
     c = cfg.moe.cache
-    set_aside = capacity = c.capacity_mib * 2**20 if c.capacity_mib else chip.l2_bytes * c.persist_fraction
+    persisting = chip.l2_bytes * c.persist_fraction
+    set_aside = capacity = c.capacity_mib * 2**20 if c.capacity_mib else persisting
     if c.pin_router and schedule.router_bytes_total() <= capacity:
         schedule.router_on_chip = True
         capacity -= schedule.router_bytes_total()
     if c.policy != "none" or cfg.moe.prefetch.enabled or schedule.router_on_chip:
         # SRAM set aside for experts and the router is no longer L2 for activations (up to the
         # L2's persisting share: a larger capacity_mib is a what-if SRAM beside the L2)
-        schedule.l2.capacity -= min(set_aside, chip.l2_bytes * c.persist_fraction)
+        schedule.l2.capacity -= min(set_aside, persisting)
     dispatch = ExpertDispatch(cfg.moe, model, schedule.expert_bytes(), capacity, chip.hbm_stacks,
                               schedule.expert_address, streams.get("prefetch"))
     if c.policy == "pinned-hot":

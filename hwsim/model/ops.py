@@ -82,7 +82,8 @@ def _roundup(x: int, m: int) -> int:
 
 def gemm(name: str, layer: int, m: int, k: int, n: int, chip: ChipSpec, *, weight_addr: int,
          weight_bytes: float, data: Component, compute: Component = Component.GEMM_COMPUTE,
-         weights_on_chip: float = 0.0, channel_group: int = -1) -> list[Kernel]:
+         weights_on_chip: float = 0.0, channel_group: int = -1,
+         writes: tuple[str, ...] = ()) -> list[Kernel]:
     """y[m, n] = x[m, k] @ W[n, k]^T with W streamed from HBM once and x re-read from L2.
 
     Tile choice follows the library's habit: the largest tile (2x the profile's in M, 4x in N)
@@ -96,7 +97,8 @@ def gemm(name: str, layer: int, m: int, k: int, n: int, chip: ChipSpec, *, weigh
     SM's shared memory: the sm90 kernels size their stage count to fill it). Each block keeps
     its pipeline's stages but the one being consumed in flight (TMA), far more than a plain
     load loop, and pays GEMM_START_TRIPS of setup. The share of the weights already resident
-    in on-chip SRAM (`weights_on_chip`, 0..1) is read from there, not from HBM.
+    in on-chip SRAM (`weights_on_chip`, 0..1) is read from there, not from HBM. `writes` names
+    the output activation, on the kernel that writes y (the reduction under split-K).
     """
     tile_m, tile_n = chip.gemm_tile_m, chip.gemm_tile_n
     if math.ceil(m / (2 * tile_m)) * math.ceil(n / (4 * tile_n)) >= chip.sms:
@@ -133,14 +135,14 @@ def gemm(name: str, layer: int, m: int, k: int, n: int, chip: ChipSpec, *, weigh
         smem_bytes=chip.smem_bytes_per_sm, inflight_bytes=(GEMM_STAGES - 1) * stage_bytes,
         start_trips=GEMM_START_TRIPS,
         address=weight_addr, data=data, compute=compute, balanced=tiles > chip.sms,
-        channel_group=channel_group, writes=("splitk_partials",) if split > 1 else (),
+        channel_group=channel_group, writes=("splitk_partials",) if split > 1 else writes,
     )
     if split == 1:
         return [main]
     partials = split * m * n * ACC_BYTES
     reduce = elementwise(f"{name}.splitk_reduce", layer, partials, m * n * ACT_BYTES, 0.25, chip,
                          component=compute if compute == Component.ROUTER else Component.ACTIVATION_IO,
-                         reads=("splitk_partials",))
+                         reads=("splitk_partials",), writes=writes)
     return [main, reduce]
 
 

@@ -11,7 +11,6 @@ per projection (a fused MoE kernel) plus a top-k kernel.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from dataclasses import dataclass
 
@@ -199,11 +198,10 @@ class Schedule:
     @_memo
     def _gemm(self, name, layer, m, k, n, wname, data, compute=Component.GEMM_COMPUTE,
               on_chip=0.0, channel_group=-1, out=()):
-        ks = ops.gemm(f"L{layer}.{name}" if layer >= 0 else name, layer, m, k, n, self.chip,
-                      weight_addr=self._w(layer, wname), weight_bytes=self.wb, data=data,
-                      compute=compute, weights_on_chip=on_chip, channel_group=channel_group)
-        ks[-1] = dataclasses.replace(ks[-1], writes=out)     # split-K: the reduction writes it
-        return ks
+        return ops.gemm(f"L{layer}.{name}" if layer >= 0 else name, layer, m, k, n, self.chip,
+                        weight_addr=self._w(layer, wname), weight_bytes=self.wb, data=data,
+                        compute=compute, weights_on_chip=on_chip, channel_group=channel_group,
+                        writes=out)
 
     @_memo
     def _norm(self, name, layer, rows, reads=("x",), writes=("h",)):
