@@ -48,7 +48,8 @@ def jsonl_out(path, script, **meta):
             out.flush()
 
         write({"part": "meta", "script": script, "torch": torch.__version__,
-               "device": torch.cuda.get_device_name(), "smi": smi_line(), **meta})
+               "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
+               "smi": smi_line(), **meta})
         yield write
 
 
