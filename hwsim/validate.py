@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from hwsim.build import build
 from hwsim.config.load import apply_overrides
+from hwsim.config.names import check_name
 from hwsim.config.scenario import Scenario
 from hwsim.config.yaml_lines import LoadedYaml
 from hwsim.errors import ConfigError
@@ -92,7 +93,7 @@ def _row_scenario(row: dict, sets: list[str] | None = None) -> tuple[Scenario, S
     else:
         shape = StepShape("prefill", 1, prompt, 0)
     data = {
-        "name": row["name"], "hardware": row["hardware"], "model": row["model"],
+        "name": check_name_or_default(row["name"]), "hardware": row["hardware"], "model": row["model"],
         "workload": {"batch_size": max(batch, 1), "context_tokens": max(context, 1),
                      "decode_steps": 1, "prompt_tokens": prompt},
         "runtime": {"launch": row["launch"]}, "kv_cache": {"bits": float(row["kv_bits"])},
@@ -106,6 +107,14 @@ def _row_scenario(row: dict, sets: list[str] | None = None) -> tuple[Scenario, S
         key = ".".join(str(p) for p in err["loc"])
         raise ValueError(f"{key}: {err['msg']} (got {err.get('input')!r})") from None
     return cfg, shape
+
+
+def check_name_or_default(name: str) -> str:
+    """A row's name, if it is a valid scenario name (it never becomes a path here)."""
+    try:
+        return check_name(name)
+    except ValueError:
+        return "validation-row"
 
 
 def _scenario(data: dict) -> Scenario:

@@ -13,6 +13,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from hwsim.config.cost import check_cost
+from hwsim.config.limits import profile_problems
 from hwsim.config.profile import HardwareProfile
 from hwsim.config.scenario import Scenario
 from hwsim.config.yaml_lines import LoadedYaml, load_yaml_file, load_yaml_text
@@ -100,7 +102,10 @@ def apply_overrides(data: dict, sets: list[str], doc: LoadedYaml) -> None:
     doc.overridden = {".".join(parse_set(s)[0]) for s in sets}
 
 
-def load_scenario(path: str | Path | None, sets: list[str] | None = None) -> Scenario:
+def load_scenario(path: str | Path | None, sets: list[str] | None = None,
+                  cost_limits: tuple[float | None, float | None] | None = None) -> Scenario:
+    """The validated scenario. With `cost_limits` (max wall s, max GB; None = the default or
+    the environment's) a run estimated above them is refused (hwsim.config.cost)."""
     doc = load_yaml_file(path or default_scenario_path())
     if doc.data is None:
         doc.data = {}
@@ -126,6 +131,12 @@ def load_scenario(path: str | Path | None, sets: list[str] | None = None) -> Sce
                               key=exc.key) from None
         for key, problem in cross_checks(cfg, loaded["hardware"], loaded["model"]):
             raise ConfigError(problem, file=doc.source, line=doc.line_of(key.split(".")), key=key)
+        if cost_limits is not None:
+            try:
+                check_cost(cfg, loaded["model"], *cost_limits)
+            except ConfigError as exc:
+                raise ConfigError(exc.message, file=doc.source, line=doc.line_of(exc.key.split(".")),
+                                  key=exc.key) from None
         return cfg
     except ConfigError as exc:
         if exc.key and any(o == exc.key or o.startswith(exc.key + ".") for o in overridden):
@@ -155,11 +166,14 @@ def apply_hardware_overrides(profile: HardwareProfile, overrides: dict[str, floa
         leaf["value"] = value
         leaf["source"] = WHAT_IF_SOURCE
     try:
-        return HardwareProfile.model_validate(data)
+        profile = HardwareProfile.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err["loc"] if p != "value")
         raise ConfigError(f"{err['msg']}", key=f"hardware_overrides.{loc}") from None
+    for key, problem in profile_problems(data):
+        raise ConfigError(problem, key=f"hardware_overrides.{key}" if key in overrides else "hardware_overrides")
+    return profile
 
 
 def cross_checks(cfg: Scenario, profile: HardwareProfile, model: ModelShape):
@@ -183,17 +197,29 @@ def cross_checks(cfg: Scenario, profile: HardwareProfile, model: ModelShape):
                                           f"{smem:.0f} bytes of shared memory per SM")
 
 
+def profile_path(name: str) -> Path | None:
+    return _find(name, "hardware_profiles")
+
+
+def model_path(name: str) -> Path:
+    p = Path(name)
+    return p if p.suffix in (".yaml", ".yml") and p.exists() else MODEL_DIR / f"{name}.yaml"
+
+
 def load_profile(name: str) -> HardwareProfile:
-    path = _find(name, "hardware_profiles")
+    path = profile_path(name)
     if path is None:
         known = ", ".join(builtin_profiles()) or "none found"
         raise ConfigError(f"unknown hardware profile '{name}' (known: {known})", key="hardware")
-    return validate(HardwareProfile, load_yaml_file(path))
+    doc = load_yaml_file(path)
+    profile = validate(HardwareProfile, doc)
+    for key, problem in profile_problems(profile.model_dump(mode="python")):
+        raise ConfigError(problem, file=doc.source, line=doc.line_of(key.split(".")), key=key)
+    return profile
 
 
 def load_model(name: str) -> ModelShape:
-    p = Path(name)
-    path = p if p.suffix in (".yaml", ".yml") and p.exists() else MODEL_DIR / f"{name}.yaml"
+    path = model_path(name)
     if not path.exists():
         from hwsim.model.shapes import builtin_models
         raise ConfigError(f"unknown model '{name}' (known: {', '.join(builtin_models())})", key="model")

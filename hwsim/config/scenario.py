@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from hwsim.config.names import SafeName
 from hwsim.config.strict import Strict
 
 
@@ -238,7 +239,7 @@ class Moe(Strict):
 
 
 class Scenario(Strict):
-    name: str = "scenario"
+    name: SafeName = Field("scenario", description="the bundle folder name under reports/ (one path component)")
     description: str = ""
     hardware: str = Field(description="profile name in hardware_profiles/ or a path to a profile YAML")
     hardware_overrides: dict[str, float] = Field(

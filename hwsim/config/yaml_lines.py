@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from hwsim.config.limits import check_numbers
 from hwsim.errors import ConfigError
 
 _FLOAT_RE = re.compile(
@@ -73,25 +74,59 @@ class LoadedYaml:
         return None
 
 
-def _index_lines(node: yaml.Node, prefix: str, out: dict[str, int]) -> None:
-    if isinstance(node, yaml.MappingNode):
-        for key_node, value_node in node.value:
-            key = f"{prefix}.{key_node.value}" if prefix else str(key_node.value)
-            out[key] = key_node.start_mark.line + 1
-            _index_lines(value_node, key, out)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            key = f"{prefix}.{i}" if prefix else str(i)
-            out.setdefault(key, item.start_mark.line + 1)
-            _index_lines(item, key, out)
+MAX_BYTES = 4 * 2**20        # a scenario, profile or sweep is a few KiB; refuse megabytes
+MAX_NODES = 100_000          # nodes after expanding aliases (a "billion laughs" expands to 1e9)
+MAX_DEPTH = 64               # nesting of mappings and sequences
+
+
+def _index_lines(root: yaml.Node, source: str) -> dict[str, int]:
+    """Dotted key path -> line, walking the node graph as the data will be used: every alias
+    expanded. The walk counts nodes, so an alias bomb or a self-referencing alias is refused
+    here, before anything else (the schema, JSON, a deep copy) expands it."""
+    out: dict[str, int] = {}
+    stack: list[tuple[yaml.Node, str, int, tuple]] = [(root, "", 0, ())]
+    seen = 0
+    while stack:
+        node, prefix, depth, ancestors = stack.pop()
+        seen += 1
+        if seen > MAX_NODES:
+            raise ConfigError(f"the document expands to more than {MAX_NODES} values "
+                              "(YAML aliases repeating a large anchor?)", file=source,
+                              line=node.start_mark.line + 1)
+        if depth > MAX_DEPTH:
+            raise ConfigError(f"nested more than {MAX_DEPTH} levels deep", file=source,
+                              line=node.start_mark.line + 1)
+        if id(node) in ancestors:
+            raise ConfigError("a YAML alias refers to a node that contains it", file=source,
+                              line=node.start_mark.line + 1)
+        inner = ancestors + (id(node),)
+        if isinstance(node, yaml.MappingNode):
+            for key_node, value_node in reversed(node.value):
+                key = f"{prefix}.{key_node.value}" if prefix else str(key_node.value)
+                out[key] = key_node.start_mark.line + 1
+                stack.append((value_node, key, depth + 1, inner))
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in reversed(list(enumerate(node.value))):
+                key = f"{prefix}.{i}" if prefix else str(i)
+                out.setdefault(key, item.start_mark.line + 1)
+                stack.append((item, key, depth + 1, inner))
+    return out
 
 
 def load_yaml_text(text: str, source: str) -> LoadedYaml:
+    if len(text) > MAX_BYTES:
+        raise ConfigError(f"the file is {len(text)} bytes long (at most {MAX_BYTES})", file=source)
     loader = _LineLoader(text)
     loader.source_name = source
     try:
         node = loader.get_single_node()
+        # index (and bound) the node graph before constructing it into Python objects
+        lines = _index_lines(node, source) if node is not None else {}
         data = loader.construct_document(node) if node is not None else None
+    except RecursionError:
+        raise ConfigError(f"nested too deeply (at most {MAX_DEPTH} levels)", file=source) from None
+    except (ValueError, OverflowError) as exc:     # e.g. an integer of 5000 digits
+        raise ConfigError(f"a value cannot be read: {str(exc).splitlines()[0]}", file=source) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None
@@ -100,15 +135,16 @@ def load_yaml_text(text: str, source: str) -> LoadedYaml:
         raise ConfigError(f"YAML error: {exc}", file=source) from None
     finally:
         loader.dispose()
-    lines: dict[str, int] = {}
-    if node is not None:
-        _index_lines(node, "", lines)
+    check_numbers(data, lines, source)
     return LoadedYaml(data, lines, source)
 
 
 def load_yaml_file(path: str | Path) -> LoadedYaml:
     path = Path(path)
     try:
+        if path.is_file() and path.stat().st_size > MAX_BYTES:
+            raise ConfigError(f"the file is {path.stat().st_size} bytes long (at most {MAX_BYTES})",
+                              file=str(path))
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError("file not found", file=str(path)) from None

@@ -7,15 +7,16 @@
         values: [16, 8, 4, 2]
       - keys: [hardware, kv_cache.dequant]  # ... or several keys that vary together
         values: [[h200-sxm, software], [h200-decoder, decoder]]
-    filter: "p['kv_cache.bits'] < 16 or p['hardware'] == 'h200-sxm'"   # optional
+    filter: "p['kv_cache.bits'] < 16 or hardware == 'h200-sxm'"   # optional (hwsim.config.safe_expr)
 
-Each point is identified by a stable hash of its fully resolved scenario, so a resumed sweep
-recognises the points it already has.
+Each point is identified by a stable hash of its fully resolved scenario and of the content of
+every input (profile, model and trace files, the simulator's version and source;
+hwsim.config.fingerprint), so a resumed sweep recognises the points it already has and an
+edited profile or model makes old points stale.
 """
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 from pathlib import Path
@@ -23,7 +24,10 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
+from hwsim.config.fingerprint import point_key
 from hwsim.config.load import load_model, load_profile, validate
+from hwsim.config.names import SafeName
+from hwsim.config.safe_expr import ExprError, Filter
 from hwsim.config.scenario import Scenario
 from hwsim.config.strict import Strict
 from hwsim.config.yaml_lines import LoadedYaml, load_yaml_file
@@ -56,7 +60,7 @@ class Factor(Strict):
 
 
 class SweepSpec(Strict):
-    name: str = "sweep"
+    name: SafeName = "sweep"
     description: str = ""
     base: str | dict = Field(description="base scenario: a path relative to the sweep file, or a mapping")
     factors: list[Factor] = Field(min_length=1)
@@ -64,7 +68,7 @@ class SweepSpec(Strict):
 
 
 def point_hash(resolved: dict) -> str:
-    return hashlib.sha256(json.dumps(resolved, sort_keys=True).encode()).hexdigest()[:16]
+    return point_key(resolved)
 
 
 def _set(data: dict, dotted: str, value) -> None:
@@ -87,12 +91,13 @@ def load_sweep(path: Path) -> tuple[SweepSpec, list[dict]]:
         base_doc = load_yaml_file(base_path)
     else:
         base_doc = LoadedYaml(spec.base, {}, str(path))
+    keep = _filter(spec, path, doc)
     points = []
     for combo in itertools.product(*(f.settings() for f in spec.factors)):
         factors: dict[str, Any] = {}
         for setting in combo:
             factors.update(setting)
-        if spec.filter and not _keep(spec.filter, factors, path, doc):
+        if keep is not None and not _keep(keep, factors, path, doc):
             continue
         data = json.loads(json.dumps(base_doc.data or {}))
         for key, value in factors.items():
@@ -124,9 +129,20 @@ def _check_names(points: list[dict], path: Path, doc: LoadedYaml) -> None:
                                   key=key) from None
 
 
-def _keep(expr: str, factors: dict, path: Path, doc: LoadedYaml) -> bool:
+def _filter(spec: SweepSpec, path: Path, doc: LoadedYaml) -> Filter | None:
+    """The spec's filter, parsed and checked against the factor names (never eval'd)."""
+    if spec.filter is None:
+        return None
+    names = {n for f in spec.factors for n in f.names}
     try:
-        return bool(eval(expr, {"__builtins__": {}}, {"p": factors}))   # noqa: S307 (a user's own spec)
-    except Exception as exc:   # noqa: BLE001 - any error in the user's expression is reported
-        raise ConfigError(f"filter failed: {exc!r}", file=str(path), line=doc.line_of(["filter"]),
-                          key="filter") from None
+        return Filter(spec.filter, names)
+    except ExprError as exc:
+        raise ConfigError(f"filter: {exc}", file=str(path), line=doc.line_of(["filter"]), key="filter") from None
+
+
+def _keep(keep: Filter, factors: dict, path: Path, doc: LoadedYaml) -> bool:
+    try:
+        return keep(factors)
+    except ExprError as exc:
+        raise ConfigError(f"filter failed on factors {factors}: {exc}", file=str(path),
+                          line=doc.line_of(["filter"]), key="filter") from None

@@ -1,0 +1,147 @@
+"""What a run will cost in wall time and memory, estimated before it starts, and a refusal
+(exit 2, with the numbers and the option that raises the limit) when that is hours or many GB.
+
+The estimate is deliberately coarse and errs high. It counts kernels per simulated pass
+(fixed kernels per layer plus a few per active expert) and sequences per pass, and prices
+them with per-kernel and per-sequence wall costs measured on the development machine
+(docs/performance.md: a batch-1 Mixtral step is about 10 ms at kernel fidelity; 0.3 s at tile
+fidelity; routing and dispatch cost about 0.3 ms per sequence per step at batch 8k-64k).
+A serving run is priced as the iterations it needs at its full batch, doubled.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+
+from hwsim.errors import ConfigError
+
+DEFAULT_MAX_WALL_S = 1800.0      # 30 minutes
+DEFAULT_MAX_GB = 8.0
+
+# wall seconds per kernel and per sequence (token) of one simulated pass, by fidelity
+S_PER_KERNEL = {"kernel": 2e-5, "wave": 1e-4, "tile": 3e-4}
+S_PER_TOKEN = {"kernel": 5e-4, "wave": 5e-4, "tile": 2.5e-2}
+S_PER_TILE_TOKEN_CONTEXT = 2e-7          # tile fidelity: attention tiles grow with the context
+BYTES_PER_RECORD = 600                   # one kept kernel record (runtime.kernel_records)
+BYTES_PER_TOKEN_LAYER = 64               # routing and dispatch arrays per sequence and layer
+BYTES_PER_REQUEST = 2048                 # serving: a request's row, its token times
+BYTES_PER_ITERATION = 1024               # serving: an iteration's record and breakdown
+BASE_BYTES = 300e6                       # the interpreter, numpy, pandas, matplotlib
+
+
+@dataclass
+class Cost:
+    wall_s: float
+    memory_gb: float
+    passes: float
+    kernels_per_pass: float
+
+    def describe(self) -> str:
+        return (f"about {_duration(self.wall_s)} and {self.memory_gb:.1f} GB "
+                f"({self.passes:.3g} simulated passes of about {self.kernels_per_pass:.3g} kernels)")
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} minutes"
+    if seconds < 2 * 86400:
+        return f"{seconds / 3600:.1f} hours"
+    return f"{seconds / 86400:.3g} days"
+
+
+def _mean_length(lengths) -> float:
+    if lengths.kind == "fixed":
+        mean = lengths.tokens
+    elif lengths.kind == "uniform":
+        mean = (lengths.low + lengths.high) / 2
+    else:
+        mean = lengths.tokens * math.exp(min(lengths.sigma, 10.0) ** 2 / 2)
+    return min(mean, lengths.max_tokens)
+
+
+def _kernels(model, tokens: int) -> float:
+    """Kernels of one pass: about 15 per layer plus 8 per active expert of a MoE layer."""
+    if model.moe is None:
+        return model.layers * 15.0
+    active = min(model.moe.experts, tokens * model.moe.top_k) + model.moe.shared_experts
+    return model.layers * (15.0 + 8.0 * active)
+
+
+def _pass_s(fidelity: str, kernels: float, tokens: int, context: int) -> float:
+    s = kernels * S_PER_KERNEL[fidelity] + tokens * S_PER_TOKEN[fidelity]
+    if fidelity == "tile":
+        s += tokens * context * S_PER_TILE_TOKEN_CONTEXT
+    return s
+
+
+def estimate(cfg, model) -> Cost:
+    """The cost of simulating scenario `cfg` (a Scenario) of model shape `model`."""
+    w, fidelity = cfg.workload, cfg.runtime.fidelity
+    if w.arrivals.kind != "none":
+        requests = w.arrivals.requests
+        out_tokens, prompt = _mean_length(w.output), _mean_length(w.prompt)
+        batch = max(1, min(w.max_batch_size, requests))
+        iterations = 2 * (requests * out_tokens / batch + requests * prompt / w.token_budget)
+        kernels = _kernels(model, batch)
+        wall = iterations * _pass_s(fidelity, kernels, batch, int(prompt + out_tokens))
+        memory = requests * (BYTES_PER_REQUEST + 8 * out_tokens) + iterations * BYTES_PER_ITERATION
+        return Cost(wall, (BASE_BYTES + memory) / 1e9, iterations, kernels)
+    passes = w.decode_steps + (1 if w.prompt_tokens else 0)
+    kernels = _kernels(model, w.batch_size)
+    wall = w.decode_steps * _pass_s(fidelity, kernels, w.batch_size, w.context_tokens + w.decode_steps)
+    if w.prompt_tokens:
+        wall += _pass_s(fidelity, _kernels(model, w.prompt_tokens), w.prompt_tokens, w.prompt_tokens)
+    kept = passes if cfg.runtime.kernel_records < 0 else min(passes, cfg.runtime.kernel_records)
+    memory = (kept * kernels * BYTES_PER_RECORD
+              + max(w.batch_size, w.prompt_tokens) * model.layers * BYTES_PER_TOKEN_LAYER * 4
+              + passes * 2048)     # one step result each
+    return Cost(wall, (BASE_BYTES + memory) / 1e9, passes, kernels)
+
+
+def limits_from_env() -> tuple[float, float]:
+    """(max wall s, max GB): HWSIM_MAX_WALL_S and HWSIM_MAX_GB, else the defaults."""
+    def env(name: str, default: float) -> float:
+        raw = os.environ.get(name)
+        if not raw:
+            return default
+        try:
+            value = float(raw)
+        except ValueError:
+            raise ConfigError(f"expected a number of seconds or GB, got {raw!r}", key=name) from None
+        if not math.isfinite(value) or value <= 0:
+            raise ConfigError(f"expected a positive number, got {raw!r}", key=name)
+        return value
+    return env("HWSIM_MAX_WALL_S", DEFAULT_MAX_WALL_S), env("HWSIM_MAX_GB", DEFAULT_MAX_GB)
+
+
+def check_cost(cfg, model, max_wall_s: float | None = None, max_gb: float | None = None,
+               source: str | None = None) -> Cost:
+    """Refuse (ConfigError, exit 2) a run estimated above the limits; returns the estimate."""
+    env_wall, env_gb = limits_from_env()
+    max_wall_s = env_wall if max_wall_s is None else max_wall_s
+    max_gb = env_gb if max_gb is None else max_gb
+    cost = estimate(cfg, model)
+    key = _biggest_key(cfg)
+    if cost.wall_s > max_wall_s:
+        raise ConfigError(f"this run would take {cost.describe()}, over the limit of "
+                          f"{_duration(max_wall_s)}; make it smaller, or raise the limit with "
+                          f"--max-wall-s (or HWSIM_MAX_WALL_S)", file=source, key=key)
+    if cost.memory_gb > max_gb:
+        raise ConfigError(f"this run would need {cost.describe()}, over the limit of {max_gb:g} GB; "
+                          f"make it smaller, or raise the limit with --max-gb (or HWSIM_MAX_GB)",
+                          file=source, key=key)
+    return cost
+
+
+def _biggest_key(cfg) -> str:
+    """The workload key that most likely makes the run large (named in the message)."""
+    w = cfg.workload
+    if w.arrivals.kind != "none":
+        return "workload.arrivals.requests"
+    sizes = {"workload.decode_steps": w.decode_steps, "workload.batch_size": w.batch_size * 20,
+             "workload.prompt_tokens": w.prompt_tokens}
+    return max(sizes, key=sizes.get)
