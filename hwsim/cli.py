@@ -1,79 +1,180 @@
 """The command line: a thin typer app over run_scenario and friends.
 
-User errors (ConfigError) print one line to stderr and exit with status 2, no traceback.
+Exit status (README, "Exit status"), the same for every command:
+  0  ok
+  1  some results failed (sweep points, validation rows), or hwsim itself failed (a bug)
+  2  bad input: a scenario, profile, spec, dataset or option that cannot be used; a run
+     estimated to take hours or many GB; an output folder that cannot be written
+  130 interrupted (Ctrl-C)
+Every error is one line on stderr naming the file, line and key where it can; no traceback
+(set HWSIM_DEBUG=1 to see one for an internal error).
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import sys
 import time
 from pathlib import Path
 from typing import Optional
 
+import click
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from hwsim import __version__
 from hwsim.errors import ConfigError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="hwsim: where does each token's latency budget go when a sparse MoE LLM decodes?")
 err_console = Console(stderr=True)
 
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+MAX_WORKERS = 256
+
+
+def _say(kind: str, message: str) -> None:
+    one_line = " ".join(str(message).split())
+    err_console.print(f"[bold red]{kind}:[/] {one_line}", highlight=False, soft_wrap=True, markup=True)
+
 
 def _fail(exc: ConfigError) -> None:
-    err_console.print(f"[bold red]error:[/] {exc.render()}", highlight=False, soft_wrap=True)
-    raise typer.Exit(2)
+    _say("error", exc.render())
+    raise typer.Exit(EXIT_BAD_INPUT)
+
+
+def cli_errors(command):
+    """Map every way a command can end to one line on stderr and the documented exit code."""
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
+            raise
+        except ConfigError as exc:
+            _fail(exc)
+        except KeyboardInterrupt:
+            _say("interrupted", "stopped; earlier results and bundles are left as they were")
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+        except OSError as exc:          # an unwritable --out, a full disk, a vanished file
+            where = f"{exc.filename}: " if exc.filename else ""
+            _say("error", f"{where}{exc.strerror or exc}")
+            raise typer.Exit(EXIT_BAD_INPUT) from None
+        except MemoryError:
+            _say("error", "out of memory; make the run smaller (see --max-gb)")
+            raise typer.Exit(EXIT_BAD_INPUT) from None
+        except Exception as exc:        # noqa: BLE001 - a bug: say so in one line, keep the exit code
+            if os.environ.get("HWSIM_DEBUG"):
+                raise
+            _say("internal error", f"{type(exc).__name__}: {exc} (a bug in hwsim; "
+                                   f"HWSIM_DEBUG=1 shows the traceback)")
+            raise typer.Exit(EXIT_FAILED) from None
+    return wrapper
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"hwsim {__version__}")
+        raise typer.Exit(EXIT_OK)
+
+
+@app.callback()
+def _main(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="print the version and exit")):
+    """hwsim: where does each token's latency budget go when a sparse MoE LLM decodes?"""
+
+
+MAX_WALL_HELP = "refuse a run estimated to take longer than this (default 1800 s, or HWSIM_MAX_WALL_S)"
+MAX_GB_HELP = "refuse a run estimated to need more memory than this (default 8 GB, or HWSIM_MAX_GB)"
+
+
+def _positive(value: float | None, key: str) -> float | None:
+    import math
+    if value is not None and (not math.isfinite(value) or value <= 0):
+        raise ConfigError(f"expected a positive number, got {value!r}", key=key)
+    return value
+
+
+def _writable_parent(out: Path) -> None:
+    """Fail before simulating if the folder that will hold `out` cannot be written."""
+    parent = out.parent
+    parent.mkdir(parents=True, exist_ok=True)
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ConfigError("cannot write here (permission denied)", file=str(parent), key="--out")
+    if len(out.name.encode()) > 200:
+        raise ConfigError(f"the folder name is {len(out.name)} characters long (at most 200)",
+                          file=str(out)[:80] + "...", key="--out")
+
+
+def finite(obj):
+    """A copy of `obj` with every non-finite float replaced by None (strict JSON)."""
+    import math
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite(v) for v in obj]
+    return obj
+
+
+def _json_line(obj) -> None:
+    sys.stdout.write(json.dumps(finite(obj), default=str, allow_nan=False) + "\n")
 
 
 @app.command()
+@cli_errors
 def run(
     scenario: Optional[Path] = typer.Argument(None, help="scenario YAML (default: scenarios/default.yaml)"),
     set_: list[str] = typer.Option([], "--set", help="override a key: dotted.key=value (repeatable)"),
     out: Optional[Path] = typer.Option(None, "--out", help="bundle folder (default: reports/<scenario name>)"),
     json_out: bool = typer.Option(False, "--json", help="print one JSON summary object on stdout"),
     trace: bool = typer.Option(False, "--trace", help="also write trace.json (Chrome/Perfetto trace events)"),
+    max_wall_s: Optional[float] = typer.Option(None, "--max-wall-s", help=MAX_WALL_HELP),
+    max_gb: Optional[float] = typer.Option(None, "--max-gb", help=MAX_GB_HELP),
 ):
-    """Simulate a scenario and write a run bundle."""
+    """Simulate a scenario and write a run bundle (replacing an earlier bundle there whole)."""
     from hwsim.build import build
+    from hwsim.config.fingerprint import fingerprint
     from hwsim.config.load import load_scenario
-    from hwsim.io.bundle import write_bundle
+    from hwsim.io.bundle import check_out, write_bundle
     from hwsim.provenance import provenance
     from hwsim.run import run_scenario
 
-    try:
-        cfg = load_scenario(scenario, set_)
-        built = build(cfg)
-        out = out or Path("reports") / cfg.name
-        if out.exists() and not out.is_dir():
-            raise ConfigError("--out names a file, not a folder", file=str(out), key="--out")
-        started = time.time()
-        with _progress(enabled=not json_out and sys.stderr.isatty()) as progress:
-            result = run_scenario(cfg, built, progress=progress)
-    except ConfigError as exc:
-        _fail(exc)
+    limits = (_positive(max_wall_s, "--max-wall-s"), _positive(max_gb, "--max-gb"))
+    cfg = load_scenario(scenario, set_, cost_limits=limits)
+    out = out or Path("reports") / cfg.name
+    check_out(out)
+    _writable_parent(out)
+    built = build(cfg)
+    started = time.time()
+    with _progress(enabled=not json_out and sys.stderr.isatty()) as progress:
+        result = run_scenario(cfg, built, progress=progress)
+    resolved = cfg.model_dump(mode="json")
     manifest = {
         "summary": result.summary,
         "scenario_file": str(scenario) if scenario else "scenarios/default.yaml",
         "overrides": set_,
-        "resolved_config": cfg.model_dump(mode="json"),
+        "resolved_config": resolved,
         "hardware_profile": built.profile.model_dump(mode="json"),
         "model_shape": built.model.model_dump(mode="json"),
         "seed": cfg.seed,
         "started_unix": started,
         "wall_s": result.summary["sim"]["wall_s"],
+        "inputs": fingerprint(resolved),
         "provenance": provenance(),
         "error": None,
     }
-    paths = write_bundle(result, out, manifest)
+    extra = {}
     if trace:
-        from hwsim.io.atomic import atomic_write
         from hwsim.io.trace import write_trace
-        paths["trace.json"] = out / "trace.json"
-        atomic_write(paths["trace.json"], lambda p: write_trace(result, built, p))
+        extra["trace.json"] = lambda p: write_trace(result, built, p)
+    paths = write_bundle(result, out, manifest, extra)
     if json_out:
-        sys.stdout.write(json.dumps(result.summary, default=str) + "\n")
+        _json_line(result.summary)
         return
     _print_summary(result.summary, paths)
 
@@ -160,25 +261,31 @@ def _print_summary(s: dict, paths: dict) -> None:
 
 
 @app.command()
+@cli_errors
 def validate(
     dataset: Path = typer.Argument(..., help="CSV of measured cases (see docs/validation.md)"),
     json_out: bool = typer.Option(False, "--json", help="print one JSON object on stdout"),
     sets: list[str] = typer.Option([], "--set", help="scenario override applied to every row, "
                                    "e.g. runtime.attention_kernel=cudnn (repeatable)"),
 ):
-    """Predict each measured case and report the error."""
+    """Predict each measured case and report the error (exit 1 if any row failed)."""
     from hwsim.config.load import load_scenario
     from hwsim.validate import load_dataset, validate_rows
 
-    try:
-        load_scenario(None, sets)          # a bad override fails here, once, before any row runs
-        rows = load_dataset(dataset)
-    except ConfigError as exc:
-        _fail(exc)
+    load_scenario(None, sets)          # a bad override fails here, once, before any row runs
+    rows = load_dataset(dataset)
     report = validate_rows(rows, sets)
     if json_out:
-        sys.stdout.write(json.dumps(report) + "\n")
-        return
+        _json_line(report)
+    else:
+        _print_validation(report)
+    if report["failed"]:
+        first = next(r["error"] for r in report["rows"] if r.get("error"))
+        _say("error", f"{report['failed']} of {len(report['rows'])} rows failed; first: {first}")
+        raise typer.Exit(EXIT_FAILED)
+
+
+def _print_validation(report: dict) -> None:
     console = Console()
     table = Table(show_edge=False)
     for col in ("name", "predicted_ms", "measured_ms", "error_pct"):
@@ -190,40 +297,46 @@ def validate(
             table.add_row(r["name"], f"{r['predicted_ms']:.3f}", f"{r['measured_ms']:.3f}",
                           f"{r['error_pct']:+.1f}%")
     console.print(table)
-    console.print(f"median |error| {report['median_abs_error_pct']:.1f}%, "
-                  f"max |error| {report['max_abs_error_pct']:.1f}%, failed rows {report['failed']}")
+    if report["median_abs_error_pct"] is not None:
+        console.print(f"median |error| {report['median_abs_error_pct']:.1f}%, "
+                      f"max |error| {report['max_abs_error_pct']:.1f}%, failed rows {report['failed']}")
 
 
 @app.command()
+@cli_errors
 def sweep(
     spec: Path = typer.Argument(..., help="sweep spec YAML (docs/sweeps.md)"),
     scheduler: Optional[str] = typer.Option(None, "--scheduler", help="address of a running Dask scheduler"),
     workers: Optional[int] = typer.Option(None, "--workers", help="workers of the embedded LocalCluster"),
     out: Optional[Path] = typer.Option(None, "--out", help="results folder (default: reports/<sweep name>)"),
     json_out: bool = typer.Option(False, "--json", help="print one JSON summary object on stdout"),
+    max_wall_s: Optional[float] = typer.Option(None, "--max-wall-s", help=MAX_WALL_HELP + ", per point"),
+    max_gb: Optional[float] = typer.Option(None, "--max-gb", help=MAX_GB_HELP + ", per point"),
 ):
-    """Run every point of a what-if study on Dask; resumable, results in Parquet."""
+    """Run every point of a what-if study on Dask; resumable, results in Parquet (exit 1 if
+    any point failed)."""
     from hwsim.provenance import provenance
-    from hwsim.sweep.runner import run_sweep
+    from hwsim.sweep.runner import check_sweep_out, run_sweep
     from hwsim.sweep.spec import load_sweep
 
-    try:
-        sweep_spec, points = load_sweep(spec)
-    except ConfigError as exc:
-        _fail(exc)
+    if workers is not None and not 1 <= workers <= MAX_WORKERS:
+        raise ConfigError(f"expected 1 to {MAX_WORKERS} workers, got {workers}", key="--workers")
+    limits = (_positive(max_wall_s, "--max-wall-s"), _positive(max_gb, "--max-gb"))
+    sweep_spec, points = load_sweep(spec, cost_limits=limits)
     out = out or Path("reports") / sweep_spec.name
-    out.mkdir(parents=True, exist_ok=True)
+    check_sweep_out(out)
+    _writable_parent(out)
+    out.mkdir(exist_ok=True)
     try:
         with _progress(enabled=not json_out and sys.stderr.isatty()) as progress:
             summary = run_sweep(points, out, scheduler=scheduler, workers=workers, progress=progress)
-    except ConfigError as exc:
-        _fail(exc)
     except KeyboardInterrupt:
-        err_console.print("interrupted: finished points are kept; run the same command to resume")
-        raise typer.Exit(130) from None
+        _say("interrupted", "finished points are kept; run the same command to resume")
+        raise typer.Exit(EXIT_INTERRUPTED) from None
     import pandas as pd
 
     from hwsim.io.atomic import atomic_write
+    from hwsim.io.bundle import json_text
     from hwsim.plots.study import save_study_pngs
 
     table = pd.read_parquet(summary["results"])
@@ -231,25 +344,27 @@ def sweep(
     plots = save_study_pngs(table, budget, out)
     manifest = {"sweep": sweep_spec.model_dump(mode="json"), "spec_file": str(spec),
                 "summary": summary, "plots": [str(p) for p in plots.values()],
+                "points": {p["hash"]: {"factors": p["factors"], "inputs": p["inputs"]} for p in points},
                 "provenance": provenance()}
-    atomic_write(out / "manifest.json",
-                 lambda p: Path(p).write_text(json.dumps(manifest, indent=2, default=str) + "\n"))
+    atomic_write(out / "manifest.json", lambda p: Path(p).write_text(json_text(manifest), encoding="utf-8"))
     if json_out:
-        sys.stdout.write(json.dumps(summary) + "\n")
-        return
-    Console().print(f"{summary['points']} points: {summary['computed']} computed, {summary['reused']} "
-                    f"reused, {summary['failed']} failed; results {summary['results']}")
+        _json_line(summary)
+    else:
+        Console().print(f"{summary['points']} points: {summary['computed']} computed, {summary['reused']} "
+                        f"reused, {summary['failed']} failed; results {summary['results']}")
+    if summary["failed"]:
+        _say("error", f"{summary['failed']} of {summary['points']} points failed; first: "
+                      f"{summary.get('first_error') or 'see the error column of results.parquet'}")
+        raise typer.Exit(EXIT_FAILED)
 
 
 @app.command()
+@cli_errors
 def report(folder: Path = typer.Argument(..., help="a run bundle or sweep folder")):
     """Write a self-contained index.html for a run or a sweep."""
     from hwsim.report import write_report
 
-    try:
-        path = write_report(folder)
-    except ConfigError as exc:
-        _fail(exc)
+    path = write_report(folder)
     Console().print(f"wrote {path}")
 
 

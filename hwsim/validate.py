@@ -18,7 +18,8 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from hwsim.build import build
-from hwsim.config.load import apply_overrides
+from hwsim.config.cost import check_cost
+from hwsim.config.load import apply_overrides, load_model
 from hwsim.config.names import check_name
 from hwsim.config.scenario import Scenario
 from hwsim.config.yaml_lines import LoadedYaml
@@ -52,10 +53,13 @@ def load_dataset(path: Path) -> list[dict]:
         raise ConfigError("file not found", file=str(path)) from None
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise ConfigError(f"cannot read CSV: {exc}", file=str(path)) from None
+    if not rows:
+        raise ConfigError("no data rows (only a header)", file=str(path), line=2)
     return rows
 
 
 INT_COLUMNS = ("batch", "context_tokens", "prompt_tokens")
+MAX_ROW_INT = 10_000_000      # tokens or sequences in one measured step
 
 
 def _check_row(row: dict, path: Path) -> None:
@@ -64,7 +68,7 @@ def _check_row(row: dict, path: Path) -> None:
     line = row["_line"]
     for col in INT_COLUMNS:
         value = row[col] or "0"
-        if not value.isdigit():
+        if not (value.isascii() and value.isdigit()) or len(value) > 12:
             raise ConfigError(f"expected a whole number >= 0, got {value!r}", file=str(path), line=line, key=col)
     for col in ("kv_bits", "measured_ms"):
         try:
@@ -77,6 +81,14 @@ def _check_row(row: dict, path: Path) -> None:
     if row["phase"] not in ("decode", "prefill"):
         raise ConfigError(f"phase must be decode or prefill, got {row['phase']!r}", file=str(path),
                           line=line, key="phase")
+    needed = "batch" if row["phase"] == "decode" else "prompt_tokens"
+    if int(row[needed] or 0) < 1:
+        raise ConfigError(f"a {row['phase']} row needs {needed} of at least 1", file=str(path),
+                          line=line, key=needed)
+    for col in INT_COLUMNS:
+        if int(row[col] or 0) > MAX_ROW_INT:
+            raise ConfigError(f"{row[col]} is more than a measured case can have (at most {MAX_ROW_INT})",
+                              file=str(path), line=line, key=col)
     if row["launch"] not in ("graph", "eager"):
         raise ConfigError(f"launch must be graph or eager, got {row['launch']!r}", file=str(path),
                           line=line, key="launch")
@@ -123,6 +135,7 @@ def _scenario(data: dict) -> Scenario:
 
 def predict_ms(row: dict, sets: list[str] | None = None) -> float:
     cfg, shape = _row_scenario(row, sets)
+    check_cost(cfg, load_model(cfg.model))       # a row is one step: refuse one that takes hours
     draws = ROUTING_DRAWS if shape.phase == "decode" else 1
     built = build(cfg)
     times = []
@@ -148,6 +161,8 @@ def validate_rows(rows: list[dict], sets: list[str] | None = None) -> dict:
             entry["error"] = f"line {row['_line']}: {exc.render()}"
         except (ValueError, KeyError) as exc:
             entry["error"] = f"line {row['_line']}: {str(exc).splitlines()[0]}"
+        except Exception as exc:   # noqa: BLE001 - one bad row fails alone, in one line
+            entry["error"] = f"line {row['_line']}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
         out.append(entry)
     errs = [abs(r["error_pct"]) for r in out if r["error_pct"] is not None]
     return {

@@ -1,17 +1,21 @@
 """The run bundle: manifest.json, events.parquet, breakdown.csv, breakdown.png, channels.png.
 
-Files are written to a temporary name in the target folder and renamed into place, so an
-interrupted or failed run never leaves a half-written file over a good one.
+The whole bundle is written into a temporary folder beside the target and swapped in at the
+end (hwsim.io.atomic.replace_folder): an interrupted or failed run leaves the earlier bundle
+as it was, and no file of an earlier run survives into a new one. manifest.json is written
+last and lists every other file with its SHA-256, so a bundle can be checked whole.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 from pathlib import Path
 
 import pandas as pd
 
-from hwsim.io.atomic import atomic_write
+from hwsim.io.atomic import check_folder_target, replace_folder
 from hwsim.metrics import Component
 from hwsim.run import RunResult
 
@@ -42,6 +46,41 @@ def breakdown_frame(result: RunResult) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _write(path: Path, write) -> None:
+    """Inside the staging folder every file is new: write it in place."""
+    write(path)
+
+
+def json_text(obj) -> str:
+    """Strict JSON (RFC 8259): a non-finite float becomes null instead of `Infinity`."""
+    def clean(v):
+        if isinstance(v, float) and not math.isfinite(v):
+            return None
+        if isinstance(v, dict):
+            return {k: clean(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [clean(x) for x in v]
+        return v
+    return json.dumps(clean(obj), indent=2, default=str, allow_nan=False) + "\n"
+
+
+def is_bundle(folder: Path) -> bool:
+    return (Path(folder) / "manifest.json").is_file()
+
+
+def check_out(out: Path) -> None:
+    """Fail before simulating if `out` can never take a bundle."""
+    check_folder_target(out, is_bundle)
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
 def _write_serving(result: RunResult, out: Path, paths: dict) -> None:
     from hwsim.plots.serving import save_cdf_png, save_timeline_png
 
@@ -53,23 +92,31 @@ def _write_serving(result: RunResult, out: Path, paths: dict) -> None:
                                 "decodes": it.decodes, "prefill_tokens": it.prefill_tokens,
                                 "waiting": it.waiting, **{k: v * 1e3 for k, v in it.breakdown_s.items()}}
                                for it in result.iterations])
-    atomic_write(paths["requests.parquet"], lambda p: requests.to_parquet(p, index=False))
-    atomic_write(paths["iterations.csv"], lambda p: iterations.to_csv(p, index=False))
+    _write(paths["requests.parquet"], lambda p: requests.to_parquet(p, index=False))
+    _write(paths["iterations.csv"], lambda p: iterations.to_csv(p, index=False))
     s = result.summary
-    atomic_write(paths["itl_cdf.png"], lambda p: save_cdf_png(
+    _write(paths["itl_cdf.png"], lambda p: save_cdf_png(
         result.gaps_ms, cfg.budget_ms, "inter-token latency", f"budget {cfg.budget_ms:g} ms", p))
-    atomic_write(paths["ttft_cdf.png"], lambda p: save_cdf_png(
+    _write(paths["ttft_cdf.png"], lambda p: save_cdf_png(
         [r["ttft_ms"] for r in result.requests], cfg.workload.ttft_target_ms, "time to first token",
         f"target {cfg.workload.ttft_target_ms:g} ms", p))
-    atomic_write(paths["timeline.png"], lambda p: save_timeline_png(
+    _write(paths["timeline.png"], lambda p: save_timeline_png(
         result.iterations, cfg.budget_ms, f"{s['model']} on {s['hardware']}: iterations over time", p))
 
 
-def write_bundle(result: RunResult, out: Path, manifest: dict) -> dict[str, Path]:
+def write_bundle(result: RunResult, out: Path, manifest: dict, extra: dict | None = None) -> dict[str, Path]:
+    """Write the bundle to `out`, replacing an earlier bundle there whole. `extra` maps more
+    file names to writers (write(path)), e.g. trace.json. Returns the final paths."""
+    check_out(out)
+    with replace_folder(out) as tmp:
+        staged = _write_files(result, tmp, manifest, extra or {})
+    return {name: out / path.name for name, path in staged.items()}
+
+
+def _write_files(result: RunResult, out: Path, manifest: dict, extra: dict) -> dict[str, Path]:
     from hwsim.plots.breakdown import save_breakdown_png
     from hwsim.plots.channels import save_channel_png
 
-    out.mkdir(parents=True, exist_ok=True)
     paths = {name: out / name for name in
              ("manifest.json", "events.parquet", "breakdown.csv", "breakdown.png", "channels.png")}
     if result.iterations:
@@ -82,19 +129,22 @@ def write_bundle(result: RunResult, out: Path, manifest: dict) -> dict[str, Path
         recorded = max((r.step for r in result.records), default=0)   # runtime.kernel_records
         last_step = [r for r in result.records if r.step == recorded]
         paths["gantt.png"] = out / "gantt.png"
-        atomic_write(paths["gantt.png"], lambda p: save_gantt_png(
+        _write(paths["gantt.png"], lambda p: save_gantt_png(
             last_step, result.sms, result.stacks, f"resource occupancy during one token (step {recorded})", p))
         events = records_frame(result)
         breakdown = breakdown_frame(result)
-        atomic_write(paths["events.parquet"], lambda p: events.to_parquet(p, index=False))
-        atomic_write(paths["breakdown.csv"], lambda p: breakdown.to_csv(p, index=False))
-    atomic_write(paths["breakdown.png"], lambda p: save_breakdown_png(result.summary, p))
+        _write(paths["events.parquet"], lambda p: events.to_parquet(p, index=False))
+        _write(paths["breakdown.csv"], lambda p: breakdown.to_csv(p, index=False))
+    _write(paths["breakdown.png"], lambda p: save_breakdown_png(result.summary, p))
     s = result.summary
     title = (f"{s['model']} on {s['hardware']}: HBM bytes per channel "
              f"(max/mean {max(result.channel_bytes) / (sum(result.channel_bytes) / len(result.channel_bytes)):.2f})"
              if sum(result.channel_bytes) else "HBM bytes per channel")
-    atomic_write(paths["channels.png"],
+    _write(paths["channels.png"],
                   lambda p: save_channel_png(result.channel_bytes, result.channels_per_stack, title, p))
-    atomic_write(paths["manifest.json"],
-                  lambda p: Path(p).write_text(json.dumps(manifest, indent=2, default=str) + "\n"))
+    for name, write in extra.items():
+        paths[name] = out / name
+        write(paths[name])
+    files = {name: _sha256(path) for name, path in sorted(paths.items()) if name != "manifest.json"}
+    paths["manifest.json"].write_text(json_text({**manifest, "files": files}), encoding="utf-8")
     return paths

@@ -11,15 +11,19 @@ OUT/results.parquet.
 from __future__ import annotations
 
 import json
+import logging
 import os
+import signal
+import threading
 import time
 import traceback
+from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
 
 from hwsim.errors import ConfigError
-from hwsim.io.atomic import atomic_write
+from hwsim.io.atomic import atomic_write, check_folder_target
 
 SCHEDULER_TIMEOUT_S = 5     # an unreachable scheduler is reported after this, not after a hang
 
@@ -64,16 +68,57 @@ def _part(out: Path, h: str) -> Path:
     return out / "results" / f"part-{h}.parquet"
 
 
+def is_sweep_folder(folder: Path) -> bool:
+    manifest = folder / "manifest.json"
+    if (folder / "results").is_dir():
+        return True
+    try:
+        return "sweep" in json.loads(manifest.read_text(encoding="utf-8"))
+    except (OSError, ValueError, TypeError):
+        return False
+
+
+def check_sweep_out(out: Path) -> None:
+    """A sweep folder is resumed in place: it may be new, empty or an earlier sweep's."""
+    check_folder_target(out, is_sweep_folder)
+
+
+def _read_part(part: Path, columns=None) -> pd.DataFrame | None:
+    """A part, or None if it cannot be read (torn, truncated, unreadable): its point is then
+    recomputed and the part replaced, and no later sweep trips over it."""
+    try:
+        return pd.read_parquet(part, columns=columns)
+    except Exception:   # noqa: BLE001 - pyarrow raises many types for a bad file
+        return None
+
+
 def finished_points(out: Path) -> set[str]:
     done = set()
     for part in (out / "results").glob("part-*.parquet"):
-        try:
-            row = pd.read_parquet(part, columns=["point", "status"])
-        except Exception:   # noqa: BLE001 - a torn part (killed mid-write cannot happen, but be safe)
-            continue
-        if len(row) and row["status"].iloc[0] == "ok":
+        row = _read_part(part, columns=["point", "status"])
+        if row is not None and len(row) and row["status"].iloc[0] == "ok":
             done.add(row["point"].iloc[0])
     return done
+
+
+@contextmanager
+def _children_ignore_sigint():
+    """Worker processes started in here ignore Ctrl-C (a terminal sends it to the whole process
+    group): only this process handles it, closes the cluster and prints one line, instead of
+    every worker printing its traceback."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
+def _quiet_dask() -> None:
+    for name in ("distributed", "tornado", "asyncio"):
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
 
 
 def run_sweep(points: list[dict], out: Path, *, scheduler: str | None = None, workers: int | None = None,
@@ -95,8 +140,9 @@ def run_sweep(points: list[dict], out: Path, *, scheduler: str | None = None, wo
                 raise ConfigError(f"cannot reach the Dask scheduler at {address}: {exc}",
                                   key="--scheduler") from None
         else:
-            cluster = LocalCluster(n_workers=workers or 1, threads_per_worker=1, processes=True,
-                                   dashboard_address=None)
+            with _children_ignore_sigint():
+                cluster = LocalCluster(n_workers=workers or 1, threads_per_worker=1, processes=True,
+                                       dashboard_address=None)
             client = Client(cluster)
         try:
             futures = client.map(run_point, todo, pure=False)
@@ -112,16 +158,21 @@ def run_sweep(points: list[dict], out: Path, *, scheduler: str | None = None, wo
                 failed += row["status"] != "ok"
                 if progress:
                     progress(reused + i, len(points))
+        except KeyboardInterrupt:
+            _quiet_dask()          # the shutdown below would log every cancelled task
+            raise
         finally:
             client.close()
             if cluster is not None:
                 cluster.close()
     wanted = {p["hash"] for p in points}
-    parts = [pd.read_parquet(f) for f in sorted((out / "results").glob("part-*.parquet"))]
-    table = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
-    if len(table):
-        table = table[table["point"].isin(wanted)]
+    parts = [_read_part(out / "results" / f"part-{h}.parquet") for h in sorted(wanted)]
+    parts = [p for p in parts if p is not None]
+    table = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame({"point": [], "status": []})
     results = out / "results.parquet"
     atomic_write(results, lambda p: table.to_parquet(p, index=False))
-    return {"points": len(points), "computed": computed, "reused": reused, "failed": failed,
-            "results": str(results)}
+    bad = table[table["status"] != "ok"] if len(table) else table
+    missing = len(wanted) - len(table)
+    first_error = str(bad["error"].iloc[0]).splitlines()[-1] if len(bad) and "error" in bad else None
+    return {"points": len(points), "computed": computed, "reused": reused,
+            "failed": int(len(bad) + missing), "first_error": first_error, "results": str(results)}

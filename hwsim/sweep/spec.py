@@ -24,7 +24,8 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from hwsim.config.fingerprint import point_key
+from hwsim.config.cost import check_cost
+from hwsim.config.fingerprint import fingerprint, point_key
 from hwsim.config.load import load_model, load_profile, validate
 from hwsim.config.names import SafeName
 from hwsim.config.safe_expr import ExprError, Filter
@@ -79,8 +80,9 @@ def _set(data: dict, dotted: str, value) -> None:
     node[parts[-1]] = value
 
 
-def load_sweep(path: Path) -> tuple[SweepSpec, list[dict]]:
-    """The spec and its points: [{"hash", "factors", "scenario" (resolved dict)}]."""
+def load_sweep(path: Path, cost_limits: tuple | None = None) -> tuple[SweepSpec, list[dict]]:
+    """The spec and its points: [{"hash", "factors", "scenario" (resolved dict), "inputs"}].
+    With `cost_limits` (max wall s, max GB) a point estimated above them is refused."""
     doc = load_yaml_file(path)
     spec = validate(SweepSpec, doc)
     if isinstance(spec.base, str):
@@ -110,11 +112,16 @@ def load_sweep(path: Path) -> tuple[SweepSpec, list[dict]]:
             raise ConfigError(exc.message + where, file=str(path), line=doc.line_of(["factors"]),
                               key=exc.key) from None
         resolved = cfg.model_dump(mode="json")
-        points.append({"hash": point_hash(resolved), "factors": factors, "scenario": resolved})
+        points.append({"hash": point_hash(resolved), "factors": factors, "scenario": resolved,
+                       "inputs": fingerprint(resolved), "config": cfg})
     if not points:
         raise ConfigError("the filter drops every point", file=str(path), line=doc.line_of(["filter"]),
                           key="filter")
     _check_names(points, path, doc)
+    if cost_limits is not None:
+        _check_costs(points, cost_limits, path, doc)
+    for p in points:
+        del p["config"]
     return spec, points
 
 
@@ -127,6 +134,20 @@ def _check_names(points: list[dict], path: Path, doc: LoadedYaml) -> None:
             except ConfigError as exc:
                 raise ConfigError(exc.message, file=str(path), line=doc.line_of(["factors"]) or doc.line_of(["base"]),
                                   key=key) from None
+
+
+def _check_costs(points: list[dict], cost_limits: tuple, path: Path, doc: LoadedYaml) -> None:
+    """Refuse a point that alone would take hours or many GB (hwsim.config.cost)."""
+    models = {}
+    for p in points:
+        cfg = p["config"]
+        if cfg.model not in models:
+            models[cfg.model] = load_model(cfg.model)
+        try:
+            check_cost(cfg, models[cfg.model], *cost_limits)
+        except ConfigError as exc:
+            raise ConfigError(f"point {p['factors']}: {exc.message}", file=str(path),
+                              line=doc.line_of(["factors"]), key=exc.key) from None
 
 
 def _filter(spec: SweepSpec, path: Path, doc: LoadedYaml) -> Filter | None:
