@@ -52,7 +52,7 @@ def cli_errors(command):
     def wrapper(*args, **kwargs):
         try:
             return command(*args, **kwargs)
-        except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
+        except (typer.Exit, click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
             raise
         except ConfigError as exc:
             _fail(exc)

@@ -106,6 +106,8 @@ def _children_ignore_sigint():
     """Worker processes started in here ignore Ctrl-C (a terminal sends it to the whole process
     group): only this process handles it, closes the cluster and prints one line, instead of
     every worker printing its traceback."""
+    # cancelled tasks are normal on Ctrl-C; the workers need not log each (errors still show)
+    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "error")
     if threading.current_thread() is not threading.main_thread():
         yield
         return
