@@ -26,7 +26,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from hwsim import microbench as mb
+from hwsim import operators as mb
 from hwsim.config.load import load_profile
 from hwsim.hw.chip import ChipSpec
 from hwsim.model import ops

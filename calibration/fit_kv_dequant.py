@@ -17,7 +17,7 @@ import json
 import statistics
 from pathlib import Path
 
-from hwsim import microbench as mb
+from hwsim import operators as mb
 from hwsim.config.load import load_profile
 from hwsim.hw.chip import ChipSpec
 

@@ -1,4 +1,5 @@
-"""Elaboration: a validated Scenario becomes a wired System plus the Schedule that feeds it.
+"""Elaboration: a validated Scenario becomes a wired Cluster of devices, the compute stream of
+its first device, and the Schedule that feeds it.
 
 Everything that can be wrong with a scenario fails here, before simulated time is spent.
 """
@@ -7,16 +8,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import simpy
-
 from hwsim.config.load import apply_hardware_overrides, load_model, load_profile
 from hwsim.config.profile import HardwareProfile
 from hwsim.config.scenario import Scenario
 from hwsim.hw.chip import ChipSpec
-from hwsim.hw.system import System
+from hwsim.engine.stream import Stream
+from hwsim.engine.timer import KernelTimer
+from hwsim.hw.cluster import Cluster
+from hwsim.hw.device import Device
 from hwsim.model.schedule import Schedule
 from hwsim.model.shapes import ModelShape
-from hwsim.engine.rng import RandomStreams
+from hwsim.rng import RandomStreams
 from hwsim.model.moe_dispatch import ExpertDispatch
 from hwsim.workload import kv_format
 from hwsim.workload.router import Router
@@ -28,19 +30,28 @@ class Built:
     profile: HardwareProfile
     model: ModelShape
     chip: ChipSpec
-    env: simpy.Environment
-    system: System
+    cluster: Cluster
+    stream: Stream              # the compute stream of the first device
     schedule: Schedule
     router: Router | None
     warnings: list[str]
+
+    @property
+    def env(self):
+        return self.cluster.env
+
+    @property
+    def device(self) -> Device:
+        return self.stream.device
 
 
 def build(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelShape | None = None) -> Built:
     profile = profile or apply_hardware_overrides(load_profile(cfg.hardware), cfg.hardware_overrides)
     model = model or load_model(cfg.model)
     chip = ChipSpec.from_profile(profile)
-    env = simpy.Environment()
-    system = System(env, chip, launch=cfg.runtime.launch, fidelity=cfg.runtime.fidelity,
+    cluster = Cluster(chip)
+    stream = Stream(cluster.env, cluster.devices[0], cluster.arbiter,
+                    KernelTimer(chip, cfg.runtime.fidelity), launch=cfg.runtime.launch,
                     reuse=cfg.runtime.reuse)
     w = cfg.workload
     max_context = w.context_tokens + w.decode_steps + max(w.prompt_tokens, 1)
@@ -59,7 +70,7 @@ def build(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelSha
     if need > chip.hbm_capacity_bytes:
         warnings.append(f"weights + KV cache need {need / 1e9:.1f} GB but {profile.name} has "
                         f"{chip.hbm_capacity_bytes / 1e9:.0f} GB of HBM; simulated as if it fit")
-    return Built(cfg, profile, model, chip, env, system, schedule, router, warnings)
+    return Built(cfg, profile, model, chip, cluster, stream, schedule, router, warnings)
 
 
 def _expert_dispatch(cfg: Scenario, model: ModelShape, chip: ChipSpec, schedule: Schedule,

@@ -13,7 +13,7 @@ from hwsim import __version__
 from hwsim.build import Built, build
 from hwsim.config.scenario import Scenario
 from hwsim.errors import ConfigError
-from hwsim.hw.system import KernelRecord, StreamTotals
+from hwsim.engine.records import KernelRecord, StreamTotals
 from hwsim.metrics import Component, percentiles, traffic_class
 from hwsim.model.schedule import StepShape
 from hwsim.workload.kv_fidelity import attention_rel_error
@@ -54,16 +54,26 @@ class RunResult:
     requests: list[dict] = field(default_factory=list)        # serving: one row per request
     iterations: list = field(default_factory=list)            # serving: one Iteration each
     gaps_ms: list[float] = field(default_factory=list)        # serving: every inter-token gap
+    lanes: dict[str, list] = field(default_factory=dict)      # unit lane -> its busy intervals
+                                                              # (start, end, label, share), recorded steps
+
+
+def lanes_of(b: Built) -> dict[str, list]:
+    """Every unit's recorded busy intervals, in lane order (units the chip lacks have none)."""
+    return {u.name: list(u.intervals or ()) for u in b.device.units}
 
 
 def simulate_pass(b: Built, shape: StepShape, step: int, records: list[KernelRecord]) -> StepResult:
     routing = b.router.step(step, shape.tokens) if b.router else {}
     kernels = b.schedule.step(shape, routing)
-    prefetched_before = b.system.prefetch_bytes
+    copies = b.stream.copies
+    prefetched_before = copies.bytes
     t0 = b.env.now
-    totals = b.system.totals = StreamTotals()
+    totals = StreamTotals()
     keep = b.scenario.runtime.kernel_records   # past this window the step's records are not made
-    b.env.process(b.system.run_stream(kernels, step, records if keep < 0 or step < keep else None))
+    recorded = keep < 0 or step < keep
+    b.device.record_intervals(recorded)
+    b.env.process(b.stream.run(kernels, step, records if recorded else None, totals))
     b.env.run()
     by_component = dict.fromkeys(Component, 0.0)
     by_component.update(totals.parts)
@@ -73,7 +83,7 @@ def simulate_pass(b: Built, shape: StepShape, step: int, records: list[KernelRec
         moved[traffic_class(comp)] += nbytes
     if b.schedule.dispatch:
         b.schedule.dispatch.end_step()
-    moved["expert_prefetch"] = b.system.prefetch_bytes - prefetched_before
+    moved["expert_prefetch"] = copies.bytes - prefetched_before
     active = [len(np.unique(r[r >= 0])) for r in routing.values()]
     return StepResult(step=step, phase=shape.phase, batch=shape.batch, context=shape.context,
                       t_start=t0, t_end=b.env.now, breakdown_s=breakdown, bytes=moved,
@@ -126,9 +136,9 @@ def _run_scenario(cfg: Scenario, built: Built | None, progress) -> RunResult:
     summary = summarize(cfg, b, steps, prefill, wall)
     all_steps = ([prefill] if prefill else []) + steps
     return RunResult(scenario=cfg, steps=all_steps, records=records, summary=summary,
-                     channel_bytes=b.system.hbm.bytes_per_channel().tolist(),
-                     channels_per_stack=b.system.hbm.channels_per_stack,
-                     sms=b.chip.sms, stacks=b.chip.hbm_stacks)
+                     channel_bytes=b.device.channel_bytes.tolist(),
+                     channels_per_stack=b.chip.hbm_channels_per_stack,
+                     sms=b.chip.sms, stacks=b.chip.hbm_stacks, lanes=lanes_of(b))
 
 
 def _run_serving(cfg: Scenario, b: Built, wall0: float, progress) -> RunResult:
@@ -151,8 +161,8 @@ def _run_serving(cfg: Scenario, b: Built, wall0: float, progress) -> RunResult:
     summary["sim"]["simulated_tokens"] = sum(len(r.token_times) for r in loop.finished)
     summary["sim"]["wall_s"] = time.perf_counter() - wall0
     result = RunResult(scenario=cfg, steps=[], records=[], summary=summary,
-                       channel_bytes=b.system.hbm.bytes_per_channel().tolist(),
-                       channels_per_stack=b.system.hbm.channels_per_stack,
+                       channel_bytes=b.device.channel_bytes.tolist(),
+                       channels_per_stack=b.chip.hbm_channels_per_stack,
                        requests=request_rows(loop), iterations=iters)
     result.gaps_ms = (inter_token_gaps_s(loop) * 1e3).tolist()
     return result
@@ -173,7 +183,7 @@ def moe_summary(cfg: Scenario, b: Built, steps: list[StepResult]) -> dict | None
         "expected_distinct_uniform": expected_distinct(m.moe.experts, m.moe.top_k, tokens),
         "active_param_fraction": float(np.mean([s.active_weight_fraction for s in steps])),
         "placement": cfg.moe.placement,
-        "channel_imbalance": b.system.hbm.imbalance(),
+        "channel_imbalance": b.device.imbalance(),
         "expert_stack_imbalance": d.expert_stack_imbalance(),
         "router_in_sram": b.schedule.router_on_chip,
         "cache": {"policy": cfg.moe.cache.policy, "capacity_mb": d.cache.capacity / 1e6,
@@ -238,6 +248,7 @@ def summarize(cfg: Scenario, b: Built, steps: list[StepResult], prefill: StepRes
         "kv": kv_summary(cfg, b),
         "moe": moe_summary(cfg, b, steps),
         "warnings": b.warnings,
-        "sim": {"events": b.system.events, "wall_s": wall_s,
+        "sim": {"events": b.env.processed, "kernels": b.stream.kernels,
+                "replayed_kernels": b.stream.replayed, "wall_s": wall_s,
                 "simulated_tokens": n * cfg.workload.batch_size, "version": __version__},
     }

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from hwsim import microbench as mb
+from hwsim import operators as mb
 
 ROOT = Path(__file__).resolve().parents[1]
 EXTRA = ROOT / "calibration" / "data" / "h200_microbench_extra.jsonl"

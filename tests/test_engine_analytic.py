@@ -2,7 +2,7 @@
 
 import pytest
 
-from hwsim import microbench as mb
+from hwsim import operators as mb
 from hwsim.model import ops
 
 

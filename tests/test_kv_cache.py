@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from hwsim import microbench as mb
+from hwsim import operators as mb
 from hwsim.config.load import load_profile, load_scenario
 from hwsim.config.scenario import KvCache
 from hwsim.errors import ConfigError

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hwsim import microbench as mb
+from hwsim import operators as mb
 from hwsim.config.load import load_model
 from hwsim.metrics import Component
 from hwsim.model.kernel import Kernel

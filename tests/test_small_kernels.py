@@ -39,7 +39,7 @@ def test_unsplit_decode_attention_is_bound_by_its_padded_mma_rows(h200):
     128-row tile (4-8 of them real) being the limit; the model must find it compute-bound."""
     ks = ops.decode_attention("a", 0, 64, 32, 8, 128, 128, 16385, 512, 1 << 30, h200)
     assert len(ks) == 1 and ks[0].tensor_flops == 2.0 * 128 * 16385 * 256
-    from hwsim import microbench as mb
+    from hwsim import operators as mb
     _, recs = mb.time_kernels(h200, ks)
     assert max(recs[0].attribution, key=recs[0].attribution.get).value == "attention_compute"
 

@@ -96,6 +96,16 @@ class SubByteDecoder(Strict):
     formats: list[str]
 
 
+class Interconnect(Strict):
+    """The device's ports to other devices: scale-up (NVLink through a switch) and scale-out
+    (a network interface), each per direction."""
+
+    scaleup_bandwidth_gbps: Positive = Field(description="per direction, all links together")
+    scaleup_latency_us: Positive = Field(description="one-way latency of a small message")
+    scaleout_bandwidth_gbps: Positive | None = Field(default=None, description="per direction")
+    scaleout_latency_us: Positive | None = None
+
+
 class HardwareProfile(Strict):
     name: str
     description: str = ""
@@ -109,3 +119,4 @@ class HardwareProfile(Strict):
     kernel: KernelCosts
     gemm: GemmLibrary
     decoder: SubByteDecoder | None = None
+    interconnect: Interconnect | None = None

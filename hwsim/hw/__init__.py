@@ -1,1 +1,2 @@
-"""Chip components. Each owns its queueing state; `System` wires them together."""
+"""Hardware: a device's units (SMs, L2, HBM, bus, copy engines, decoder, ports), the FIFO
+servers that time requests inside one work item, and the cluster of devices and links."""

@@ -44,6 +44,10 @@ class ChipSpec:
     decoder_elements_per_clk: float | None
     decoder_latency_s: float
     decoder_formats: tuple[str, ...]
+    scaleup_bytes_s: float | None = None      # per direction (NVLink), None: no port
+    scaleup_latency_s: float = 0.0
+    scaleout_bytes_s: float | None = None     # per direction (NIC)
+    scaleout_latency_s: float = 0.0
 
     @property
     def hit_latency_s(self) -> float:
@@ -67,6 +71,7 @@ class ChipSpec:
     @classmethod
     def from_profile(cls, p: HardwareProfile) -> "ChipSpec":
         d = p.decoder
+        net = p.interconnect
         return cls(
             name=p.name,
             sms=p.sm.count.value,
@@ -103,4 +108,10 @@ class ChipSpec:
             decoder_elements_per_clk=d.elements_per_clk.value if d else None,
             decoder_latency_s=d.latency_ns.value * 1e-9 if d else 0.0,
             decoder_formats=tuple(d.formats) if d else (),
+            scaleup_bytes_s=net.scaleup_bandwidth_gbps.value * 1e9 if net else None,
+            scaleup_latency_s=net.scaleup_latency_us.value * 1e-6 if net else 0.0,
+            scaleout_bytes_s=(net.scaleout_bandwidth_gbps.value * 1e9
+                              if net and net.scaleout_bandwidth_gbps else None),
+            scaleout_latency_s=(net.scaleout_latency_us.value * 1e-6
+                                if net and net.scaleout_latency_us else 0.0),
         )

@@ -130,7 +130,7 @@ def _write_files(result: RunResult, out: Path, manifest: dict, extra: dict) -> d
         last_step = [r for r in result.records if r.step == recorded]
         paths["gantt.png"] = out / "gantt.png"
         _write(paths["gantt.png"], lambda p: save_gantt_png(
-            last_step, result.sms, result.stacks, f"resource occupancy during one token (step {recorded})", p))
+            result.lanes, last_step, f"unit occupancy during one token (step {recorded})", p))
         events = records_frame(result)
         breakdown = breakdown_frame(result)
         _write(paths["events.parquet"], lambda p: events.to_parquet(p, index=False))

@@ -2,33 +2,22 @@
 
 Tracks:
 - the kernel stream, with a slice per kernel (its tiles, waves, bytes and attribution);
-- one track per SM group (the chip's SMs split into groups of SM_GROUP), busy while a
-  kernel's tiles occupy any SM of the group;
-- one track per HBM stack, busy while a kernel streams bytes from it;
-- the on-chip bus;
-- the expert-prefetch copy engine;
-- the native decoder, when attention expands compressed KV on it.
+- one track per unit of the device that was busy during the recorded steps (SM groups, the L2,
+  the HBM stacks, the bus, the copy engine, a native decoder, ports), with the slices the
+  unit recorded itself and the share of it each item used (hwsim/hw/units.py).
 """
 
 from __future__ import annotations
 
 import json
-import math
 
 from hwsim.run import RunResult
 
-SM_GROUP = 16     # SMs per track, about one GPC
-
 
 def trace_events(result: RunResult, built) -> dict:
-    chip = built.chip
-    stacks = chip.hbm_stacks
-    groups = math.ceil(chip.sms / SM_GROUP)
-    tracks = ["kernels"] + [f"SMs {g * SM_GROUP}-{min((g + 1) * SM_GROUP, chip.sms) - 1}"
-                            for g in range(groups)]
-    tracks += [f"HBM stack {s}" for s in range(stacks)] + ["bus", "prefetch copy engine", "decoder"]
+    tracks = ["kernels"] + [name for name, spans in result.lanes.items() if spans]
     tid = {name: i + 1 for i, name in enumerate(tracks)}
-    events = [{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": f"{chip.name}"}}]
+    events = [{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": built.device.name}}]
     events += [{"ph": "M", "name": "thread_name", "pid": 1, "tid": tid[n], "args": {"name": n}}
                for n in tracks]
     events += [{"ph": "M", "name": "thread_sort_index", "pid": 1, "tid": tid[n],
@@ -41,21 +30,11 @@ def trace_events(result: RunResult, built) -> dict:
     for r in result.records:
         attribution = {c.value: round(v * 1e6, 3) for c, v in r.attribution.items() if v}
         slice_("kernels", r.name, r.t_start, r.t_end, step=r.step, tiles=r.tiles, waves=r.waves,
-               hbm_read_bytes=r.hbm_read_bytes, l2_bytes=r.l2_bytes, attribution_us=attribution)
-        busy_sms = min(chip.sms, r.tiles)
-        for g in range(math.ceil(busy_sms / SM_GROUP)):
-            slice_(tracks[1 + g], r.name, r.t_start, r.t_end)
-        moved = r.hbm_read_bytes + r.hbm_write_bytes
-        if moved:
-            for s in range(stacks):
-                slice_(f"HBM stack {s}", r.name, r.t_start, r.t_end, bytes=moved / stacks)
-        if moved or r.l2_bytes:
-            slice_("bus", r.name, r.t_start, r.t_end, bytes=moved + r.l2_bytes)
-        if r.decoded:
-            slice_("decoder", r.name, r.t_start, r.t_end, elements=r.decoded)
-    for key, start, end, nbytes, stack in built.system.copy_records:
-        slice_("prefetch copy engine", f"prefetch {key}", start, end, bytes=nbytes,
-               stack="all" if stack < 0 else stack)
+               hbm_read_bytes=r.hbm_read_bytes, l2_bytes=r.l2_bytes, attribution_us=attribution,
+               shared=r.shared)
+    for lane in tracks[1:]:
+        for start, end, label, share in result.lanes[lane]:
+            slice_(lane, label, start, end, share=round(share, 4))
     return {"traceEvents": events, "displayTimeUnit": "ns"}
 
 

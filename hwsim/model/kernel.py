@@ -1,7 +1,9 @@
 """A kernel as the simulator sees it: thread-block tiles with bytes and operations each.
 
 Kernels are pure data produced by the schedule (hwsim.model.schedule) and consumed by the
-executor (hwsim.hw.executor). All per-tile quantities are for one thread block.
+engine (hwsim.engine.timer). All per-tile quantities are for one thread block. Fields whose
+metadata says `timing=False` cannot change how long the kernel takes; every other field is
+part of the replay cache's key (hwsim/engine/replay.py).
 """
 
 from __future__ import annotations
@@ -10,12 +12,14 @@ from dataclasses import dataclass, field
 
 from hwsim.metrics import Component
 
+NOT_TIMING = {"timing": False}
+
 
 @dataclass(slots=True)    # not frozen: frozen dataclasses build 2x slower, and a step builds ~1000
 class Kernel:               # of them; nothing mutates a Kernel after the schedule creates it
-                            # (but for the replay key the executor caches on it)
-    name: str
-    layer: int                      # decoder layer, -1 outside the layer stack
+                            # (but for the replay key the engine caches on it)
+    name: str = field(metadata=NOT_TIMING)
+    layer: int = field(metadata=NOT_TIMING)   # decoder layer, -1 outside the layer stack
     tiles: int                      # thread blocks in the grid
     hbm_read: float = 0.0           # bytes per tile streamed from HBM (L2 misses)
     l2_read: float = 0.0            # bytes per tile that hit in L2 (reused activations)
@@ -26,7 +30,8 @@ class Kernel:               # of them; nothing mutates a Kernel after the schedu
     int_ops: float = 0.0            # integer/logic ops per tile (unpacking sub-byte data)
     decoder_elements: float = 0.0   # elements per tile expanded by a native sub-byte decoder
     smem_bytes: int = 0             # shared memory one tile holds (limits tiles per SM)
-    address: int = 0                # start of the contiguous HBM range the tiles stream
+    address: int = field(default=0, metadata=NOT_TIMING)   # start of the contiguous HBM range the
+                                    # tiles stream (the replay key keeps its channel phase)
     dtype: str = "bf16"             # tensor-core input type
     mma_sync: bool = False          # built on warp-level mma.sync (FlashAttention-2), not wgmma
     balanced: bool = False          # stream-K: work spread evenly over SMs, no partial last wave
@@ -44,7 +49,8 @@ class Kernel:               # of them; nothing mutates a Kernel after the schedu
     writes: tuple[str, ...] = ()    # activations it produces
     data: Component = Component.ACTIVATION_IO      # charged when the tile is memory-bound
     compute: Component = Component.ACTIVATION_IO   # charged when it is compute-bound
-    replay_key: object = field(default=None, repr=False, compare=False)   # set once by KernelReplay
+    replay_key: object = field(default=None, repr=False, compare=False,
+                               metadata=NOT_TIMING)   # set once by ReplayCache
 
     def __post_init__(self):
         assert self.tiles >= 1, self.name

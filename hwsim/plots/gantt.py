@@ -1,8 +1,12 @@
-"""Gantt chart of resource occupancy during one token (one decode step)."""
+"""Gantt chart of one token (one decode step): when each unit of the device is busy.
+
+Drawn from the units' own busy intervals (hwsim/hw/units.py), not guessed from kernels: an
+HBM stack is busy only while a kernel's bytes on that stack are being served, the copy engine
+while a copy runs. Bar height is the share of the unit the item used; colour is the kernel's
+data component. Lanes of units that did nothing during the run are left out.
+"""
 
 from __future__ import annotations
-
-import math
 
 import matplotlib
 
@@ -12,47 +16,39 @@ from matplotlib.axes import Axes  # noqa: E402
 
 from hwsim.plots.breakdown import COLORS  # noqa: E402
 
-SM_GROUP = 16
+COPY_COLOR = "#9467bd"
 
 
-def plot_gantt(ax: Axes, records, sms: int, stacks: int):
-    """Bars where each resource is busy, coloured by the kernel's data component."""
-    groups = math.ceil(sms / SM_GROUP)
-    rows = [f"SMs {g * SM_GROUP}-{min((g + 1) * SM_GROUP, sms) - 1}" for g in range(groups)]
-    rows += [f"HBM stack {s}" for s in range(stacks)] + ["bus", "decoder"]
-    lanes: dict[str, list] = {r: [] for r in rows}
-    colors: dict[str, list] = {r: [] for r in rows}
-    t0 = records[0].t_start if records else 0.0
-    for r in records:
-        span = ((r.t_start - t0) * 1e3, (r.t_end - r.t_start) * 1e3)
-        c = COLORS.get(r.data.value, "#888888")
-        busy = [rows[g] for g in range(math.ceil(min(sms, r.tiles) / SM_GROUP))]
-        if r.hbm_read_bytes + r.hbm_write_bytes:
-            busy += [f"HBM stack {s}" for s in range(stacks)]
-        if r.hbm_read_bytes + r.hbm_write_bytes + r.l2_bytes:
-            busy.append("bus")
-        if r.decoded:
-            busy.append("decoder")
-        for lane in busy:
-            lanes[lane].append(span)
-            colors[lane].append(c)
+def plot_gantt(ax: Axes, lanes: dict[str, list], records):
+    """lanes: unit name -> (start, end, label, share) intervals; records: the step's kernels."""
+    if not records:
+        return []
+    t0, t1 = records[0].t_start, max(r.t_end for r in records)
+    color_of = {r.name: COLORS.get(r.data.value, "#888888") for r in records}
+    rows = [name for name, spans in lanes.items() if spans]
     artists = []
     for i, lane in enumerate(rows):
-        if lanes[lane]:
-            artists.append(ax.broken_barh(lanes[lane], (i - 0.4, 0.8), facecolors=colors[lane]))
+        for start, end, label, share in lanes[lane]:
+            if end <= t0 or start >= t1:
+                continue
+            h = 0.8 * min(1.0, max(share, 0.08))
+            artists.append(ax.broken_barh([((start - t0) * 1e3, (end - start) * 1e3)], (i + 0.4 - h, h),
+                                          facecolors=color_of.get(label, COPY_COLOR)))
     ax.set_yticks(range(len(rows)), rows, fontsize=7)
-    ax.invert_yaxis()
-    ax.set_xlabel("time within the step (ms)")
+    ax.set_ylim(len(rows) - 0.5, -0.5)
+    ax.set_xlim(0, (t1 - t0) * 1e3)
+    ax.set_xlabel("time within the step (ms); bar height: share of the unit used")
     return artists
 
 
-def save_gantt_png(records, sms: int, stacks: int, title: str, path) -> None:
+def save_gantt_png(lanes: dict[str, list], records, title: str, path) -> None:
     fig, ax = plt.subplots(figsize=(10, 4.2), layout="constrained")
-    plot_gantt(ax, records, sms, stacks)
-    handles = [plt.Rectangle((0, 0), 1, 1, color=COLORS[c]) for c in
-               ("weight_read", "expert_weight_read", "kv_read", "activation_io", "router")]
-    ax.legend(handles, ["weight_read", "expert_weight_read", "kv_read", "activation_io", "router"],
-              loc="lower right", bbox_to_anchor=(1.0, 1.0), fontsize=7, ncols=5, frameon=False)
+    plot_gantt(ax, lanes, records)
+    names = ["weight_read", "expert_weight_read", "kv_read", "activation_io", "router"]
+    handles = [plt.Rectangle((0, 0), 1, 1, color=COLORS[c]) for c in names]
+    handles.append(plt.Rectangle((0, 0), 1, 1, color=COPY_COLOR))
+    ax.legend(handles, [*names, "copy"], loc="lower right", bbox_to_anchor=(1.0, 1.0), fontsize=7,
+              ncols=6, frameon=False)
     ax.set_title(title, fontsize=10, loc="left")
     fig.savefig(path, format="png", dpi=110)
     plt.close(fig)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import simpy
 
 from hwsim.build import Built
-from hwsim.engine.rng import RandomStreams
+from hwsim.rng import RandomStreams
 from hwsim.model.schedule import StepShape
 from hwsim.serving.requests import Request, draw_lengths, open_loop_requests
 

@@ -1,7 +1,7 @@
 """`tile` fidelity without a SimPy process per block slot: every tile's memory and compute
 events, resolved in numpy a round of tiles at a time.
 
-The process version (System._run_tiles) lets each block slot, as it frees, take the kernel's
+The process version (KernelTimer._tile_processes) lets each block slot, as it frees, take the kernel's
 next tile and queue that tile's bytes on its load pipe, the bus, the L2 and the HBM channels
 its addresses map to, and its MMAs on its SM's tensor pipe. Tiles are therefore handed out in
 the order slots free, and that is the order their requests reach the FIFO servers. Here the
@@ -169,20 +169,20 @@ def _hbm_serve(hbm, arrivals: np.ndarray, addresses: np.ndarray, nbytes: float, 
 SCALAR_TILES = 8     # kernels with at most this many tiles (units) skip numpy
 
 
-def _few_tiles(system, k: Kernel, start: float, units: int, hbm_r: float, hbm_w: float, l2: float,
+def _few_tiles(path, k: Kernel, start: float, units: int, hbm_r: float, hbm_w: float, l2: float,
                pipe_s: float, compute_s: float, latency: float,
                compute_component: Component) -> tuple[float, dict[Component, float], int]:
     """tile_rounds for a kernel of a few tiles: all start together on their own SMs (fewer
     tiles than SMs), each queued in turn on the bus, the L2 and its HBM channels."""
     last_end, last_parts = -np.inf, None
     for unit in range(units):
-        mem = max(start + pipe_s, system.bus.serve(start, hbm_r + hbm_w + l2))
+        mem = max(start + pipe_s, path.bus.serve(start, hbm_r + hbm_w + l2))
         if l2:
-            mem = max(mem, system.l2.serve(start, l2))
+            mem = max(mem, path.l2.serve(start, l2))
         if hbm_r:
-            mem = max(mem, system.hbm.read(start, k.address + unit * hbm_r, hbm_r, k.channel_group))
+            mem = max(mem, path.hbm.read(start, k.address + unit * hbm_r, hbm_r, k.channel_group))
         if hbm_w:
-            mem = max(mem, system.hbm.write(start, k.address + unit * hbm_w, hbm_w))
+            mem = max(mem, path.hbm.write(start, k.address + unit * hbm_w, hbm_w))
         comp = start + compute_s
         body_end = max(mem, comp)
         if body_end + latency > last_end:     # the first slot of the latest end, as np.argmax
@@ -196,12 +196,12 @@ def _few_tiles(system, k: Kernel, start: float, units: int, hbm_r: float, hbm_w:
     return last_end, chain, 2 * units
 
 
-def tile_rounds(system, k: Kernel, start: float) -> tuple[float, dict[Component, float], int]:
+def tile_rounds(path, k: Kernel, start: float) -> tuple[float, dict[Component, float], int]:
     """Run kernel k's tiles from `start`; return its end (before the store drain), the
     critical path's attribution (the slot that finished last), and the events resolved: a
     memory and a compute event per tile."""
-    chip, sms = system.chip, system.sms
-    slots = chip.sms * system.slots_per_sm(k)
+    chip, sms = path.chip, path.sms
+    slots = chip.sms * path.slots_per_sm(k)
     units, per_unit = k.tiles, 1.0
     if k.balanced:   # stream-K: one equal share of the tiles per resident block slot
         units = min(slots, k.tiles)
@@ -216,10 +216,10 @@ def tile_rounds(system, k: Kernel, start: float) -> tuple[float, dict[Component,
     first_latency = sms.trips_latency(k, k.round_trips + k.start_trips) + (
         chip.decoder_latency_s if k.decoder_elements else 0.0)
     later_latency = sms.trips_latency(k, k.round_trips - 1)
-    compute_component = system._compute_component(k)
+    compute_component = path.compute_component(k)
 
     if units <= SCALAR_TILES:   # one round of a few tiles, one per SM: plain arithmetic is cheaper
-        return _few_tiles(system, k, start, units, hbm_r, hbm_w, l2, pipe_s, compute_s,
+        return _few_tiles(path, k, start, units, hbm_r, hbm_w, l2, pipe_s, compute_s,
                           first_latency, compute_component)
     slot_free = np.full(nslots, start)
     slot_sm = np.arange(nslots) % chip.sms
@@ -232,17 +232,17 @@ def tile_rounds(system, k: Kernel, start: float) -> tuple[float, dict[Component,
         order = np.argsort(slot_free, kind="stable")[:n]        # the earliest-free slots, in order
         a = slot_free[order]
         unit = done_units + np.arange(n)
-        mem = np.maximum(a + pipe_s, serve_single(system.bus, a, hbm_r + hbm_w + l2))
+        mem = np.maximum(a + pipe_s, serve_single(path.bus, a, hbm_r + hbm_w + l2))
         if l2:
-            mem = np.maximum(mem, serve_single(system.l2, a, l2))
+            mem = np.maximum(mem, serve_single(path.l2, a, l2))
         if hbm_r:
-            system.hbm.read_bytes += hbm_r * n
-            mem = np.maximum(mem, _hbm_serve(system.hbm, a, k.address + unit * hbm_r, hbm_r,
+            path.hbm.read_bytes += hbm_r * n
+            mem = np.maximum(mem, _hbm_serve(path.hbm, a, k.address + unit * hbm_r, hbm_r,
                                              k.channel_group, 1.0))
         if hbm_w:
-            system.hbm.write_bytes += hbm_w * n
-            mem = np.maximum(mem, _hbm_serve(system.hbm, a, k.address + unit * hbm_w, hbm_w, -1,
-                                             system.hbm.write_scale))
+            path.hbm.write_bytes += hbm_w * n
+            mem = np.maximum(mem, _hbm_serve(path.hbm, a, k.address + unit * hbm_w, hbm_w, -1,
+                                             path.hbm.write_scale))
         comp = tensor_pipes(tensor_free, slot_sm[order], a, compute_s)
         body_end = np.maximum(mem, comp)
         latency = np.where(fresh[order], first_latency, later_latency)

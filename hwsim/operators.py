@@ -1,15 +1,16 @@
-"""Simulate the calibration microbenchmarks: the same resource model, one operation at a time.
+"""Single operators (a GEMM, a copy, a decode-attention call) simulated as a microbenchmark
+launches them: the same engine, one operation at a time, on a fresh device.
 
-Used by calibration/compare_h200.py (and tests) to hold the profile against measured kernels:
-each function builds the kernels the benchmark launched and times them on a fresh System.
+Used by calibration/compare_h200.py and the tests to hold the profile against measured kernels.
 """
 
 from __future__ import annotations
 
-import simpy
-
+from hwsim.engine.records import KernelRecord, StreamTotals
+from hwsim.engine.stream import Stream
+from hwsim.engine.timer import KernelTimer
 from hwsim.hw.chip import ChipSpec
-from hwsim.hw.system import KernelRecord, System
+from hwsim.hw.cluster import Cluster
 from hwsim.metrics import Component
 from hwsim.model import ops
 from hwsim.model.kernel import Kernel
@@ -21,10 +22,11 @@ GEMM_WEIGHT_ADDR = 1 << 30
 def time_kernels(chip: ChipSpec, kernels: list[Kernel], launch: str = "graph",
                  fidelity: str = "wave") -> tuple[float, list[KernelRecord]]:
     """Seconds for `kernels` back to back on one stream, launch gaps included."""
-    env = simpy.Environment()
-    system = System(env, chip, launch=launch, fidelity=fidelity)
+    cluster = Cluster(chip)
+    env = cluster.env
+    stream = Stream(env, cluster.devices[0], cluster.arbiter, KernelTimer(chip, fidelity), launch=launch)
     records: list[KernelRecord] = []
-    env.process(system.run_stream(kernels, 0, records))
+    env.process(stream.run(kernels, 0, records, StreamTotals()))
     env.run()
     return env.now, records
 

@@ -1,0 +1,169 @@
+"""The memory and compute path of one work item, written once: its bytes through the SM load
+pipes (Little's law), the on-chip bus, the L2 and the HBM channels its addresses map to, and
+its MMAs through the SM's tensor pipe.
+
+Every path is a FIFO rate server (hwsim/hw/server.py). A work item is timed on a private
+copy of them, idle when it starts (hwsim/engine/timer.py): inside one item the servers
+resolve its own requests (channel interleaving, stragglers, the load pipes' limit); between
+the items of concurrent streams the device's units are shared through SimPy events
+(hwsim/engine/sharing.py).
+"""
+
+from __future__ import annotations
+
+import math
+
+from hwsim.hw.chip import ChipSpec
+from hwsim.hw.hbm import Hbm
+from hwsim.hw.server import Server
+from hwsim.hw.sm import SmArray
+from hwsim.metrics import Component
+from hwsim.model.kernel import Kernel
+
+PREFETCH_CHUNK = 1 << 20     # bytes per copy request of an expert prefetch
+PREFETCH_INFLIGHT = 8        # copy requests in flight (a TMA/copy-engine queue depth)
+
+
+class MemoryPath:
+    def __init__(self, chip: ChipSpec):
+        self.chip = chip
+        self.sms = SmArray(chip)
+        self.hbm = Hbm(stacks=chip.hbm_stacks, channels_per_stack=chip.hbm_channels_per_stack,
+                       peak_bytes_s=chip.hbm_peak_bytes_s, read_efficiency=chip.hbm_read_efficiency,
+                       write_efficiency=chip.hbm_write_efficiency,
+                       interleave_bytes=chip.hbm_interleave_bytes)
+        self.l2 = Server("l2", chip.l2_bytes_s)
+        self.bus = Server("bus", chip.bus_bytes_s)
+        self._pipes_used = False
+
+    def reset(self) -> None:
+        """Every server idle at time 0, with nothing served: the state a work item is timed from."""
+        bank = self.hbm.bank
+        bank.free_at[:] = 0.0
+        bank.busy_s[:] = 0.0
+        bank.units[:] = 0.0
+        bank.last_free = 0.0
+        self.hbm.read_bytes = self.hbm.write_bytes = 0.0
+        for srv in (self.l2, self.bus):
+            srv.free_at = srv.busy_s = srv.units = 0.0
+        if self._pipes_used:       # only the per-slot tile processes touch the SMs' own servers
+            for srv in (*self.sms.load_pipes, *self.sms.tensor):
+                srv.free_at = srv.busy_s = srv.units = 0.0
+            self._pipes_used = False
+
+    # -- occupancy -------------------------------------------------------------------------
+    def slots_per_sm(self, kernel: Kernel) -> int:
+        """Resident thread blocks per SM: the profile's limit, or fewer if shared memory says so."""
+        slots = self.chip.cta_slots_per_sm
+        if kernel.smem_bytes:
+            slots = min(slots, max(1, self.chip.smem_bytes_per_sm // kernel.smem_bytes))
+        return slots
+
+    def resident_slots(self, k: Kernel) -> int:
+        return min(k.tiles, self.chip.sms * self.slots_per_sm(k))
+
+    # -- bytes through the chip -------------------------------------------------------------
+    def chip_memory_done(self, now: float, k: Kernel, ntiles: float, first_tile: float) -> float:
+        """Queue ntiles' bytes on the bus, the L2 and the HBM channels their addresses map to;
+        return when the last of them lands."""
+        hbm_r, hbm_w = k.hbm_read * ntiles, k.hbm_write * ntiles
+        l2 = (k.l2_read + k.l2_write) * ntiles
+        done = self.bus.serve(now, hbm_r + hbm_w + l2)
+        if l2:
+            done = max(done, self.l2.serve(now, l2))
+        if hbm_r:
+            done = max(done, self.hbm.read(now, k.address + first_tile * k.hbm_read, hbm_r, k.channel_group))
+        if hbm_w:
+            done = max(done, self.hbm.write(now, k.address + first_tile * k.hbm_write, hbm_w))
+        return done
+
+    def slot_memory_done(self, now: float, slot: int, k: Kernel, ntiles: float, first_tile: float) -> float:
+        """One tile's bytes through its block slot's load pipe and the chip."""
+        self._pipes_used = True
+        concurrent = min(k.tiles, self.chip.sms * self.slots_per_sm(k)) * ntiles   # tiles in flight chip-wide
+        busy = self.sms.load_time(k.hbm_read * ntiles, (k.l2_read + k.l2_write) * ntiles,
+                                  k.hbm_read * concurrent, k.inflight_bytes)
+        pipe = self.sms.load_pipes[slot].serve(now, busy * self.chip.inflight_bytes_per_block)
+        return max(pipe, self.chip_memory_done(now, k, ntiles, first_tile))
+
+    def wave_memory_done(self, now: float, k: Kernel, tiles_per_sm: float, total: float,
+                         first_tile: float) -> float:
+        """A whole wave's bytes queued at once. Resident blocks each have their own load pipe;
+        tiles beyond the resident slots (stream-K shares) queue on them."""
+        per_slot = max(1.0, tiles_per_sm / self.slots_per_sm(k))
+        pipe = self.sms.load_time(k.hbm_read * per_slot, (k.l2_read + k.l2_write) * per_slot,
+                                  k.hbm_read * total, k.inflight_bytes)
+        return max(now + pipe, self.chip_memory_done(now, k, total, first_tile))
+
+    def copy_batch_done(self, now: float, address: float, nbytes: float, stack: int) -> float:
+        """One batch of a copy engine's requests (up to PREFETCH_INFLIGHT chunks) issued at
+        `now`; return when the last lands."""
+        end = now
+        offset = 0.0
+        for _ in range(PREFETCH_INFLIGHT):
+            if offset >= nbytes:
+                break
+            chunk = min(PREFETCH_CHUNK, nbytes - offset)
+            done = self.hbm.read(now, address + offset, chunk, stack)
+            done = max(done, self.bus.serve(now, chunk), self.l2.serve(now, chunk))
+            end = max(end, done + self.chip.miss_latency_s)
+            offset += chunk
+        return end
+
+    # -- one burst of work on one SM ------------------------------------------------------
+    def burst(self, now: float, slot: int, k: Kernel, ntiles: float, first_tile: float,
+              wave_tiles: float = 0, fill: bool = True) -> tuple[float, dict]:
+        """Time `ntiles` tiles in block slot `slot`, or (wave_tiles > 0) a wave of `wave_tiles`
+        tiles whose busiest SM runs `ntiles`; return the end time and where the time went.
+
+        Loads and MMAs are software-pipelined inside a tile, so the tile takes the longer of
+        its memory stream and its compute. One load latency is exposed to fill the pipeline
+        (`fill`) on an SM's first tile of a kernel only: later tiles start while the other
+        resident blocks keep the SM's loads in flight, which the pipe's rate already counts.
+        A tile's further dependent round trips (k.round_trips - 1: an index before its data,
+        a softmax before the V block) are serial within its block slot, so every tile in the
+        slot waits on them, not just the first.
+        """
+        trips = k.round_trips + k.start_trips if fill else k.round_trips - 1
+        latency = self.sms.trips_latency(k, trips)
+        if fill and k.decoder_elements:
+            latency += self.chip.decoder_latency_s
+        compute_s = ntiles * self.sms.compute_time(k.tensor_flops, k.vector_flops, k.int_ops, k.dtype,
+                                                   k.decoder_elements, k.mma_sync)
+        if wave_tiles:
+            mem_done = self.wave_memory_done(now, k, ntiles, wave_tiles, first_tile)
+            compute_done = now + compute_s
+        else:
+            mem_done = self.slot_memory_done(now, slot, k, ntiles, first_tile)
+            compute_done = self.sms.tensor[slot % self.chip.sms].serve(now, compute_s)
+        body_end = max(mem_done, compute_done)
+        end = body_end + latency
+        body = body_end - now
+        component = k.data if mem_done >= compute_done else self.compute_component(k)
+        return end, {Component.KERNEL_OVERHEAD: latency, component: body}
+
+    def compute_component(self, k: Kernel) -> Component:
+        """A compute-bound attention tile is charged to dequantization when unpacking its KV is
+        its longest pipe (other kernels' integer work is address arithmetic, not unpacking)."""
+        if (k.int_ops or k.decoder_elements) and k.data is Component.KV_READ:
+            sms = self.sms
+            dequant = sms.compute_time(0, 0, k.int_ops, k.dtype, k.decoder_elements)
+            if dequant >= sms.compute_time(k.tensor_flops, k.vector_flops, 0, k.dtype, 0.0, k.mma_sync):
+                return Component.DEQUANT
+        return k.compute
+
+    def waves(self, k: Kernel):
+        """The kernel's waves as (tiles_per_sm, first_tile, tiles_in_wave, fill) tuples."""
+        if k.balanced:   # stream-K: every SM gets tiles/sms tiles' worth of work, in one pass
+            yield k.tiles / self.chip.sms, 0, k.tiles, True
+            return
+        slots = self.chip.sms * self.slots_per_sm(k)
+        done = 0
+        while done < k.tiles:
+            in_wave = min(slots, k.tiles - done)
+            active = min(self.chip.sms, in_wave)
+            yield math.ceil(in_wave / active), done, in_wave, done == 0
+            done += in_wave
+
+    def wave_count(self, k: Kernel) -> int:
+        return math.ceil(k.tiles / (self.chip.sms * self.slots_per_sm(k)))

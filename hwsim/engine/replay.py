@@ -1,0 +1,66 @@
+"""A cache around the timer: a kernel timed once per resource demand, then replayed.
+
+Within a step every layer issues the same kernels on the same shapes, and a kernel timed
+alone depends only on what it asks of the units (hwsim/engine/timer.py). The key is every
+field of the Kernel that is not marked `timing=False` in its dataclass metadata (its name,
+its layer, the cached key itself), with the address reduced to where it starts in the HBM
+channel interleave. A field added to Kernel is therefore part of the key unless its author
+says it cannot change timing: a new timing field can never be replayed stale.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+
+from hwsim.engine.effect import Effect
+from hwsim.engine.timer import KernelTimer
+from hwsim.model.kernel import Kernel
+
+TIMING_FIELDS = tuple(f.name for f in fields(Kernel) if f.metadata.get("timing", True))
+
+
+class _Key:
+    """A key with its hash computed once: the same Kernel object comes back every step (the
+    schedule memoises them), and the lookup then matches it by identity."""
+
+    __slots__ = ("hash", "parts")
+
+    def __init__(self, parts: tuple):
+        self.parts = parts
+        self.hash = hash(parts)
+
+    def __hash__(self) -> int:
+        return self.hash
+
+    def __eq__(self, other) -> bool:
+        return self.parts == other.parts
+
+
+class ReplayCache:
+    def __init__(self, timer: KernelTimer):
+        self.timer = timer
+        hbm = timer.path.hbm
+        self._interleave, self._channels = hbm.interleave, hbm.channels
+        self.effects: dict[_Key, Effect] = {}
+        self.interned: dict[_Key, _Key] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def key(self, k: Kernel) -> _Key:
+        if k.replay_key is None:
+            granule, offset = divmod(int(k.address), self._interleave)
+            phase = (granule % self._channels, offset)
+            key = _Key((phase, tuple(getattr(k, name) for name in TIMING_FIELDS)))
+            k.replay_key = self.interned.setdefault(key, key)   # one object per distinct key
+        return k.replay_key
+
+    def effect(self, k: Kernel) -> tuple[Effect, bool]:
+        """(the kernel's Effect alone, whether it was replayed)."""
+        key = k.replay_key or self.key(k)
+        effect = self.effects.get(key)
+        if effect is not None:
+            self.hits += 1
+            return effect, True
+        self.misses += 1
+        effect = self.effects[key] = self.timer.at_once(k)
+        return effect, False

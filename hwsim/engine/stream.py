@@ -1,0 +1,136 @@
+"""A stream of a device as a SimPy process: it dispatches its kernels in order (graph replay,
+or eager launches issued by the host) and waits where the schedule says (an expert's copy).
+
+Each kernel is timed alone by the timer (through the replay cache). Then one of two things:
+- **alone**: no item of another stream is in flight, and no other process has an event due
+  before the kernel would end. Nothing can touch the device meanwhile, so the kernel takes
+  its time alone; the stream keeps its own clock (`now`) and runs ahead of SimPy's, handing
+  control back only when another process has an event due (or before a copy or a wait).
+  At `wave` fidelity, and at `tile` fidelity with `tile_processes`, the kernel is instead
+  played on the clock, a SimPy event per wave or per tile: the same result, event by event.
+- **shared**: otherwise the kernel is submitted to the sharing arbiter at its dispatch time,
+  with what it asks of each unit, and ends when the arbiter says (hwsim/engine/sharing.py).
+  The time it loses to sharing is charged to its body (its largest component).
+"""
+
+from __future__ import annotations
+
+import simpy
+
+from hwsim.engine.copy import CopyEngine
+from hwsim.engine.records import KernelRecord, StreamTotals
+from hwsim.engine.replay import ReplayCache
+from hwsim.engine.sharing import Arbiter
+from hwsim.engine.timer import KernelTimer
+from hwsim.hw.device import Device
+from hwsim.hw.server import Server
+from hwsim.metrics import Component
+from hwsim.model.kernel import Kernel, PrefetchLoad, StreamItem
+
+
+def _stretched(parts: dict[Component, float], extra: float) -> dict[Component, float]:
+    """The kernel's parts with `extra` seconds of sharing added to its body."""
+    out = dict(parts)
+    body = max((c for c in out if c is not Component.KERNEL_OVERHEAD), key=out.get,
+               default=Component.KERNEL_OVERHEAD)
+    out[body] = out.get(body, 0.0) + extra
+    return out
+
+
+class Stream:
+    def __init__(self, env: simpy.Environment, device: Device, arbiter: Arbiter, timer: KernelTimer,
+                 *, launch: str, reuse: bool = True, copies: CopyEngine | None = None):
+        self.env = env
+        self.device = device
+        self.arbiter = arbiter
+        self.timer = timer
+        self.replay = ReplayCache(timer) if reuse else None
+        self.graph = launch == "graph"
+        self.host = Server("host.launch", 1.0)
+        self.copies = copies or CopyEngine(env, device, arbiter, timer)
+        self.kernels = 0
+        self.replayed = 0
+
+    def _effect(self, k: Kernel):
+        if self.replay is None:
+            return self.timer.at_once(k), False
+        return self.replay.effect(k)
+
+    def run(self, items: list[StreamItem], step: int, records: list[KernelRecord] | None,
+            totals: StreamTotals):
+        """Process body: run the items in order; add each kernel to `totals`, and a
+        KernelRecord per kernel to `records` unless it is None."""
+        env, device, arbiter, chip = self.env, self.device, self.arbiter, self.device.chip
+        events_alone = self.timer.uses_events
+        recording = device.recording
+        alone_counts: dict = {}       # effect -> kernels that ran alone with it (added in bulk)
+        now = env.now                 # the stream's clock; env.now catches up at every hand-back
+        host_t = now                  # the host starts issuing when the step starts (after the last sync)
+        waited = 0.0                  # expert-load wait since the previous kernel ended
+        launch_total = wait_total = 0.0
+        i = -1
+        for k in items:
+            if type(k) is not Kernel:
+                if now > env.now:
+                    yield env.timeout(now - env.now)
+                if isinstance(k, PrefetchLoad):
+                    self.copies.start(k)
+                else:
+                    event = self.copies.landed.get(k.key)
+                    if event is not None and not event.triggered:
+                        yield event
+                        waited += env.now - now
+                now = env.now
+                continue
+            i += 1
+            ready = now - waited
+            if self.graph:
+                dispatch = now + chip.launch_graph_s
+            else:
+                host_t = self.host.serve(host_t, chip.launch_eager_s)
+                dispatch = max(now, host_t)
+            effect, replayed = self._effect(k)
+            self.replayed += replayed
+            end = dispatch + effect.duration
+            shared = arbiter.busy or env.peek() < end
+            if not shared and not events_alone:
+                now = end
+                alone_counts[effect] = alone_counts.get(effect, 0) + 1
+                parts = effect.parts
+                if recording:
+                    device.record(effect, dispatch, end, k.name)
+            else:
+                if now > env.now:
+                    yield env.timeout(now - env.now)
+                if dispatch > env.now:
+                    yield env.timeout(dispatch - env.now)
+                if shared:
+                    item = arbiter.submit(k.name, effect.duration, device.shares(effect))
+                    yield item.done
+                    now = env.now
+                    parts = _stretched(effect.parts, (now - dispatch) - effect.duration)
+                else:
+                    effect = yield from self.timer.events(env, k)
+                    now = env.now
+                    parts = effect.parts
+                device.account(effect)
+                totals.add(parts, k.data, k.hbm_bytes)
+                if recording:
+                    device.record(effect, dispatch, now, k.name)
+            launch = dispatch - ready - waited
+            launch_total += launch
+            wait_total += waited
+            if records is not None:
+                records.append(KernelRecord(step, i, k, ready, dispatch, now, effect.waves, parts,
+                                            launch, waited, shared))
+            waited = 0.0
+        for effect, n in alone_counts.items():
+            totals.add(effect.parts, effect.data, effect.hbm_bytes, n)
+            device.account(effect, n)
+        device.sync()
+        totals.kernels += i + 1
+        self.kernels += i + 1
+        totals.add_seconds(Component.LAUNCH_OVERHEAD, launch_total)
+        totals.add_seconds(Component.EXPERT_LOAD_WAIT, wait_total)
+        if now > env.now:
+            yield env.timeout(now - env.now)

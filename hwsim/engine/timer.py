@@ -1,0 +1,148 @@
+"""One timing path for a work item: it runs alone on a private, idle copy of the device's
+memory path (hwsim/engine/memory_path.py), and the result is an Effect.
+
+Fidelity strategies of that one path:
+- `kernel` and `wave`: the kernel's waves, each queued on the servers at its own time. `at_once`
+  computes them in one go; `events` yields one SimPy timeout per wave (the same numbers);
+- `tile`: every tile's memory and compute requests, in numpy rounds (hwsim/engine/tile_rounds.py)
+  `at_once`, or with one SimPy process per resident block slot (`events`; the reference).
+
+A kernel ends when its last tile has run and, if it writes, one L2-hit latency later (its
+stores are acknowledged). A copy is its chunks through the same HBM channels, bus and L2.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hwsim.engine.effect import Effect
+from hwsim.engine.memory_path import MemoryPath
+from hwsim.engine.tile_rounds import tile_rounds
+from hwsim.hw.chip import ChipSpec
+from hwsim.metrics import Component
+from hwsim.model.kernel import Kernel
+
+
+def _add(total: dict[Component, float], parts: dict[Component, float]) -> None:
+    for comp, secs in parts.items():
+        total[comp] = total.get(comp, 0.0) + secs
+
+
+class KernelTimer:
+    def __init__(self, chip: ChipSpec, fidelity: str, tile_processes: bool = False):
+        self.chip = chip
+        self.fidelity = fidelity
+        self.path = MemoryPath(chip)
+        self.tile_processes = tile_processes   # tile fidelity: SimPy processes per slot always
+        self.timed = 0                         # items timed (not replayed)
+
+    @property
+    def uses_events(self) -> bool:
+        """Whether a lone kernel is timed event by event on the simulation clock."""
+        return self.fidelity == "wave" or (self.fidelity == "tile" and self.tile_processes)
+
+    # -- strategies ---------------------------------------------------------------------------
+    def at_once(self, k: Kernel) -> Effect:
+        """The kernel alone, computed in one go."""
+        path = self.path
+        path.reset()
+        chip = self.chip
+        t = chip.kernel_fixed_s
+        parts = {Component.KERNEL_OVERHEAD: chip.kernel_fixed_s}
+        if self.fidelity == "tile":
+            t, chain, _ = tile_rounds(path, k, t)
+            _add(parts, chain)
+        else:
+            for per_sm, first, in_wave, fill in path.waves(k):
+                t, chain = path.burst(t, 0, k, per_sm, first, wave_tiles=in_wave, fill=fill)
+                _add(parts, chain)
+        if k.l2_write or k.hbm_write:   # the kernel ends when its last stores are acknowledged
+            t += chip.hit_latency_s
+            parts[Component.KERNEL_OVERHEAD] += chip.hit_latency_s
+        return self._effect(k, 0.0, t, parts)
+
+    def events(self, env, k: Kernel):
+        """SimPy process body: the kernel alone, from env.now, a timeout per wave (wave
+        fidelity) or a process per resident block slot (tile fidelity). Returns its Effect."""
+        path = self.path
+        path.reset()
+        chip = self.chip
+        start = env.now
+        yield env.timeout(chip.kernel_fixed_s)
+        parts = {Component.KERNEL_OVERHEAD: chip.kernel_fixed_s}
+        if self.fidelity == "tile":
+            chain = yield from self._tile_processes(env, k)
+        else:
+            chain = {}
+            for per_sm, first, in_wave, fill in path.waves(k):
+                end, wave = path.burst(env.now, 0, k, per_sm, first, wave_tiles=in_wave, fill=fill)
+                yield env.timeout(end - env.now)
+                _add(chain, wave)
+        _add(parts, chain)
+        if k.l2_write or k.hbm_write:
+            yield env.timeout(chip.hit_latency_s)
+            parts[Component.KERNEL_OVERHEAD] += chip.hit_latency_s
+        return self._effect(k, start, env.now, parts)
+
+    def _tile_processes(self, env, k: Kernel):
+        path = self.path
+        slots = self.chip.sms * path.slots_per_sm(k)
+        next_tile = [0]
+        chains: list[tuple[float, dict]] = []
+        units, per_unit = k.tiles, 1.0
+        if k.balanced:   # stream-K: one equal share of the tiles per resident block slot
+            units = min(slots, k.tiles)
+            per_unit = k.tiles / units
+
+        def slot(slot_id: int):
+            chain: dict[Component, float] = {}
+            first = True
+            while next_tile[0] < units:
+                unit = next_tile[0]
+                next_tile[0] += 1
+                end, parts = path.burst(env.now, slot_id, k, per_unit, unit * per_unit, fill=first)
+                first = False
+                yield env.timeout(end - env.now)
+                _add(chain, parts)
+            chains.append((env.now, chain))
+
+        procs = [env.process(slot(s)) for s in range(min(slots, units))]
+        yield env.all_of(procs)
+        # The critical path is the slot that finished last; its tiles ran back to back.
+        return max(chains, key=lambda c: c[0])[1]
+
+    def copy(self, address: float, nbytes: float, stack: int) -> Effect:
+        """A copy engine moving `nbytes` from HBM into on-chip SRAM, alone: PREFETCH_INFLIGHT
+        chunks in flight, each batch waiting for its last chunk to land."""
+        from hwsim.engine.memory_path import PREFETCH_CHUNK, PREFETCH_INFLIGHT
+        path = self.path
+        path.reset()
+        t, offset = 0.0, 0.0
+        batch = PREFETCH_CHUNK * PREFETCH_INFLIGHT
+        while offset < nbytes:
+            t = path.copy_batch_done(t, address + offset, min(batch, nbytes - offset), stack)
+            offset += batch
+        return self._effect(None, 0.0, t, {Component.EXPERT_LOAD_WAIT: t}, data=Component.EXPERT_READ)
+
+    # -- the result ------------------------------------------------------------------------------
+    def _effect(self, k: Kernel | None, start: float, end: float, parts: dict[Component, float],
+                data: Component | None = None) -> Effect:
+        self.timed += 1
+        path = self.path
+        bank = path.hbm.bank
+        ch = np.flatnonzero(bank.units)
+        hbm = (ch, bank.busy_s[ch], bank.units[ch], bank.free_at[ch] - start) if len(ch) else (None,) * 4
+        decoder_s = 0.0
+        if k is not None and k.decoder_elements:
+            decoder_s = k.tiles * k.decoder_elements / (self.chip.decoder_elements_per_clk * self.chip.clock_hz)
+        return Effect(
+            duration=end - start, parts=parts,
+            waves=path.wave_count(k) if k is not None else 0,
+            data=k.data if k is not None else data,
+            hbm_bytes=k.hbm_bytes if k is not None else path.hbm.read_bytes,
+            slots=path.resident_slots(k) if k is not None else 0,
+            decoder_s=decoder_s, channels=hbm[0], channel_busy=hbm[1], channel_bytes=hbm[2],
+            channel_until=hbm[3],
+            bus=(path.bus.busy_s, path.bus.units, path.bus.free_at - start if path.bus.units else 0.0),
+            l2=(path.l2.busy_s, path.l2.units, path.l2.free_at - start if path.l2.units else 0.0),
+            hbm_read=path.hbm.read_bytes, hbm_write=path.hbm.write_bytes)

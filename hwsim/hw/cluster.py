@@ -1,0 +1,53 @@
+"""Several devices and the links between them, on one simulation clock.
+
+Devices of one node reach each other through the node's switch fabric (NVSwitch): a link
+between two of them is the sender's scale-up port out and the receiver's port in, so two
+transfers into one device share its port, and transfers between other pairs do not (a
+non-blocking switch). Devices of different nodes reach each other through their NICs and the
+network. Every link has the fabric's one-way latency.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hwsim.engine.environment import CountingEnvironment
+from hwsim.engine.sharing import Arbiter
+from hwsim.hw.chip import ChipSpec
+from hwsim.hw.device import Device
+from hwsim.hw.units import Unit
+
+
+@dataclass(frozen=True)
+class Link:
+    name: str
+    src: Device
+    dst: Device
+    ports: tuple[Unit, Unit]          # the sender's port out, the receiver's port in
+    bytes_s: float                    # per direction
+    latency_s: float
+
+
+class Cluster:
+    def __init__(self, chip: ChipSpec, gpus: int = 1, gpus_per_node: int | None = None):
+        self.env = CountingEnvironment()
+        self.arbiter = Arbiter(self.env)
+        self.gpus_per_node = gpus_per_node or gpus
+        self.devices = [Device(chip, index=i) for i in range(gpus)]
+
+    def node_of(self, device: Device) -> int:
+        return device.index // self.gpus_per_node
+
+    def link(self, src: Device, dst: Device) -> Link:
+        """The path a transfer from src to dst takes."""
+        if src is dst:
+            raise ValueError("a device does not link to itself")
+        if self.node_of(src) == self.node_of(dst):
+            ports, kind = (src.scaleup_tx, dst.scaleup_rx), "scale-up"
+            latency = src.chip.scaleup_latency_s
+        else:
+            ports, kind = (src.nic, dst.nic), "scale-out"
+            latency = max(src.chip.scaleout_latency_s, dst.chip.scaleout_latency_s)
+        if None in ports:
+            raise ValueError(f"{src.name} and {dst.name} have no {kind} ports (the profile's interconnect)")
+        return Link(f"{src.name} -> {dst.name}", src, dst, ports, min(p.rate for p in ports), latency)
