@@ -16,6 +16,7 @@ from hwsim.engine.stream import Stream
 from hwsim.engine.timer import KernelTimer
 from hwsim.hw.cluster import Cluster
 from hwsim.hw.device import Device
+from hwsim.model import weight_format
 from hwsim.model.schedule import Schedule
 from hwsim.model.shapes import ModelShape
 from hwsim.rng import RandomStreams
@@ -58,7 +59,7 @@ def build(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelSha
     schedule = Schedule(model, chip, kv=kv_format.from_config(cfg.kv_cache), dequant=cfg.kv_cache.dequant,
                         moe_schedule=cfg.runtime.moe_schedule, attention_kernel=cfg.runtime.attention_kernel,
                         max_batch=w.batch_size,
-                        max_context=max_context)
+                        max_context=max_context, weights=weight_format.plan(cfg.weights, model.weights))
     streams = RandomStreams(cfg.seed)
     router = None
     if model.moe:

@@ -168,6 +168,16 @@ def _run_serving(cfg: Scenario, b: Built, wall0: float, progress) -> RunResult:
     return result
 
 
+def weights_summary(b: Built) -> dict:
+    """Stored format of each tensor class and the bytes of all weights (docs/weights.md)."""
+    from hwsim.model.weight_format import TENSOR_CLASSES
+    sched = b.schedule
+    classes = {c: sched.wplan.of(c).summary() for c in TENSOR_CLASSES}
+    return {**classes, "moe_schedule": sched.moe_schedule, "bytes": sched.weight_bytes_total(),
+            "bits_per_weight": 8 * sched.weight_bytes_total() / max(sched.weight_elements_total(), 1),
+            "dequant": {c: classes[c]["dequant"] for c in TENSOR_CLASSES}}
+
+
 def moe_summary(cfg: Scenario, b: Built, steps: list[StepResult]) -> dict | None:
     """Routing, dispatch, SRAM residency, prefetch and channel balance of the run."""
     m = b.model
@@ -247,6 +257,7 @@ def summarize(cfg: Scenario, b: Built, steps: list[StepResult], prefill: StepRes
         "weights_gb": b.schedule.weight_bytes_total() / 1e9,
         "kv": kv_summary(cfg, b),
         "moe": moe_summary(cfg, b, steps),
+        "weights": weights_summary(b),
         "warnings": b.warnings,
         "sim": {"events": b.env.processed, "kernels": b.stream.kernels,
                 "replayed_kernels": b.stream.replayed, "wall_s": wall_s,

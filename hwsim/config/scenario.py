@@ -90,9 +90,11 @@ class Runtime(Strict):
                              "schedule; MMA-bound from about 27 sequences at 8 KV heads), cudnn = "
                              "cuDNN's SDPA kernel, PyTorch's default choice on the H200 (bandwidth-"
                              "bound there)")
-    moe_schedule: Literal["per-expert", "grouped"] = Field(
+    moe_schedule: Literal["per-expert", "grouped", "fused"] = Field(
         "per-expert", description="per-expert: gather, GEMMs, scatter for each active expert "
-                                  "(the measured PyTorch schedule); grouped: one grouped GEMM per layer")
+                                  "(the measured PyTorch schedule); grouped: torch._grouped_mm as "
+                                  "torchtitan runs it; fused: a Triton fused-MoE kernel in vLLM's "
+                                  "design (docs/moe.md; all three measured on the H200)")
 
 
 class TokenClass(Strict):
@@ -229,6 +231,45 @@ class Prefetch(Strict):
     lookahead_layers: int = Field(0, ge=0, le=1, description="0: layer l during its attention; 1: also l+1")
 
 
+WeightFormatName = Literal["bf16", "fp8", "int4", "int3", "int2", "mxfp4", "nvfp4"]
+
+
+class TensorWeights(Strict):
+    """Storage of one tensor class's weights (docs/weights.md); unset keys take the format's own."""
+    format: WeightFormatName | None = Field(None, description="unset: the model's default (bf16; "
+                                                              "deepseek-v3: fp8)")
+    group_size: int | None = Field(None, ge=0, description="weights per scale (0: one per tensor); "
+                                                           "default int* 128, mxfp4 32, nvfp4 16, fp8 0")
+    scale_format: Literal["bf16", "fp16", "fp32", "fp8", "e8m0"] | None = None
+    dequant: Literal["native", "software", "decoder"] | None = Field(
+        None, description="native: the tensor core takes it (fp8; fp4 on b200); software: expanded in "
+                          "registers (the H200's only way for 4-bit and below); decoder: the what-if "
+                          "native sub-byte decoder of the profile")
+
+
+class Weights(Strict):
+    """Weight formats per tensor class. `format` etc. at the top set all three classes."""
+    format: WeightFormatName | None = None
+    group_size: int | None = Field(None, ge=0)
+    scale_format: Literal["bf16", "fp16", "fp32", "fp8", "e8m0"] | None = None
+    dequant: Literal["native", "software", "decoder"] | None = None
+    experts: TensorWeights = TensorWeights()
+    attention: TensorWeights = TensorWeights()
+    embeddings: TensorWeights = Field(TensorWeights(), description="embedding table and LM head")
+
+    @model_validator(mode="after")
+    def _spread(self):
+        """Top-level keys apply to every class that does not set its own."""
+        top = {k: getattr(self, k) for k in ("format", "group_size", "scale_format", "dequant")
+               if getattr(self, k) is not None}
+        for cls in ("experts", "attention", "embeddings"):
+            block = getattr(self, cls)
+            fill = {k: v for k, v in top.items() if getattr(block, k) is None}
+            if fill:
+                object.__setattr__(self, cls, block.model_copy(update=fill))
+        return self
+
+
 class Moe(Strict):
     routing: Routing = Routing()
     placement: Literal["interleaved", "per-expert"] = Field(
@@ -252,6 +293,7 @@ class Scenario(Strict):
     runtime: Runtime = Runtime()
     kv_cache: KvCache = KvCache()
     moe: Moe = Moe()
+    weights: Weights = Weights()
 
     @model_validator(mode="before")
     @classmethod

@@ -83,7 +83,8 @@ def _roundup(x: int, m: int) -> int:
 def gemm(name: str, layer: int, m: int, k: int, n: int, chip: ChipSpec, *, weight_addr: int,
          weight_bytes: float, data: Component, compute: Component = Component.GEMM_COMPUTE,
          weights_on_chip: float = 0.0, channel_group: int = -1,
-         writes: tuple[str, ...] = ()) -> list[Kernel]:
+         writes: tuple[str, ...] = (), dtype: str = "bf16",
+         decoder_per_weight: float = 0.0) -> list[Kernel]:
     """y[m, n] = x[m, k] @ W[n, k]^T with W streamed from HBM once and x re-read from L2.
 
     Tile choice follows the library's habit: the largest tile (2x the profile's in M, 4x in N)
@@ -99,6 +100,10 @@ def gemm(name: str, layer: int, m: int, k: int, n: int, chip: ChipSpec, *, weigh
     load loop, and pays GEMM_START_TRIPS of setup. The share of the weights already resident
     in on-chip SRAM (`weights_on_chip`, 0..1) is read from there, not from HBM. `writes` names
     the output activation, on the kernel that writes y (the reduction under split-K).
+    `weight_bytes` is the stored bytes per weight (hwsim.model.weight_format), `dtype` the
+    tensor-core input type (an FP8 GEMM: cuBLAS's qqtst kernels keep the bf16 kernels' grid
+    and stage bytes, K tile 128, calibration/data/h200_moe_kernels.jsonl), and
+    `decoder_per_weight` the elements a native decoder expands per weight (what-if chips).
     """
     tile_m, tile_n = chip.gemm_tile_m, chip.gemm_tile_n
     if math.ceil(m / (2 * tile_m)) * math.ceil(n / (4 * tile_n)) >= chip.sms:
@@ -136,6 +141,7 @@ def gemm(name: str, layer: int, m: int, k: int, n: int, chip: ChipSpec, *, weigh
         start_trips=GEMM_START_TRIPS,
         address=weight_addr, data=data, compute=compute, balanced=tiles > chip.sms,
         channel_group=channel_group, writes=("splitk_partials",) if split > 1 else writes,
+        dtype=dtype, decoder_elements=decoder_per_weight * k_per * tile_n,
     )
     if split == 1:
         return [main]

@@ -18,12 +18,13 @@ import numpy as np
 
 from hwsim.hw.chip import ChipSpec
 from hwsim.metrics import Component
-from hwsim.model import ops
+from hwsim.model import moe_kernels, ops
 from hwsim.model.kernel import Kernel, StreamItem
 from hwsim.model.l2_residency import L2Residency
 from hwsim.model.memory_map import MemoryMap
 from hwsim.model.moe_dispatch import ExpertDispatch
 from hwsim.model.shapes import ModelShape
+from hwsim.model.weight_format import BF16, WeightPlan
 from hwsim.workload.kv_format import BF16_KV, KvFormat
 from hwsim.workload.router import tokens_per_expert
 
@@ -40,7 +41,17 @@ INDEX_SELECT_TRIPS_PER_ROW = 2.6
 INDEX_ADD_TRIPS_PER_ROW = 3.3
 SMALL_INDEX_ROWS = 16
 ACTIVATION_REGION_BYTES = 64 * 2**20
-KERNEL_MEMO_LIMIT = 100_000     # built kernels kept at once (growing contexts add new ones each step)
+CODE_BYTES = {"fp8": 1, "fp4": 0.5}   # activation bytes per element fed to an FP8 / FP4 MMA
+QUANT_OPS_PER_BYTE = 1.0        # activation cast: scale, convert, pack per bf16 element (2 bytes)
+KERNEL_MEMO_LIMIT = 100_000
+# The production MoE schedules' small kernels (CUPTI device times on the H200,
+# calibration/data/h200_moe_kernels.jsonl), as dependent L2 round trips (147 ns each):
+TOPK_TRIPS = 20          # gatherTopK: 4.6-8.2 us (a radix select over each token's scores)
+TOPK_SORT_TRIPS = 20     # bitonicSortKVInPlace of the k picks: 4.0-4.5 us
+SORT_TRIPS = ((32, 38), (128, 52), (4096, 185))   # see sort_trips()
+SCAN_TRIPS = 3           # cub DeviceScanKernel over the expert counts: 1.4-1.5 us
+PREPARE_TRIPS = 3        # prepare_grouped_gemm_data: one thread per group writes its pointers, 1.5-1.7 us
+ALIGN_TRIPS_WARP, ALIGN_TRIPS_BLOCK, ALIGN_TRIPS_PER_128 = 0.64, 1.84, 0.195   # see align_trips()     # built kernels kept at once (growing contexts add new ones each step)
 
 
 def _memo(build):
@@ -94,7 +105,7 @@ class Schedule:
     def __init__(self, model: ModelShape, chip: ChipSpec, *, kv: KvFormat | None = None,
                  dequant: str = "software", moe_schedule: str = "per-expert",
                  attention_kernel: str = "flash", max_batch: int = 1,
-                 max_context: int = 1):
+                 max_context: int = 1, weights: WeightPlan | None = None):
         self.model = model
         self.chip = chip
         self.moe_schedule = moe_schedule
@@ -106,6 +117,11 @@ class Schedule:
         self.mem = MemoryMap()
         self._memo: dict = {}
         self.wb = model.weight_bytes
+        # stored bytes per weight of each tensor class (hwsim.model.weight_format); bf16 keeps
+        # the model's own width so the measured schedule is untouched
+        self.wplan = weights or WeightPlan()
+        self.wb_cls = {c: self.wb if self.wplan.of(c).is_bf16 else self.wplan.of(c).bytes_per_weight
+                       for c in ("experts", "attention", "embeddings")}
         self._layout_weights()
         # evicted activations are re-read from HBM (any address: only the channel mapping needs one)
         self.l2 = L2Residency(chip.l2_bytes, self.mem.place("activations", ACTIVATION_REGION_BYTES))
@@ -129,24 +145,25 @@ class Schedule:
             for name, nbytes in self._layer_weights(layer).items():
                 self.mem.place(f"L{layer}.{name}", nbytes)
         self.mem.place("final_norm", d * self.wb)
-        self.mem.place("lm_head", m.vocab * d * self.wb)
+        self.mem.place("lm_head", m.vocab * d * self.wb_cls["embeddings"])
 
     def _layer_weights(self, layer: int) -> dict[str, float]:
         m, d, wb = self.model, self.model.hidden, self.wb
-        w = {"attn_norm": d * wb, **{k: v * wb for k, v in self._attn_weight_elems().items()},
+        aw, ew = self.wb_cls["attention"], self.wb_cls["experts"]
+        w = {"attn_norm": d * wb, **{k: v * aw for k, v in self._attn_weight_elems().items()},
              "ffn_norm": d * wb}
         if m.is_moe_layer(layer):
             moe = m.moe
             w["router"] = d * moe.experts * wb
             for e in range(moe.experts):
-                w[f"expert{e}.gate_up"] = 2 * moe.expert_ffn * d * wb
-                w[f"expert{e}.down"] = moe.expert_ffn * d * wb
+                w[f"expert{e}.gate_up"] = 2 * moe.expert_ffn * d * ew
+                w[f"expert{e}.down"] = moe.expert_ffn * d * ew
             for s in range(moe.shared_experts):
-                w[f"shared{s}.gate_up"] = 2 * moe.shared_ffn * d * wb
-                w[f"shared{s}.down"] = moe.shared_ffn * d * wb
-        else:
-            w["dense.gate_up"] = 2 * m.ffn * d * wb
-            w["dense.down"] = m.ffn * d * wb
+                w[f"shared{s}.gate_up"] = 2 * moe.shared_ffn * d * ew
+                w[f"shared{s}.down"] = moe.shared_ffn * d * ew
+        else:      # a dense FFN is stored as the experts' class (DeepSeek-V3's dense layers: FP8 too)
+            w["dense.gate_up"] = 2 * m.ffn * d * ew
+            w["dense.down"] = m.ffn * d * ew
         return w
 
     def _attn_weight_elems(self) -> dict[str, int]:
@@ -171,7 +188,21 @@ class Schedule:
 
     def expert_bytes(self) -> float:
         moe = self.model.moe
-        return 3 * moe.expert_ffn * self.model.hidden * self.wb if moe else 0.0
+        return 3 * moe.expert_ffn * self.model.hidden * self.wb_cls["experts"] if moe else 0.0
+
+    def weight_elements_total(self) -> float:
+        """Weight elements of the whole model (bytes over each region's bytes per element)."""
+        attn = set(self._attn_weight_elems())
+        total = 0.0
+        for name, (_, nbytes) in self.mem.regions.items():
+            if name.endswith("kv_cache"):
+                continue
+            leaf = name.split(".", 1)[-1]
+            per = (self.wb_cls["embeddings"] if name == "lm_head" else self.wb_cls["attention"]
+                   if leaf in attn else self.wb_cls["experts"]
+                   if leaf.endswith(("gate_up", "down")) else self.wb)
+            total += nbytes / per
+        return total
 
     def router_bytes_total(self) -> float:
         m = self.model
@@ -197,11 +228,35 @@ class Schedule:
     # L2Residency decides from that which reads still hit in L2.
     @_memo
     def _gemm(self, name, layer, m, k, n, wname, data, compute=Component.GEMM_COMPUTE,
-              on_chip=0.0, channel_group=-1, out=()):
-        return ops.gemm(f"L{layer}.{name}" if layer >= 0 else name, layer, m, k, n, self.chip,
-                        weight_addr=self._w(layer, wname), weight_bytes=self.wb, data=data,
-                        compute=compute, weights_on_chip=on_chip, channel_group=channel_group,
-                        writes=out)
+              on_chip=0.0, channel_group=-1, out=(), cls=None):
+        fmt = self.wplan.of(cls) if cls else BF16
+        full = f"L{layer}.{name}" if layer >= 0 else name
+        if fmt.is_bf16:
+            return ops.gemm(full, layer, m, k, n, self.chip,
+                            weight_addr=self._w(layer, wname), weight_bytes=self.wb, data=data,
+                            compute=compute, weights_on_chip=on_chip, channel_group=channel_group,
+                            writes=out)
+        return self._quant_gemm(fmt, full, layer, m, k, n, self._w(layer, wname), data, compute,
+                                on_chip, channel_group, out)
+
+    def _quant_gemm(self, fmt, name, layer, m, k, n, addr, data, compute, on_chip, group, out):
+        """A GEMM on weights stored in `fmt`: software dequant runs a weight-only kernel
+        (tinygemm's); native FP8/FP4 casts the activations first (one element-wise kernel, as
+        the measured torch._scaled_mm path) and multiplies at that tensor rate; a decoder
+        expands the codes on the way in and the MMA runs in bf16."""
+        wb = fmt.bytes_per_weight
+        if fmt.dequant == "software":
+            return [moe_kernels.weight_only_gemm(name, layer, m, k, n, self.chip, weight_addr=addr,
+                                                 weight_bytes=wb, data=data, writes=out)]
+        dtype = fmt.tensor_dtype(self.chip.tensor_flops)
+        ks = []
+        if dtype != "bf16":
+            ks.append(ops.elementwise(f"{name}.act_quant", layer, m * k * ops.ACT_BYTES,
+                                      m * k * CODE_BYTES[dtype], QUANT_OPS_PER_BYTE, self.chip))
+        ks += ops.gemm(name, layer, m, k, n, self.chip, weight_addr=addr, weight_bytes=wb, data=data,
+                       compute=compute, weights_on_chip=on_chip, channel_group=group, writes=out,
+                       dtype=dtype, decoder_per_weight=1.0 if fmt.dequant == "decoder" else 0.0)
+        return ks
 
     @_memo
     def _norm(self, name, layer, rows, reads=("x",), writes=("h",)):
@@ -233,7 +288,7 @@ class Schedule:
         lm_rows = max(shape.lm_rows, 1)
         kernels.append(self._norm("final_norm", -1, lm_rows))
         kernels += self._gemm("lm_head", -1, lm_rows, self.model.hidden, self.model.vocab,
-                              "lm_head", Component.WEIGHT_READ, out=("logits",))
+                              "lm_head", Component.WEIGHT_READ, out=("logits",), cls="embeddings")
         return self.l2.place(kernels)
 
     def _attention_block(self, layer: int, s: StepShape) -> list[Kernel]:
@@ -243,20 +298,21 @@ class Schedule:
         if a.kind == "mla":
             q_in = a.q_lora_rank or d
             if a.q_lora_rank:
-                ks += self._gemm("q_a", layer, t, d, a.q_lora_rank, "q_a", Component.WEIGHT_READ)
+                ks += self._gemm("q_a", layer, t, d, a.q_lora_rank, "q_a", Component.WEIGHT_READ,
+                                 cls="attention")
             ks += self._gemm("q_b", layer, t, q_in, a.heads * (a.qk_nope_dim + a.qk_rope_dim),
-                             "q_b", Component.WEIGHT_READ)
+                             "q_b", Component.WEIGHT_READ, cls="attention")
             ks += self._gemm("kv_a", layer, t, d, a.kv_lora_rank + a.qk_rope_dim, "kv_a",
-                             Component.WEIGHT_READ)
+                             Component.WEIGHT_READ, cls="attention")
             # Decode with absorbed kv_b: queries move into the latent space, then back out.
             ks += self._gemm("kv_b", layer, t, a.kv_lora_rank, a.heads * (a.qk_nope_dim + a.v_head_dim),
-                             "kv_b", Component.WEIGHT_READ)
+                             "kv_b", Component.WEIGHT_READ, cls="attention")
             qk_dim, v_dim, kv_heads = a.kv_lora_rank + a.qk_rope_dim, a.kv_lora_rank, 1
             appends = [("kv_write", a.kv_elements_per_token())]
             o_in = a.heads * a.v_head_dim
         else:
             ks += self._gemm("qkv", layer, t, d, (a.heads + 2 * a.kv_heads) * a.head_dim, "qkv",
-                             Component.WEIGHT_READ, out=("qkv",))
+                             Component.WEIGHT_READ, out=("qkv",), cls="attention")
             if a.qk_norm:
                 for which, heads in (("q_norm", a.heads), ("k_norm", a.kv_heads)):
                     ks.append(self._head_norm(which, layer, t * heads))
@@ -272,7 +328,8 @@ class Schedule:
             ks.append(ops.prefill_attention(f"L{layer}.prefill_attention" if s.decodes else
                                             f"L{layer}.attention", layer, s.prompt_tokens, a.heads,
                                             kv_heads, qk_dim, v_dim, self.chip))
-        ks += self._gemm("o_proj", layer, t, o_in, d, "o_proj", Component.WEIGHT_READ, out=("o",))
+        ks += self._gemm("o_proj", layer, t, o_in, d, "o_proj", Component.WEIGHT_READ, out=("o",),
+                         cls="attention")
         ks.append(self._ew("residual_add", layer, 2 * t * d * ops.ACT_BYTES, t * d * ops.ACT_BYTES,
                            reads=("o", "x"), writes=("x",)))
         return ks
@@ -353,12 +410,10 @@ class Schedule:
                     if plan:
                         self.dispatch.account(layer, plan.channel_group,
                                               self.expert_bytes() * (1.0 - plan.on_chip))
+            elif self.moe_schedule == "grouped":
+                ks += self._grouped_moe(layer, t, tuple(int(c) for c in counts if c))
             else:
-                # a serving engine picks the experts on the GPU: a top-k over each token's scores
-                ks.append(self._ew("router_topk", layer, t * moe.experts * FP32_BYTES,
-                                   t * moe.top_k * (FP32_BYTES + 4), TOPK_OPS_PER_ELEM / FP32_BYTES,
-                                   component=Component.ROUTER))
-                ks += self._grouped_experts(layer, counts)
+                ks += self._fused_moe(layer, t, tuple(int(c) for c in counts if c))
             for sidx in range(moe.shared_experts):
                 ks += self._expert(layer, f"shared{sidx}", t, moe.shared_ffn, Component.EXPERT_READ,
                                    gather=False)
@@ -382,7 +437,7 @@ class Schedule:
                                round_trips=1 + INDEX_SELECT_TRIPS_PER_ROW * rows if small else 2,
                                input_trips=rows if small else 1, reads=("h",), writes=("xe",)))
         ks += self._gemm(f"{prefix}.gate_up", layer, rows, d, 2 * ffn, f"{prefix}.gate_up", data,
-                         on_chip=on_chip, channel_group=group, out=("gate", "up"))
+                         on_chip=on_chip, channel_group=group, out=("gate", "up"), cls="experts")
         # SiLU of the gate half and the product with the up half read strided views of the
         # gate+up output (contiguous only for one row): PyTorch's non-vectorised kernel
         ks.append(self._ew(f"{prefix}.silu", layer, rows * ffn * ab, rows * ffn * ab, SILU_OPS_PER_BYTE,
@@ -390,7 +445,8 @@ class Schedule:
         ks.append(self._ew(f"{prefix}.mul", layer, 2 * rows * ffn * ab, rows * ffn * ab,
                            vectorized=rows == 1, reads=("gate_act", "up"), writes=("ffn_act",)))
         ks += self._gemm(f"{prefix}.down", layer, rows, ffn, d, f"{prefix}.down", data,
-                         on_chip=on_chip, channel_group=group, out=("down",) if gather else ("acc",))
+                         on_chip=on_chip, channel_group=group, out=("down",) if gather else ("acc",),
+                         cls="experts")
         if gather:   # scale by the router weight (a broadcast multiply), then index_add_
             ks.append(self._ew(f"{prefix}.scale", layer, rows * d * ab, rows * d * ab, vectorized=False,
                                reads=("down",), writes=("scaled",)))
@@ -400,22 +456,114 @@ class Schedule:
                                input_trips=rows if small else 1, reads=("scaled", "acc"), writes=("acc",)))
         return ks
 
-    def _grouped_experts(self, layer: int, counts: np.ndarray) -> list[Kernel]:
-        """One grouped GEMM per projection over all active experts (a fused-MoE kernel)."""
-        moe, d = self.model.moe, self.model.hidden
-        active = np.flatnonzero(counts)
-        ks = []
-        for proj, (k, n) in (("gate_up", (d, 2 * moe.expert_ffn)), ("down", (moe.expert_ffn, d))):
-            parts = [self._gemm(f"expert{e}.{proj}", layer, int(counts[e]), k, n, f"expert{e}.{proj}",
-                                Component.EXPERT_READ)[0] for e in active]
-            ks.append(_concat(f"L{layer}.experts.{proj}", layer, parts,
-                              ("gate", "up") if proj == "gate_up" else ("acc",)))
-            if proj == "gate_up":
-                rows = int(counts.sum())
-                ks.append(self._ew("experts.silu_mul", layer, 2 * rows * moe.expert_ffn * ops.ACT_BYTES,
-                                   rows * moe.expert_ffn * ops.ACT_BYTES, SILU_OPS_PER_BYTE,
-                                   reads=("gate", "up"), writes=("ffn_act",)))
+    # -- the production MoE schedules (docs/moe.md; kernels as CUPTI lists them on the H200,
+    # calibration/data/h200_moe_kernels.jsonl) -------------------------------------------------
+    def _topk(self, layer: int, t: int) -> list[Kernel]:
+        """torch.topk over each token's expert scores: gatherTopK, then a bitonic sort of the k."""
+        moe = self.model.moe
+        scores = t * moe.experts * FP32_BYTES
+        picks = t * moe.top_k * (FP32_BYTES + 8)
+        return [self._ew("router_topk", layer, scores, picks, TOPK_OPS_PER_ELEM / FP32_BYTES,
+                         component=Component.ROUTER, round_trips=TOPK_TRIPS),
+                self._ew("router_topk_sort", layer, picks, picks, component=Component.ROUTER,
+                         round_trips=TOPK_SORT_TRIPS)]
+
+    def _small(self, name, layer, read, write, trips=1, vectorized=True, component=Component.ROUTER):
+        return self._ew(name, layer, read, write, component=component, round_trips=trips,
+                        vectorized=vectorized)
+
+    @_memo
+    def _grouped_moe(self, layer: int, t: int, counts: tuple[int, ...]) -> list[Kernel]:
+        """torchtitan's MoE on torch._grouped_mm: the routing bookkeeping all on the GPU
+        (top-k, a stable argsort of the expert ids, counts by scatter-add, int32 offsets by
+        cumsum, token ids by division), one gather, two grouped GEMMs with a SiLU and a
+        multiply between them, the router-weight scale and one index_add_."""
+        moe, d, ab = self.model.moe, self.model.hidden, ops.ACT_BYTES
+        ff, n = moe.expert_ffn, t * moe.top_k
+        i64 = 8
+        ks = self._topk(layer, t)
+        ks.append(self._small("argsort_iota", layer, 0, n * i64))
+        ks.append(self._small("argsort", layer, n * i64, 2 * n * i64, trips=sort_trips(n)))
+        ks.append(self._small("counts_zero", layer, 0, moe.experts * i64))
+        ks.append(self._small("counts_ones", layer, 0, n * i64))
+        ks.append(self._small("counts_scatter_add", layer, 2 * n * i64, moe.experts * i64, trips=2))
+        ks.append(self._small("offsets_cast", layer, moe.experts * i64, moe.experts * 4))
+        ks.append(self._small("offsets_scan_init", layer, 0, 64))
+        ks.append(self._small("offsets_scan", layer, moe.experts * 4, moe.experts * 4, trips=SCAN_TRIPS))
+        ks.append(self._small("token_ids", layer, n * i64, n * i64, vectorized=False))
+        small = n <= SMALL_INDEX_ROWS
+        ks.append(self._ew("experts.gather", layer, n * d * ab, n * d * ab,
+                           round_trips=1 + INDEX_SELECT_TRIPS_PER_ROW * n if small else 2,
+                           input_trips=n if small else 1, reads=("h",), writes=("xe",)))
+        fmt_b = self.wb_cls["experts"]
+        dtype = self.wplan.experts.tensor_dtype(self.chip.tensor_flops)
+        for proj, (k, nn), out in (("gate_up", (d, 2 * ff), ("gate", "up")), ("down", (ff, d), ("down",))):
+            ks.append(self._small(f"experts.{proj}.prepare", layer, len(counts) * 4, len(counts) * 64,
+                                  trips=PREPARE_TRIPS, component=Component.EXPERT_READ))
+            ks.append(moe_kernels.grouped_gemm(f"L{layer}.experts.{proj}", layer, list(counts), k, nn,
+                                               self.chip, weight_addr=self._w(layer, f"expert0.{proj}"),
+                                               weight_bytes=fmt_b, data=Component.EXPERT_READ,
+                                               writes=out, dtype=dtype))
+            if proj == "gate_up":     # SiLU of the strided gate half, times the strided up half
+                ks.append(self._ew("experts.silu", layer, n * ff * ab, n * ff * ab, SILU_OPS_PER_BYTE,
+                                   vectorized=False, reads=("gate",), writes=("gate_act",)))
+                ks.append(self._ew("experts.mul", layer, 2 * n * ff * ab, n * ff * ab, vectorized=False,
+                                   reads=("gate_act", "up"), writes=("ffn_act",)))
+        ks.append(self._small("experts.route_weights", layer, n * (i64 + ab), n * ab, trips=2, vectorized=False))
+        ks.append(self._ew("experts.scale", layer, n * d * ab, n * d * ab, vectorized=False,
+                           reads=("down",), writes=("scaled",)))
+        ks.append(self._ew("moe_zero", layer, 0, t * d * ab, writes=("acc",)))
+        atomics = 0 if small else n * d * ops.L2_ATOMIC_BYTES
+        ks.append(self._ew("experts.scatter_add", layer, 2 * n * d * ab, n * d * ab + atomics,
+                           round_trips=1 + INDEX_ADD_TRIPS_PER_ROW * n if small else 2,
+                           input_trips=n if small else 1, reads=("scaled", "acc"), writes=("acc",)))
         return ks
+
+    @_memo
+    def _fused_moe(self, layer: int, t: int, counts: tuple[int, ...]) -> list[Kernel]:
+        """The Triton fused MoE (vLLM's design, calibration/moe_impls.py): top-k, the int32
+        expert ids, a sentinel fill and moe_align_block_size (one program), then per projection
+        one kernel that gathers its own rows (the down one scales by the router weight), a fused
+        SiLU x up between them, and a sum over each token's k rows."""
+        moe, d, ab = self.model.moe, self.model.hidden, ops.ACT_BYTES
+        ff, n, E = moe.expert_ffn, t * moe.top_k, moe.experts
+        bm = moe_kernels.fused_config(t, E)[0]
+        padded = n + E * (bm - 1)
+        ks = self._topk(layer, t)
+        ks.append(self._small("topk_ids_int32", layer, n * 8, n * 4))
+        ks.append(self._small("sorted_ids_fill", layer, 0, padded * 4))
+        ks.append(self._small("moe_align", layer, n * 4, padded * 4, trips=align_trips(E, n)))
+        ks.append(self._small("topk_weights_fp32", layer, n * ab, n * FP32_BYTES))
+        wb = self.wb_cls["experts"]
+        for proj, (k, nn), out in (("gate_up", (d, 2 * ff), ("gate", "up")), ("down", (ff, d), ("down",))):
+            ks.append(moe_kernels.fused_moe_gemm(f"L{layer}.experts.{proj}", layer, list(counts), t, E, k,
+                                                 nn, self.chip, weight_addr=self._w(layer, f"expert0.{proj}"),
+                                                 weight_bytes=wb, data=Component.EXPERT_READ, writes=out))
+            if proj == "gate_up":
+                ks.append(self._ew("experts.silu_mul", layer, 2 * n * ff * ab, n * ff * ab, SILU_OPS_PER_BYTE,
+                                   reads=("gate", "up"), writes=("ffn_act",)))
+        ks.append(self._ew("experts.sum", layer, n * d * ab, t * d * ab, reads=("down",), writes=("acc",)))
+        return ks
+
+
+def sort_trips(n: int) -> float:
+    """Dependent round trips of PyTorch's single-block sort of n int64 keys (sortKeyValueInplace):
+    radixSortKVInPlace<..., 16, 2> up to 32 keys, <..., 32, 4> up to 128, <..., 32 or 64, 32> up to
+    4096; measured 6.6, 8.6-8.7 and 26.8-29.6 us (h200_moe_kernels.jsonl), in L2 round trips."""
+    for limit, trips in SORT_TRIPS:
+        if n <= limit:
+            return trips
+    return SORT_TRIPS[-1][1] * n / SORT_TRIPS[-1][0]
+
+
+def align_trips(experts: int, n: int) -> float:
+    """calibration/moe_impls.py's moe_align_block_size: one program loops over the experts,
+    each iteration a block-wide count and scan of the n (padded to a power of two) expert ids:
+    0.094 us an expert at n <= 32 (one warp), 0.27 at 128 and 0.70 at 2048 (Qwen3 and OLMoE
+    shapes, h200_moe_kernels.jsonl): in L2 round trips per expert."""
+    np2 = 1 << max(0, (n - 1).bit_length())
+    per = ALIGN_TRIPS_WARP if np2 <= 32 else ALIGN_TRIPS_BLOCK + ALIGN_TRIPS_PER_128 * (np2 / 128 - 1)
+    return 1 + experts * per
 
 
 def _concat(name: str, layer: int, parts: list[Kernel], writes: tuple[str, ...]) -> Kernel:

@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from hwsim.config.scenario import TensorWeights
 from hwsim.config.strict import Strict
 
 MODEL_DIR = Path(__file__).resolve().parent.parent / "data" / "models"
@@ -68,6 +69,9 @@ class ModelShape(Strict):
     ffn: int = Field(0, ge=0, description="dense FFN intermediate size (dense layers)")
     moe: Moe | None = None
     weight_bytes: float = Field(2.0, gt=0, description="bytes per weight element (2 = bf16)")
+    weights: dict[Literal["experts", "attention", "embeddings"], TensorWeights] = Field(
+        default_factory=dict, description="the checkpoint's own weight formats per tensor class "
+                                          "(a scenario's weights: block overrides them; default bf16)")
 
     def is_moe_layer(self, layer: int) -> bool:
         return self.moe is not None and layer >= self.moe.dense_layers

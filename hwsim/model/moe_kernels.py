@@ -1,0 +1,108 @@
+"""Kernel builders for the production MoE schedules and weight-only quantized GEMMs.
+
+Each mirrors a kernel measured on the H200 with CUPTI (calibration/measure_moe_kernels.py,
+calibration/data/h200_moe_kernels.jsonl; calibration/compare_moe_kernels.py holds every
+builder against its rows):
+
+- `grouped_gemm`: torch._grouped_mm on sm90, PyTorch's CUTLASS ptr-array grouped GEMM
+  (aten/src/ATen/native/cuda/GroupMM.cu). With at most 128 rows per group on average it is
+  the ping-pong kernel with a 64 x 128 x 128 tile and a 2 x 1 x 1 cluster; its persistent grid
+  is one CTA per SM (132, as measured) walking the tiles of every group. Each group's M tiles
+  are rounded up to the cluster, and the two CTAs of a cluster share the weight tile by TMA
+  multicast, each loading half of it.
+- `fused_moe_gemm`: the Triton fused-MoE kernel (vLLM's fused_moe_kernel design): one program
+  per (BM-row block of one expert's sorted rows, BN columns), grid over the padded block
+  count; programs past the real blocks exit at once.
+- `weight_only_gemm`: a weight-only low-bit GEMM that expands codes in software
+  (torch._weight_int4pack_mm, tinygemm): one 64-thread block per 8 output columns and 16 rows.
+"""
+
+from __future__ import annotations
+
+import math
+
+from hwsim.hw.chip import ChipSpec
+from hwsim.metrics import Component
+from hwsim.model import ops
+from hwsim.model.kernel import Kernel
+from hwsim.model.weight_format import (DEQUANT_OPS_PER_WEIGHT, DEQUANT_OPS_PER_WEIGHT_ROW,
+                                       DEQUANT_TILE_N, DEQUANT_TILE_ROWS)
+
+GROUPED_TILE_M, GROUPED_TILE_N, GROUPED_TILE_K = 64, 128, 128
+GROUPED_CLUSTER_M = 2
+# Bytes each CTA of the grouped kernel keeps in flight from HBM. Its measured streaming rate
+# is 20-24 GB/s per SM whatever the load (Mixtral, Qwen3, OLMoE shapes at 1-256 tokens: 19-24
+# GB/s per CTA from 1.5 to 31 rounds of tiles), well under a cuBLAS decode GEMM's 31-45: fitted
+# to the 54 grouped-GEMM rows of h200_moe_kernels.jsonl (median 6%), about 10 KB against the
+# 16 KB half-tile of one of its 4 stages (the multicast stage is refilled only when both CTAs of
+# the cluster have released it).
+GROUPED_INFLIGHT_BYTES = 10 * 1024
+GROUPED_START_TRIPS = 5      # as a cuBLAS GEMM: tensor-map fetch, barrier and cluster setup
+# Triton fused MoE (calibration/moe_impls.py, vLLM's get_default_config without a tuned file):
+# BM 16 / BN 32 / BK 64 while tokens <= experts, else 64 / 64 / 32; 3 stages, 4 warps.
+FUSED_STAGES = 3
+
+
+def fused_config(tokens: int, experts: int) -> tuple[int, int, int]:
+    return (16, 32, 64) if tokens <= experts else (64, 64, 32)
+
+
+def grouped_gemm(name: str, layer: int, rows: list[int], k: int, n: int, chip: ChipSpec, *,
+                 weight_addr: int, weight_bytes: float, data: Component, writes=(),
+                 dtype: str = "bf16") -> Kernel:
+    """One grouped GEMM over the active experts; `rows` are the tokens each one got."""
+    n_tiles = math.ceil(n / GROUPED_TILE_N)
+    tiles = sum(math.ceil(math.ceil(r / GROUPED_TILE_M) / GROUPED_CLUSTER_M) * GROUPED_CLUSTER_M * n_tiles
+                for r in rows if r > 0)
+    m = max(rows)
+    return Kernel(
+        name=name, layer=layer, tiles=max(tiles, 1),
+        # each CTA streams its half of the cluster's weight tile; the rows (A) come from L2
+        # through the same TMA pipeline but are not what limits it (rate independent of rows)
+        hbm_read=GROUPED_TILE_N * k * weight_bytes / GROUPED_CLUSTER_M,
+        l2_write=min(m, GROUPED_TILE_M) * GROUPED_TILE_N * ops.ACT_BYTES,
+        tensor_flops=2.0 * GROUPED_TILE_M * GROUPED_TILE_N * k,
+        smem_bytes=chip.smem_bytes_per_sm, inflight_bytes=GROUPED_INFLIGHT_BYTES,
+        start_trips=GROUPED_START_TRIPS, address=weight_addr, data=data,
+        compute=Component.GEMM_COMPUTE, writes=writes, dtype=dtype)
+
+
+def fused_moe_gemm(name: str, layer: int, rows: list[int], tokens: int, experts: int, k: int, n: int,
+                   chip: ChipSpec, *, weight_addr: int, weight_bytes: float, data: Component,
+                   writes=()) -> Kernel:
+    """One projection of the fused MoE over the active experts' row blocks. A block after an
+    expert's first re-reads the same weight columns: from L2 when the expert's projection fits
+    in half of it, else from HBM again (Mixtral's 235 MB gate+up does not)."""
+    bm, bn, bk = fused_config(tokens, experts)
+    active = [r for r in rows if r > 0]
+    blocks = sum(math.ceil(r / bm) for r in active)
+    first = len(active)
+    w_tile = bn * k * weight_bytes
+    again_hbm = n * k * weight_bytes > chip.l2_bytes / 2
+    repeat = blocks - first
+    hbm = w_tile * (first + repeat * again_hbm) / blocks
+    l2 = w_tile * repeat * (not again_hbm) / blocks + min(max(active), bm) * k * ops.ACT_BYTES
+    stage = (bn * bk * weight_bytes + bm * bk * ops.ACT_BYTES)
+    return Kernel(
+        name=name, layer=layer, tiles=blocks * math.ceil(n / bn), hbm_read=hbm, l2_read=l2,
+        l2_write=bm * bn * ops.ACT_BYTES, tensor_flops=2.0 * bm * bn * k,
+        smem_bytes=int(FUSED_STAGES * stage), inflight_bytes=(FUSED_STAGES - 1) * stage,
+        round_trips=2,           # the sorted token ids, then the rows they name
+        address=weight_addr, data=data, compute=Component.GEMM_COMPUTE, writes=writes)
+
+
+def weight_only_gemm(name: str, layer: int, m: int, k: int, n: int, chip: ChipSpec, *,
+                     weight_addr: int, weight_bytes: float, data: Component, writes=()) -> Kernel:
+    """y = x @ dequant(W)^T with W's codes expanded in registers (tinygemm's tiling)."""
+    m_tiles = math.ceil(m / DEQUANT_TILE_ROWS)
+    tiles = math.ceil(n / DEQUANT_TILE_N) * m_tiles
+    weights = DEQUANT_TILE_N * k
+    rows = min(m, DEQUANT_TILE_ROWS)
+    return Kernel(
+        name=name, layer=layer, tiles=tiles,
+        hbm_read=weights * weight_bytes / m_tiles,
+        l2_read=weights * weight_bytes * (m_tiles - 1) / m_tiles + rows * k * ops.ACT_BYTES,
+        l2_write=rows * DEQUANT_TILE_N * ops.ACT_BYTES,
+        tensor_flops=2.0 * ops.MMA_M * DEQUANT_TILE_N * k,
+        int_ops=(DEQUANT_OPS_PER_WEIGHT + DEQUANT_OPS_PER_WEIGHT_ROW * rows) * weights,
+        address=weight_addr, data=data, compute=Component.DEQUANT, writes=writes, mma_sync=True)

@@ -1,0 +1,150 @@
+"""Weight storage formats: exact bytes per weight and how a GEMM consumes them.
+
+A tensor class (experts, attention, embeddings and LM head) is stored in one format:
+  bf16            2 bytes, the measured baseline
+  fp8             1 byte (e4m3) + one fp32 scale per `group_size` block (DeepSeek-V3: 128 x 128
+                  blocks) or per tensor (group_size 0); multiplied at the tensor core's FP8 rate
+  int4/int3/int2  packed integer codes + a scale and a zero point per `group_size` weights
+                  (GPTQ/AWQ), in `scale_format` (bf16/fp16: 2 bytes each)
+  mxfp4           OCP MX: e2m1 codes + one e8m0 scale per 32 weights (gpt-oss experts)
+  nvfp4           e2m1 codes + one fp8 (e4m3) scale per 16 weights (+ a per-tensor fp32 scale)
+`dequant` says who expands them for the MMA:
+  native    the tensor core takes the format as is (fp8 on Hopper and Blackwell; fp4 formats
+            only on a profile with an `fp4` tensor rate: the b200)
+  software  the GEMM expands codes to bf16 in registers: integer ops per weight, the cost
+            measured on the H200 (calibration/data/h200_moe_kernels.jsonl, tinygemm int4)
+  decoder   a native sub-byte decoder in the load path (what-if profiles with a `decoder:`
+            block, the same unit the KV cache uses) expands them on the way into the SM
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+CODE_BITS = {"bf16": 16, "fp8": 8, "int4": 4, "int3": 3, "int2": 2, "mxfp4": 4, "nvfp4": 4}
+SCALE_BITS = {"bf16": 16, "fp16": 16, "fp32": 32, "fp8": 8, "e8m0": 8}
+# Group defaults per format (the scheme's own block): AWQ/GPTQ 128, MX 32, NVFP4 16, FP8 per tensor
+DEFAULT_GROUP = {"bf16": 0, "fp8": 0, "int4": 128, "int3": 128, "int2": 128, "mxfp4": 32, "nvfp4": 16}
+DEFAULT_SCALE = {"bf16": "bf16", "fp8": "fp32", "int4": "bf16", "int3": "bf16", "int2": "bf16",
+                 "mxfp4": "e8m0", "nvfp4": "fp8"}
+HAS_ZERO = {"int4", "int3", "int2"}          # asymmetric integer codes carry a zero point
+TENSOR_CLASSES = ("experts", "attention", "embeddings")
+
+# Software dequantization inside a weight-only GEMM on the H200, in integer-lane ops (64 per
+# SM per clock). PyTorch's int4 kernel (tinygemm, torch._weight_int4pack_mm, group 128) on
+# decode shapes, calibration/data/h200_moe_kernels.jsonl: 4096 x 28672 takes 33.6 / 47.1 /
+# 134.6 / 519 / 2059 us at 1 / 4 / 16 / 64 / 256 rows (grid n/8 x ceil(m/16)): a fixed expand
+# of every weight (3.9 ops: unpack, convert, scale, zero, repack into MMA fragments) for each
+# 16-row tile, plus 0.96 ops per weight and row (the m16n8k16 mma.sync issue it shares the ALU
+# issue slots with); calibration/fit_weight_dequant.py fits both.
+DEQUANT_OPS_PER_WEIGHT = 3.9
+DEQUANT_OPS_PER_WEIGHT_ROW = 0.96
+DEQUANT_TILE_ROWS = 16
+DEQUANT_TILE_N = 8                         # tinygemm: one block per 8 output columns
+FP4_FORMATS = ("mxfp4", "nvfp4")
+
+
+@dataclass(frozen=True)
+class WeightFormat:
+    format: str = "bf16"
+    group_size: int = 0
+    scale_format: str = "bf16"
+    dequant: str = "native"
+
+    @property
+    def is_bf16(self) -> bool:
+        return self.format == "bf16"
+
+    @property
+    def bits_per_weight(self) -> float:
+        """Stored bits per weight, scales and zero points included."""
+        bits = float(CODE_BITS[self.format])
+        if self.format != "bf16" and self.group_size:
+            meta = SCALE_BITS[self.scale_format] * (2 if self.format in HAS_ZERO else 1)
+            bits += meta / self.group_size
+        return bits
+
+    @property
+    def bytes_per_weight(self) -> float:
+        return self.bits_per_weight / 8
+
+    def tensor_dtype(self, chip_dtypes) -> str:
+        """The tensor-core input type its MMAs run at."""
+        if self.format == "fp8" and self.dequant == "native":
+            return "fp8"
+        if self.format in FP4_FORMATS and self.dequant == "native" and "fp4" in chip_dtypes:
+            return "fp4"
+        return "bf16"
+
+    def summary(self) -> dict:
+        return {"format": self.format, "bits_per_weight": round(self.bits_per_weight, 4),
+                "group_size": self.group_size, "scale_format": self.scale_format,
+                "dequant": self.dequant}
+
+
+BF16 = WeightFormat()
+
+
+def from_config(block) -> WeightFormat:
+    """A WeightFormat from a scenario's weights.<class> block (hwsim.config.scenario.TensorWeights)."""
+    fmt = block.format
+    group = block.group_size if block.group_size is not None else DEFAULT_GROUP[fmt]
+    scale = block.scale_format or DEFAULT_SCALE[fmt]
+    dequant = block.dequant or ("native" if fmt in ("bf16", "fp8") else "software")
+    return WeightFormat(fmt, group, scale, dequant)
+
+
+@dataclass(frozen=True)
+class WeightPlan:
+    """The format of each tensor class of one model in one scenario."""
+
+    experts: WeightFormat = BF16
+    attention: WeightFormat = BF16
+    embeddings: WeightFormat = BF16
+
+    def of(self, cls: str) -> WeightFormat:
+        return getattr(self, cls)
+
+    @property
+    def all_bf16(self) -> bool:
+        return all(self.of(c).is_bf16 for c in TENSOR_CLASSES)
+
+
+def plan(cfg_weights, model_defaults: dict | None = None) -> WeightPlan:
+    """The scenario's `weights:` block over the model's default formats (DeepSeek-V3: FP8)."""
+    out = {}
+    for cls in TENSOR_CLASSES:
+        block = getattr(cfg_weights, cls, None) if cfg_weights is not None else None
+        if block is not None and block.format is not None:
+            out[cls] = from_config(block)
+        elif model_defaults and cls in model_defaults:
+            out[cls] = from_config(model_defaults[cls])
+        else:
+            out[cls] = BF16
+    return WeightPlan(**out)
+
+
+def problems(p: WeightPlan, profile) -> list[tuple[str, str]]:
+    """(key, message) for formats the profile cannot run the way asked."""
+    out = []
+    dtypes = set(profile.sm.tensor_tflops)
+    for cls in TENSOR_CLASSES:
+        f = p.of(cls)
+        key = f"weights.{cls}"
+        if f.dequant == "decoder":
+            if profile.decoder is None:
+                out.append((f"{key}.dequant", f"profile '{profile.name}' has no native sub-byte decoder "
+                                              f"(no decoder: block); use dequant: software or a what-if "
+                                              f"profile with a decoder (h200-decoder)"))
+            elif f.format not in profile.decoder.formats and not (
+                    f.format in FP4_FORMATS and "int4" in profile.decoder.formats):
+                out.append((f"{key}.format", f"the decoder of '{profile.name}' supports {profile.decoder.formats}"))
+        if f.dequant == "native" and f.format in FP4_FORMATS and "fp4" not in dtypes:
+            out.append((f"{key}.dequant", f"profile '{profile.name}' has no FP4 tensor rate: {f.format} "
+                                          f"needs dequant: software (or decoder on a what-if chip)"))
+        if f.dequant == "native" and f.format in ("int4", "int3", "int2"):
+            out.append((f"{key}.dequant", f"no tensor core multiplies {f.format} weights natively: "
+                                          f"use dequant: software or decoder"))
+        if f.dequant == "native" and f.format == "fp8" and "fp8" not in dtypes:
+            out.append((f"{key}.dequant", f"profile '{profile.name}' has no FP8 tensor rate"))
+    return out
