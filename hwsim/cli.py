@@ -34,6 +34,7 @@ err_console = Console(stderr=True)
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 MAX_WORKERS = 256
+LONG_RUN_S = 60          # a run estimated longer than this says so before it starts
 
 
 def _say(kind: str, message: str) -> None:
@@ -138,6 +139,7 @@ def run(
 ):
     """Simulate a scenario and write a run bundle (replacing an earlier bundle there whole)."""
     from hwsim.build import build
+    from hwsim.config.cost import estimate
     from hwsim.config.fingerprint import fingerprint
     from hwsim.config.load import load_scenario
     from hwsim.io.bundle import check_out, write_bundle
@@ -147,9 +149,12 @@ def run(
     limits = (_positive(max_wall_s, "--max-wall-s"), _positive(max_gb, "--max-gb"))
     cfg = load_scenario(scenario, set_, cost_limits=limits)
     out = out or Path("reports") / cfg.name
-    check_out(out)
     _writable_parent(out)
+    check_out(out)
     built = build(cfg)
+    cost = estimate(cfg, built.model)
+    if cost.wall_s > LONG_RUN_S:
+        err_console.print(f"[dim]note: this run will take {cost.describe()}[/]", highlight=False)
     started = time.time()
     with _progress(enabled=not json_out and sys.stderr.isatty()) as progress:
         result = run_scenario(cfg, built, progress=progress)
@@ -324,8 +329,8 @@ def sweep(
     limits = (_positive(max_wall_s, "--max-wall-s"), _positive(max_gb, "--max-gb"))
     sweep_spec, points = load_sweep(spec, cost_limits=limits)
     out = out or Path("reports") / sweep_spec.name
-    check_sweep_out(out)
     _writable_parent(out)
+    check_sweep_out(out)
     out.mkdir(exist_ok=True)
     try:
         with _progress(enabled=not json_out and sys.stderr.isatty()) as progress:

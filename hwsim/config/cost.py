@@ -4,8 +4,9 @@
 The estimate is deliberately coarse and errs high. It counts kernels per simulated pass
 (fixed kernels per layer plus a few per active expert) and sequences per pass, and prices
 them with per-kernel and per-sequence wall costs measured on the development machine
-(docs/performance.md: a batch-1 Mixtral step is about 10 ms at kernel fidelity; 0.3 s at tile
-fidelity; routing and dispatch cost about 0.3 ms per sequence per step at batch 8k-64k).
+(docs/performance.md: a batch-1 Mixtral step is about 10 ms at kernel fidelity, 0.3 s at tile
+fidelity; routing and dispatch cost about 13 us per sequence and layer at batch 8k-64k, tile
+fidelity about 1 ms at batch 512).
 A serving run is priced as the iterations it needs at its full batch, doubled.
 """
 
@@ -20,9 +21,9 @@ from hwsim.errors import ConfigError
 DEFAULT_MAX_WALL_S = 1800.0      # 30 minutes
 DEFAULT_MAX_GB = 8.0
 
-# wall seconds per kernel and per sequence (token) of one simulated pass, by fidelity
+# wall seconds per kernel, and per sequence (token) and layer, of one simulated pass, by fidelity
 S_PER_KERNEL = {"kernel": 2e-5, "wave": 1e-4, "tile": 3e-4}
-S_PER_TOKEN = {"kernel": 5e-4, "wave": 5e-4, "tile": 2.5e-2}
+S_PER_TOKEN_LAYER = {"kernel": 1.5e-5, "wave": 3e-5, "tile": 1e-3}
 S_PER_TILE_TOKEN_CONTEXT = 2e-7          # tile fidelity: attention tiles grow with the context
 BYTES_PER_RECORD = 600                   # one kept kernel record (runtime.kernel_records)
 BYTES_PER_TOKEN_LAYER = 64               # routing and dispatch arrays per sequence and layer
@@ -71,8 +72,8 @@ def _kernels(model, tokens: int) -> float:
     return model.layers * (15.0 + 8.0 * active)
 
 
-def _pass_s(fidelity: str, kernels: float, tokens: int, context: int) -> float:
-    s = kernels * S_PER_KERNEL[fidelity] + tokens * S_PER_TOKEN[fidelity]
+def _pass_s(fidelity: str, kernels: float, tokens: int, context: int, layers: int) -> float:
+    s = kernels * S_PER_KERNEL[fidelity] + tokens * layers * S_PER_TOKEN_LAYER[fidelity]
     if fidelity == "tile":
         s += tokens * context * S_PER_TILE_TOKEN_CONTEXT
     return s
@@ -87,14 +88,16 @@ def estimate(cfg, model) -> Cost:
         batch = max(1, min(w.max_batch_size, requests))
         iterations = 2 * (requests * out_tokens / batch + requests * prompt / w.token_budget)
         kernels = _kernels(model, batch)
-        wall = iterations * _pass_s(fidelity, kernels, batch, int(prompt + out_tokens))
+        wall = iterations * _pass_s(fidelity, kernels, batch, int(prompt + out_tokens), model.layers)
         memory = requests * (BYTES_PER_REQUEST + 8 * out_tokens) + iterations * BYTES_PER_ITERATION
         return Cost(wall, (BASE_BYTES + memory) / 1e9, iterations, kernels)
     passes = w.decode_steps + (1 if w.prompt_tokens else 0)
     kernels = _kernels(model, w.batch_size)
-    wall = w.decode_steps * _pass_s(fidelity, kernels, w.batch_size, w.context_tokens + w.decode_steps)
+    wall = w.decode_steps * _pass_s(fidelity, kernels, w.batch_size, w.context_tokens + w.decode_steps,
+                                   model.layers)
     if w.prompt_tokens:
-        wall += _pass_s(fidelity, _kernels(model, w.prompt_tokens), w.prompt_tokens, w.prompt_tokens)
+        wall += _pass_s(fidelity, _kernels(model, w.prompt_tokens), w.prompt_tokens, w.prompt_tokens,
+                        model.layers)
     kept = passes if cfg.runtime.kernel_records < 0 else min(passes, cfg.runtime.kernel_records)
     memory = (kept * kernels * BYTES_PER_RECORD
               + max(w.batch_size, w.prompt_tokens) * model.layers * BYTES_PER_TOKEN_LAYER * 4
