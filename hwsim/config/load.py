@@ -6,6 +6,7 @@ Every user error becomes one ConfigError naming the file, the line and the dotte
 from __future__ import annotations
 
 import os
+import site
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,10 +27,13 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def search_dirs(kind: str) -> list[Path]:
-    """Where built-in profiles/scenarios are looked up: $HWSIM_HOME, the cwd, the source tree,
-    and the shared data folder a wheel installs."""
+    """Where profiles and scenarios named without a path are looked up, first match wins:
+    $HWSIM_HOME/<kind>, ./<kind>, the source tree's <kind> (a clone or an editable install),
+    and <prefix>/share/hwsim/<kind>, where `pip install .` puts copies (of the environment,
+    then of a --user install). README, "Installing"."""
     roots = [Path(os.environ["HWSIM_HOME"])] if os.environ.get("HWSIM_HOME") else []
-    roots += [Path.cwd(), REPO_ROOT, Path(sys.prefix) / "share" / "hwsim"]
+    roots += [Path.cwd(), REPO_ROOT, Path(sys.prefix) / "share" / "hwsim",
+              Path(site.getuserbase()) / "share" / "hwsim"]
     return [r / kind for r in roots]
 
 
