@@ -41,6 +41,19 @@ GROUPED_START_TRIPS = 5      # as a cuBLAS GEMM: tensor-map fetch, barrier and c
 # Triton fused MoE (calibration/moe_impls.py, vLLM's get_default_config without a tuned file):
 # BM 16 / BN 32 / BK 64 while tokens <= experts, else 64 / 64 / 32; 3 stages, 4 warps.
 FUSED_STAGES = 3
+FUSED_THREADS = 128
+# Registers per thread of the two configurations (CUPTI, h200_moe_kernels.jsonl): with the
+# stages' shared memory they set how many programs an SM holds, and so its bytes in flight
+FUSED_REGS = {16: 38, 64: 62}
+SM_THREADS, SM_REGISTERS = 2048, 65536
+# The 64-row configuration loads each weight row 32 elements (64 bytes) at a time, the 16-row
+# one 64 (128 bytes, a whole L2 line). Streaming 64-byte pieces of rows 8-28 KB apart, HBM
+# delivers 2.6-3.1 TB/s where 128-byte pieces get 4.0-4.4 (the same kernel's two
+# configurations on the same weights, h200_moe_kernels.jsonl: Mixtral T = 8 against 16-128,
+# Qwen3 T = 128 against 256, OLMoE T = 64 against 128-256): charged as 1.45x the bytes from
+# HBM for pieces shorter than a line (fitted to those 14 BM-64 rows).
+L2_LINE_BYTES = 128
+SHORT_SEGMENT_HBM_FACTOR = 1.45
 
 
 def fused_config(tokens: int, experts: int) -> tuple[int, int, int]:
@@ -70,23 +83,39 @@ def grouped_gemm(name: str, layer: int, rows: list[int], k: int, n: int, chip: C
 def fused_moe_gemm(name: str, layer: int, rows: list[int], tokens: int, experts: int, k: int, n: int,
                    chip: ChipSpec, *, weight_addr: int, weight_bytes: float, data: Component,
                    writes=()) -> Kernel:
-    """One projection of the fused MoE over the active experts' row blocks. A block after an
+    """One projection of the fused MoE over the active experts' row blocks.
+
+    The grid covers the worst-case padded block count; programs past the real blocks read the
+    padded total and exit, so the work is averaged over the whole grid. A block after an
     expert's first re-reads the same weight columns: from L2 when the expert's projection fits
-    in half of it, else from HBM again (Mixtral's 235 MB gate+up does not)."""
+    in half of it, else from HBM again (Mixtral's 235 MB gate+up does not). Each program keeps
+    FUSED_STAGES - 1 stages of loads in flight, and an SM holds as many programs as its
+    threads, registers and shared memory allow; the engine's per-SM block slots
+    (chip.cta_slots_per_sm) carry those programs' bytes in flight between them.
+    """
     bm, bn, bk = fused_config(tokens, experts)
     active = [r for r in rows if r > 0]
     blocks = sum(math.ceil(r / bm) for r in active)
     first = len(active)
+    grid_blocks = math.ceil((sum(active) + experts * (bm - 1)) / bm)
+    n_tiles = math.ceil(n / bn)
     w_tile = bn * k * weight_bytes
     again_hbm = n * k * weight_bytes > chip.l2_bytes / 2
     repeat = blocks - first
-    hbm = w_tile * (first + repeat * again_hbm) / blocks
-    l2 = w_tile * repeat * (not again_hbm) / blocks + min(max(active), bm) * k * ops.ACT_BYTES
-    stage = (bn * bk * weight_bytes + bm * bk * ops.ACT_BYTES)
+    hbm = w_tile * n_tiles * (first + repeat * again_hbm)
+    if bk * weight_bytes < L2_LINE_BYTES:
+        hbm *= SHORT_SEGMENT_HBM_FACTOR
+    l2 = (w_tile * repeat * (not again_hbm) + blocks * min(max(active), bm) * k * ops.ACT_BYTES) * n_tiles
+    stage = bn * bk * weight_bytes + bm * bk * ops.ACT_BYTES
+    smem = FUSED_STAGES * stage
+    resident = min(SM_THREADS // FUSED_THREADS, chip.smem_bytes_per_sm // smem,
+                   SM_REGISTERS // (FUSED_REGS[bm] * FUSED_THREADS))
+    per_program = (FUSED_STAGES - 1) * bn * bk * weight_bytes      # the weight tiles; masked rows load nothing
+    tiles = grid_blocks * n_tiles
     return Kernel(
-        name=name, layer=layer, tiles=blocks * math.ceil(n / bn), hbm_read=hbm, l2_read=l2,
-        l2_write=bm * bn * ops.ACT_BYTES, tensor_flops=2.0 * bm * bn * k,
-        smem_bytes=int(FUSED_STAGES * stage), inflight_bytes=(FUSED_STAGES - 1) * stage,
+        name=name, layer=layer, tiles=tiles, hbm_read=hbm / tiles, l2_read=l2 / tiles,
+        l2_write=blocks * n_tiles * bm * bn * ops.ACT_BYTES / tiles, tensor_flops=2.0 * bm * bn * k * blocks / grid_blocks,
+        inflight_bytes=per_program * resident / chip.cta_slots_per_sm,
         round_trips=2,           # the sorted token ids, then the rows they name
         address=weight_addr, data=data, compute=Component.GEMM_COMPUTE, writes=writes)
 
@@ -105,4 +134,5 @@ def weight_only_gemm(name: str, layer: int, m: int, k: int, n: int, chip: ChipSp
         l2_write=rows * DEQUANT_TILE_N * ops.ACT_BYTES,
         tensor_flops=2.0 * ops.MMA_M * DEQUANT_TILE_N * k,
         int_ops=(DEQUANT_OPS_PER_WEIGHT + DEQUANT_OPS_PER_WEIGHT_ROW * rows) * weights,
+        round_trips=2,       # each K step waits on the group's scales and zeros, then its codes
         address=weight_addr, data=data, compute=Component.DEQUANT, writes=writes, mma_sync=True)

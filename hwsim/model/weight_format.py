@@ -33,12 +33,12 @@ TENSOR_CLASSES = ("experts", "attention", "embeddings")
 # Software dequantization inside a weight-only GEMM on the H200, in integer-lane ops (64 per
 # SM per clock). PyTorch's int4 kernel (tinygemm, torch._weight_int4pack_mm, group 128) on
 # decode shapes, calibration/data/h200_moe_kernels.jsonl: 4096 x 28672 takes 33.6 / 47.1 /
-# 134.6 / 519 / 2059 us at 1 / 4 / 16 / 64 / 256 rows (grid n/8 x ceil(m/16)): a fixed expand
-# of every weight (3.9 ops: unpack, convert, scale, zero, repack into MMA fragments) for each
-# 16-row tile, plus 0.96 ops per weight and row (the m16n8k16 mma.sync issue it shares the ALU
-# issue slots with); calibration/fit_weight_dequant.py fits both.
-DEQUANT_OPS_PER_WEIGHT = 3.9
-DEQUANT_OPS_PER_WEIGHT_ROW = 0.96
+# 134.6 / 519 / 2059 us at 1 / 4 / 16 / 64 / 256 rows (grid n/8 x ceil(m/16)), ALU-bound from
+# 4 rows: expanding every code once per 16-row tile (unpack, convert, scale, zero, repack into
+# MMA fragments) plus a cost per weight and row (the m16n8k16 mma.sync issue that shares the
+# ALU issue slots); calibration/fit_weight_dequant.py fits both (8 rows, within 5%).
+DEQUANT_OPS_PER_WEIGHT = 3.05
+DEQUANT_OPS_PER_WEIGHT_ROW = 0.987
 DEQUANT_TILE_ROWS = 16
 DEQUANT_TILE_N = 8                         # tinygemm: one block per 8 output columns
 FP4_FORMATS = ("mxfp4", "nvfp4")
