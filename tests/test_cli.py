@@ -78,13 +78,19 @@ def test_trace_export_has_a_slice_per_kernel_and_named_tracks(tmp_path):
     summary = json.loads(res.stdout)
     trace = json.loads((out / "trace.json").read_text())
     names = {e["args"]["name"] for e in trace["traceEvents"] if e["ph"] == "M" and e["name"] == "thread_name"}
-    assert {"kernels", "bus", "prefetch copy engine", "HBM stack 0"} <= names
+    assert {"kernels", "bus", "copy engine 0", "HBM stack 0"} <= names
     assert any(n.startswith("SMs ") for n in names)
+    assert "decoder" not in names and "NVLink out" not in names     # the H200 has no decoder; no link used
     tid = {e["args"]["name"]: e["tid"] for e in trace["traceEvents"] if e.get("name") == "thread_name"}
     kernel_slices = [e for e in trace["traceEvents"] if e["ph"] == "X" and e["tid"] == tid["kernels"]]
     assert len(kernel_slices) == summary["kernels_per_step"]
-    copies = [e for e in trace["traceEvents"] if e["ph"] == "X" and e["tid"] == tid["prefetch copy engine"]]
+    copies = [e for e in trace["traceEvents"] if e["ph"] == "X" and e["tid"] == tid["copy engine 0"]]
     assert copies and all(e["dur"] > 0 for e in copies)
+    # a unit's slices are its own: no HBM stack is busy longer than the step, shares within (0, 1]
+    for lane in ("HBM stack 0", "bus", "copy engine 0"):
+        slices = [e for e in trace["traceEvents"] if e["ph"] == "X" and e["tid"] == tid[lane]]
+        assert all(0 < e["args"]["share"] <= 1.0 + 1e-9 for e in slices)
+        assert sum(e["dur"] * e["args"]["share"] for e in slices) <= summary["itl_ms"]["p50"] * 1e3 * 1.001
 
 
 @pytest.mark.parametrize("manifest", ["[]", "{}", '{"summary": null}', "{not json"])

@@ -34,11 +34,12 @@ def test_tile_fidelity_within_two_percent_of_the_default():
 def test_tile_rounds_match_one_process_per_block_slot():
     """The numpy rounds of tile fidelity against the SimPy process per block slot they
     replace agree to rounding on one wave, many waves, stream-K, per-stack experts and writes."""
-    import simpy
-
     from hwsim.config.load import load_profile
+    from hwsim.engine.records import StreamTotals
+    from hwsim.engine.stream import Stream
+    from hwsim.engine.timer import KernelTimer
     from hwsim.hw.chip import ChipSpec
-    from hwsim.hw.system import System
+    from hwsim.hw.cluster import Cluster
     from hwsim.metrics import Component
     from hwsim.model import ops
 
@@ -56,10 +57,12 @@ def test_tile_rounds_match_one_process_per_block_slot():
     ]
     ends = {}
     for processes in (False, True):
-        env = simpy.Environment()
-        system = System(env, chip, launch="graph", fidelity="tile", tile_processes=processes)
+        cluster = Cluster(chip)
+        env = cluster.env
+        stream = Stream(env, cluster.devices[0], cluster.arbiter,
+                        KernelTimer(chip, "tile", tile_processes=processes), launch="graph")
         records = []
-        env.process(system.run_stream(kernels, 0, records))
+        env.process(stream.run(kernels, 0, records, StreamTotals()))
         env.run()
         ends[processes] = [r.t_end - r.t_start for r in records]
     for rounds, procs in zip(ends[False], ends[True]):

@@ -34,7 +34,7 @@ def trace_events(result: RunResult, built) -> dict:
                shared=r.shared)
     for lane in tracks[1:]:
         for start, end, label, share in result.lanes[lane]:
-            slice_(lane, label, start, end, share=round(share, 4))
+            slice_(lane, label, start, end, share=float(f"{share:.4g}"))
     return {"traceEvents": events, "displayTimeUnit": "ns"}
 
 
