@@ -92,7 +92,7 @@ class Stream:
             effect, replayed = self._effect(k)
             self.replayed += replayed
             end = dispatch + effect.duration
-            shared = arbiter.busy or env.peek() < end
+            shared = bool(arbiter.busy or env.peek() < end)
             if not shared and not events_alone:
                 now = end
                 alone_counts[effect] = alone_counts.get(effect, 0) + 1

@@ -136,7 +136,7 @@ class KernelTimer:
         if k is not None and k.decoder_elements:
             decoder_s = k.tiles * k.decoder_elements / (self.chip.decoder_elements_per_clk * self.chip.clock_hz)
         return Effect(
-            duration=end - start, parts=parts,
+            duration=float(end - start), parts=parts,
             waves=path.wave_count(k) if k is not None else 0,
             data=k.data if k is not None else data,
             hbm_bytes=k.hbm_bytes if k is not None else path.hbm.read_bytes,
