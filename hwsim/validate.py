@@ -24,7 +24,7 @@ from hwsim.config.names import check_name
 from hwsim.config.scenario import Scenario
 from hwsim.config.yaml_lines import LoadedYaml
 from hwsim.errors import ConfigError
-from hwsim.run import simulate_pass
+from hwsim.step import simulate_pass
 from hwsim.model.schedule import StepShape
 
 REQUIRED = ["name", "hardware", "model", "phase", "batch", "context_tokens", "prompt_tokens",

@@ -8,7 +8,8 @@ import pytest
 from hwsim.build import build
 from hwsim.config.load import load_scenario
 from hwsim.model.schedule import StepShape
-from hwsim.run import run_scenario, simulate_pass
+from hwsim.run import run_scenario
+from hwsim.step import simulate_pass
 
 TINY = str(Path(__file__).parent / "data" / "tiny-moe.yaml")
 

@@ -19,7 +19,7 @@ import pandas as pd
 from hwsim.build import build
 from hwsim.config.scenario import Scenario
 from hwsim.model.schedule import StepShape
-from hwsim.run import simulate_pass
+from hwsim.step import simulate_pass
 
 DATA = [Path(__file__).resolve().parent / "data" / f for f in ("h200_kernels.csv", "h200_kernels_extra.csv")]
 LAYERS = 4

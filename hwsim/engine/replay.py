@@ -11,12 +11,14 @@ says it cannot change timing: a new timing field can never be replayed stale.
 from __future__ import annotations
 
 from dataclasses import fields
+from operator import attrgetter
 
 from hwsim.engine.effect import Effect
 from hwsim.engine.timer import KernelTimer
 from hwsim.model.kernel import Kernel
 
 TIMING_FIELDS = tuple(f.name for f in fields(Kernel) if f.metadata.get("timing", True))
+_timing_values = attrgetter(*TIMING_FIELDS)
 
 
 class _Key:
@@ -43,14 +45,13 @@ class ReplayCache:
         self._interleave, self._channels = hbm.interleave, hbm.channels
         self.effects: dict[_Key, Effect] = {}
         self.interned: dict[_Key, _Key] = {}
-        self.hits = 0
-        self.misses = 0
+        self.misses = 0          # kernels timed (replays are counted by the streams)
 
     def key(self, k: Kernel) -> _Key:
         if k.replay_key is None:
             granule, offset = divmod(int(k.address), self._interleave)
             phase = (granule % self._channels, offset)
-            key = _Key((phase, tuple(getattr(k, name) for name in TIMING_FIELDS)))
+            key = _Key((phase, _timing_values(k)))
             k.replay_key = self.interned.setdefault(key, key)   # one object per distinct key
         return k.replay_key
 
@@ -59,7 +60,6 @@ class ReplayCache:
         key = k.replay_key or self.key(k)
         effect = self.effects.get(key)
         if effect is not None:
-            self.hits += 1
             return effect, True
         self.misses += 1
         effect = self.effects[key] = self.timer.at_once(k)

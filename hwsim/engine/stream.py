@@ -51,11 +51,6 @@ class Stream:
         self.kernels = 0
         self.replayed = 0
 
-    def _effect(self, k: Kernel):
-        if self.replay is None:
-            return self.timer.at_once(k), False
-        return self.replay.effect(k)
-
     def run(self, items: list[StreamItem], step: int, records: list[KernelRecord] | None,
             totals: StreamTotals):
         """Process body: run the items in order; add each kernel to `totals`, and a
@@ -63,6 +58,13 @@ class Stream:
         env, device, arbiter, chip = self.env, self.device, self.arbiter, self.device.chip
         events_alone = self.timer.uses_events
         recording = device.recording
+        replay = self.replay
+        # replayed effects, looked up inline: this loop runs for every kernel of every step
+        effects = replay.effects if replay else {}
+        horizon = env.peek()          # the next event of any other process (fixed until we yield)
+        in_flight = arbiter.active    # items of other streams in flight (the arbiter's own list)
+        replayed = 0
+        last_alone, run_length = None, 0
         alone_counts: dict = {}       # effect -> kernels that ran alone with it (added in bulk)
         now = env.now                 # the stream's clock; env.now catches up at every hand-back
         host_t = now                  # the host starts issuing when the step starts (after the last sync)
@@ -81,6 +83,7 @@ class Stream:
                         yield event
                         waited += env.now - now
                 now = env.now
+                horizon = env.peek()
                 continue
             i += 1
             ready = now - waited
@@ -89,13 +92,24 @@ class Stream:
             else:
                 host_t = self.host.serve(host_t, chip.launch_eager_s)
                 dispatch = max(now, host_t)
-            effect, replayed = self._effect(k)
-            self.replayed += replayed
+            effect = effects.get(k.replay_key) if k.replay_key is not None else None
+            if effect is not None:
+                replayed += 1
+            elif replay is not None:
+                effect, hit = replay.effect(k)
+                replayed += hit
+            else:
+                effect = self.timer.at_once(k)
             end = dispatch + effect.duration
-            shared = bool(arbiter.busy or env.peek() < end)
+            shared = True if (in_flight or horizon < end) else False
             if not shared and not events_alone:
                 now = end
-                alone_counts[effect] = alone_counts.get(effect, 0) + 1
+                if effect is last_alone:      # runs of one shape (a layer's experts) count in one go
+                    run_length += 1
+                else:
+                    if last_alone is not None:
+                        alone_counts[last_alone] = alone_counts.get(last_alone, 0) + run_length
+                    last_alone, run_length = effect, 1
                 parts = effect.parts
                 if recording:
                     device.record(effect, dispatch, end, k.name)
@@ -117,6 +131,7 @@ class Stream:
                 totals.add(parts, k.data, k.hbm_bytes)
                 if recording:
                     device.record(effect, dispatch, now, k.name)
+                horizon = env.peek()
             launch = dispatch - ready - waited
             launch_total += launch
             wait_total += waited
@@ -124,6 +139,9 @@ class Stream:
                 records.append(KernelRecord(step, i, k, ready, dispatch, now, effect.waves, parts,
                                             launch, waited, shared))
             waited = 0.0
+        if last_alone is not None:
+            alone_counts[last_alone] = alone_counts.get(last_alone, 0) + run_length
+        self.replayed += replayed
         for effect, n in alone_counts.items():
             totals.add(effect.parts, effect.data, effect.hbm_bytes, n)
             device.account(effect, n)

@@ -70,13 +70,13 @@ class Device:
         return out
 
     def record_intervals(self, on: bool) -> None:
-        """Start (or stop) keeping busy intervals on every lane."""
+        """Start (or stop) keeping busy intervals on every lane. A unit's interval list, once
+        made, is kept (effects hold on to it, hwsim/engine/effect.py `lanes`)."""
         self.recording = on
-        for u in self.units:
-            if on and u.intervals is None:
-                u.intervals = []
-            elif not on and u.intervals is not None and not u.intervals:
-                u.intervals = None
+        if on:
+            for u in self.units:
+                if u.intervals is None:
+                    u.intervals = []
 
     def stack_bytes(self) -> np.ndarray:
         return np.bincount(self._stack_of, weights=self.channel_bytes, minlength=self.chip.hbm_stacks)
@@ -153,15 +153,20 @@ class Device:
         """Busy intervals of one run: a unit is busy from the item's start until its last
         request there is served; an item stretched by sharing (end - start > duration alone)
         stretches its intervals in proportion."""
-        stretch = (end - start) / e.duration if e.duration > 0 else 1.0
         if e.lanes is None:
             e.lanes = self._lanes(e)
-        for unit, until, share in e.lanes:
-            unit.record(start, start + until * stretch, label, share / stretch)
+        stretch = (end - start) / e.duration if e.duration > 0 else 1.0
+        if stretch == 1.0:    # alone: the common case, once per kernel of every recorded step
+            for intervals, until, share in e.lanes:
+                intervals.append((start, start + until, label, share))
+        else:
+            for intervals, until, share in e.lanes:
+                intervals.append((start, start + until * stretch, label, share / stretch))
         if copy_engine is not None:
             self.copy_engines[copy_engine].record(start, end, label, 1.0 / stretch)
 
-    def _lanes(self, e: Effect) -> list[tuple[Unit, float, float]]:
+    def _lanes(self, e: Effect) -> list[tuple[list, float, float]]:
+        """(the unit's interval list, busy until after the start, share used) per lane the item uses."""
         out = []
         t = e.duration
         if e.slots:
@@ -170,7 +175,7 @@ class Device:
                 if left <= 0:
                     break
                 used = min(left, g.rate)
-                out.append((g, t, used / g.rate))
+                out.append((g.intervals, t, used / g.rate))
                 left -= used
         if e.channels is not None:
             stacks = self._stack_of[e.channels]
@@ -178,10 +183,10 @@ class Device:
                 mask = stacks == s
                 until = float(e.channel_until[mask].max())
                 busy = float(e.channel_busy[mask].sum()) / self.chip.hbm_channels_per_stack
-                out.append((self.hbm_stacks[s], until, busy / until if until > 0 else 1.0))
+                out.append((self.hbm_stacks[s].intervals, until, busy / until if until > 0 else 1.0))
         for unit, (busy, served, until) in ((self.l2, e.l2), (self.bus, e.bus)):
             if served and until > 0:
-                out.append((unit, until, busy / until))
+                out.append((unit.intervals, until, busy / until))
         if e.decoder_s and self.decoder is not None:
-            out.append((self.decoder, t, e.decoder_s / (self.chip.sms * t)))
+            out.append((self.decoder.intervals, t, e.decoder_s / (self.chip.sms * t)))
         return out

@@ -25,6 +25,7 @@ from hwsim.build import Built
 from hwsim.rng import RandomStreams
 from hwsim.model.schedule import StepShape
 from hwsim.serving.requests import Request, draw_lengths, open_loop_requests
+from hwsim.step import simulate_pass
 
 CONTEXT_BUCKET = 512
 PREFILL_BUCKET = 128
@@ -36,7 +37,7 @@ class Iteration:
     decodes: int
     prefill_tokens: int
     waiting: int
-    step: object                 # the simulated pass (hwsim.run.StepResult) this iteration reused
+    step: object                 # the simulated pass (hwsim.step.StepResult) this iteration reused
 
     @property
     def duration_s(self) -> float:
@@ -60,7 +61,6 @@ class StepOracle:
         pre = math.ceil(prefill_tokens / PREFILL_BUCKET) * PREFILL_BUCKET if prefill_tokens else 0
         key = (decodes, ctx, pre, prefill_sequences)
         if key not in self.cache:
-            from hwsim.run import simulate_pass
             if decodes and pre:
                 shape = StepShape("mixed", decodes, decodes + pre, ctx, pre, prefill_sequences)
             elif decodes:
@@ -89,7 +89,6 @@ class ServingLoop:
         self.rejected: list[Request] = []
         self.progress = progress
         self._arrived = self.env.event()
-        self._kv_per_token = built.model.layers * built.schedule.kv_token_bytes(4096)
         self._kv_free = built.chip.hbm_capacity_bytes - built.schedule.weight_bytes_total()
         self._target = self.w.arrivals.requests
         self._issued = 0
@@ -126,7 +125,10 @@ class ServingLoop:
 
     # -- scheduling -------------------------------------------------------------------------
     def _kv_bytes(self, req: Request) -> float:
-        return (req.prompt_tokens + req.output_tokens) * self._kv_per_token
+        """The request's whole KV cache (prompt + output) at the scenario's KV format: bytes per
+        token at that length (sinks, recent and outlier tokens make them depend on it)."""
+        tokens = req.prompt_tokens + req.output_tokens
+        return tokens * self.built.model.layers * self.built.schedule.kv_token_bytes(tokens)
 
     def _admit(self):
         while self.waiting and len(self.running) < self.w.max_batch_size:

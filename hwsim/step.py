@@ -1,0 +1,65 @@
+"""One pass of the schedule over the device: a decode step, a prefill, or a serving
+iteration of decodes and prompt chunks; the unit both the fixed-batch run (hwsim/run.py) and
+the serving loop (hwsim/serving/loop.py) are made of."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from hwsim.build import Built
+from hwsim.engine.records import KernelRecord, StreamTotals
+from hwsim.metrics import Component, traffic_class
+from hwsim.model.schedule import StepShape
+
+
+@dataclass
+class StepResult:
+    step: int
+    phase: str
+    batch: int
+    context: int
+    t_start: float
+    t_end: float
+    breakdown_s: dict[str, float]
+    bytes: dict[str, float]
+    kernels: int
+    tokens: int
+    active_experts_per_layer: float
+    active_weight_fraction: float
+
+    @property
+    def duration_s(self) -> float:
+        return self.t_end - self.t_start
+
+
+
+def simulate_pass(b: Built, shape: StepShape, step: int, records: list[KernelRecord]) -> StepResult:
+    routing = b.router.step(step, shape.tokens) if b.router else {}
+    kernels = b.schedule.step(shape, routing)
+    copies = b.stream.copies
+    prefetched_before = copies.bytes
+    t0 = b.env.now
+    totals = StreamTotals()
+    keep = b.scenario.runtime.kernel_records   # past this window the step's records are not made
+    recorded = keep < 0 or step < keep
+    b.device.record_intervals(recorded)
+    b.env.process(b.stream.run(kernels, step, records if recorded else None, totals))
+    b.env.run()
+    by_component = dict.fromkeys(Component, 0.0)
+    by_component.update(totals.parts)
+    breakdown = {c.value: secs for c, secs in by_component.items()}
+    moved = {"weights": 0.0, "kv": 0.0, "activations": 0.0}
+    for comp, nbytes in totals.moved.items():
+        moved[traffic_class(comp)] += nbytes
+    if b.schedule.dispatch:
+        b.schedule.dispatch.end_step()
+    moved["expert_prefetch"] = copies.bytes - prefetched_before
+    active = [len(np.unique(r[r >= 0])) for r in routing.values()]
+    return StepResult(step=step, phase=shape.phase, batch=shape.batch, context=shape.context,
+                      t_start=t0, t_end=b.env.now, breakdown_s=breakdown, bytes=moved,
+                      kernels=totals.kernels, tokens=shape.tokens,
+                      active_experts_per_layer=float(np.mean(active)) if active else 0.0,
+                      active_weight_fraction=b.schedule.active_weight_bytes(routing)
+                      / b.schedule.weight_bytes_total())
