@@ -15,6 +15,7 @@ import logging
 import os
 import signal
 import threading
+import warnings
 import time
 import traceback
 from contextlib import contextmanager
@@ -106,8 +107,9 @@ def _children_ignore_sigint():
     """Worker processes started in here ignore Ctrl-C (a terminal sends it to the whole process
     group): only this process handles it, closes the cluster and prints one line, instead of
     every worker printing its traceback."""
-    # cancelled tasks are normal on Ctrl-C; the workers need not log each (errors still show)
-    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "error")
+    # On Ctrl-C the workers see cancelled tasks and a scheduler gone mid-heartbeat, and would log
+    # each with a traceback. A point's own error reaches the client and results.parquet anyway.
+    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "critical")
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -142,9 +144,11 @@ def run_sweep(points: list[dict], out: Path, *, scheduler: str | None = None, wo
                 raise ConfigError(f"cannot reach the Dask scheduler at {address}: {exc}",
                                   key="--scheduler") from None
         else:
-            with _children_ignore_sigint():
+            with _children_ignore_sigint(), warnings.catch_warnings():
+                # a port taken by another cluster only moves the dashboard: not worth a warning
+                warnings.filterwarnings("ignore", message="Port .* is already in use")
                 cluster = LocalCluster(n_workers=workers or 1, threads_per_worker=1, processes=True,
-                                       dashboard_address=None)
+                                       dashboard_address=":0")
             client = Client(cluster)
         try:
             futures = client.map(run_point, todo, pure=False)
