@@ -21,6 +21,7 @@ from hwsim.model.schedule import Schedule
 from hwsim.model.shapes import ModelShape
 from hwsim.rng import RandomStreams
 from hwsim.model.moe_dispatch import ExpertDispatch
+from hwsim.model.onchip import OnChipState
 from hwsim.workload import kv_format
 from hwsim.workload.router import Router
 
@@ -34,6 +35,7 @@ class Built:
     cluster: Cluster
     stream: Stream              # the compute stream of the first device
     schedule: Schedule
+    onchip: OnChipState         # what is on chip between steps (L2 activations, expert SRAM)
     router: Router | None
     warnings: list[str]
 
@@ -62,34 +64,35 @@ def build(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelSha
                         max_context=max_context, weights=weight_format.plan(cfg.weights, model.weights))
     streams = RandomStreams(cfg.seed)
     router = None
+    onchip = schedule.cold_state()
     if model.moe:
         moe_layers = [layer for layer in range(model.layers) if model.is_moe_layer(layer)]
         router = Router(cfg.moe.routing, model.moe, moe_layers, streams.get("routing"))
-        schedule.dispatch = _expert_dispatch(cfg, model, chip, schedule, router, streams)
+        onchip = _onchip_with_sram(cfg, model, chip, schedule, router, streams)
     warnings = []
     need = schedule.mem.allocated_bytes
     if need > chip.hbm_capacity_bytes:
         warnings.append(f"weights + KV cache need {need / 1e9:.1f} GB but {profile.name} has "
                         f"{chip.hbm_capacity_bytes / 1e9:.0f} GB of HBM; simulated as if it fit")
-    return Built(cfg, profile, model, chip, cluster, stream, schedule, router, warnings)
+    return Built(cfg, profile, model, chip, cluster, stream, schedule, onchip, router, warnings)
 
 
-def _expert_dispatch(cfg: Scenario, model: ModelShape, chip: ChipSpec, schedule: Schedule,
-                     router: Router, streams: RandomStreams) -> ExpertDispatch:
+def _onchip_with_sram(cfg: Scenario, model: ModelShape, chip: ChipSpec, schedule: Schedule,
+                      router: Router, streams: RandomStreams) -> OnChipState:
     """SRAM for experts: an explicit size, or the settable-aside share of the L2; the routing
-    table takes its share first when it is pinned and fits."""
+    table takes its share first when it is pinned and fits. SRAM set aside for experts and the
+    router is no longer L2 for activations (up to the L2's persisting share: a larger
+    capacity_mib is a what-if SRAM beside the L2)."""
     c = cfg.moe.cache
     persisting = chip.l2_bytes * c.persist_fraction
     set_aside = capacity = c.capacity_mib * 2**20 if c.capacity_mib else persisting
-    if c.pin_router and schedule.router_bytes_total() <= capacity:
-        schedule.router_on_chip = True
+    router_on_chip = c.pin_router and schedule.router_bytes_total() <= capacity
+    if router_on_chip:
         capacity -= schedule.router_bytes_total()
-    if c.policy != "none" or cfg.moe.prefetch.enabled or schedule.router_on_chip:
-        # SRAM set aside for experts and the router is no longer L2 for activations (up to the
-        # L2's persisting share: a larger capacity_mib is a what-if SRAM beside the L2)
-        schedule.l2.capacity -= min(set_aside, persisting)
+    uses_sram = c.policy != "none" or cfg.moe.prefetch.enabled or router_on_chip
     dispatch = ExpertDispatch(cfg.moe, model, schedule.expert_bytes(), capacity, chip.hbm_stacks,
                               schedule.expert_address, streams.get("prefetch"))
     if c.policy == "pinned-hot":
         dispatch.pin_hot(router.popularity)
-    return dispatch
+    l2_for_activations = chip.l2_bytes - (min(set_aside, persisting) if uses_sram else 0.0)
+    return OnChipState(schedule.cold_state(l2_for_activations).l2, dispatch, router_on_chip)

@@ -134,7 +134,7 @@ def moe_summary(cfg: Scenario, b: Built, steps: list[StepResult]) -> dict | None
     m = b.model
     if not m.moe:
         return None
-    d = b.schedule.dispatch
+    d = b.onchip.dispatch
     st = d.stats
     n = len(steps)
     tokens = round(float(np.mean([s.tokens for s in steps])))
@@ -146,7 +146,7 @@ def moe_summary(cfg: Scenario, b: Built, steps: list[StepResult]) -> dict | None
         "placement": cfg.moe.placement,
         "channel_imbalance": b.device.imbalance(),
         "expert_stack_imbalance": d.expert_stack_imbalance(),
-        "router_in_sram": b.schedule.router_on_chip,
+        "router_in_sram": b.onchip.router_on_chip,
         "cache": {"policy": cfg.moe.cache.policy, "capacity_mb": d.cache.capacity / 1e6,
                   "expert_mb": b.schedule.expert_bytes() / 1e6, "hit_rate": d.cache.hit_rate,
                   "hit_rate_by_layer": d.cache.hit_rate_by_layer()},

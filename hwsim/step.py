@@ -37,7 +37,7 @@ class StepResult:
 
 def simulate_pass(b: Built, shape: StepShape, step: int, records: list[KernelRecord]) -> StepResult:
     routing = b.router.step(step, shape.tokens) if b.router else {}
-    kernels = b.schedule.step(shape, routing)
+    kernels = b.schedule.step(shape, routing, b.onchip)
     copies = b.stream.copies
     prefetched_before = copies.bytes
     t0 = b.env.now
@@ -53,8 +53,8 @@ def simulate_pass(b: Built, shape: StepShape, step: int, records: list[KernelRec
     moved = {"weights": 0.0, "kv": 0.0, "activations": 0.0}
     for comp, nbytes in totals.moved.items():
         moved[traffic_class(comp)] += nbytes
-    if b.schedule.dispatch:
-        b.schedule.dispatch.end_step()
+    if b.onchip.dispatch:
+        b.onchip.dispatch.end_step()
     moved["expert_prefetch"] = copies.bytes - prefetched_before
     active = [len(np.unique(r[r >= 0])) for r in routing.values()]
     return StepResult(step=step, phase=shape.phase, batch=shape.batch, context=shape.context,

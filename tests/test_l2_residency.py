@@ -68,5 +68,5 @@ def test_silu_after_a_streaming_gemm_is_slower_than_on_resident_data_as_measured
         block = s._expert(0, "expert0", n, s.model.moe.expert_ffn, Component.EXPERT_READ, gather=True)
         silu = next(k for k in block if k.name.endswith(".silu"))
         sim_resident = mb.device_time_s(h200, [silu]) * 1e6
-        sim_evicted = mb.device_time_s(h200, [s.l2._spilled(silu, 1)]) * 1e6
+        sim_evicted = mb.device_time_s(h200, [s.cold_state().l2._spilled(silu, 1)]) * 1e6
         assert 0 < sim_evicted - sim_resident <= evicted_us - resident_us

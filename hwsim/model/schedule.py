@@ -12,7 +12,7 @@ per projection (a fused MoE kernel) plus a top-k kernel.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -21,6 +21,7 @@ from hwsim.metrics import Component
 from hwsim.model import moe_kernels, ops
 from hwsim.model.kernel import Kernel, StreamItem
 from hwsim.model.l2_residency import L2Residency
+from hwsim.model.onchip import OnChipState
 from hwsim.model.memory_map import MemoryMap
 from hwsim.model.moe_dispatch import ExpertDispatch
 from hwsim.model.shapes import ModelShape
@@ -110,8 +111,6 @@ class Schedule:
         self.chip = chip
         self.moe_schedule = moe_schedule
         self.attention_kernel = attention_kernel
-        self.dispatch: ExpertDispatch | None = None   # set by build() for MoE models
-        self.router_on_chip = False
         self.kv = kv or BF16_KV
         self.dequant = "none" if self.kv.is_unquantized else dequant
         self.mem = MemoryMap()
@@ -124,13 +123,14 @@ class Schedule:
                        for c in ("experts", "attention", "embeddings")}
         self._layout_weights()
         # evicted activations are re-read from HBM (any address: only the channel mapping needs one)
-        self.l2 = L2Residency(chip.l2_bytes, self.mem.place("activations", ACTIVATION_REGION_BYTES))
+        self.activation_address = self.mem.place("activations", ACTIVATION_REGION_BYTES)
         self._weight_bytes: float | None = None
         self.kv_bytes_per_token_layer = self.kv_token_bytes(max_context)
         # one cache tensor a layer, sized for the run's longest context (as serving engines
         # preallocate it), each its own 2 MiB-aligned allocation
         for layer in range(model.layers):
-            self.mem.place(f"L{layer}.kv_cache", max_batch * max_context * self.kv_bytes_per_token_layer)
+            held = min(max_context, model.attention.window_at(layer) or max_context)   # a window keeps its tail only
+            self.mem.place(f"L{layer}.kv_cache", max_batch * held * self.kv_bytes_per_token_layer)
 
     def kv_token_bytes(self, context: int) -> float:
         """Stored bytes of one token's K and V in one layer at this context length."""
@@ -274,22 +274,31 @@ class Schedule:
                                ops_per_byte, self.chip, component=component, round_trips=round_trips,
                                vectorized=vectorized, input_trips=input_trips, reads=reads, writes=writes)
 
-    def step(self, shape: StepShape, routing: dict[int, np.ndarray]) -> list[StreamItem]:
+    def cold_state(self, l2_bytes: float | None = None) -> OnChipState:
+        """An empty L2 (of `l2_bytes` for activations; the chip's whole L2 by default), no SRAM."""
+        return OnChipState(L2Residency(self.chip.l2_bytes if l2_bytes is None else l2_bytes,
+                                       self.activation_address))
+
+    def step(self, shape: StepShape, routing: dict[int, np.ndarray],
+             state: OnChipState | None = None) -> list[StreamItem]:
         """Kernels of one forward pass, in stream order, with the expert prefetches that start
-        during attention. routing[layer] is [tokens, top_k] expert ids (MoE layers; -1 = dropped)."""
+        during attention. routing[layer] is [tokens, top_k] expert ids (MoE layers; -1 = dropped).
+        `state` (what is on chip: hwsim/model/onchip.py) is read and updated; a cold one by default."""
+        state = state or self.cold_state()
+        dispatch = state.dispatch
         kernels: list[StreamItem] = []
-        if self.dispatch:
-            self.dispatch.begin_step()
+        if dispatch:
+            dispatch.begin_step()
         for layer in range(self.model.layers):
-            if self.dispatch and (pf := self.dispatch.prefetch_for(layer, routing)):
+            if dispatch and (pf := dispatch.prefetch_for(layer, routing)):
                 kernels.append(pf)
             kernels += self._attention_block(layer, shape)
-            kernels += self._ffn_block(layer, shape, routing.get(layer))
+            kernels += self._ffn_block(layer, shape, routing.get(layer), state)
         lm_rows = max(shape.lm_rows, 1)
         kernels.append(self._norm("final_norm", -1, lm_rows))
         kernels += self._gemm("lm_head", -1, lm_rows, self.model.hidden, self.model.vocab,
                               "lm_head", Component.WEIGHT_READ, out=("logits",), cls="embeddings")
-        return self.l2.place(kernels)
+        return state.l2.place(kernels)
 
     def _attention_block(self, layer: int, s: StepShape) -> list[Kernel]:
         a, d = self.model.attention, self.model.hidden
@@ -323,7 +332,9 @@ class Schedule:
             append_bytes_per_el = self.kv.append_bits() / 8
             for name, elems in appends:
                 ks.append(self._kv_append(name, layer, s, elems, append_bytes_per_el))
-            ks += self._decode_attention(layer, s, kv_heads, qk_dim, v_dim)
+            window = a.window_at(layer)
+            attend = replace(s, context=min(s.context, window - 1)) if window else s
+            ks += self._decode_attention(layer, attend, kv_heads, qk_dim, v_dim)
         if s.prompt_tokens:
             ks.append(ops.prefill_attention(f"L{layer}.prefill_attention" if s.decodes else
                                             f"L{layer}.attention", layer, s.prompt_tokens, a.heads,
@@ -378,15 +389,17 @@ class Schedule:
     def _kv_addr(self, layer: int) -> int:
         return self._w(layer, "kv_cache")
 
-    def _ffn_block(self, layer: int, s: StepShape, choice: np.ndarray | None) -> list[Kernel]:
+    def _ffn_block(self, layer: int, s: StepShape, choice: np.ndarray | None,
+                   state: OnChipState) -> list[Kernel]:
         m, d, t = self.model, self.model.hidden, s.tokens
+        dispatch = state.dispatch
         ks = [self._norm("ffn_norm", layer, t)]
         if not m.is_moe_layer(layer):
             ks += self._expert(layer, "dense", t, m.ffn, Component.WEIGHT_READ, gather=False)
         else:
             moe = m.moe
             ks += self._gemm("router", layer, t, d, moe.experts, "router", Component.ROUTER,
-                             compute=Component.ROUTER, on_chip=float(self.router_on_chip),
+                             compute=Component.ROUTER, on_chip=float(state.router_on_chip),
                              out=("scores",))
             # softmax(dtype=float32): a cast kernel, then a one-warp-per-row softmax
             ks.append(self._ew("router_cast", layer, t * moe.experts * ops.ACT_BYTES,
@@ -400,7 +413,7 @@ class Schedule:
                 # the combine buffer the experts scatter-add into starts zeroed
                 ks.append(self._ew("moe_zero", layer, 0, t * d * ops.ACT_BYTES, writes=("acc",)))
                 for e in np.flatnonzero(counts):
-                    plan = self.dispatch.plan(layer, int(e)) if self.dispatch else None
+                    plan = dispatch.plan(layer, int(e)) if dispatch else None
                     if plan and plan.wait:
                         ks.append(plan.wait)
                     on_chip, group = (plan.on_chip, plan.channel_group) if plan else (0.0, -1)
@@ -408,7 +421,7 @@ class Schedule:
                                        Component.EXPERT_READ, gather=True, on_chip=on_chip,
                                        channel_group=group)
                     if plan:
-                        self.dispatch.account(layer, plan.channel_group,
+                        dispatch.account(layer, plan.channel_group,
                                               self.expert_bytes() * (1.0 - plan.on_chip))
             elif self.moe_schedule == "grouped":
                 ks += self._grouped_moe(layer, t, tuple(int(c) for c in counts if c))
