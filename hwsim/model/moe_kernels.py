@@ -36,11 +36,17 @@ GROUPED_CLUSTER_M = 2
 # to the 54 grouped-GEMM rows of h200_moe_kernels.jsonl (median 6%), about 10 KB against the
 # 16 KB half-tile of one of its 4 stages (the multicast stage is refilled only when both CTAs of
 # the cluster have released it).
-GROUPED_INFLIGHT_BYTES = 10 * 1024
+GROUPED_INFLIGHT_BYTES = 8.0 * 1024
+GROUPED_INFLIGHT_PER_DOUBLING = 0.07
 GROUPED_START_TRIPS = 5      # as a cuBLAS GEMM: tensor-map fetch, barrier and cluster setup
 # Triton fused MoE (calibration/moe_impls.py, vLLM's get_default_config without a tuned file):
 # BM 16 / BN 32 / BK 64 while tokens <= experts, else 64 / 64 / 32; 3 stages, 4 warps.
 FUSED_STAGES = 3
+# Stages of weight loads a program keeps in flight. One: alone on an SM (Mixtral T = 1: 256
+# down-projection programs of 917 KB for 132 SMs) a program streams 9.2 GB/s, 4 KB per
+# ~0.4 us round trip, so the K loop runs unpipelined: the rows it gathers come through
+# pointers loaded from the sorted token ids (h200_moe_kernels.jsonl).
+FUSED_STAGES_IN_FLIGHT = 1
 FUSED_THREADS = 128
 # Registers per thread of the two configurations (CUPTI, h200_moe_kernels.jsonl): with the
 # stages' shared memory they set how many programs an SM holds, and so its bytes in flight
@@ -50,10 +56,10 @@ SM_THREADS, SM_REGISTERS = 2048, 65536
 # one 64 (128 bytes, a whole L2 line). Streaming 64-byte pieces of rows 8-28 KB apart, HBM
 # delivers 2.6-3.1 TB/s where 128-byte pieces get 4.0-4.4 (the same kernel's two
 # configurations on the same weights, h200_moe_kernels.jsonl: Mixtral T = 8 against 16-128,
-# Qwen3 T = 128 against 256, OLMoE T = 64 against 128-256): charged as 1.45x the bytes from
-# HBM for pieces shorter than a line (fitted to those 14 BM-64 rows).
+# Qwen3 T = 128 against 256, OLMoE T = 64 against 128-256): charged as more bytes from HBM for
+# pieces shorter than a line, the factor fitted to the 16 BM-64 kernel rows (median 6.6%).
 L2_LINE_BYTES = 128
-SHORT_SEGMENT_HBM_FACTOR = 1.45
+SHORT_SEGMENT_HBM_FACTOR = 1.65
 
 
 def fused_config(tokens: int, experts: int) -> tuple[int, int, int]:
@@ -75,7 +81,9 @@ def grouped_gemm(name: str, layer: int, rows: list[int], k: int, n: int, chip: C
         hbm_read=GROUPED_TILE_N * k * weight_bytes / GROUPED_CLUSTER_M,
         l2_write=min(m, GROUPED_TILE_M) * GROUPED_TILE_N * ops.ACT_BYTES,
         tensor_flops=2.0 * GROUPED_TILE_M * GROUPED_TILE_N * k,
-        smem_bytes=chip.smem_bytes_per_sm, inflight_bytes=GROUPED_INFLIGHT_BYTES,
+        smem_bytes=chip.smem_bytes_per_sm,
+        inflight_bytes=GROUPED_INFLIGHT_BYTES * (1 + GROUPED_INFLIGHT_PER_DOUBLING * math.log2(
+            min(GROUPED_TILE_M, max(1.0, sum(rows) / max(1, sum(r > 0 for r in rows)))))),
         start_trips=GROUPED_START_TRIPS, address=weight_addr, data=data,
         compute=Component.GEMM_COMPUTE, writes=writes, dtype=dtype)
 
@@ -97,7 +105,6 @@ def fused_moe_gemm(name: str, layer: int, rows: list[int], tokens: int, experts:
     active = [r for r in rows if r > 0]
     blocks = sum(math.ceil(r / bm) for r in active)
     first = len(active)
-    grid_blocks = math.ceil((sum(active) + experts * (bm - 1)) / bm)
     n_tiles = math.ceil(n / bn)
     w_tile = bn * k * weight_bytes
     again_hbm = n * k * weight_bytes > chip.l2_bytes / 2
@@ -107,15 +114,18 @@ def fused_moe_gemm(name: str, layer: int, rows: list[int], tokens: int, experts:
         hbm *= SHORT_SEGMENT_HBM_FACTOR
     l2 = (w_tile * repeat * (not again_hbm) + blocks * min(max(active), bm) * k * ops.ACT_BYTES) * n_tiles
     stage = bn * bk * weight_bytes + bm * bk * ops.ACT_BYTES
-    smem = FUSED_STAGES * stage
-    resident = min(SM_THREADS // FUSED_THREADS, chip.smem_bytes_per_sm // smem,
+    resident = min(SM_THREADS // FUSED_THREADS, chip.smem_bytes_per_sm // (FUSED_STAGES * stage),
                    SM_REGISTERS // (FUSED_REGS[bm] * FUSED_THREADS))
-    per_program = (FUSED_STAGES - 1) * bn * bk * weight_bytes      # the weight tiles; masked rows load nothing
-    tiles = grid_blocks * n_tiles
+    # one engine block slot stands for `group` resident programs (the SM holds `resident` of
+    # them, the engine cta_slots_per_sm slots); the programs past the real blocks exit at once
+    group = max(1.0, resident / chip.cta_slots_per_sm)
+    programs = blocks * n_tiles
+    tiles = max(1, math.ceil(programs / group))
+    per = programs / tiles
     return Kernel(
         name=name, layer=layer, tiles=tiles, hbm_read=hbm / tiles, l2_read=l2 / tiles,
-        l2_write=blocks * n_tiles * bm * bn * ops.ACT_BYTES / tiles, tensor_flops=2.0 * bm * bn * k * blocks / grid_blocks,
-        inflight_bytes=per_program * resident / chip.cta_slots_per_sm,
+        l2_write=per * bm * bn * ops.ACT_BYTES, tensor_flops=per * 2.0 * bm * bn * k,
+        inflight_bytes=per * bn * bk * weight_bytes * FUSED_STAGES_IN_FLIGHT,   # masked rows load nothing
         round_trips=2,           # the sorted token ids, then the rows they name
         address=weight_addr, data=data, compute=Component.GEMM_COMPUTE, writes=writes)
 
