@@ -34,6 +34,7 @@ err_console = Console(stderr=True)
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 MAX_WORKERS = 256
+STUDY_PLOTS = {"breakdown.png", "pareto.png", "heatmap.png"}
 LONG_RUN_S = 60          # a run estimated longer than this says so before it starts
 
 
@@ -347,6 +348,8 @@ def sweep(
     table = pd.read_parquet(summary["results"])
     budget = float(points[0]["scenario"]["budget_ms"])
     plots = save_study_pngs(table, budget, out)
+    for name in STUDY_PLOTS - set(plots):      # a plot this study does not make is not left from another
+        (out / name).unlink(missing_ok=True)
     manifest = {"sweep": sweep_spec.model_dump(mode="json"), "spec_file": str(spec),
                 "summary": summary, "plots": [str(p) for p in plots.values()],
                 "points": {p["hash"]: {"factors": p["factors"], "inputs": p["inputs"]} for p in points},
