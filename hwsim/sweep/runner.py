@@ -130,6 +130,8 @@ def run_sweep(points: list[dict], out: Path, *, scheduler: str | None = None, wo
     from dask.distributed import Client, LocalCluster, as_completed
 
     (out / "results").mkdir(parents=True, exist_ok=True)
+    for tmp in [*out.glob(".*.tmp"), *(out / "results").glob(".*.tmp")]:
+        tmp.unlink(missing_ok=True)        # left by a sweep killed mid-write (atomic_write)
     done = finished_points(out)
     todo = [p for p in points if p["hash"] not in done]
     reused = len(points) - len(todo)
