@@ -49,6 +49,8 @@ def load_dataset(path: Path) -> list[dict]:
                 row["_line"] = i
                 _check_row(row, path)
                 rows.append(row)
+                if len(rows) > MAX_ROWS:
+                    raise ConfigError(f"more than {MAX_ROWS} rows; split the dataset", file=str(path), line=i)
     except FileNotFoundError:
         raise ConfigError("file not found", file=str(path)) from None
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
@@ -60,6 +62,7 @@ def load_dataset(path: Path) -> list[dict]:
 
 INT_COLUMNS = ("batch", "context_tokens", "prompt_tokens")
 MAX_ROW_INT = 10_000_000      # tokens or sequences in one measured step
+MAX_ROWS = 10_000             # cases in one dataset (each is simulated)
 
 
 def _check_row(row: dict, path: Path) -> None:

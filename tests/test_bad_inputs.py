@@ -212,6 +212,12 @@ CASES = [
         ws, "count: {value: 132", "count: {value: 1000000"))], 2, ("chip.yaml:", "sm.count")),
     ("profile-graph-us-huge", lambda ws: ["run", scenario(ws, hardware=profile(
         ws, "graph_us: {value: 0.45", "graph_us: {value: 1.0e+308"))], 2, ("chip.yaml:41", "launch.graph_us")),
+    ("model-layers-huge", lambda ws: ["run", scenario(ws, model=write(
+        ws, "m.yaml", Path(TINY).read_text().replace("layers: 4", "layers: 100000000")))], 2,
+        ("m.yaml:3", "key 'layers'")),
+    ("model-experts-huge", lambda ws: ["run", scenario(ws, model=write(
+        ws, "m.yaml", Path(TINY).read_text().replace("experts: 8", "experts: 1000000000")))], 2,
+        ("m.yaml:7", "key 'moe.experts'")),
     ("model-file-bomb", lambda ws: ["run", scenario(ws, model=write(ws, "m.yaml", BOMB))], 2, "m.yaml:"),
     # --- validate
     ("validate-header-only", lambda ws: ["validate", csv(ws, "")], 2, ("cases.csv:2", "no data rows")),
@@ -224,6 +230,8 @@ CASES = [
     ("validate-unicode-digit", lambda ws: ["validate", csv(ws, OK_ROW.format(batch="\u0663"))], 2, "key 'batch'"),
     ("validate-measured-inf", lambda ws: ["validate", csv(ws, OK_ROW.format(batch=1).replace(",8.8,", ",inf,"))], 2,
      "key 'measured_ms'"),
+    ("validate-too-many-rows", lambda ws: ["validate", csv(ws, OK_ROW.format(batch=1) * 10_001)], 2,
+     ("cases.csv:10002", "more than 10000 rows")),
     ("validate-missing-file", lambda ws: ["validate", ws / "nope.csv"], 2, "nope.csv"),
     ("validate-a-folder", lambda ws: ["validate", ws / "out"], 2, "Is a directory"),
     ("validate-binary", lambda ws: ["validate", write_bytes(ws, "bin.csv", b"\xff\xfe\x00garbage")], 2, "bin.csv"),

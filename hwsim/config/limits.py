@@ -28,6 +28,22 @@ MAX_HBM_CHANNELS = 8192
 PROFILE_VALUE_RANGE = (1e-6, 1e9)
 
 
+# Model-shape counts that size per-layer and per-expert state (routing tables, caches).
+MODEL_BOUNDS = {"layers": 1024, "moe.experts": 16384, "moe.top_k": 256, "moe.shared_experts": 256,
+                "attention.heads": 4096}
+
+
+def model_problems(data: dict):
+    """(dotted key, message) for each model-shape count above MODEL_BOUNDS; `data` is the
+    model file as loaded (a plain dict)."""
+    for key, bound in MODEL_BOUNDS.items():
+        node: Any = data
+        for part in key.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, int) and not isinstance(node, bool) and node > bound:
+            yield key, f"{node} is more than this simulator supports (at most {bound})"
+
+
 def _walk(data: Any, path: tuple[str, ...]):
     if isinstance(data, dict):
         for key, value in data.items():

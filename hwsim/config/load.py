@@ -15,7 +15,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from hwsim.config.cost import check_cost
-from hwsim.config.limits import profile_problems
+from hwsim.config.limits import model_problems, profile_problems
 from hwsim.config.profile import HardwareProfile
 from hwsim.config.scenario import Scenario
 from hwsim.config.yaml_lines import LoadedYaml, load_yaml_file, load_yaml_text
@@ -229,7 +229,10 @@ def load_model(name: str) -> ModelShape:
     if not path.exists():
         from hwsim.model.shapes import builtin_models
         raise ConfigError(f"unknown model '{name}' (known: {', '.join(builtin_models())})", key="model")
-    return validate(ModelShape, load_yaml_file(path))
+    doc = load_yaml_file(path)
+    for key, problem in model_problems(doc.data if isinstance(doc.data, dict) else {}):
+        raise ConfigError(problem, file=doc.source, line=doc.line_of(key.split(".")), key=key)
+    return validate(ModelShape, doc)
 
 
 def builtin_profiles() -> list[str]:
