@@ -168,7 +168,7 @@ def kv_summary(cfg: Scenario, b: Built) -> dict:
     context = cfg.workload.context_tokens
     bits = fmt.bits_per_element(context)
     a = m.attention
-    heads = 1 if a.kind == "mla" else a.kv_heads
+    heads = a.cached_heads
     free = b.chip.hbm_capacity_bytes - b.schedule.weight_bytes_total()
     return {
         "effective_bits_per_element": bits,

@@ -183,7 +183,7 @@ def apply_hardware_overrides(profile: HardwareProfile, overrides: dict[str, floa
 def cross_checks(cfg: Scenario, profile: HardwareProfile, model: ModelShape):
     """Problems that only show once the scenario meets its profile and model: (key, message)."""
     kv = cfg.kv_cache
-    head_dim = model.attention.kv_lora_rank or model.attention.head_dim
+    head_dim = getattr(model.attention, "kv_lora_rank", 0) or model.attention.head_dim
     if kv.dequant == "decoder" and profile.decoder is None:
         yield "kv_cache.dequant", f"profile '{profile.name}' has no native sub-byte decoder (no decoder: block)"
     if kv.dequant == "decoder" and profile.decoder is not None:

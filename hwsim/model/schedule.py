@@ -135,8 +135,7 @@ class Schedule:
     def kv_token_bytes(self, context: int) -> float:
         """Stored bytes of one token's K and V in one layer at this context length."""
         a = self.model.attention
-        heads = 1 if a.kind == "mla" else a.kv_heads
-        return self.kv.bytes_per_token(a.kv_elements_per_token(), heads, context)
+        return self.kv.bytes_per_token(a.kv_elements_per_token(), a.cached_heads, context)
 
     # -- weights ---------------------------------------------------------------------------
     def _layout_weights(self):
@@ -167,18 +166,7 @@ class Schedule:
         return w
 
     def _attn_weight_elems(self) -> dict[str, int]:
-        a, d = self.model.attention, self.model.hidden
-        if a.kind == "mla":
-            q_in = a.q_lora_rank or d
-            w = {"kv_a": d * (a.kv_lora_rank + a.qk_rope_dim),
-                 "kv_b": a.kv_lora_rank * a.heads * (a.qk_nope_dim + a.v_head_dim),
-                 "o_proj": a.heads * a.v_head_dim * d,
-                 "q_b": q_in * a.heads * (a.qk_nope_dim + a.qk_rope_dim)}
-            if a.q_lora_rank:
-                w["q_a"] = d * a.q_lora_rank
-            return w
-        return {"qkv": d * (a.heads + 2 * a.kv_heads) * a.head_dim,
-                "o_proj": a.heads * a.head_dim * d}
+        return self.model.attention.weight_elements(self.model.hidden)
 
     def weight_bytes_total(self) -> float:
         if self._weight_bytes is None:
@@ -304,30 +292,15 @@ class Schedule:
         a, d = self.model.attention, self.model.hidden
         t = s.tokens
         ks = [self._norm("attn_norm", layer, t)]
-        if a.kind == "mla":
-            q_in = a.q_lora_rank or d
-            if a.q_lora_rank:
-                ks += self._gemm("q_a", layer, t, d, a.q_lora_rank, "q_a", Component.WEIGHT_READ,
-                                 cls="attention")
-            ks += self._gemm("q_b", layer, t, q_in, a.heads * (a.qk_nope_dim + a.qk_rope_dim),
-                             "q_b", Component.WEIGHT_READ, cls="attention")
-            ks += self._gemm("kv_a", layer, t, d, a.kv_lora_rank + a.qk_rope_dim, "kv_a",
-                             Component.WEIGHT_READ, cls="attention")
-            # Decode with absorbed kv_b: queries move into the latent space, then back out.
-            ks += self._gemm("kv_b", layer, t, a.kv_lora_rank, a.heads * (a.qk_nope_dim + a.v_head_dim),
-                             "kv_b", Component.WEIGHT_READ, cls="attention")
-            qk_dim, v_dim, kv_heads = a.kv_lora_rank + a.qk_rope_dim, a.kv_lora_rank, 1
-            appends = [("kv_write", a.kv_elements_per_token())]
-            o_in = a.heads * a.v_head_dim
-        else:
-            ks += self._gemm("qkv", layer, t, d, (a.heads + 2 * a.kv_heads) * a.head_dim, "qkv",
-                             Component.WEIGHT_READ, out=("qkv",), cls="attention")
-            if a.qk_norm:
-                for which, heads in (("q_norm", a.heads), ("k_norm", a.kv_heads)):
-                    ks.append(self._head_norm(which, layer, t * heads))
-            qk_dim, v_dim, kv_heads = a.head_dim, a.head_dim, a.kv_heads
-            appends = [("k_write", a.kv_heads * a.head_dim), ("v_write", a.kv_heads * a.head_dim)]
-            o_in = a.heads * a.head_dim
+        # the block's type (hwsim/model/shapes.py: GqaAttention, MlaAttention) says its projections,
+        # what it caches and the dims of its matmuls
+        for name, k_in, n_out, out in a.projections(d):
+            ks += self._gemm(name, layer, t, k_in, n_out, name, Component.WEIGHT_READ, out=out,
+                             cls="attention")
+        for which, heads in a.head_norms:
+            ks.append(self._head_norm(which, layer, t * heads))
+        (qk_dim, v_dim), kv_heads = a.dims, a.cached_heads
+        appends, o_in = a.appends, a.o_proj_in
         if s.decodes:
             append_bytes_per_el = self.kv.append_bits() / 8
             for name, elems in appends:
@@ -361,7 +334,7 @@ class Schedule:
                           v_dim: int) -> list[Kernel]:
         a = self.model.attention
         context = s.context + 1
-        elems = qk_dim + (0 if a.kind == "mla" else v_dim)      # cached elements per token and head
+        elems = a.cached_elements_per_head                      # cached elements per token and head
         per_token_head = self.kv_token_bytes(context) / kv_heads
         addr = self._kv_addr(layer)
         kw = {}

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Discriminator, Field, Tag, model_validator
 
 from hwsim.config.scenario import TensorWeights
 from hwsim.config.strict import Strict
@@ -13,32 +13,132 @@ from hwsim.config.strict import Strict
 MODEL_DIR = Path(__file__).resolve().parent.parent / "data" / "models"
 
 
-class Attention(Strict):
-    kind: Literal["gqa", "mla"] = "gqa"
+class _Attention(Strict):
+    """What every attention block has: query heads, and (gpt-oss) a sliding window and sinks."""
+
     heads: int = Field(ge=1)
-    kv_heads: int = Field(1, ge=1)
     head_dim: int = Field(ge=1)
+    # gpt-oss: every other layer attends over a sliding window of recent tokens only
+    sliding_window: int = Field(0, ge=0, description="tokens a sliding-window layer attends over (0: none)")
+    sliding_window_layers: Literal["all", "even", "odd"] = Field(
+        "even", description="which layers use the window (gpt-oss: even layers, from 0)")
+    sinks: bool = Field(False, description="learned per-head attention-sink logits (gpt-oss): one more "
+                                           "softmax term per head, no memory traffic; not timed")
+
+    def window_at(self, layer: int) -> int:
+        """The sliding window of this layer, or 0 when it attends over the whole context."""
+        if not self.sliding_window:
+            return 0
+        if self.sliding_window_layers == "all" or (layer % 2 == 0) == (self.sliding_window_layers == "even"):
+            return self.sliding_window
+        return 0
+
+    def weight_elements(self, hidden: int) -> dict[str, int]:
+        """Weight elements of each projection, the output projection included."""
+        out = {name: k * n for name, k, n, _ in self.projections(hidden)}
+        out["o_proj"] = self.o_proj_in * hidden
+        return out
+
+    def kv_elements_per_token(self) -> int:
+        """Cached elements per token per layer (all cached heads)."""
+        return self.cached_heads * self.cached_elements_per_head
+
+
+class GqaAttention(_Attention):
+    """Grouped-query attention: K and V cached per KV head."""
+
+    kind: Literal["gqa"] = "gqa"
+    kv_heads: int = Field(1, ge=1)
     qk_norm: bool = False
-    # Multi-head latent attention (DeepSeek): the cache holds kv_lora_rank + qk_rope_dim per token.
-    q_lora_rank: int = Field(0, ge=0)
-    kv_lora_rank: int = Field(0, ge=0)
-    qk_nope_dim: int = Field(0, ge=0)
-    qk_rope_dim: int = Field(0, ge=0)
-    v_head_dim: int = Field(0, ge=0)
 
     @model_validator(mode="after")
     def _check(self):
-        if self.kind == "mla" and not (self.kv_lora_rank and self.qk_rope_dim and self.v_head_dim):
-            raise ValueError("mla attention needs kv_lora_rank, qk_rope_dim and v_head_dim")
-        if self.kind == "gqa" and self.heads % self.kv_heads:
+        if self.heads % self.kv_heads:
             raise ValueError("heads must be a multiple of kv_heads")
         return self
 
-    def kv_elements_per_token(self) -> int:
-        """Cached elements per token per layer (K and V together, or MLA's latent)."""
-        if self.kind == "mla":
-            return self.kv_lora_rank + self.qk_rope_dim
-        return 2 * self.kv_heads * self.head_dim
+    def projections(self, hidden: int) -> list[tuple[str, int, int, tuple[str, ...]]]:
+        """(name, K, N, activations it writes) of each input projection, in stream order."""
+        return [("qkv", hidden, (self.heads + 2 * self.kv_heads) * self.head_dim, ("qkv",))]
+
+    @property
+    def head_norms(self) -> list[tuple[str, int]]:
+        return [("q_norm", self.heads), ("k_norm", self.kv_heads)] if self.qk_norm else []
+
+    @property
+    def cached_heads(self) -> int:
+        return self.kv_heads
+
+    @property
+    def cached_elements_per_head(self) -> int:
+        return 2 * self.head_dim                      # K and V
+
+    @property
+    def dims(self) -> tuple[int, int]:
+        """(query-key dim, value dim) of the attention matmuls."""
+        return self.head_dim, self.head_dim
+
+    @property
+    def appends(self) -> list[tuple[str, int]]:
+        """(kernel, elements per token) of the cache writes of a decode."""
+        return [("k_write", self.kv_heads * self.head_dim), ("v_write", self.kv_heads * self.head_dim)]
+
+    @property
+    def o_proj_in(self) -> int:
+        return self.heads * self.head_dim
+
+
+class MlaAttention(_Attention):
+    """Multi-head latent attention (DeepSeek): the cache holds kv_lora_rank + qk_rope_dim per
+    token, one latent 'head'; decode absorbs kv_b, so queries move into the latent space."""
+
+    kind: Literal["mla"]
+    q_lora_rank: int = Field(0, ge=0)
+    kv_lora_rank: int = Field(ge=1)
+    qk_nope_dim: int = Field(0, ge=0)
+    qk_rope_dim: int = Field(ge=1)
+    v_head_dim: int = Field(ge=1)
+
+    @property
+    def head_norms(self) -> list[tuple[str, int]]:
+        return []
+
+    def projections(self, hidden: int) -> list[tuple[str, int, int, tuple[str, ...]]]:
+        q_in = self.q_lora_rank or hidden
+        out = [("q_a", hidden, self.q_lora_rank, ())] if self.q_lora_rank else []
+        return out + [("q_b", q_in, self.heads * (self.qk_nope_dim + self.qk_rope_dim), ()),
+                      ("kv_a", hidden, self.kv_lora_rank + self.qk_rope_dim, ()),
+                      ("kv_b", self.kv_lora_rank, self.heads * (self.qk_nope_dim + self.v_head_dim), ())]
+
+    @property
+    def cached_heads(self) -> int:
+        return 1
+
+    @property
+    def cached_elements_per_head(self) -> int:
+        return self.kv_lora_rank + self.qk_rope_dim   # the latent serves as both K and V
+
+    @property
+    def dims(self) -> tuple[int, int]:
+        return self.kv_lora_rank + self.qk_rope_dim, self.kv_lora_rank
+
+    @property
+    def appends(self) -> list[tuple[str, int]]:
+        return [("kv_write", self.kv_elements_per_token())]
+
+    @property
+    def o_proj_in(self) -> int:
+        return self.heads * self.v_head_dim
+
+
+def _attention_kind(value) -> str:
+    if isinstance(value, dict):
+        return value.get("kind", "gqa")
+    return getattr(value, "kind", "gqa")
+
+
+Attention = Annotated[Annotated[GqaAttention, Tag("gqa")] | Annotated[MlaAttention, Tag("mla")],
+                      Discriminator(_attention_kind)]
 
 
 class Moe(Strict):
