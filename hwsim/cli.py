@@ -216,8 +216,9 @@ def _print_summary(s: dict, paths: dict) -> None:
     console = Console()
     itl = s["itl_ms"]
     verdict = "[green]within[/]" if itl["p99"] <= s["budget_ms"] else "[red]over[/]"
-    console.print(f"[bold]{s['model']}[/] on [bold]{s['hardware']}[/], batch {s['batch_size']}, "
-                  f"context {s['context_tokens']}, {s['launch']} launch")
+    shape = (f"batch {s['batch_size']}, context {s['context_tokens']}" if s["batch_size"] is not None
+             else "continuous batching")
+    console.print(f"[bold]{s['model']}[/] on [bold]{s['hardware']}[/], {shape}, {s['launch']} launch")
     console.print(f"inter-token latency p50 {itl['p50']:.3f} ms, p99 {itl['p99']:.3f} ms: "
                   f"{verdict} the {s['budget_ms']:g} ms budget")
     console.print(f"[dim]how far to trust it: {s['hardware_uncertainty']}[/]")

@@ -107,6 +107,8 @@ def _run_serving(cfg: Scenario, b: Built, wall0: float, progress) -> RunResult:
                           f"(prompt + output) is larger than the HBM the weights leave free",
                           key="workload.prompt")
     summary = summarize(cfg, b, steps, None, time.perf_counter() - wall0)
+    # a serving run has no one batch or context: iterations batch what is running
+    summary["batch_size"] = summary["context_tokens"] = None
     summary.update(served)
     summary["within_budget"] = served["serving"]["slo_attainment"]
     summary["sim"]["simulated_tokens"] = sum(len(r.token_times) for r in loop.finished)

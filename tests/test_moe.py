@@ -8,7 +8,7 @@ from hwsim.config.scenario import Routing
 from hwsim.errors import ConfigError
 from hwsim.model.shapes import Moe
 from hwsim.run import run_scenario
-from hwsim.workload.expert_cache import ExpertCache
+from hwsim.model.expert_sram import ExpertCache
 from hwsim.workload.router import Router, expected_distinct
 
 QWEN = ["model=qwen3-30b-a3b", "workload.decode_steps=3"]

@@ -28,10 +28,7 @@ class MemoryPath:
     def __init__(self, chip: ChipSpec):
         self.chip = chip
         self.sms = SmArray(chip)
-        self.hbm = Hbm(stacks=chip.hbm_stacks, channels_per_stack=chip.hbm_channels_per_stack,
-                       peak_bytes_s=chip.hbm_peak_bytes_s, read_efficiency=chip.hbm_read_efficiency,
-                       write_efficiency=chip.hbm_write_efficiency,
-                       interleave_bytes=chip.hbm_interleave_bytes)
+        self.hbm = Hbm.of_chip(chip)
         self.l2 = Server("l2", chip.l2_bytes_s)
         self.bus = Server("bus", chip.bus_bytes_s)
         self._pipes_used = False

@@ -27,6 +27,13 @@ class Hbm:
         self.read_bytes = 0.0
         self.write_bytes = 0.0
 
+    @classmethod
+    def of_chip(cls, chip) -> "Hbm":
+        """The chip's HBM (hwsim.hw.chip.ChipSpec): the one place its HBM fields are read."""
+        return cls(stacks=chip.hbm_stacks, channels_per_stack=chip.hbm_channels_per_stack,
+                   peak_bytes_s=chip.hbm_peak_bytes_s, read_efficiency=chip.hbm_read_efficiency,
+                   write_efficiency=chip.hbm_write_efficiency, interleave_bytes=chip.hbm_interleave_bytes)
+
     def layout(self, nbytes: float, stack: int = -1) -> tuple[int, int, int]:
         """(first channel, channel count, granules) of a range of `nbytes`: on one stack's
         channels (stack >= 0) or interleaved over all; each channel of the range takes

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from hwsim.model.kernel import AwaitLoad, PrefetchLoad
-from hwsim.workload.expert_cache import ExpertCache
+from hwsim.model.expert_sram import ExpertCache
 from hwsim.workload.predictor import predict
 
 

@@ -8,13 +8,19 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 
-# A fixed colour per component, so every plot of every run reads the same way.
-COLORS = {
-    "launch_overhead": "#9e9e9e", "kernel_overhead": "#cfcfcf", "weight_read": "#1f77b4",
-    "expert_weight_read": "#6baed6", "kv_read": "#d62728", "kv_write": "#ff9896",
-    "dequant": "#9467bd", "attention_compute": "#e377c2", "gemm_compute": "#2ca02c",
-    "router": "#bcbd22", "activation_io": "#17becf", "expert_load_wait": "#ff7f0e", "idle": "#f7f7f7",
+from hwsim.metrics import Component  # noqa: E402
+
+# A fixed colour per component, so every plot of every run reads the same way; keyed by the
+# Component enum itself, so a new component without a colour fails here, not in a plot.
+_COMPONENT_COLORS = {
+    Component.LAUNCH_OVERHEAD: "#9e9e9e", Component.KERNEL_OVERHEAD: "#cfcfcf",
+    Component.WEIGHT_READ: "#1f77b4", Component.EXPERT_READ: "#6baed6", Component.KV_READ: "#d62728",
+    Component.KV_WRITE: "#ff9896", Component.DEQUANT: "#9467bd", Component.ATTENTION_COMPUTE: "#e377c2",
+    Component.GEMM_COMPUTE: "#2ca02c", Component.ROUTER: "#bcbd22", Component.ACTIVATION_IO: "#17becf",
+    Component.EXPERT_LOAD_WAIT: "#ff7f0e", Component.IDLE: "#f7f7f7",
 }
+assert set(_COMPONENT_COLORS) == set(Component), set(Component) - set(_COMPONENT_COLORS)
+COLORS = {c.value: colour for c, colour in _COMPONENT_COLORS.items()}
 
 
 def plot_breakdown(ax: Axes, breakdown_ms: dict[str, float], budget_ms: float, label: str = "token"):
@@ -37,7 +43,8 @@ def plot_breakdown(ax: Axes, breakdown_ms: dict[str, float], budget_ms: float, l
 def save_breakdown_png(summary: dict, path) -> None:
     fig, ax = plt.subplots(figsize=(6.4, 5.2), layout="constrained")
     plot_breakdown(ax, summary["breakdown_ms"], summary["budget_ms"],
-                   label=f"batch {summary['batch_size']}, ctx {summary['context_tokens']}")
+                   label=(f"batch {summary['batch_size']}, ctx {summary['context_tokens']}"
+                          if summary["batch_size"] is not None else "mean serving iteration"))
     ax.set_title(f"{summary['model']} on {summary['hardware']}: "
                  f"ITL p50 {summary['itl_ms']['p50']:.2f} ms", fontsize=10)
     handles, labels = ax.get_legend_handles_labels()

@@ -16,7 +16,7 @@ from matplotlib.axes import Axes  # noqa: E402
 
 from hwsim.plots.breakdown import COLORS  # noqa: E402
 
-COPY_COLOR = "#9467bd"
+COPY_COLOR = "#8c564b"
 
 
 def plot_gantt(ax: Axes, lanes: dict[str, list], records):
