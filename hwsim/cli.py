@@ -155,7 +155,8 @@ def run(
     built = build(cfg)
     cost = estimate(cfg, built.model)
     if cost.wall_s > LONG_RUN_S:
-        err_console.print(f"[dim]note: this run will take {cost.describe()}[/]", highlight=False)
+        err_console.print(f"[dim]note: a long run, estimated (on the high side) at {cost.describe()}[/]",
+                          highlight=False)
     started = time.time()
     with _progress(enabled=not json_out and sys.stderr.isatty()) as progress:
         result = run_scenario(cfg, built, progress=progress)

@@ -22,7 +22,7 @@ DEFAULT_MAX_WALL_S = 1800.0      # 30 minutes
 DEFAULT_MAX_GB = 8.0
 
 # wall seconds per kernel, and per sequence (token) and layer, of one simulated pass, by fidelity
-S_PER_KERNEL = {"kernel": 2e-5, "wave": 1e-4, "tile": 3e-4}
+S_PER_KERNEL = {"kernel": 1.5e-5, "wave": 1e-4, "tile": 3e-4}
 S_PER_TOKEN_LAYER = {"kernel": 1.5e-5, "wave": 3e-5, "tile": 1e-3}
 S_PER_TILE_TOKEN_CONTEXT = 2e-7          # tile fidelity: attention tiles grow with the context
 BYTES_PER_RECORD = 600                   # one kept kernel record (runtime.kernel_records)
@@ -65,10 +65,13 @@ def _mean_length(lengths) -> float:
 
 
 def _kernels(model, tokens: int) -> float:
-    """Kernels of one pass: about 15 per layer plus 8 per active expert of a MoE layer."""
+    """Kernels of one pass: about 15 per layer plus 8 per active expert of a MoE layer (the
+    expected number of distinct experts that tokens x top_k uniform picks reach)."""
     if model.moe is None:
         return model.layers * 15.0
-    active = min(model.moe.experts, tokens * model.moe.top_k) + model.moe.shared_experts
+    experts, k = model.moe.experts, model.moe.top_k
+    distinct = experts * -math.expm1(min(tokens, 1e9) * math.log1p(-min(k / experts, 1 - 1e-12)))
+    active = min(experts, max(k, distinct)) + model.moe.shared_experts
     return model.layers * (15.0 + 8.0 * active)
 
 
@@ -130,11 +133,11 @@ def check_cost(cfg, model, max_wall_s: float | None = None, max_gb: float | None
     cost = estimate(cfg, model)
     key = _biggest_key(cfg)
     if cost.wall_s > max_wall_s:
-        raise ConfigError(f"this run would take {cost.describe()}, over the limit of "
+        raise ConfigError(f"this run is estimated to take {cost.describe()}, over the limit of "
                           f"{_duration(max_wall_s)}; make it smaller, or raise the limit with "
                           f"--max-wall-s (or HWSIM_MAX_WALL_S)", file=source, key=key)
     if cost.memory_gb > max_gb:
-        raise ConfigError(f"this run would need {cost.describe()}, over the limit of {max_gb:g} GB; "
+        raise ConfigError(f"this run is estimated to need {cost.describe()}, over the limit of {max_gb:g} GB; "
                           f"make it smaller, or raise the limit with --max-gb (or HWSIM_MAX_GB)",
                           file=source, key=key)
     return cost
