@@ -126,8 +126,9 @@ def weights_summary(b: Built) -> dict:
     from hwsim.model.weight_format import TENSOR_CLASSES
     sched = b.schedule
     classes = {c: sched.wplan.of(c).summary() for c in TENSOR_CLASSES}
-    return {**classes, "moe_schedule": sched.moe_schedule, "bytes": sched.weight_bytes_total(),
-            "bits_per_weight": 8 * sched.weight_bytes_total() / max(sched.weight_elements_total(), 1),
+    stored = sched.stored_weight_bytes()
+    return {**classes, "moe_schedule": sched.moe_schedule, "bytes": stored,
+            "bits_per_weight": 8 * stored / max(sched.weight_elements_total(), 1),
             "dequant": {c: classes[c]["dequant"] for c in TENSOR_CLASSES}}
 
 

@@ -178,12 +178,17 @@ class Schedule:
         moe = self.model.moe
         return 3 * moe.expert_ffn * self.model.hidden * self.wb_cls["experts"] if moe else 0.0
 
+    def stored_weight_bytes(self) -> float:
+        """Bytes of the model's weights alone (scales and zero points included)."""
+        return sum(n for name, (_, n) in self.mem.regions.items()
+                   if not name.endswith("kv_cache") and name != "activations")
+
     def weight_elements_total(self) -> float:
         """Weight elements of the whole model (bytes over each region's bytes per element)."""
         attn = set(self._attn_weight_elems())
         total = 0.0
         for name, (_, nbytes) in self.mem.regions.items():
-            if name.endswith("kv_cache"):
+            if name.endswith("kv_cache") or name == "activations":
                 continue
             leaf = name.split(".", 1)[-1]
             per = (self.wb_cls["embeddings"] if name == "lm_head" else self.wb_cls["attention"]
