@@ -13,7 +13,6 @@ Every error is one line on stderr naming the file, line and key where it can; no
 from __future__ import annotations
 
 import functools
-import json
 import os
 import sys
 import time
@@ -111,20 +110,9 @@ def _writable_parent(out: Path) -> None:
                           file=str(out)[:80] + "...", key="--out")
 
 
-def finite(obj):
-    """A copy of `obj` with every non-finite float replaced by None (strict JSON)."""
-    import math
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {k: finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [finite(v) for v in obj]
-    return obj
-
-
 def _json_line(obj) -> None:
-    sys.stdout.write(json.dumps(finite(obj), default=str, allow_nan=False) + "\n")
+    from hwsim.io.strict_json import dumps
+    sys.stdout.write(dumps(obj) + "\n")
 
 
 @app.command()

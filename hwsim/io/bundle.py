@@ -9,12 +9,11 @@ last and lists every other file with its SHA-256, so a bundle can be checked who
 from __future__ import annotations
 
 import hashlib
-import json
-import math
 from pathlib import Path
 
 import pandas as pd
 
+from hwsim.io import strict_json
 from hwsim.io.atomic import check_folder_target, replace_folder
 from hwsim.metrics import Component
 from hwsim.run import RunResult
@@ -52,16 +51,7 @@ def _write(path: Path, write) -> None:
 
 
 def json_text(obj) -> str:
-    """Strict JSON (RFC 8259): a non-finite float becomes null instead of `Infinity`."""
-    def clean(v):
-        if isinstance(v, float) and not math.isfinite(v):
-            return None
-        if isinstance(v, dict):
-            return {k: clean(x) for k, x in v.items()}
-        if isinstance(v, (list, tuple)):
-            return [clean(x) for x in v]
-        return v
-    return json.dumps(clean(obj), indent=2, default=str, allow_nan=False) + "\n"
+    return strict_json.dumps(obj, indent=2) + "\n"
 
 
 def is_bundle(folder: Path) -> bool:
