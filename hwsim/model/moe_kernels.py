@@ -68,7 +68,7 @@ def fused_config(tokens: int, experts: int) -> tuple[int, int, int]:
 
 def grouped_gemm(name: str, layer: int, rows: list[int], k: int, n: int, chip: ChipSpec, *,
                  weight_addr: int, weight_bytes: float, data: Component, writes=(),
-                 dtype: str = "bf16") -> Kernel:
+                 dtype: str = "bf16", dequant: str = "native") -> Kernel:
     """One grouped GEMM over the active experts; `rows` are the tokens each one got."""
     n_tiles = math.ceil(n / GROUPED_TILE_N)
     tiles = sum(math.ceil(math.ceil(r / GROUPED_TILE_M) / GROUPED_CLUSTER_M) * GROUPED_CLUSTER_M * n_tiles
@@ -85,12 +85,13 @@ def grouped_gemm(name: str, layer: int, rows: list[int], k: int, n: int, chip: C
         inflight_bytes=GROUPED_INFLIGHT_BYTES * (1 + GROUPED_INFLIGHT_PER_DOUBLING * math.log2(
             min(GROUPED_TILE_M, max(1.0, sum(rows) / max(1, sum(r > 0 for r in rows)))))),
         start_trips=GROUPED_START_TRIPS, address=weight_addr, data=data,
-        compute=Component.GEMM_COMPUTE, writes=writes, dtype=dtype)
+        compute=Component.DEQUANT if dequant == "software" else Component.GEMM_COMPUTE, writes=writes,
+        dtype=dtype, **expand_codes(dequant, GROUPED_TILE_N * k, min(m, GROUPED_TILE_M)))
 
 
 def fused_moe_gemm(name: str, layer: int, rows: list[int], tokens: int, experts: int, k: int, n: int,
                    chip: ChipSpec, *, weight_addr: int, weight_bytes: float, data: Component,
-                   writes=()) -> Kernel:
+                   writes=(), dequant: str = "native") -> Kernel:
     """One projection of the fused MoE over the active experts' row blocks.
 
     The grid covers the worst-case padded block count; programs past the real blocks read the
@@ -127,7 +128,20 @@ def fused_moe_gemm(name: str, layer: int, rows: list[int], tokens: int, experts:
         l2_write=per * bm * bn * ops.ACT_BYTES, tensor_flops=per * 2.0 * bm * bn * k,
         inflight_bytes=per * bn * bk * weight_bytes * FUSED_STAGES_IN_FLIGHT,   # masked rows load nothing
         round_trips=2,           # the sorted token ids, then the rows they name
-        address=weight_addr, data=data, compute=Component.GEMM_COMPUTE, writes=writes)
+        address=weight_addr, data=data, writes=writes,
+        compute=Component.DEQUANT if dequant == "software" else Component.GEMM_COMPUTE, **expand_codes(dequant, per * bn * k, min(max(active), bm)))
+
+
+def expand_codes(dequant: str, weights: float, rows: int) -> dict:
+    """Kernel fields for a tile that expands `weights` sub-byte codes before its MMAs: in
+    software at the cost measured for tinygemm (hwsim.model.weight_format), or by a native
+    decoder. Not measured inside grouped or fused kernels (docs/weights.md)."""
+    if dequant == "software":
+        return {"int_ops": (DEQUANT_OPS_PER_WEIGHT + DEQUANT_OPS_PER_WEIGHT_ROW * min(rows, DEQUANT_TILE_ROWS))
+                * weights}
+    if dequant == "decoder":
+        return {"decoder_elements": weights}
+    return {}
 
 
 def weight_only_gemm(name: str, layer: int, m: int, k: int, n: int, chip: ChipSpec, *,

@@ -463,6 +463,12 @@ class Schedule:
         return self._ew(name, layer, read, write, component=component, round_trips=trips,
                         vectorized=vectorized)
 
+    def _expert_dequant(self) -> str:
+        """How the grouped and fused kernels expand the experts' codes: none for bf16 and
+        native FP8/FP4, else as the format says (software or decoder)."""
+        f = self.wplan.experts
+        return "native" if f.is_bf16 or f.tensor_dtype(self.chip.tensor_flops) != "bf16" else f.dequant
+
     @_memo
     def _grouped_moe(self, layer: int, t: int, counts: tuple[int, ...]) -> list[Kernel]:
         """torchtitan's MoE on torch._grouped_mm: the routing bookkeeping all on the GPU
@@ -494,7 +500,7 @@ class Schedule:
             ks.append(moe_kernels.grouped_gemm(f"L{layer}.experts.{proj}", layer, list(counts), k, nn,
                                                self.chip, weight_addr=self._w(layer, f"expert0.{proj}"),
                                                weight_bytes=fmt_b, data=Component.EXPERT_READ,
-                                               writes=out, dtype=dtype))
+                                               writes=out, dtype=dtype, dequant=self._expert_dequant()))
             if proj == "gate_up":     # SiLU of the strided gate half, times the strided up half
                 ks.append(self._ew("experts.silu", layer, n * ff * ab, n * ff * ab, SILU_OPS_PER_BYTE,
                                    vectorized=False, reads=("gate",), writes=("gate_act",)))
@@ -529,7 +535,8 @@ class Schedule:
         for proj, (k, nn), out in (("gate_up", (d, 2 * ff), ("gate", "up")), ("down", (ff, d), ("down",))):
             ks.append(moe_kernels.fused_moe_gemm(f"L{layer}.experts.{proj}", layer, list(counts), t, E, k,
                                                  nn, self.chip, weight_addr=self._w(layer, f"expert0.{proj}"),
-                                                 weight_bytes=wb, data=Component.EXPERT_READ, writes=out))
+                                                 weight_bytes=wb, data=Component.EXPERT_READ, writes=out,
+                                                 dequant=self._expert_dequant()))
             if proj == "gate_up":
                 ks.append(self._ew("experts.silu_mul", layer, 2 * n * ff * ab, n * ff * ab, SILU_OPS_PER_BYTE,
                                    reads=("gate", "up"), writes=("ffn_act",)))

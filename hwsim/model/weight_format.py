@@ -115,12 +115,15 @@ def plan(cfg_weights, model_defaults: dict | None = None) -> WeightPlan:
     out = {}
     for cls in TENSOR_CLASSES:
         block = getattr(cfg_weights, cls, None) if cfg_weights is not None else None
-        if block is not None and block.format is not None:
-            out[cls] = from_config(block)
-        elif model_defaults and cls in model_defaults:
-            out[cls] = from_config(model_defaults[cls])
-        else:
-            out[cls] = BF16
+        base = (model_defaults or {}).get(cls)
+        if base is not None and block is not None:
+            # the scenario's keys over the checkpoint's; a new format drops the old one's group and scales
+            keys = block.model_dump(exclude_none=True)
+            if "format" in keys and keys["format"] != base.format:
+                base = type(base)()
+            block = base.model_copy(update=keys)
+        block = block if block is not None and block.format is not None else base
+        out[cls] = from_config(block) if block is not None and block.format is not None else BF16
     return WeightPlan(**out)
 
 
