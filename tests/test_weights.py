@@ -142,3 +142,14 @@ def test_deepseek_v3_defaults_to_its_fp8_checkpoint():
     assert m.weights["experts"].format == "fp8" and m.weights["attention"].format == "fp8"
     cfg = load_scenario(None, ["model=deepseek-v3"])
     assert cfg.weights.experts.format is None          # the scenario leaves it to the model
+
+
+def test_scenario_keys_merge_over_the_checkpoint_formats():
+    from hwsim.model import weight_format
+    model = load_model("gpt-oss-120b")
+    cfg = load_scenario(None, ["model=gpt-oss-120b", "hardware=h200-decoder", "weights.experts.dequant=decoder"])
+    experts = weight_format.plan(cfg.weights, model.weights).experts
+    assert (experts.format, experts.group_size, experts.dequant) == ("mxfp4", 32, "decoder")
+    cfg = load_scenario(None, ["model=gpt-oss-120b", "weights.experts.format=int4"])
+    experts = weight_format.plan(cfg.weights, model.weights).experts
+    assert (experts.format, experts.group_size, experts.scale_format) == ("int4", 128, "bf16")
