@@ -21,7 +21,7 @@ An item alone finishes exactly T after it starts, so the single-stream results a
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import simpy
 
@@ -39,7 +39,6 @@ class SharedItem:
     start: float
     remaining: float = 1.0             # fraction of its work left
     rate: float = 1.0                  # its progress rate now (1: as fast as alone)
-    history: list[tuple[float, float]] = field(default_factory=list)   # (time, rate) changes
 
 
 class Arbiter:
@@ -50,14 +49,6 @@ class Arbiter:
         self.active: list[SharedItem] = []
         self._last = env.now
         self._version = 0
-
-    @property
-    def busy(self) -> bool:
-        return bool(self.active)
-
-    def uses(self, units) -> bool:
-        """Whether an item in flight uses any of these units."""
-        return any(u in item.shares for item in self.active for u in units)
 
     def submit(self, name: str, duration: float, shares: dict[Unit, float]) -> SharedItem:
         """Start an item now; its `done` event succeeds (with the end time) when its work is done."""
@@ -104,10 +95,6 @@ class Arbiter:
 
     def _reschedule(self) -> None:
         self._solve()
-        now = self.env.now
-        for item in self.active:
-            if not item.history or item.history[-1][1] != item.rate:
-                item.history.append((now, item.rate))
         self._version += 1
         version = self._version
         delay = min(item.remaining * item.duration / item.rate for item in self.active)
