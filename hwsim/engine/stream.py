@@ -101,7 +101,7 @@ class Stream:
             else:
                 effect = self.timer.at_once(k)
             end = dispatch + effect.duration
-            shared = bool(in_flight) or horizon < end
+            shared = bool(in_flight or horizon < end)
             if not shared and not events_alone:
                 now = end
                 if effect is last_alone:      # runs of one shape (a layer's experts) count in one go

@@ -99,8 +99,8 @@ class Device:
         if e.channels is not None:
             per_stack = np.bincount(self._stack_of[e.channels], weights=e.channel_busy,
                                     minlength=self.chip.hbm_stacks)
-            for s in np.flatnonzero(per_stack):
-                out[self.hbm_stacks[s]] = min(1.0, per_stack[s] / (self.chip.hbm_channels_per_stack * t))
+            for s in np.flatnonzero(per_stack):     # Python floats: they become event times
+                out[self.hbm_stacks[s]] = min(1.0, float(per_stack[s]) / (self.chip.hbm_channels_per_stack * t))
         for unit, (busy, served, _) in ((self.bus, e.bus), (self.l2, e.l2)):
             if served:
                 out[unit] = min(1.0, busy / t)
