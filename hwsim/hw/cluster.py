@@ -34,6 +34,12 @@ class Cluster:
         self.arbiter = Arbiter(self.env)
         self.gpus_per_node = gpus_per_node or gpus
         self.devices = [Device(chip, index=i) for i in range(gpus)]
+        # a NIC is full duplex: `device.nic` carries what a device sends, this what it receives
+        # (hwsim/parallel/flows.py; a Link keeps naming both ends' `nic`)
+        self._nic_in = {d: Unit("NIC in", "scaleout", d.nic.rate, "bytes") for d in self.devices if d.nic}
+
+    def nic_in(self, device: Device) -> Unit:
+        return self._nic_in[device]
 
     def node_of(self, device: Device) -> int:
         return device.index // self.gpus_per_node

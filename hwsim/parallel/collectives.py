@@ -1,0 +1,137 @@
+"""Collectives as SimPy processes on a Cluster's links: every byte goes through the arbiter
+(hwsim/engine/sharing.py) as a transfer between two devices, so a collective shares ports, HBM
+and SMs with whatever else runs, and its time comes from the bytes through the ports, the
+latency of each message, the protocol of the kernel that drives it (hwsim/parallel/comm_kernels.py)
+and the SMs that kernel holds.
+
+- **ring** all-reduce (reduce-scatter then all-gather, 2(G-1) steps), all-gather and
+  reduce-scatter (G-1 steps): at each step every device sends one 1/G slice to the next one;
+  a step ends when its slowest hop has landed (the ring is as fast as its slowest link: a hop
+  between nodes crosses the NICs).
+- **all-to-all**: every device sends to every other at once; the transfers out of one device
+  share its port out, those into one device its port in.
+- **MoE dispatch and combine**, in the two styles serving engines use:
+  - low-latency (decode, DeepEP's low-latency kernels): each token goes straight to the GPUs
+    of its experts, one message per (token, expert), NVLink within a node and the NIC between
+    nodes: an all-to-all of the per-expert byte matrix;
+  - normal (prefill, DeepEP's normal kernels): a token is sent once per destination GPU within
+    a node, and once per destination node between nodes, to the GPU of the same local index
+    there, which forwards it over NVLink. The network hop and the forwarding are pipelined in
+    chunks by the real kernel; here they run concurrently (a simplification: the forwarding
+    of the last chunk after its arrival is not charged).
+  Combine is dispatch reversed, with the combine's bytes (expert outputs, usually BF16).
+
+Bytes a device keeps for itself are not sent. Each sender's bytes of a step are one arbiter
+item (hwsim/parallel/flows.py), which holds the kernel's SMs (a share of the device's SM pool);
+the kernel's fixed cost is an arbiter item holding those SMs on every participating device.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+from hwsim.hw.cluster import Cluster
+from hwsim.hw.device import Device
+from hwsim.parallel import flows
+from hwsim.parallel.comm_kernels import NCCL_RING, CommKernel
+from hwsim.parallel.flows import Send
+
+
+def _sm_share(device: Device, kernel: CommKernel) -> float:
+    return min(1.0, kernel.sms / device.chip.sms)
+
+
+def _fixed(cluster: Cluster, devices: Iterable[Device], kernel: CommKernel, label: str):
+    """The kernel's fixed cost on every device at once, holding its SMs."""
+    if kernel.fixed_us <= 0:
+        return
+    items = [cluster.arbiter.submit(f"{label} setup", kernel.fixed_us * 1e-6,
+                                    {d.sm: _sm_share(d, kernel)} if kernel.sms else {})
+             for d in devices]
+    yield cluster.env.all_of([it.done for it in items])
+
+
+def phase(cluster: Cluster, sends: Sequence[Send], kernel: CommKernel, label: str):
+    """Process body: one step, every send at once (hwsim/parallel/flows.py); returns when the
+    last byte has landed."""
+    return (yield from flows.step(cluster, sends, kernel, label))
+
+
+def _ring(cluster: Cluster, devices: Sequence[Device], slice_bytes: float, steps: int,
+          kernel: CommKernel, label: str):
+    yield from _fixed(cluster, devices, kernel, label)
+    g = len(devices)
+    hops = [(devices[i], devices[(i + 1) % g], slice_bytes) for i in range(g)]
+    for _ in range(steps):
+        yield from phase(cluster, hops, kernel, label)
+    return cluster.env.now
+
+
+def all_reduce(cluster: Cluster, devices: Sequence[Device], nbytes: float,
+               kernel: CommKernel = NCCL_RING, label: str = "all-reduce"):
+    """Ring all-reduce of an nbytes buffer on every device: 2(G-1) steps of nbytes/G."""
+    g = len(devices)
+    return (yield from _ring(cluster, devices, nbytes / g, 2 * (g - 1), kernel, label))
+
+
+def all_gather(cluster: Cluster, devices: Sequence[Device], nbytes: float,
+               kernel: CommKernel = NCCL_RING, label: str = "all-gather"):
+    """Ring all-gather into an nbytes buffer (each device contributes nbytes/G): G-1 steps."""
+    g = len(devices)
+    return (yield from _ring(cluster, devices, nbytes / g, g - 1, kernel, label))
+
+
+def reduce_scatter(cluster: Cluster, devices: Sequence[Device], nbytes: float,
+                   kernel: CommKernel = NCCL_RING, label: str = "reduce-scatter"):
+    """Ring reduce-scatter of an nbytes buffer (each device keeps nbytes/G): G-1 steps."""
+    g = len(devices)
+    return (yield from _ring(cluster, devices, nbytes / g, g - 1, kernel, label))
+
+
+def all_to_all(cluster: Cluster, devices: Sequence[Device], matrix: Sequence[Sequence[float]],
+               kernel: CommKernel = NCCL_RING, label: str = "all-to-all"):
+    """matrix[i][j]: bytes device i sends to device j, all at once."""
+    yield from _fixed(cluster, devices, kernel, label)
+    sends = [(devices[i], devices[j], matrix[i][j]) for i in range(len(devices)) for j in range(len(devices))]
+    return (yield from phase(cluster, sends, kernel, label))
+
+
+def moe_low_latency(cluster: Cluster, devices: Sequence[Device], matrix: Sequence[Sequence[float]],
+                    kernel: CommKernel, label: str):
+    """Low-latency dispatch (or combine, with the matrix transposed): matrix[i][j] are the
+    bytes of the (token, expert) messages from device i to the GPU j of the expert."""
+    return (yield from all_to_all(cluster, devices, matrix, kernel, label))
+
+
+def moe_normal(cluster: Cluster, devices: Sequence[Device], rank_bytes: Sequence[Sequence[float]],
+               node_bytes: Sequence[Sequence[float]], kernel: CommKernel, label: str):
+    """Normal (throughput) dispatch or combine. rank_bytes[i][j]: bytes device i sends to
+    device j of its own node (a token once per destination GPU); node_bytes[i][n]: bytes
+    device i sends to node n (a token once per destination node), to the GPU of i's local
+    index there, which forwards them to their GPUs in proportion to rank_bytes."""
+    yield from _fixed(cluster, devices, kernel, label)
+    per_node = cluster.gpus_per_node
+    nodes = len(devices) // per_node
+    sends: list[Send] = []
+    for i, src in enumerate(devices):
+        home, local = divmod(i, per_node)
+        for j in range(home * per_node, (home + 1) * per_node):
+            sends.append((src, devices[j], rank_bytes[i][j]))
+        for n in range(nodes):
+            if n == home or node_bytes[i][n] <= 0:
+                continue
+            relay = devices[n * per_node + local]
+            sends.append((src, relay, node_bytes[i][n]))
+            members = range(n * per_node, (n + 1) * per_node)
+            total = sum(rank_bytes[i][j] for j in members)
+            for j in members:      # the relay forwards what is not its own
+                if total > 0:
+                    sends.append((relay, devices[j], node_bytes[i][n] * rank_bytes[i][j] / total))
+    return (yield from phase(cluster, sends, kernel, label))
+
+
+def time_alone(cluster: Cluster, body) -> float:
+    """Run one collective process on an otherwise idle cluster; its seconds."""
+    start = cluster.env.now
+    cluster.env.run(until=cluster.env.process(body))
+    return cluster.env.now - start

@@ -1,0 +1,80 @@
+"""One device's sends of one step of a collective, as one item of the sharing arbiter.
+
+A collective step can have every device send to every other (an all-to-all on 256 GPUs is
+65,280 pairs). One arbiter item per pair would make the fluid solver's work grow with the
+square of that. Instead each sender's bytes of the step are one item: alone, it takes the
+slowest of its ports out (line rate x the kernel's protocol efficiency) plus the longest link
+latency; meanwhile it uses its ports out, each receiver's port in (in proportion to the bytes
+it gets), the HBM of the sender (reads) and of every receiver (writes), and the SMs of the
+kernel that drives it. Sharing then divides ports, HBM and SMs among all items in flight (of
+this collective, of others, of compute kernels): where many senders aim at one receiver, its
+port in saturates and they slow together. The parts of one sender's item progress together,
+a simplification: a sender's NVLink bytes are stretched to end with its network bytes.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Sequence
+
+from hwsim.hw.cluster import Cluster
+from hwsim.hw.device import Device
+from hwsim.hw.units import Unit
+from hwsim.parallel.comm_kernels import CommKernel
+
+Send = tuple[Device, Device, float]          # (from, to, bytes)
+
+
+def _hbm(device: Device, nbytes: float, efficiency: float, duration: float, out: dict[Unit, float]) -> None:
+    seconds = nbytes / (device.chip.hbm_peak_bytes_s * efficiency)      # spread over every stack
+    for stack in device.hbm_stacks:
+        out[stack] = out.get(stack, 0.0) + min(1.0, seconds / duration)
+
+
+def flow(cluster: Cluster, src: Device, sends: Sequence[Send], kernel: CommKernel, label: str):
+    """Process body: src's sends of one step, as one arbiter item; returns when all have landed."""
+    port_bytes: dict[Unit, float] = defaultdict(float)     # wire bytes (payload / efficiency) per port
+    payload: dict[Unit, float] = defaultdict(float)
+    into: dict[Device, float] = defaultdict(float)
+    latency = 0.0
+    for _, dst, n in sends:
+        link = cluster.link(src, dst)
+        wire = n / kernel.efficiency(link.ports[0].kind)
+        ports = link.ports if link.ports[0].kind == "scaleup" else (src.nic, cluster.nic_in(dst))
+        for port in ports:
+            port_bytes[port] += wire
+            payload[port] += n
+        into[dst] += n
+        latency = max(latency, link.latency_s)
+    total = sum(into.values())
+    out_ports = [p for p in port_bytes if p in (src.scaleup_tx, src.nic)]
+    duration = latency + max(port_bytes[p] / p.rate for p in out_ports)
+    shares = {p: min(1.0, b / p.rate / duration) for p, b in port_bytes.items()}
+    _hbm(src, total, src.chip.hbm_read_efficiency, duration, shares)
+    for dst, n in into.items():
+        _hbm(dst, n, dst.chip.hbm_write_efficiency, duration, shares)
+    if kernel.sms:
+        shares[src.sm] = shares.get(src.sm, 0.0) + min(1.0, kernel.sms / src.chip.sms)
+    item = cluster.arbiter.submit(label, duration, shares)
+    yield item.done
+    end = cluster.env.now
+    stretch = (end - item.start) / duration
+    for port, b in port_bytes.items():
+        port.busy_s += b / port.rate
+        port.served += payload[port]
+        port.record(item.start, end, label, shares[port] / stretch)
+    return end
+
+
+def step(cluster: Cluster, sends: Sequence[Send], kernel: CommKernel, label: str):
+    """Process body: one step of a collective, every sender at once; returns when the last
+    byte has landed. Bytes a device keeps for itself are not sent."""
+    by_src: dict[Device, list[Send]] = defaultdict(list)
+    for s, d, n in sends:
+        if s is not d and n > 0:
+            by_src[s].append((s, d, n))
+    if not by_src:
+        return cluster.env.now
+    yield cluster.env.all_of([cluster.env.process(flow(cluster, s, group, kernel, label))
+                              for s, group in by_src.items()])
+    return cluster.env.now

@@ -1,0 +1,46 @@
+"""What a MoE layer's routing asks of the links: the bytes each GPU sends to each other, for
+the two dispatch styles, from the expected routing of tokens to experts placed on GPUs.
+
+Uniform routing (every expert equally likely, as the published DeepEP benchmarks draw it) has
+closed-form expectations; a traced or Zipf routing can pass its own per-expert probabilities.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def expert_probabilities(experts: int, weights: np.ndarray | None = None) -> np.ndarray:
+    p = np.ones(experts) if weights is None else np.asarray(weights, dtype=float)
+    return p / p.sum()
+
+
+def gpu_of_expert(experts: int, gpus: int) -> np.ndarray:
+    """Contiguous placement: expert e on GPU e // (experts / gpus)."""
+    return np.arange(experts) * gpus // experts
+
+
+def per_expert_matrix(tokens_per_gpu: float, topk: int, bytes_per_token: float, gpus: int,
+                      placement: np.ndarray, probs: np.ndarray) -> np.ndarray:
+    """Low-latency style: one message per (token, expert). [i][j]: expected bytes GPU i sends to
+    GPU j (the diagonal stays on the GPU)."""
+    to_gpu = np.bincount(placement, weights=probs, minlength=gpus)     # share of choices per GPU
+    row = tokens_per_gpu * topk * bytes_per_token * to_gpu
+    return np.tile(row, (gpus, 1))
+
+
+def per_destination_matrix(tokens_per_gpu: float, bytes_per_token: float, gpus: int,
+                           destinations_per_token: float) -> np.ndarray:
+    """Normal style: a token once per destination GPU, destinations drawn evenly over the GPUs
+    (uniform routing). [i][j]: expected bytes i sends to j."""
+    return np.full((gpus, gpus), tokens_per_gpu * bytes_per_token * destinations_per_token / gpus)
+
+
+def expected_destinations(experts: int, topk: int, groups: int) -> float:
+    """Expected distinct groups (GPUs or nodes, each holding experts/groups experts) that a
+    token's top-k experts, drawn uniformly without replacement, fall on."""
+    per_group = experts // groups
+    miss = 1.0
+    for i in range(topk):        # P(none of the k draws lands in one given group)
+        miss *= (experts - per_group - i) / (experts - i)
+    return groups * (1.0 - miss)

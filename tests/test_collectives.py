@@ -1,0 +1,134 @@
+"""Collectives on simulated links (hwsim/parallel): analytic answers of the ring and of the
+all-to-all, overlap with compute through the arbiter, and the published figures of
+docs/multi_gpu.md within 15%."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from hwsim import operators
+from hwsim.engine.records import StreamTotals
+from hwsim.engine.stream import Stream
+from hwsim.engine.timer import KernelTimer
+from hwsim.parallel import collectives as col
+from hwsim.parallel import routing
+from hwsim.parallel.comm_kernels import DEEPEP_LOW_LATENCY, NCCL_RING
+from hwsim.parallel.topology import load_topology
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _cluster(gpus=8, topology="hgx-h200-8"):
+    return load_topology(topology).cluster(gpus)
+
+
+@pytest.mark.parametrize("gpus", [2, 4, 8])
+def test_ring_all_reduce_takes_2_g_minus_1_over_g_n_over_bandwidth_plus_latency(gpus):
+    cluster = _cluster(gpus)
+    chip = cluster.devices[0].chip
+    n = 256e6
+    t = col.time_alone(cluster, col.all_reduce(cluster, cluster.devices, n, NCCL_RING))
+    bw = chip.scaleup_bytes_s * NCCL_RING.scaleup_efficiency
+    steps = 2 * (gpus - 1)
+    expected = NCCL_RING.fixed_us * 1e-6 + 2 * (gpus - 1) / gpus * n / bw + steps * chip.scaleup_latency_s
+    assert t == pytest.approx(expected, rel=1e-6)
+    # the bytes went through the ports: every device sent and received 2(G-1)/G of the buffer
+    for d in cluster.devices:
+        assert d.scaleup_tx.served == pytest.approx(2 * (gpus - 1) / gpus * n)
+        assert d.scaleup_rx.served == pytest.approx(2 * (gpus - 1) / gpus * n)
+
+
+def test_all_gather_is_half_an_all_reduce_and_a_ring_is_as_slow_as_its_network_hop():
+    cluster = _cluster(8)
+    n = 1e9
+    ag = col.time_alone(cluster, col.all_gather(cluster, cluster.devices, n))
+    ar = col.time_alone(cluster, col.all_reduce(cluster, cluster.devices, n))
+    fixed = NCCL_RING.fixed_us * 1e-6
+    assert (ar - fixed) == pytest.approx(2 * (ag - fixed), rel=1e-9)
+    two_nodes = _cluster(16)        # hgx-h200-8 x 2: the ring crosses the NICs twice
+    t = col.time_alone(two_nodes, col.all_reduce(two_nodes, two_nodes.devices, n))
+    chip = two_nodes.devices[0].chip
+    per_step = chip.scaleout_latency_s + n / 16 / (chip.scaleout_bytes_s * NCCL_RING.scaleout_efficiency)
+    assert t == pytest.approx(fixed + 30 * per_step, rel=1e-6)
+    assert two_nodes.devices[7].nic.served > 0 and two_nodes.devices[3].nic.served == 0
+
+
+def test_uniform_all_to_all_moves_g_minus_1_over_g_of_the_dispatched_bytes():
+    gpus, experts = 8, 256
+    cluster = _cluster(gpus)
+    placement = routing.gpu_of_expert(experts, gpus)
+    m = routing.per_expert_matrix(128, 8, 7168, gpus, placement, routing.expert_probabilities(experts))
+    dispatched = m.sum()
+    col.time_alone(cluster, col.moe_low_latency(cluster, cluster.devices, m, DEEPEP_LOW_LATENCY, "dispatch"))
+    sent = sum(d.scaleup_tx.served for d in cluster.devices)
+    assert sent == pytest.approx((gpus - 1) / gpus * dispatched)
+
+
+def test_incast_saturates_the_receivers_port():
+    """Seven GPUs send to one: its port in carries them all, so they take 7x the wire time of one
+    alone (the link latency is inside each item and stretches with it: the arbiter's policy)."""
+    cluster = _cluster(8)
+    d = cluster.devices
+    n = 100e6
+    one = col.time_alone(cluster, col.phase(cluster, [(d[1], d[0], n)], NCCL_RING, "one"))
+    cluster = _cluster(8)
+    d = cluster.devices
+    seven = col.time_alone(cluster, col.phase(cluster, [(d[i], d[0], n) for i in range(1, 8)], NCCL_RING, "incast"))
+    lat = d[0].chip.scaleup_latency_s
+    assert seven == pytest.approx(7 * (one - lat), rel=1e-6)
+    assert d[0].scaleup_rx.served == pytest.approx(7 * n)
+
+
+def test_a_collective_and_compute_on_another_stream_slow_each_other_through_the_sms():
+    cluster = _cluster(2)
+    env, a = cluster.env, cluster.devices[0]
+    chip = a.chip
+    kernel = operators.stream_kernel(chip, 4e9)     # a streaming kernel fills every block slot
+    assert a.shares(KernelTimer(chip, "kernel").at_once(kernel))[a.sm] == pytest.approx(1.0)
+    alone_k = KernelTimer(chip, "kernel").at_once(kernel).duration
+    idle = _cluster(2)
+    alone_c = col.time_alone(idle, col.all_reduce(idle, idle.devices, 2e9))
+    stream = Stream(env, a, cluster.arbiter, KernelTimer(chip, "kernel"), launch="graph")
+    ends = {}
+
+    def compute():
+        yield env.process(stream.run([kernel], 0, None, StreamTotals()))
+        ends["kernel"] = env.now
+
+    def comm():
+        yield env.process(col.all_reduce(cluster, cluster.devices, 2e9))
+        ends["all-reduce"] = env.now
+
+    env.process(compute())
+    env.process(comm())
+    env.run()
+    assert ends["kernel"] > alone_k * 1.01          # it lost SMs to the collective kernel
+    assert ends["all-reduce"] > alone_c * 1.001     # and the collective lost SMs to it
+    assert ends["kernel"] < alone_k + alone_c       # but they overlapped
+
+
+def _published():
+    spec = importlib.util.spec_from_file_location("published_collectives",
+                                                  REPO / "calibration" / "published_collectives.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod          # its dataclasses look their module up
+    spec.loader.exec_module(mod)
+    return mod
+
+
+# DeepEP's normal kernels between nodes: the simulated kernel is bound by forwarding over NVLink
+# at the efficiency fitted to the intranode kernel; docs/multi_gpu.md says why these miss.
+KNOWN_MISSES = {"DeepEP normal dispatch EP16 (RDMA)", "DeepEP normal dispatch EP32 (RDMA)",
+                "DeepEP normal combine EP16 (RDMA)", "DeepEP normal combine EP32 (RDMA)"}
+
+
+def test_published_figures_within_15_percent():
+    mod = _published()
+    rows = mod.table(slow=False)
+    assert len(rows) >= 18
+    assert sum(r.role == "held out" for r, _, _ in rows) >= 12
+    misses = {r.what for r, _, err in rows if abs(err) > 0.15}
+    assert misses == KNOWN_MISSES
+    assert all(abs(err) <= 0.25 for _, _, err in rows)
