@@ -201,11 +201,19 @@ def test_ctrl_c_in_a_sweep_prints_one_line_and_exits_130(ws):
                     f"  - key: workload.batch_size\n    values: [{values}]\n")
     proc = subprocess.Popen([sys.executable, "-m", "hwsim.cli", "sweep", str(spec), "--out", str(ws / "sw"),
                              "--workers", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
-    time.sleep(6)
+                            start_new_session=True,
+                            # as from a terminal: a shell's background job starts with SIGINT
+                            # ignored, and Python (rightly) keeps ignoring it then
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    # interrupt once the sweep is computing: its folder exists, and its Dask workers have had
+    # time to start (while they start, Ctrl-C is ignored so that they inherit ignoring it)
+    deadline = time.time() + 60
+    while not (ws / "sw").exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    time.sleep(8)
     os.killpg(proc.pid, signal.SIGINT)                     # as a terminal sends it: to the group
     t0 = time.time()
-    _, err = proc.communicate(timeout=30)
+    _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130
     assert time.time() - t0 < 10
     assert err.strip().splitlines() == ["interrupted: finished points are kept; run the same command to resume"]
