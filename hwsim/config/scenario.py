@@ -279,6 +279,27 @@ class Moe(Strict):
     prefetch: Prefetch = Prefetch()
 
 
+class Parallel(Strict):
+    """Many GPUs (issue 18, docs/multi_gpu.md). Public contract: `gpus`, `tp`, `ep`,
+    `dp_attention`, `nodes`. Memory is checked per GPU (hwsim/parallel/memory.py)."""
+    gpus: int = Field(1, ge=1, le=4096)
+    tp: int = Field(1, ge=1, description="tensor-parallel degree of attention and dense layers")
+    ep: int = Field(1, ge=1, description="expert-parallel degree: the routed experts spread over ep GPUs")
+    dp_attention: bool = Field(False, description="data-parallel attention: every GPU runs attention "
+                                                   "for its own share of the batch (SGLang, DeepSeek)")
+    nodes: int = Field(1, ge=1, description="nodes the GPUs are spread over (NVLink within, the NIC between)")
+    topology: str | None = Field(None, description="a profile in hardware_profiles/topologies/")
+    allow_overcommit: bool = Field(False, description="what-if: run even when a GPU's memory does not "
+                                                      "fit, and say so in the output")
+
+    @model_validator(mode="after")
+    def _divides(self):
+        for key in ("tp", "ep", "nodes"):
+            if self.gpus % getattr(self, key):
+                raise ValueError(f"parallel.{key} = {getattr(self, key)} does not divide gpus = {self.gpus}")
+        return self
+
+
 class Scenario(Strict):
     name: SafeName = Field("scenario", description="the bundle folder name under reports/ (one path component)")
     description: str = ""
@@ -294,6 +315,7 @@ class Scenario(Strict):
     kv_cache: KvCache = KvCache()
     moe: Moe = Moe()
     weights: Weights = Weights()
+    parallel: Parallel = Parallel()
 
     @model_validator(mode="before")
     @classmethod

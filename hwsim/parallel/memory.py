@@ -1,0 +1,80 @@
+"""What one GPU holds under a parallel layout: its weights, its KV cache and its activations,
+against its HBM. A layout that does not fit is a ConfigError (exit 2) naming the numbers,
+unless the scenario allows overcommit as a what-if (and the output says so).
+
+Per GPU:
+- attention and dense-FFN weights: split tp ways; replicated on every GPU under dp_attention;
+- routed experts: split ep ways (whole experts per GPU); shared experts, the router and the
+  embeddings and LM head: as dense (split tp ways);
+- KV cache: under dp_attention each GPU holds its share of the sequences (batch / gpus) with
+  all heads; under tp each GPU holds its share of the KV heads (at least one: heads are
+  replicated when tp exceeds them);
+- activations: the largest live pair of a layer's hidden-sized and FFN-sized buffers for the
+  GPU's tokens, in the activation dtype.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from hwsim.errors import ConfigError
+from hwsim.model.shapes import ModelShape
+
+
+@dataclass(frozen=True)
+class GpuMemory:
+    weights: float
+    kv_cache: float
+    activations: float
+    capacity: float
+
+    @property
+    def total(self) -> float:
+        return self.weights + self.kv_cache + self.activations
+
+    @property
+    def fits(self) -> bool:
+        return self.total <= self.capacity
+
+
+def per_gpu(model: ModelShape, *, gpus: int, tp: int, ep: int, dp_attention: bool,
+            batch: int, context: int, capacity_bytes: float, kv_bytes_per_element: float = 2.0,
+            expert_bytes_per_weight: float | None = None, activation_bytes: float = 2.0) -> GpuMemory:
+    wb = model.weight_bytes
+    eb = expert_bytes_per_weight or wb
+    att = sum(model.attention.weight_elements(model.hidden).values()) * model.layers
+    moe = model.moe
+    moe_layers = sum(model.is_moe_layer(layer) for layer in range(model.layers))
+    dense_ffn = 3 * model.hidden * model.ffn * (model.layers - moe_layers)
+    experts = shared = router = 0
+    if moe:
+        experts = 3 * model.hidden * moe.expert_ffn * moe.experts * moe_layers
+        shared = 3 * model.hidden * moe.shared_ffn * moe.shared_experts * moe_layers
+        router = model.hidden * moe.experts * moe_layers
+    embeddings = 2 * model.vocab * model.hidden
+    attention_split = 1 if dp_attention else tp
+    weights = (att / attention_split + (dense_ffn + shared + embeddings) / tp + router) * wb \
+        + experts / ep * eb
+    heads = model.attention.cached_heads
+    if dp_attention:
+        kv_share = math.ceil(batch / gpus) / batch
+    else:
+        kv_share = max(1, heads // tp) / heads if heads >= tp else 1.0
+    kv = model.attention.kv_elements_per_token() * model.layers * batch * context * kv_bytes_per_element * kv_share
+    tokens = math.ceil(batch / gpus) if dp_attention else batch
+    ffn = max(model.ffn, moe.expert_ffn * moe.top_k if moe else 0)
+    activations = tokens * (2 * model.hidden + 2 * ffn) * activation_bytes
+    return GpuMemory(weights, kv, activations, capacity_bytes)
+
+
+def check(mem: GpuMemory, where: str, allow_overcommit: bool) -> str | None:
+    """Exit-2 error when a GPU's memory does not fit; with allow_overcommit, the warning to print."""
+    if mem.fits:
+        return None
+    msg = (f"{where}: one GPU needs {mem.total / 1e9:.1f} GB (weights {mem.weights / 1e9:.1f} GB + "
+           f"KV cache {mem.kv_cache / 1e9:.1f} GB + activations {mem.activations / 1e9:.2f} GB) "
+           f"but has {mem.capacity / 1e9:.0f} GB of HBM")
+    if allow_overcommit:
+        return msg + "; simulated as if it fit (parallel.allow_overcommit)"
+    raise ConfigError(msg, key="parallel")
