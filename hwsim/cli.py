@@ -21,15 +21,29 @@ from typing import Optional
 
 import click
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from hwsim import __version__
 from hwsim.errors import ConfigError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="hwsim: where does each token's latency budget go when a sparse MoE LLM decodes?")
-err_console = Console(stderr=True)
+
+
+@functools.cache
+def err_console():
+    """The stderr console, made on first use (rich is imported only when something prints)."""
+    from rich.console import Console
+    return Console(stderr=True)
+
+
+def Console(**kwargs):                   # noqa: N802 - rich's class, imported when first used
+    from rich.console import Console as RichConsole
+    return RichConsole(**kwargs)
+
+
+def Table(**kwargs):                     # noqa: N802
+    from rich.table import Table as RichTable
+    return RichTable(**kwargs)
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 MAX_WORKERS = 256
@@ -39,7 +53,7 @@ LONG_RUN_S = 60          # a run estimated longer than this says so before it st
 
 def _say(kind: str, message: str) -> None:
     one_line = " ".join(str(message).split())
-    err_console.print(f"[bold red]{kind}:[/] {one_line}", highlight=False, soft_wrap=True, markup=True)
+    err_console().print(f"[bold red]{kind}:[/] {one_line}", highlight=False, soft_wrap=True, markup=True)
 
 
 def _fail(exc: ConfigError) -> None:
@@ -143,7 +157,7 @@ def run(
     built = build(cfg)
     cost = estimate(cfg, built.model)
     if cost.wall_s > LONG_RUN_S:
-        err_console.print(f"[dim]note: a long run, estimated (on the high side) at {cost.describe()}[/]",
+        err_console().print(f"[dim]note: a long run, estimated (on the high side) at {cost.describe()}[/]",
                           highlight=False)
     started = time.time()
     with _progress(enabled=not json_out and sys.stderr.isatty()) as progress:
@@ -186,7 +200,7 @@ class _progress:
             return None
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
         self.bar = Progress("[progress.description]{task.description}", BarColumn(),
-                            MofNCompleteColumn(), TimeElapsedColumn(), console=err_console,
+                            MofNCompleteColumn(), TimeElapsedColumn(), console=err_console(),
                             transient=True)
         self.bar.start()
         self.task = self.bar.add_task("simulating", total=None)

@@ -11,38 +11,47 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-import pandas as pd
-
 from hwsim.io import strict_json
 from hwsim.io.atomic import check_folder_target, replace_folder
-from hwsim.metrics import Component
+from hwsim.io.tables import EVENT_COLUMNS, records_columns, rows_to_columns, write_csv, write_parquet
 from hwsim.run import RunResult
 
 
-def records_frame(result: RunResult) -> pd.DataFrame:
-    """One row per kernel: timing, bytes and the critical-path attribution (ms)."""
-    rows = []
-    for r in result.records:
-        row = {"step": r.step, "index": r.index, "kernel": r.name, "layer": r.layer,
-               "t_ready_us": r.t_ready * 1e6, "t_start_us": r.t_start * 1e6, "t_end_us": r.t_end * 1e6,
-               "tiles": r.tiles, "waves": r.waves, "hbm_read_bytes": r.hbm_read_bytes,
-               "hbm_write_bytes": r.hbm_write_bytes, "l2_bytes": r.l2_bytes, "data": r.data.value}
-        attribution = r.attribution        # built from the record's parts on each access
-        for c in Component:
-            row[f"{c.value}_us"] = attribution.get(c, 0.0) * 1e6
-        rows.append(row)
-    return pd.DataFrame(rows)
+def records_frame(result: RunResult):
+    """One row per kernel: timing, bytes and the critical-path attribution (ms), as a pandas
+    DataFrame (the bundle itself writes the columns straight to events.parquet)."""
+    import pandas as pd
+
+    return pd.DataFrame(records_columns(result.records), columns=list(EVENT_COLUMNS))
 
 
-def breakdown_frame(result: RunResult) -> pd.DataFrame:
-    """One row per simulated pass (prefill is step -1): duration and ms per component."""
-    rows = []
-    for s in result.steps:
-        row = {"step": s.step, "phase": s.phase, "batch": s.batch, "context": s.context,
-               "duration_ms": s.duration_s * 1e3}
-        row.update({k: v * 1e3 for k, v in s.breakdown_s.items()})
-        rows.append(row)
-    return pd.DataFrame(rows)
+def breakdown_columns(result: RunResult) -> dict[str, list]:
+    """One entry per simulated pass (prefill is step -1): duration and ms per component."""
+    steps = result.steps
+    cols = {"step": [s.step for s in steps], "phase": [s.phase for s in steps],
+            "batch": [s.batch for s in steps], "context": [s.context for s in steps],
+            "duration_ms": [s.duration_s * 1e3 for s in steps]}
+    for k in (steps[0].breakdown_s if steps else ()):
+        cols[k] = [s.breakdown_s[k] * 1e3 for s in steps]
+    return cols
+
+
+def breakdown_frame(result: RunResult):
+    import pandas as pd
+
+    return pd.DataFrame(breakdown_columns(result))
+
+
+def iterations_columns(result: RunResult) -> dict[str, list]:
+    """iterations.csv: one entry per serving iteration."""
+    its = result.iterations
+    cols = {"t_start_ms": [it.t_start * 1e3 for it in its],
+            "duration_ms": [it.duration_s * 1e3 for it in its],
+            "decodes": [it.decodes for it in its], "prefill_tokens": [it.prefill_tokens for it in its],
+            "waiting": [it.waiting for it in its]}
+    for k in (its[0].breakdown_s if its else ()):
+        cols[k] = [it.breakdown_s[k] * 1e3 for it in its]
+    return cols
 
 
 def _write(path: Path, write) -> None:
@@ -77,13 +86,8 @@ def _write_serving(result: RunResult, out: Path, paths: dict) -> None:
     cfg = result.scenario
     for name in ("requests.parquet", "iterations.csv", "itl_cdf.png", "ttft_cdf.png", "timeline.png"):
         paths[name] = out / name
-    requests = pd.DataFrame(result.requests)
-    iterations = pd.DataFrame([{"t_start_ms": it.t_start * 1e3, "duration_ms": it.duration_s * 1e3,
-                                "decodes": it.decodes, "prefill_tokens": it.prefill_tokens,
-                                "waiting": it.waiting, **{k: v * 1e3 for k, v in it.breakdown_s.items()}}
-                               for it in result.iterations])
-    _write(paths["requests.parquet"], lambda p: requests.to_parquet(p, index=False))
-    _write(paths["iterations.csv"], lambda p: iterations.to_csv(p, index=False))
+    _write(paths["requests.parquet"], lambda p: write_parquet(rows_to_columns(result.requests), p))
+    _write(paths["iterations.csv"], lambda p: write_csv(iterations_columns(result), p))
     s = result.summary
     _write(paths["itl_cdf.png"], lambda p: save_cdf_png(
         result.gaps_ms, cfg.budget_ms, "inter-token latency", f"budget {cfg.budget_ms:g} ms", p))
@@ -121,10 +125,8 @@ def _write_files(result: RunResult, out: Path, manifest: dict, extra: dict) -> d
         paths["gantt.png"] = out / "gantt.png"
         _write(paths["gantt.png"], lambda p: save_gantt_png(
             result.lanes, last_step, f"unit occupancy during one token (step {recorded})", p))
-        events = records_frame(result)
-        breakdown = breakdown_frame(result)
-        _write(paths["events.parquet"], lambda p: events.to_parquet(p, index=False))
-        _write(paths["breakdown.csv"], lambda p: breakdown.to_csv(p, index=False))
+        _write(paths["events.parquet"], lambda p: write_parquet(records_columns(result.records), p))
+        _write(paths["breakdown.csv"], lambda p: write_csv(breakdown_columns(result), p))
     _write(paths["breakdown.png"], lambda p: save_breakdown_png(result.summary, p))
     s = result.summary
     title = (f"{s['model']} on {s['hardware']}: HBM bytes per channel "

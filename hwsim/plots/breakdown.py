@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import matplotlib
+from matplotlib.axes import Axes
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.axes import Axes  # noqa: E402
-
-from hwsim.metrics import Component  # noqa: E402
+from hwsim.metrics import Component
+from hwsim.plots.figure import new_axes, save_png
 
 # A fixed colour per component, so every plot of every run reads the same way; keyed by the
 # Component enum itself, so a new component without a colour fails here, not in a plot.
@@ -41,7 +38,7 @@ def plot_breakdown(ax: Axes, breakdown_ms: dict[str, float], budget_ms: float, l
 
 
 def save_breakdown_png(summary: dict, path) -> None:
-    fig, ax = plt.subplots(figsize=(6.4, 5.2), layout="constrained")
+    fig, ax = new_axes((6.4, 5.2))
     plot_breakdown(ax, summary["breakdown_ms"], summary["budget_ms"],
                    label=(f"batch {summary['batch_size']}, ctx {summary['context_tokens']}"
                           if summary["batch_size"] is not None else "mean serving iteration"))
@@ -49,5 +46,4 @@ def save_breakdown_png(summary: dict, path) -> None:
                  f"ITL p50 {summary['itl_ms']['p50']:.2f} ms", fontsize=10)
     handles, labels = ax.get_legend_handles_labels()
     ax.legend(handles[::-1], labels[::-1], loc="upper left", bbox_to_anchor=(1.02, 1), fontsize=8)
-    fig.savefig(path, format="png", dpi=110)
-    plt.close(fig)
+    save_png(fig, path)

@@ -8,15 +8,14 @@ data component. Lanes of units that did nothing during the run are left out.
 
 from __future__ import annotations
 
-import matplotlib
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.collections import PolyCollection
+from matplotlib.colors import to_rgba
+from matplotlib.patches import Rectangle
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.axes import Axes  # noqa: E402
-from matplotlib.collections import PolyCollection  # noqa: E402
-
-from hwsim.plots.breakdown import COLORS  # noqa: E402
+from hwsim.plots.breakdown import COLORS
+from hwsim.plots.figure import new_axes, save_png
 
 COPY_COLOR = "#8c564b"
 
@@ -28,19 +27,23 @@ def plot_gantt(ax: Axes, lanes: dict[str, list], records):
         return []
     t0, t1 = records[0].t_start, max(r.t_end for r in records)
     color_of = {r.name: COLORS.get(r.data.value, "#888888") for r in records}
+    rgba_of: dict[str, tuple] = {}        # one colour conversion per kernel, not per bar
     rows = [name for name, spans in lanes.items() if spans]
     boxes, colors = [], []
     for i, lane in enumerate(rows):
-        for start, end, label, share in lanes[lane]:
-            if end <= t0 or start >= t1:
-                continue
-            h = 0.8 * min(1.0, max(share, 0.08))
-            x0, x1 = (start - t0) * 1e3, (end - t0) * 1e3
-            y0, y1 = i + 0.4 - h, i + 0.4
-            boxes.append(((x0, y0), (x1, y0), (x1, y1), (x0, y1)))
-            colors.append(color_of.get(label, COPY_COLOR))
-    bars = PolyCollection(np.array(boxes).reshape(-1, 4, 2) if boxes else [], facecolors=colors,
-                          linewidths=0)
+        start, end, label, share = zip(*lanes[lane])     # columns of the lane's intervals
+        start, end, share = np.array(start, float), np.array(end, float), np.array(share, float)
+        keep = ~((end <= t0) | (start >= t1))
+        h = 0.8 * np.minimum(1.0, np.maximum(share[keep], 0.08))
+        x0, x1 = (start[keep] - t0) * 1e3, (end[keep] - t0) * 1e3
+        y0, y1 = i + 0.4 - h, np.full(len(h), i + 0.4)
+        boxes.append(np.stack([x0, y0, x1, y0, x1, y1, x0, y1], axis=1))
+        for name in np.asarray(label, dtype=object)[keep]:
+            if name not in rgba_of:
+                rgba_of[name] = to_rgba(color_of.get(name, COPY_COLOR))
+            colors.append(rgba_of[name])
+    box_array = np.concatenate(boxes).reshape(-1, 4, 2) if boxes else np.empty((0, 4, 2))
+    bars = PolyCollection(box_array if len(box_array) else [], facecolors=colors, linewidths=0)
     ax.add_collection(bars)
     ax.set_yticks(range(len(rows)), rows, fontsize=7)
     ax.set_ylim(len(rows) - 0.5, -0.5)
@@ -50,13 +53,12 @@ def plot_gantt(ax: Axes, lanes: dict[str, list], records):
 
 
 def save_gantt_png(lanes: dict[str, list], records, title: str, path) -> None:
-    fig, ax = plt.subplots(figsize=(10, 4.2), layout="constrained")
+    fig, ax = new_axes((10, 4.2))
     plot_gantt(ax, lanes, records)
     names = ["weight_read", "expert_weight_read", "kv_read", "activation_io", "router"]
-    handles = [plt.Rectangle((0, 0), 1, 1, color=COLORS[c]) for c in names]
-    handles.append(plt.Rectangle((0, 0), 1, 1, color=COPY_COLOR))
+    handles = [Rectangle((0, 0), 1, 1, color=COLORS[c]) for c in names]
+    handles.append(Rectangle((0, 0), 1, 1, color=COPY_COLOR))
     ax.legend(handles, [*names, "copy"], loc="lower right", bbox_to_anchor=(1.0, 1.0), fontsize=7,
               ncols=6, frameon=False)
     ax.set_title(title, fontsize=10, loc="left")
-    fig.savefig(path, format="png", dpi=110)
-    plt.close(fig)
+    save_png(fig, path)

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import matplotlib
+import numpy as np
+from matplotlib.axes import Axes
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.axes import Axes  # noqa: E402
-
-from hwsim.plots.breakdown import COLORS  # noqa: E402
+from hwsim.plots.breakdown import COLORS
+from hwsim.plots.figure import new_axes, save_png
 
 
 def plot_cdf(ax: Axes, values_ms, target_ms: float | None, label: str, target_label: str):
@@ -51,15 +48,13 @@ def plot_iterations(ax: Axes, iterations, budget_ms: float):
 
 
 def save_cdf_png(values_ms, target_ms: float, label: str, target_label: str, path) -> None:
-    fig, ax = plt.subplots(figsize=(6, 3.6), layout="constrained")
+    fig, ax = new_axes((6, 3.6))
     plot_cdf(ax, values_ms, target_ms, label, target_label)
-    fig.savefig(path, format="png", dpi=110)
-    plt.close(fig)
+    save_png(fig, path)
 
 
 def save_timeline_png(iterations, budget_ms: float, title: str, path) -> None:
-    fig, ax = plt.subplots(figsize=(9, 3.6), layout="constrained")
+    fig, ax = new_axes((9, 3.6))
     plot_iterations(ax, iterations, budget_ms)
     ax.set_title(title, fontsize=10)
-    fig.savefig(path, format="png", dpi=110)
-    plt.close(fig)
+    save_png(fig, path)

@@ -1,0 +1,90 @@
+"""CLI speed: the wall time of whole `hwsim` commands, end to end (interpreter start, imports,
+simulation, bundle), each next to the same command at a baseline git revision, in one run.
+
+    python benchmarks/bench_cli.py --baseline REV [--repeat 3] [--only run-default,...]
+
+Issue 19's figures: `run-default` (`hwsim run`, the default scenario with its bundle; at most
+1.5 s), `validate-14` (`hwsim validate` of validation/data/h200_steps_extra.csv, 13 cases and
+its header: 14 rows; at most 3 s) and `run-deepseek-b64` (DeepSeek-V3 at batch 64 with its
+bundle; at most 10 s); `run-voice-agent` is the serving bundle of scenarios/voice-agent.yaml.
+
+The machine is shared and its speed moves by tens of percent from minute to minute, so the two
+revisions are run alternately (now, baseline, now, ...) and each figure is the fastest of
+`--repeat` runs. The baseline runs from a temporary git worktree (PYTHONPATH and the working
+folder point at it). Not a pass/fail test: it prints numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+COMMANDS = {
+    "run-default": ["run", "--out", "{out}"],
+    "validate-14": ["validate", "validation/data/h200_steps_extra.csv", "--json"],
+    "run-deepseek-b64": ["run", "--set", "model=deepseek-v3", "--set", "workload.batch_size=64",
+                         "--out", "{out}"],
+    "run-voice-agent": ["run", "scenarios/voice-agent.yaml", "--out", "{out}"],
+}
+TARGETS_S = {"run-default": 1.5, "validate-14": 3.0, "run-deepseek-b64": 10.0}
+
+
+def time_command(tree: Path, args: list[str], out: Path) -> float:
+    """Wall seconds of `python -m hwsim.cli ARGS` run with `tree` as the hwsim it imports."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    argv = [sys.executable, "-m", "hwsim.cli", *(a.format(out=out) for a in args)]
+    t0 = time.perf_counter()
+    done = subprocess.run(argv, cwd=tree, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if done.returncode not in (0, 1):         # validate exits 1 when a row fails: still timed
+        raise SystemExit(f"{' '.join(argv)} (in {tree}) exited {done.returncode}: "
+                         f"{done.stderr.strip()[-500:]}")
+    return wall
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--baseline", metavar="REV", help="also time hwsim as of this git revision")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--only", default=",".join(COMMANDS), help="comma-separated figures: "
+                    + ", ".join(COMMANDS))
+    args = ap.parse_args()
+    names = [n for n in args.only.split(",") if n]
+    unknown = set(names) - set(COMMANDS)
+    if unknown:
+        ap.error(f"unknown figure(s) {sorted(unknown)}")
+    with tempfile.TemporaryDirectory() as tmp:
+        trees = {"now": ROOT}
+        if args.baseline:
+            base = Path(tmp) / "base"
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(base),
+                            args.baseline], check=True)
+            trees[f"at {args.baseline}"] = base
+        try:
+            best = {name: {label: float("inf") for label in trees} for name in names}
+            for name in names:
+                for i in range(max(1, args.repeat)):
+                    for label, tree in trees.items():          # alternate: same minute, both revisions
+                        out = Path(tmp) / f"out-{len(label)}-{i}"
+                        best[name][label] = min(best[name][label], time_command(tree, COMMANDS[name], out))
+        finally:
+            if args.baseline:
+                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)],
+                               check=False)
+    print(f"{'wall seconds (fastest of ' + str(args.repeat) + ')':32}" + "".join(f"{l:>14}" for l in trees)
+          + f"{'target':>10}")
+    for name in names:
+        target = TARGETS_S.get(name)
+        print(f"{name:32}" + "".join(f"{best[name][l]:>14.2f}" for l in trees)
+              + (f"{target:>10.1f}" if target else f"{'-':>10}"))
+
+
+if __name__ == "__main__":
+    main()
