@@ -1,6 +1,6 @@
 """Collectives as SimPy processes on a Cluster's links: every byte goes through the arbiter
-(hwsim/engine/sharing.py) as a transfer between two devices, so a collective shares ports, HBM
-and SMs with whatever else runs, and its time comes from the bytes through the ports, the
+(hwsim/engine/sharing.py) in the flows of hwsim/parallel/flows.py, so a collective shares ports,
+HBM and SMs with whatever else runs, and its time comes from the bytes through the ports, the
 latency of each message, the protocol of the kernel that drives it (hwsim/parallel/comm_kernels.py)
 and the SMs that kernel holds.
 
@@ -8,7 +8,7 @@ and the SMs that kernel holds.
   reduce-scatter (G-1 steps): at each step every device sends one 1/G slice to the next one;
   a step ends when its slowest hop has landed (the ring is as fast as its slowest link: a hop
   between nodes crosses the NICs).
-- **all-to-all**: every device sends to every other at once; the transfers out of one device
+- **all-to-all**: every device sends to every other at once; the bytes out of one device
   share its port out, those into one device its port in.
 - **MoE dispatch and combine**, in the two styles serving engines use:
   - low-latency (decode, DeepEP's low-latency kernels): each token goes straight to the GPUs
