@@ -48,8 +48,14 @@ class Arrivals(Strict):
     cv: float = Field(2.0, gt=0, description="gamma: coefficient of variation of inter-arrival gaps (>1 = bursty)")
     users: int = Field(8, ge=1, description="closed: concurrent users")
     think_ms: float = Field(1000.0, ge=0, description="closed: think time between a reply and the next request")
-    trace: str | None = Field(None, description="trace: CSV of arrival_s, prompt_tokens, output_tokens")
-    requests: int = Field(64, ge=1, description="requests to simulate")
+    trace: str | None = Field(None, description="trace: a request trace, hwsim's CSV (arrival_s, "
+                              "prompt_tokens, output_tokens), Azure LLM inference, BurstGPT or "
+                              "Mooncake JSONL (docs/serving.md)")
+    requests: int = Field(64, ge=1, description="requests to simulate (trace: at most this many)")
+    rate_scale: float = Field(1.0, gt=0, description="trace: replay arrivals this many times as fast")
+    start: float = Field(0.0, ge=0, description="trace: skip requests before this many seconds of trace time")
+    duration: float | None = Field(None, gt=0, description="trace: keep requests within this many seconds "
+                                                           "after start (default: to the end)")
 
     @model_validator(mode="after")
     def _check(self):

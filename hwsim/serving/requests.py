@@ -6,13 +6,12 @@ changing one distribution never reshuffles the others.
 
 from __future__ import annotations
 
-import csv
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from hwsim.errors import ConfigError
+from hwsim.serving.traces import read_trace
 
 
 @dataclass
@@ -24,6 +23,7 @@ class Request:
     admitted_s: float | None = None
     token_times: list[float] = field(default_factory=list)
     prefilled: int = 0                      # prompt tokens already processed
+    hash_ids: tuple[int, ...] = ()          # trace's KV block ids of the prompt (Mooncake)
 
     @property
     def done(self) -> bool:
@@ -53,42 +53,20 @@ def interarrival_gaps(cfg, rng: np.random.Generator, n: int) -> np.ndarray:
     return rng.gamma(shape, mean / shape, size=n)
 
 
-def load_request_trace(path: Path) -> list[tuple[float, int, int]]:
-    """CSV with columns arrival_s, prompt_tokens, output_tokens (one request a row)."""
-    try:
-        fh = open(path, newline="", encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read request trace: {exc.strerror or exc}", file=str(path),
-                          key="workload.arrivals.trace") from None
-    rows = []
-    with fh:
-        reader = csv.DictReader(fh)
-        missing = {"arrival_s", "prompt_tokens", "output_tokens"} - set(reader.fieldnames or [])
-        if missing:
-            raise ConfigError(f"request trace lacks column(s) {sorted(missing)}", file=str(path), line=1)
-        last = -np.inf
-        for line, row in enumerate(reader, start=2):
-            try:
-                t, p, o = float(row["arrival_s"]), int(row["prompt_tokens"]), int(row["output_tokens"])
-            except (TypeError, ValueError, AttributeError):
-                raise ConfigError("arrival_s must be a number and token counts integers", file=str(path),
-                                  line=line, key="workload.arrivals.trace") from None
-            if t < last or p < 1 or o < 1:
-                raise ConfigError("arrivals must be in time order with positive token counts",
-                                  file=str(path), line=line)
-            last = t
-            rows.append((t, p, o))
-    if not rows:
-        raise ConfigError("request trace has no rows", file=str(path), line=1)
-    return rows
+def load_request_trace(path: Path, **window) -> list[tuple[float, int, int]]:
+    """(arrival_s, prompt_tokens, output_tokens) of each request of a trace in any layout
+    hwsim.serving.traces reads (hwsim's CSV, Azure, BurstGPT, Mooncake JSONL)."""
+    return [(r.arrival_s, r.prompt_tokens, r.output_tokens) for r in read_trace(path, **window)]
 
 
 def open_loop_requests(workload, streams) -> list[Request]:
     """All requests of an open-loop arrival process (poisson, gamma or a trace)."""
     a = workload.arrivals
     if a.kind == "trace":
-        rows = load_request_trace(Path(a.trace))[: a.requests]
-        return [Request(i, t, p, o) for i, (t, p, o) in enumerate(rows)]
+        rows = read_trace(Path(a.trace), start=a.start, duration=a.duration, rate_scale=a.rate_scale,
+                          limit=a.requests)
+        return [Request(i, r.arrival_s, r.prompt_tokens, r.output_tokens, hash_ids=r.hash_ids)
+                for i, r in enumerate(rows)]
     n = a.requests
     times = np.cumsum(interarrival_gaps(a, streams.get("arrivals"), n))
     prompts = draw_lengths(workload.prompt, streams.get("prompt_lengths"), n)
