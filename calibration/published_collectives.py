@@ -5,7 +5,9 @@ communication kernels are calibrated from figures others published (docs/multi_g
 - nccl-tests bus bandwidths on 8 x H100 HGX as NCCL's maintainers state them;
 - DeepEP's README tables (V1) for its normal (prefill) and low-latency (decode) kernels on H800.
 Each row says whether a number of hwsim/parallel/comm_kernels.py was fitted to it ("fit") or
-not ("held out"). Prints the table; `python calibration/published_collectives.py`.
+not ("held out"). Prints the table:
+`python calibration/published_collectives.py [--fast] [--markdown]` (--fast skips the EP64-256
+low-latency rows: 5 s to minutes each).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ class Row:
     role: str               # "fit" or "held out"
     source: str
     simulate: object        # () -> simulated value in the metric
-    slow: bool = False      # a minute or more (EP128/256: the arbiter solves ~G items x G ports)
+    slow: bool = False      # seconds to minutes (EP64 and up: the arbiter solves ~G items x G ports)
 
     @property
     def simulated(self) -> float:
@@ -123,7 +125,7 @@ ROWS = [
                            (16, "combine", 43), (32, "combine", 57), (64, "combine", 50))],
     *[Row(f"{max(1, ep // 8)} x 8 H800", f"DeepEP low-latency {kind} EP{ep}, 128 tokens", "us", us,
           "fit" if (ep, kind) == (8, "dispatch") else "held out", DEEPEP,
-          (lambda ep=ep, c=(kind == "combine"): _ll(ep, c)), slow=ep >= 128)
+          (lambda ep=ep, c=(kind == "combine"): _ll(ep, c)), slow=ep >= 64)
       for kind, table in (("dispatch", ((8, 77), (16, 118), (32, 155), (64, 173), (128, 192), (256, 194))),
                           ("combine", ((8, 114), (16, 195), (32, 273), (64, 314), (128, 369), (256, 360))))
       for ep, us in table],
@@ -144,6 +146,9 @@ def main() -> None:
     import sys
     print(f"{'system':<26}{'collective':<44}{'metric':<12}{'published':>10}{'hwsim':>10}{'error':>8}  role")
     for row, sim, err in table(slow="--fast" not in sys.argv):
+        if "--markdown" in sys.argv:
+            print(f"| {row.system} | {row.what} | {row.metric} | {row.published:g} | {sim:.1f} | {err:+.1%} | {row.role} |")
+            continue
         print(f"{row.system:<26}{row.what:<44}{row.metric:<12}{row.published:>10.1f}{sim:>10.1f}"
               f"{err:>+8.1%}  {row.role}")
 
