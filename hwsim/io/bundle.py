@@ -14,7 +14,7 @@ from pathlib import Path
 from hwsim.io import strict_json
 from hwsim.io.atomic import check_folder_target, replace_folder
 from hwsim.io.tables import EVENT_COLUMNS, records_columns, rows_to_columns, write_csv, write_parquet
-from hwsim.run import RunResult
+from hwsim.run import RunResult, cyclic_gc_paused
 
 
 def records_frame(result: RunResult):
@@ -102,7 +102,9 @@ def write_bundle(result: RunResult, out: Path, manifest: dict, extra: dict | Non
     """Write the bundle to `out`, replacing an earlier bundle there whole. `extra` maps more
     file names to writers (write(path)), e.g. trace.json. Returns the final paths."""
     check_out(out)
-    with replace_folder(out) as tmp:
+    # a big run holds millions of objects; the cyclic collector would rescan them on every
+    # burst of allocation while the tables and plots are built (hwsim.run.cyclic_gc_paused)
+    with replace_folder(out) as tmp, cyclic_gc_paused():
         staged = _write_files(result, tmp, manifest, extra or {})
     return {name: out / path.name for name, path in staged.items()}
 

@@ -8,6 +8,8 @@ data component. Lanes of units that did nothing during the run are left out.
 
 from __future__ import annotations
 
+from operator import itemgetter
+
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.collections import PolyCollection
@@ -27,24 +29,25 @@ def plot_gantt(ax: Axes, lanes: dict[str, list], records):
         return []
     t0, t1 = records[0].t_start, max(r.t_end for r in records)
     color_of = {r.name: COLORS.get(r.data.value, "#888888") for r in records}
-    rgba_of: dict[str, tuple] = {}        # one colour conversion per kernel, not per bar
+    code_of: dict = {}                    # label -> its colour's row in `palette`
     rows = [name for name, spans in lanes.items() if spans]
-    boxes, colors = [], []
+    boxes, codes = [], []
     for i, lane in enumerate(rows):
-        start, end, label, share = zip(*lanes[lane])     # columns of the lane's intervals
-        start, end, share = np.array(start, float), np.array(end, float), np.array(share, float)
+        spans = lanes[lane]                               # columns of the lane's intervals
+        start, end, share = (np.fromiter(map(itemgetter(k), spans), float, len(spans)) for k in (0, 1, 3))
+        label = list(map(itemgetter(2), spans))
         keep = ~((end <= t0) | (start >= t1))
         h = 0.8 * np.minimum(1.0, np.maximum(share[keep], 0.08))
         x0, x1 = (start[keep] - t0) * 1e3, (end[keep] - t0) * 1e3
         y0, y1 = i + 0.4 - h, np.full(len(h), i + 0.4)
         boxes.append(np.stack([x0, y0, x1, y0, x1, y1, x0, y1], axis=1))
-        for name in np.asarray(label, dtype=object)[keep]:
-            if name not in rgba_of:
-                rgba_of[name] = to_rgba(color_of.get(name, COPY_COLOR))
-            colors.append(rgba_of[name])
+        kept = [label[j] for j in np.flatnonzero(keep)] if not keep.all() else label
+        codes.append(np.array([code_of.setdefault(x, len(code_of)) for x in kept], dtype=np.int64))
+    palette = np.array([to_rgba(color_of.get(x, COPY_COLOR)) for x in code_of]).reshape(-1, 4)
     box_array = np.concatenate(boxes).reshape(-1, 4, 2) if boxes else np.empty((0, 4, 2))
+    colors = palette[np.concatenate(codes)] if boxes else []
     bars = PolyCollection(box_array if len(box_array) else [], facecolors=colors, linewidths=0)
-    ax.add_collection(bars)
+    ax.add_collection(bars, autolim=False)     # the limits are set below: no extents pass over every box
     ax.set_yticks(range(len(rows)), rows, fontsize=7)
     ax.set_ylim(len(rows) - 0.5, -0.5)
     ax.set_xlim(0, (t1 - t0) * 1e3)
