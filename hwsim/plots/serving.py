@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 from matplotlib.axes import Axes
+from matplotlib.collections import PolyCollection
 
 from hwsim.plots.breakdown import COLORS
 from hwsim.plots.figure import new_axes, save_png
@@ -36,14 +37,24 @@ def plot_iterations(ax: Axes, iterations, budget_ms: float):
         h = np.array([it.breakdown_s[comp] for it in iterations]) * 1e3
         if h.sum() <= 0:
             continue
-        artists.append(ax.bar(t, h, width=width, bottom=bottom, align="edge", color=COLORS.get(comp),
-                              label=comp, linewidth=0))
+        # one PolyCollection per component, not a Rectangle per iteration (a 10,000-request
+        # run has ~70,000 iterations)
+        boxes = np.stack([t, bottom, t + width, bottom, t + width, bottom + h, t, bottom + h],
+                         axis=1).reshape(-1, 4, 2)
+        bars = PolyCollection(boxes, facecolors=COLORS.get(comp), linewidths=0, label=comp)
+        bars.sticky_edges.y.append(0)
+        ax.add_collection(bars)
+        artists.append(bars)
         bottom += h
     artists.append(ax.axhline(budget_ms, color="black", linestyle="--", linewidth=1.2,
                               label=f"budget {budget_ms:g} ms"))
     ax.set_xlabel("simulated time (ms)")
     ax.set_ylabel("iteration time (ms)")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7)
+    handles, labels = ax.get_legend_handles_labels()      # the budget first, as with bars
+    first = [i for i, label in enumerate(labels) if label.startswith("budget")]
+    order = first + [i for i in range(len(labels)) if i not in first]
+    ax.legend([handles[i] for i in order], [labels[i] for i in order], loc="upper left",
+              bbox_to_anchor=(1.01, 1), fontsize=7)
     return artists
 
 
