@@ -22,7 +22,7 @@ def test_units_the_chip_lacks_do_not_exist(h200):
     decoder_chip = ChipSpec.from_profile(load_profile("h200-decoder"))
     assert Device(decoder_chip).decoder is not None
     without_ports = dataclasses.replace(h200, scaleup_bytes_s=None, scaleout_bytes_s=None)
-    assert not {"NVLink out", "NVLink in", "NIC"} & {u.name for u in Device(without_ports).units}
+    assert not {"NVLink out", "NVLink in", "NIC out", "NIC in"} & {u.name for u in Device(without_ports).units}
 
 
 def test_replay_key_covers_every_field_but_those_marked_not_timing(h200):

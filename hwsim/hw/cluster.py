@@ -34,12 +34,10 @@ class Cluster:
         self.arbiter = Arbiter(self.env)
         self.gpus_per_node = gpus_per_node or gpus
         self.devices = [Device(chip, index=i) for i in range(gpus)]
-        # a NIC is full duplex: `device.nic` carries what a device sends, this what it receives
-        # (hwsim/parallel/flows.py; a Link keeps naming both ends' `nic`)
-        self._nic_in = {d: Unit("NIC in", "scaleout", d.nic.rate, "bytes") for d in self.devices if d.nic}
 
     def nic_in(self, device: Device) -> Unit:
-        return self._nic_in[device]
+        """The receiving side of a device's NIC (full duplex: `device.nic` is what it sends)."""
+        return device.nic_rx
 
     def node_of(self, device: Device) -> int:
         return device.index // self.gpus_per_node
@@ -52,7 +50,7 @@ class Cluster:
             ports, kind = (src.scaleup_tx, dst.scaleup_rx), "scale-up"
             latency = src.chip.scaleup_latency_s
         else:
-            ports, kind = (src.nic, dst.nic), "scale-out"
+            ports, kind = (src.nic, dst.nic_rx), "scale-out"
             latency = max(src.chip.scaleout_latency_s, dst.chip.scaleout_latency_s)
         if None in ports:
             raise ValueError(f"{src.name} and {dst.name} have no {kind} ports (the profile's interconnect)")

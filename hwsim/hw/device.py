@@ -47,12 +47,14 @@ class Device:
                              for i in range(copy_engines)]
         self.decoder = (Unit("decoder", "decoder", chip.decoder_elements_per_clk * chip.clock_hz * chip.sms,
                              "elements") if chip.decoder_elements_per_clk else None)
-        self.scaleup_tx = self.scaleup_rx = self.nic = None
+        self.scaleup_tx = self.scaleup_rx = self.nic = self.nic_rx = None
         if chip.scaleup_bytes_s:
             self.scaleup_tx = Unit("NVLink out", "scaleup", chip.scaleup_bytes_s, "bytes")
             self.scaleup_rx = Unit("NVLink in", "scaleup", chip.scaleup_bytes_s, "bytes")
         if chip.scaleout_bytes_s:
-            self.nic = Unit("NIC", "scaleout", chip.scaleout_bytes_s, "bytes")
+            # full duplex: one unit each way (what the device sends, what it receives)
+            self.nic = Unit("NIC out", "scaleout", chip.scaleout_bytes_s, "bytes")
+            self.nic_rx = Unit("NIC in", "scaleout", chip.scaleout_bytes_s, "bytes")
         channels = chip.hbm_stacks * chip.hbm_channels_per_stack
         self.channel_bytes = np.zeros(channels)        # bytes served per HBM pseudo-channel
         self._channel_busy = np.zeros(channels)
@@ -66,7 +68,7 @@ class Device:
     def units(self) -> list[Unit]:
         """Every unit this device has, in lane order (the SM pool is drawn as its groups)."""
         out = [*self.sm_groups, self.l2, *self.hbm_stacks, self.bus, *self.copy_engines]
-        out += [u for u in (self.decoder, self.scaleup_tx, self.scaleup_rx, self.nic) if u is not None]
+        out += [u for u in (self.decoder, self.scaleup_tx, self.scaleup_rx, self.nic, self.nic_rx) if u is not None]
         return out
 
     def record_intervals(self, on: bool) -> None:

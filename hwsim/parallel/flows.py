@@ -40,8 +40,7 @@ def flow(cluster: Cluster, src: Device, sends: Sequence[Send], kernel: CommKerne
     for _, dst, n in sends:
         link = cluster.link(src, dst)
         wire = n / kernel.efficiency(link.ports[0].kind)
-        ports = link.ports if link.ports[0].kind == "scaleup" else (src.nic, cluster.nic_in(dst))
-        for port in ports:
+        for port in link.ports:
             port_bytes[port] += wire
             payload[port] += n
         into[dst] += n
