@@ -309,7 +309,14 @@ def _print_validation(report: dict) -> None:
     console.print(table)
     if report["median_abs_error_pct"] is not None:
         console.print(f"median |error| {report['median_abs_error_pct']:.1f}%, "
-                      f"max |error| {report['max_abs_error_pct']:.1f}%, failed rows {report['failed']}")
+                      f"max |error| {report['max_abs_error_pct']:.1f}%, "
+                      f"mean signed error {report['mean_signed_error_pct']:+.1f}%, failed rows {report['failed']}")
+        for key in ("by_split", "by_model"):
+            for group, s in report.get(key, {}).items():
+                if s["rows_predicted"]:
+                    console.print(f"  {group}: {s['rows_predicted']} rows, median |error| "
+                                  f"{s['median_abs_error_pct']:.1f}%, max {s['max_abs_error_pct']:.1f}%, "
+                                  f"mean signed {s['mean_signed_error_pct']:+.1f}%")
 
 
 @app.command()

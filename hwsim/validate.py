@@ -2,10 +2,12 @@
 
 Dataset format (a public contract, docs/validation.md): CSV with columns
 name, hardware, model, phase, batch, context_tokens, prompt_tokens, kv_bits, launch,
-measured_ms[, notes]. Decode rows are one decode step of the whole batch with each sequence
+measured_ms[, notes, split, overrides]. Decode rows are one decode step of the whole batch with each sequence
 holding context_tokens of KV; prefill rows are one forward pass over prompt_tokens tokens of
 one sequence. The simulator follows the measured software schedule (runtime.moe_schedule
 per-expert, uniform random top-k routing); no per-row or per-model factor is applied.
+Optional columns: `split` (e.g. cal / test) groups the summary; `overrides` holds scenario
+overrides the row was measured with, `key=value` pairs separated by `;` (as `--set` takes them).
 """
 
 from __future__ import annotations
@@ -113,7 +115,8 @@ def _row_scenario(row: dict, sets: list[str] | None = None) -> tuple[Scenario, S
                      "decode_steps": 1, "prompt_tokens": prompt},
         "runtime": {"launch": row["launch"]}, "kv_cache": {"bits": float(row["kv_bits"])},
     }
-    if sets:    # the same --set overrides on every row (e.g. runtime.attention_kernel=cudnn)
+    sets = [*(sets or []), *row_overrides(row)]
+    if sets:    # --set overrides on every row (e.g. runtime.attention_kernel=cudnn), then the row's own
         apply_overrides(data, sets, LoadedYaml({}, {}, "--set"))
     try:
         cfg = _scenario(data)
@@ -122,6 +125,11 @@ def _row_scenario(row: dict, sets: list[str] | None = None) -> tuple[Scenario, S
         key = ".".join(str(p) for p in err["loc"])
         raise ValueError(f"{key}: {err['msg']} (got {err.get('input')!r})") from None
     return cfg, shape
+
+
+def row_overrides(row: dict) -> list[str]:
+    """The row's own scenario overrides (`overrides` column: key=value;key=value)."""
+    return [part.strip() for part in (row.get("overrides") or "").split(";") if part.strip()]
 
 
 def check_name_or_default(name: str) -> str:
@@ -153,7 +161,10 @@ def validate_rows(rows: list[dict], sets: list[str] | None = None) -> dict:
     out = []
     for row in rows:
         name = row.get("name") or f"line {row['_line']}"
-        entry = {"name": name, "predicted_ms": None, "measured_ms": None, "error_pct": None}
+        entry = {"name": name, "model": row.get("model"), "predicted_ms": None, "measured_ms": None,
+                 "error_pct": None}
+        if row.get("split"):
+            entry["split"] = row["split"]
         try:
             measured = float(row["measured_ms"])
             entry["measured_ms"] = measured
@@ -167,10 +178,23 @@ def validate_rows(rows: list[dict], sets: list[str] | None = None) -> dict:
         except Exception as exc:   # noqa: BLE001 - one bad row fails alone, in one line
             entry["error"] = f"line {row['_line']}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
         out.append(entry)
-    errs = [abs(r["error_pct"]) for r in out if r["error_pct"] is not None]
+    summary = error_summary([r["error_pct"] for r in out if r["error_pct"] is not None])
+    report = {"rows": out, **summary, "failed": sum(1 for r in out if r["error_pct"] is None)}
+    for column, key in (("model", "by_model"), ("split", "by_split")):
+        groups = sorted({row.get(column) for row in rows if row.get(column)})
+        if groups:
+            report[key] = {g: error_summary([e["error_pct"] for row, e in zip(rows, out)
+                                             if row.get(column) == g and e["error_pct"] is not None])
+                           for g in groups}
+    return report
+
+
+def error_summary(errors: list[float]) -> dict:
+    """Median and maximum absolute error, and the mean signed error (a bias: a simulator whose
+    errors share one sign is missing a mechanism, however small the median), in percent."""
     return {
-        "rows": out,
-        "median_abs_error_pct": statistics.median(errs) if errs else None,
-        "max_abs_error_pct": max(errs) if errs else None,
-        "failed": sum(1 for r in out if r["error_pct"] is None),
+        "rows_predicted": len(errors),
+        "median_abs_error_pct": statistics.median(abs(e) for e in errors) if errors else None,
+        "max_abs_error_pct": max(abs(e) for e in errors) if errors else None,
+        "mean_signed_error_pct": statistics.fmean(errors) if errors else None,
     }

@@ -107,3 +107,23 @@ def test_validate_rejects_a_bad_override_once_with_exit_2(tmp_path):
     res = subprocess.run([sys.executable, "-m", "hwsim.cli", "validate", str(DATA), "--set", "runtime.bogus=1"],
                          capture_output=True, text=True)
     assert res.returncode == 2 and "runtime.bogus" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_signed_error_splits_and_row_overrides(tmp_path):
+    """The mean signed error is the mean of the rows' signed errors (a bias a median hides),
+    reported overall, per split and per model; a row's `overrides` reach its scenario."""
+    ds = tmp_path / "ds.csv"
+    ds.write_text("name,hardware,model,phase,batch,context_tokens,prompt_tokens,kv_bits,launch,measured_ms,"
+                  "split,overrides\n"
+                  "fast,h200-sxm,qwen3-30b-a3b,decode,1,512,0,16,graph,100000,cal,\n"
+                  "slow,h200-sxm,qwen3-30b-a3b,decode,1,512,0,16,graph,0.001,test,\n"
+                  "cudnn,h200-sxm,qwen3-30b-a3b,decode,64,4096,0,16,graph,5,test,runtime.attention_kernel=cudnn\n"
+                  "flash,h200-sxm,qwen3-30b-a3b,decode,64,4096,0,16,graph,5,test,\n")
+    report = validate_rows(load_dataset(ds))
+    errs = {r["name"]: r["error_pct"] for r in report["rows"]}
+    assert errs["fast"] < -99.9 and errs["slow"] > 1000            # predictions far from both
+    assert report["mean_signed_error_pct"] == pytest.approx(sum(errs.values()) / 4)
+    assert report["by_split"]["cal"]["mean_signed_error_pct"] == pytest.approx(errs["fast"])
+    assert report["by_split"]["test"]["rows_predicted"] == 3
+    assert report["by_model"]["qwen3-30b-a3b"]["rows_predicted"] == 4
+    assert errs["cudnn"] != pytest.approx(errs["flash"], rel=1e-3)   # the override changed the kernel
