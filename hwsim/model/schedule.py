@@ -157,9 +157,11 @@ class Schedule:
             for e in range(moe.experts):
                 w[f"expert{e}.gate_up"] = 2 * moe.expert_ffn * d * ew
                 w[f"expert{e}.down"] = moe.expert_ffn * d * ew
-            for s in range(moe.shared_experts):
-                w[f"shared{s}.gate_up"] = 2 * moe.shared_ffn * d * ew
-                w[f"shared{s}.down"] = moe.shared_ffn * d * ew
+            if moe.shared_experts:      # one MLP of shared_experts x shared_ffn (as the models' code builds it)
+                w["shared.gate_up"] = 2 * moe.shared_width * d * ew
+                w["shared.down"] = moe.shared_width * d * ew
+                if moe.shared_expert_gate:
+                    w["shared.gate"] = d * wb
         else:      # a dense FFN is stored as the experts' class (DeepSeek-V3's dense layers: FP8 too)
             w["dense.gate_up"] = 2 * m.ffn * d * ew
             w["dense.down"] = m.ffn * d * ew
@@ -387,6 +389,8 @@ class Schedule:
                                t * moe.experts * FP32_BYTES, SOFTMAX_OPS_PER_ELEM / FP32_BYTES,
                                component=Component.ROUTER, reads=("scores32",), writes=("probs",)))
             counts = tokens_per_expert(choice, moe.experts)
+            if moe.shared_experts:
+                ks += self._shared_experts(layer, t)
             if self.moe_schedule == "per-expert":
                 # the combine buffer the experts scatter-add into starts zeroed
                 ks.append(self._ew("moe_zero", layer, 0, t * d * ops.ACT_BYTES, writes=("acc",)))
@@ -405,16 +409,33 @@ class Schedule:
                 ks += self._grouped_moe(layer, t, tuple(int(c) for c in counts if c))
             else:
                 ks += self._fused_moe(layer, t, tuple(int(c) for c in counts if c))
-            for sidx in range(moe.shared_experts):
-                ks += self._expert(layer, f"shared{sidx}", t, moe.shared_ffn, Component.EXPERT_READ,
-                                   gather=False)
         ks.append(self._ew("ffn_residual_add", layer, 2 * t * d * ops.ACT_BYTES, t * d * ops.ACT_BYTES,
                            reads=("acc", "x"), writes=("x",)))
         return ks
 
     @_memo
+    def _shared_experts(self, layer: int, t: int) -> list[Kernel]:
+        """The shared experts: one MLP over every token, run before the routed experts (so
+        their order does not depend on routing), optionally scaled by a sigmoid gate (Qwen1.5-
+        and Qwen2-MoE: a [d -> 1] GEMM, sigmoid, multiply), then added to the residual stream."""
+        moe, d, ab = self.model.moe, self.model.hidden, ops.ACT_BYTES
+        ks = [*self._expert(layer, "shared", t, moe.shared_width, Component.EXPERT_READ, gather=False,
+                           out=("shared",))]
+        if moe.shared_expert_gate:
+            ks += self._gemm("shared.gate", layer, t, d, 1, "shared.gate", Component.ROUTER,
+                             compute=Component.ROUTER, out=("shared_gate",))
+            ks.append(self._ew("shared.sigmoid", layer, t * ab, t * ab, SILU_OPS_PER_BYTE,
+                               component=Component.ROUTER, reads=("shared_gate",), writes=("shared_gate",)))
+            ks.append(self._ew("shared.scale", layer, t * d * ab + t * ab, t * d * ab, vectorized=False,
+                               reads=("shared", "shared_gate"), writes=("shared",)))
+        ks.append(self._ew("shared.add", layer, 2 * t * d * ab, t * d * ab, reads=("shared", "x"),
+                           writes=("x",)))
+        return ks
+
+    @_memo
     def _expert(self, layer: int, prefix: str, rows: int, ffn: int, data: Component,
-                gather: bool, on_chip: float = 0.0, channel_group: int = -1) -> list[Kernel]:
+                gather: bool, on_chip: float = 0.0, channel_group: int = -1,
+                out: tuple[str, ...] = ("acc",)) -> list[Kernel]:
         d, ab = self.model.hidden, ops.ACT_BYTES
         group = channel_group
         ks = []
@@ -436,7 +457,7 @@ class Schedule:
         ks.append(self._ew(f"{prefix}.mul", layer, 2 * rows * ffn * ab, rows * ffn * ab,
                            vectorized=rows == 1, reads=("gate_act", "up"), writes=("ffn_act",)))
         ks += self._gemm(f"{prefix}.down", layer, rows, ffn, d, f"{prefix}.down", data,
-                         on_chip=on_chip, channel_group=group, out=("down",) if gather else ("acc",),
+                         on_chip=on_chip, channel_group=group, out=("down",) if gather else out,
                          cls="experts")
         if gather:   # scale by the router weight (a broadcast multiply), then index_add_
             ks.append(self._ew(f"{prefix}.scale", layer, rows * d * ab, rows * d * ab, vectorized=False,

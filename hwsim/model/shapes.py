@@ -147,10 +147,17 @@ class Moe(Strict):
     expert_ffn: int = Field(ge=1)
     shared_experts: int = Field(0, ge=0)
     shared_ffn: int = Field(0, ge=0, description="intermediate size of each shared expert")
+    shared_expert_gate: bool = Field(False, description="the shared experts' output is scaled by "
+                                     "sigmoid(x . w) (Qwen1.5/Qwen2-MoE's shared_expert_gate)")
     dense_layers: int = Field(0, ge=0, description="leading layers with a dense FFN instead")
     groups: int = Field(1, ge=1, description="expert groups for group-limited routing")
     topk_groups: int = Field(1, ge=1)
     scoring: Literal["softmax", "sigmoid"] = "softmax"
+
+    @property
+    def shared_width(self) -> int:
+        """Intermediate size of the one MLP the shared experts are computed as."""
+        return self.shared_experts * self.shared_ffn
 
     @model_validator(mode="after")
     def _check(self):
