@@ -91,11 +91,13 @@ class Runtime(Strict):
                                "events.parquet, the trace and the Gantt chart (-1: every step); every "
                                "step's latency and breakdown are kept regardless. Long runs at large "
                                "batch would otherwise hold millions of records")
-    attention_kernel: Literal["flash", "cudnn"] = Field(
+    attention_kernel: Literal["flash", "cudnn", "eager"] = Field(
         "flash", description="bf16 decode attention: flash = FlashAttention-2 (the measured "
-                             "schedule; MMA-bound from about 27 sequences at 8 KV heads), cudnn = "
-                             "cuDNN's SDPA kernel, PyTorch's default choice on the H200 (bandwidth-"
-                             "bound there)")
+                             "schedule; MMA-bound from about 27 sequences at 8 KV heads; for MLA a "
+                             "fused latent kernel as FlashMLA), cudnn = cuDNN's SDPA kernel, PyTorch's "
+                             "default choice on the H200 (bandwidth-bound there), eager = MLA as "
+                             "DeepSeek's reference code runs it in plain PyTorch (batched matmuls, "
+                             "softmax, copies; MLA models only)")
     moe_schedule: Literal["per-expert", "grouped", "fused"] = Field(
         "per-expert", description="per-expert: gather, GEMMs, scatter for each active expert "
                                   "(the measured PyTorch schedule); grouped: torch._grouped_mm as "

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from hwsim.hw.chip import ChipSpec
+from hwsim.errors import ConfigError
 from hwsim.metrics import Component
 from hwsim.model import moe_kernels, ops
 from hwsim.model.kernel import Kernel, StreamItem
@@ -24,7 +25,7 @@ from hwsim.model.l2_residency import L2Residency
 from hwsim.model.onchip import OnChipState
 from hwsim.model.memory_map import MemoryMap
 from hwsim.model.moe_dispatch import ExpertDispatch
-from hwsim.model.shapes import ModelShape
+from hwsim.model.shapes import MlaAttention, ModelShape
 from hwsim.model.weight_format import BF16, WeightPlan
 from hwsim.workload.kv_format import BF16_KV, KvFormat
 from hwsim.workload.router import tokens_per_expert
@@ -113,6 +114,9 @@ class Schedule:
         self.attention_kernel = attention_kernel
         self.kv = kv or BF16_KV
         self.dequant = "none" if self.kv.is_unquantized else dequant
+        if attention_kernel == "eager" and not (isinstance(model.attention, MlaAttention) and self.kv.is_unquantized):
+            raise ConfigError("eager attention is modelled for MLA models over a bf16 KV cache only "
+                              "(DeepSeek's reference code); use flash or cudnn", key="runtime.attention_kernel")
         self.mem = MemoryMap()
         self._memo: dict = {}
         self.wb = model.weight_bytes
@@ -298,6 +302,8 @@ class Schedule:
     def _attention_block(self, layer: int, s: StepShape) -> list[Kernel]:
         a, d = self.model.attention, self.model.hidden
         t = s.tokens
+        if isinstance(a, MlaAttention):
+            return self._mla_block(layer, s)
         ks = [self._norm("attn_norm", layer, t)]
         # the block's type (hwsim/model/shapes.py: GqaAttention, MlaAttention) says its projections,
         # what it caches and the dims of its matmuls
@@ -324,6 +330,102 @@ class Schedule:
         ks.append(self._ew("residual_add", layer, 2 * t * d * ops.ACT_BYTES, t * d * ops.ACT_BYTES,
                            reads=("o", "x"), writes=("x",)))
         return ks
+
+    def _mla_block(self, layer: int, s: StepShape) -> list[Kernel]:
+        """Multi-head latent attention (DeepSeek). Projections, then the latent's RMSNorm
+        (kv_a_layernorm), then per phase:
+        - decode with runtime.attention_kernel flash: kv_b absorbed into the query and the output
+          (one GEMM's weights) around one fused kernel over the latent cache (FlashMLA);
+          eager: DeepSeek's reference 'absorb' code in plain PyTorch, each matmul a cuBLAS batched
+          GEMM and each layout change a copy (_mla_eager_decode);
+        - prefill ('naive', as the reference and vLLM run it): kv_b decompresses K-nope and V for
+          every prompt token, K gets the rope key appended (a cat), V is padded to the query-key
+          dim (flash takes one head dim), causal flash attention over all heads, V's part copied out."""
+        a, d, t, ab = self.model.attention, self.model.hidden, s.tokens, ops.ACT_BYTES
+        heads, latent, rope = a.heads, a.kv_lora_rank, a.qk_rope_dim
+        qk, attn = a.qk_nope_dim + rope, dict(cls="attention")
+        ks = [self._norm("attn_norm", layer, t)]
+        q_in = d
+        if a.q_lora_rank:
+            ks += self._gemm("q_a", layer, t, d, a.q_lora_rank, "q_a", Component.WEIGHT_READ, out=("q_a",), **attn)
+            ks.append(self._latent_norm("q_a_norm", layer, t, a.q_lora_rank, "q_a"))
+            q_in = a.q_lora_rank
+        ks += self._gemm("q_b", layer, t, q_in, heads * qk, "q_b", Component.WEIGHT_READ, out=("q",), **attn)
+        ks += self._gemm("kv_a", layer, t, d, latent + rope, "kv_a", Component.WEIGHT_READ, out=("kv_a",), **attn)
+        ks.append(self._latent_norm("kv_a_norm", layer, t, latent, "kv_a"))
+        if s.decodes:
+            append_bytes_per_el = self.kv.append_bits() / 8
+            appends = ([("kv_write", latent), ("pe_write", rope)] if self.attention_kernel == "eager"
+                       else a.appends)
+            for name, elems in appends:
+                ks.append(self._kv_append(name, layer, s, elems, append_bytes_per_el))
+            if self.attention_kernel == "eager":
+                ks += self._mla_eager_decode(layer, s.decodes, s.context)
+            else:
+                ks += self._gemm("kv_b", layer, s.decodes, latent, heads * (a.qk_nope_dim + a.v_head_dim), "kv_b",
+                                 Component.WEIGHT_READ, out=("q_latent",), **attn)
+                ks += self._decode_attention(layer, s, 1, *a.dims)
+        if p := s.prompt_tokens:
+            head_elems = p * heads
+            ks += self._gemm("kv_b", layer, p, latent, heads * (a.qk_nope_dim + a.v_head_dim), "kv_b",
+                             Component.WEIGHT_READ, out=("kv",), **attn)
+            ks.append(self._ew("k_cat", layer, head_elems * a.qk_nope_dim * ab + p * rope * ab,
+                               head_elems * qk * ab, vectorized=False, reads=("kv", "kv_a"), writes=("k",)))
+            ks.append(self._ew("v_pad", layer, head_elems * a.v_head_dim * ab, head_elems * qk * ab,
+                               vectorized=False, reads=("kv",), writes=("v",)))
+            ks.append(ops.prefill_attention(f"L{layer}.attention", layer, p, heads, heads, qk, qk, self.chip))
+            ks.append(self._ew("attn_out_copy", layer, head_elems * a.v_head_dim * ab,
+                               head_elems * a.v_head_dim * ab, vectorized=False, writes=("attn",)))
+        ks += self._gemm("o_proj", layer, t, a.o_proj_in, d, "o_proj", Component.WEIGHT_READ, out=("o",), **attn)
+        ks.append(self._ew("residual_add", layer, 2 * t * d * ab, t * d * ab, reads=("o", "x"), writes=("x",)))
+        return ks
+
+    @_memo
+    def _latent_norm(self, name: str, layer: int, rows: int, width: int, source: str) -> Kernel:
+        return ops.rows_kernel(f"L{layer}.{name}", layer, rows, width, ops.ACT_BYTES, NORM_OPS_PER_ELEM,
+                               self.chip, reads=(source,), writes=(source,))
+
+    @_memo
+    def _mla_eager_decode(self, layer: int, batch: int, context: int) -> list[Kernel]:
+        """DeepSeek's reference MLA decode ('absorb') in plain PyTorch: q-nope moved into the
+        latent space by a batched matmul with kv_b's key half (one GEMM per head), scores against
+        the latent and the rope-key caches (one GEMM per sequence each, the cache read as the
+        'weights'), their sum scaled, an fp32 softmax cast back, probabilities times the latent
+        cache, the result through kv_b's value half (per head). Layout changes between the
+        batched matmuls are PyTorch's strided copies."""
+        a, ab = self.model.attention, ops.ACT_BYTES
+        heads, latent, rope, nope, vd = a.heads, a.kv_lora_rank, a.qk_rope_dim, a.qk_nope_dim, a.v_head_dim
+        keys = context + 1
+        cache, kv_b = self._kv_addr(layer), self._w(layer, "kv_b")
+        hb = heads * batch
+        score_bytes = hb * keys * ab
+
+        def bmm(name, m, k, n, addr, weight_bytes, data, out):
+            return ops.gemm(f"L{layer}.{name}", layer, m, k, n, self.chip, weight_addr=addr,
+                            weight_bytes=weight_bytes, data=data, compute=Component.ATTENTION_COMPUTE,
+                            writes=out)
+
+        def copy(name, elems, out):
+            return self._ew(name, layer, elems * ab, elems * ab, vectorized=False, writes=(out,))
+
+        return [
+            copy("q_nope_copy", hb * nope, "q_nope"),
+            *bmm("q_absorb", batch, nope, heads * latent, kv_b, ab, Component.WEIGHT_READ, ("q_lat_t",)),
+            copy("q_pe_copy", hb * rope, "q_pe"),
+            copy("q_latent_copy", hb * latent, "q_lat"),
+            *bmm("scores_latent", heads, latent, batch * keys, cache, ab, Component.KV_READ, ("scores",)),
+            *bmm("scores_rope", heads, rope, batch * keys, cache, ab, Component.KV_READ, ("scores_pe",)),
+            self._ew("scores_add", layer, 2 * score_bytes, score_bytes, reads=("scores", "scores_pe"),
+                     writes=("scores",)),
+            self._ew("scores_scale", layer, score_bytes, score_bytes, reads=("scores",), writes=("scores",)),
+            self._ew("softmax", layer, score_bytes, 2 * score_bytes, SOFTMAX_OPS_PER_ELEM / ab,
+                     round_trips=3, reads=("scores",), writes=("probs32",)),
+            self._ew("probs_cast", layer, 2 * score_bytes, score_bytes, reads=("probs32",), writes=("probs",)),
+            *bmm("probs_latent", heads, keys, batch * latent, cache, ab, Component.KV_READ, ("o_lat",)),
+            copy("o_latent_copy", hb * latent, "o_lat_t"),
+            *bmm("v_absorb", batch, latent, heads * vd, kv_b, ab, Component.WEIGHT_READ, ("o_heads",)),
+            copy("o_copy", hb * vd, "attn"),
+        ]
 
     @_memo
     def _head_norm(self, which: str, layer: int, rows: int) -> Kernel:
