@@ -1,5 +1,7 @@
-"""Elaboration: a validated Scenario becomes a wired Cluster of devices, the compute stream of
-its first device, and the Schedule that feeds it.
+"""Elaboration: a validated Scenario becomes a wired Cluster of devices (several, from a
+topology profile, under `parallel:`), a compute stream per device, and the Schedule that feeds
+them; one GPU's memory is checked here (exit 2 when it does not fit, unless overcommit is
+allowed).
 
 Everything that can be wrong with a scenario fails here, before simulated time is spent.
 """
@@ -24,6 +26,11 @@ from hwsim.model.moe_dispatch import ExpertDispatch
 from hwsim.model.onchip import OnChipState
 from hwsim.workload import kv_format
 from hwsim.workload.router import Router
+from hwsim.errors import ConfigError
+from hwsim.parallel import layout as lay, memory
+from hwsim.parallel.memory import GpuMemory
+from hwsim.parallel.multi import ParallelRun
+from hwsim.parallel.topology import for_chip, load_topology
 
 
 @dataclass
@@ -38,6 +45,8 @@ class Built:
     onchip: OnChipState         # what is on chip between steps (L2 activations, expert SRAM)
     router: Router | None
     warnings: list[str]
+    memory: GpuMemory | None = None       # what one GPU holds (the largest share)
+    parallel: ParallelRun | None = None   # several GPUs (hwsim/parallel/multi.py); None: one
 
     @property
     def env(self):
@@ -52,29 +61,83 @@ def build(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelSha
     profile = profile or apply_hardware_overrides(load_profile(cfg.hardware), cfg.hardware_overrides)
     model = model or load_model(cfg.model)
     chip = ChipSpec.from_profile(profile)
-    cluster = Cluster(chip)
-    stream = Stream(cluster.env, cluster.devices[0], cluster.arbiter,
-                    KernelTimer(chip, cfg.runtime.fidelity), launch=cfg.runtime.launch,
-                    reuse=cfg.runtime.reuse)
-    w = cfg.workload
+    w, p = cfg.workload, cfg.parallel
+    layout = topology = None
+    if p.gpus > 1:
+        layout = lay.from_config(p, model, w.batch_size)
+        topology, chip = _topology(cfg, profile.name, chip)
+        if w.arrivals.kind != "none" or w.prompt_tokens and layout.all_to_all:
+            raise ConfigError("several GPUs are simulated for fixed-batch decode (and prefill under tensor "
+                              "parallelism) only; not with workload.arrivals, nor prompt_tokens under "
+                              "data-parallel attention", key="parallel.gpus")
+        cluster = Cluster(chip, p.gpus, p.gpus // p.nodes)
+    else:
+        cluster = Cluster(chip)
+    timer = lambda: KernelTimer(chip, cfg.runtime.fidelity)      # noqa: E731 (one per stream)
+    streams = [Stream(cluster.env, d, cluster.arbiter, timer(), launch=cfg.runtime.launch,
+                      reuse=cfg.runtime.reuse) for d in cluster.devices]
     max_context = w.context_tokens + w.decode_steps + max(w.prompt_tokens, 1)
-    schedule = Schedule(model, chip, kv=kv_format.from_config(cfg.kv_cache), dequant=cfg.kv_cache.dequant,
+    schedule = Schedule(lay.shard_model(model, layout) if layout else model, chip,
+                        kv=kv_format.from_config(cfg.kv_cache), dequant=cfg.kv_cache.dequant,
                         moe_schedule=cfg.runtime.moe_schedule, attention_kernel=cfg.runtime.attention_kernel,
-                        max_batch=w.batch_size,
+                        max_batch=max(layout.tokens_per_group(w.batch_size)) if layout else w.batch_size,
                         max_context=max_context, weights=weight_format.plan(cfg.weights, model.weights))
-    streams = RandomStreams(cfg.seed)
-    router = None
-    onchip = schedule.cold_state()
+    rng = RandomStreams(cfg.seed)
+    router = experts = None
+    onchips = [schedule.cold_state() for _ in streams]
     if model.moe:
         moe_layers = [layer for layer in range(model.layers) if model.is_moe_layer(layer)]
-        router = Router(cfg.moe.routing, model.moe, moe_layers, streams.get("routing"))
-        onchip = _onchip_with_sram(cfg, model, chip, schedule, router, streams)
+        router = Router(cfg.moe.routing, model.moe, moe_layers, rng.get("routing"))
+        onchips = [_onchip_with_sram(cfg, model, chip, schedule, router, rng) for _ in streams]
+        if layout:
+            experts = lay.ExpertMap(p.expert_placement, model.moe.experts, p.ep, p.redundant_experts,
+                                    {layer: router.popularity(layer) for layer in moe_layers})
+    mem = _memory(cfg, model, schedule, chip, experts)
     warnings = []
-    need = schedule.mem.allocated_bytes
-    if need > chip.hbm_capacity_bytes:
-        warnings.append(f"weights + KV cache need {need / 1e9:.1f} GB but {profile.name} has "
-                        f"{chip.hbm_capacity_bytes / 1e9:.0f} GB of HBM; simulated as if it fit")
-    return Built(cfg, profile, model, chip, cluster, stream, schedule, onchip, router, warnings)
+    where = f"{p.gpus} x {profile.name}" if layout else profile.name
+    if note := memory.check(mem, where, p.allow_overcommit):
+        warnings.append(note)
+    parallel = None
+    if layout:
+        for s in streams:
+            s.private = True
+        parallel = ParallelRun(layout, topology, streams, onchips, experts, mem)
+    return Built(cfg, profile, model, chip, cluster, streams[0], schedule, onchips[0], router, warnings,
+                 mem, parallel)
+
+
+def _topology(cfg: Scenario, chip_name: str, chip: ChipSpec) -> tuple[str, ChipSpec]:
+    """The system the GPUs are built into: its ports replace the chip profile's."""
+    p = cfg.parallel
+    name = p.topology or for_chip(chip_name)
+    if name is None:
+        raise ConfigError(f"parallel.gpus = {p.gpus}: no topology in hardware_profiles/topologies/ is built "
+                          f"of {chip_name}; name one with parallel.topology", key="parallel.topology")
+    topo = load_topology(name)
+    if topo.chip != chip_name:
+        raise ConfigError(f"topology {name} is built of {topo.chip}, not {chip_name} (hardware)",
+                          key="parallel.topology")
+    per_node = p.gpus // p.nodes
+    if per_node > topo.gpus_per_node.value:
+        raise ConfigError(f"{per_node} GPUs per node (gpus / nodes) but a {name} node has "
+                          f"{topo.gpus_per_node.value}; set parallel.nodes", key="parallel.nodes")
+    return name, topo.apply(chip)
+
+
+def _memory(cfg: Scenario, model: ModelShape, schedule: Schedule, chip: ChipSpec,
+            experts: lay.ExpertMap | None) -> GpuMemory:
+    """One GPU's memory from its schedule's own regions (its shard's weights, its sequences'
+    KV cache at the run's longest context; the allocator's alignment padding not counted),
+    less the experts it does not hold, plus its activations (hwsim/parallel/memory.py)."""
+    weights = schedule.weight_bytes_total()
+    kv = sum(n for name, (_, n) in schedule.mem.regions.items() if name.endswith("kv_cache"))
+    if experts is not None:
+        moe_layers = sum(model.is_moe_layer(layer) for layer in range(model.layers))
+        weights -= (model.moe.experts - experts.slots) * schedule.expert_bytes() * moe_layers
+    p, w = cfg.parallel, cfg.workload
+    act = memory.per_gpu(model, gpus=p.gpus, tp=p.tp, ep=p.ep, dp_attention=p.dp_attention,
+                         batch=w.batch_size, context=1, capacity_bytes=0).activations
+    return GpuMemory(weights, kv, act, chip.hbm_capacity_bytes)
 
 
 def _onchip_with_sram(cfg: Scenario, model: ModelShape, chip: ChipSpec, schedule: Schedule,

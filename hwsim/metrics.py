@@ -23,6 +23,16 @@ class Component(str, Enum):
     IDLE = "idle"
 
 
+class CommComponent(str, Enum):
+    """Components of a multi-GPU step beside the kernels' (docs/metrics.md): collectives on the
+    critical path, and GPUs idle at a collective until the slowest one arrives. Kept apart from
+    Component so single-GPU breakdowns keep their keys."""
+    ALL_REDUCE = "all_reduce"
+    ALL_TO_ALL = "all_to_all"
+    ALL_GATHER = "all_gather"
+    GPU_WAIT = "gpu_wait"
+
+
 # Bytes moved are reported per traffic class; each kernel's data component decides its class.
 TRAFFIC_CLASS = {
     Component.WEIGHT_READ: "weights",

@@ -165,6 +165,32 @@ def moe_summary(cfg: Scenario, b: Built, steps: list[StepResult]) -> dict | None
     }
 
 
+def parallel_summary(cfg: Scenario, b: Built, steps: list[StepResult]) -> dict:
+    """The layout, one GPU's memory, and where the decode steps' time went between GPUs
+    (docs/metrics.md, docs/multi_gpu.md); one GPU reports no communication."""
+    p, mem = cfg.parallel, b.memory
+    run = b.parallel
+    ms = lambda kinds: float(np.mean([sum(s.comm_s.get(k, 0.0) for k in kinds) for s in steps])) * 1e3 \
+        if run else 0.0                                                           # noqa: E731
+    imbalance = [x for s in steps for x in (s.imbalance or ())]
+    return {
+        "gpus": p.gpus, "tp": run.layout.tp if run else 1, "ep": p.ep, "dp_attention": p.dp_attention,
+        "per_gpu_memory_gb": mem.total / 1e9, "fits": mem.fits,
+        "comm_ms_per_step": ms(("all_reduce", "dispatch", "combine", "all_gather")),
+        "all_to_all_ms": ms(("dispatch", "combine")),
+        "all_reduce_ms": ms(("all_reduce",)),
+        "gpu_load_imbalance": float(np.mean(imbalance)) if imbalance else 1.0,
+        "wait_for_slowest_ms": float(np.mean([s.wait_s for s in steps])) * 1e3,
+        "overlap_fraction": 0.0,      # one micro-batch: no collective overlaps compute
+    }
+
+
+def memory_summary(b: Built) -> dict:
+    m = b.memory
+    return {"weights": m.weights / 1e9, "kv_cache": m.kv_cache / 1e9, "activations": m.activations / 1e9,
+            "total": m.total / 1e9, "capacity": m.capacity / 1e9}
+
+
 def kv_summary(cfg: Scenario, b: Built) -> dict:
     """What the KV format stores, saves, and costs in accuracy, at the scenario's context."""
     fmt, m = b.schedule.kv, b.model
@@ -172,7 +198,7 @@ def kv_summary(cfg: Scenario, b: Built) -> dict:
     bits = fmt.bits_per_element(context)
     a = m.attention
     heads = a.cached_heads
-    free = b.chip.hbm_capacity_bytes - b.schedule.weight_bytes_total()
+    free = b.chip.hbm_capacity_bytes - (b.memory.weights if b.parallel else b.schedule.weight_bytes_total())
     return {
         "effective_bits_per_element": bits,
         "bytes_per_token": m.layers * b.schedule.kv_token_bytes(context),
@@ -182,6 +208,10 @@ def kv_summary(cfg: Scenario, b: Built) -> dict:
             free, cfg.workload.batch_size, m.layers, a.kv_elements_per_token(), heads, fmt),
         "dequant": b.schedule.dequant,
     }
+
+
+def _streams(b: Built) -> list:
+    return b.parallel.streams if b.parallel else [b.stream]
 
 
 def summarize(cfg: Scenario, b: Built, steps: list[StepResult], prefill: StepResult | None,
@@ -212,8 +242,10 @@ def summarize(cfg: Scenario, b: Built, steps: list[StepResult], prefill: StepRes
         "kv": kv_summary(cfg, b),
         "moe": moe_summary(cfg, b, steps),
         "weights": weights_summary(b),
+        "parallel": parallel_summary(cfg, b, steps),
+        "memory_per_gpu_gb": memory_summary(b),
         "warnings": b.warnings,
-        "sim": {"events": b.env.processed, "kernels": b.stream.kernels,
-                "replayed_kernels": b.stream.replayed, "wall_s": wall_s,
+        "sim": {"events": b.env.processed, "kernels": sum(st.kernels for st in _streams(b)),
+                "replayed_kernels": sum(st.replayed for st in _streams(b)), "wall_s": wall_s,
                 "simulated_tokens": n * cfg.workload.batch_size, "version": __version__},
     }

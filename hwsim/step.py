@@ -28,6 +28,9 @@ class StepResult:
     tokens: int
     active_experts_per_layer: float
     active_weight_fraction: float
+    comm_s: dict[str, float] | None = None     # several GPUs: seconds per collective kind
+    wait_s: float = 0.0                        # several GPUs: the mean GPU's wait for the slowest
+    imbalance: list[float] | None = None       # several GPUs: max / mean expert choices per GPU, per MoE layer
 
     @property
     def duration_s(self) -> float:
@@ -36,6 +39,8 @@ class StepResult:
 
 
 def simulate_pass(b: Built, shape: StepShape, step: int, records: list[KernelRecord]) -> StepResult:
+    if b.parallel is not None:
+        return _parallel_pass(b, shape, step, records)
     routing = b.router.step(step, shape.tokens) if b.router else {}
     kernels = b.schedule.step(shape, routing, b.onchip)
     copies = b.stream.copies
@@ -63,3 +68,26 @@ def simulate_pass(b: Built, shape: StepShape, step: int, records: list[KernelRec
                       active_experts_per_layer=float(np.mean(active)) if active else 0.0,
                       active_weight_fraction=b.schedule.active_weight_bytes(routing)
                       / b.schedule.weight_bytes_total())
+
+
+def _parallel_pass(b: Built, shape: StepShape, step: int, records: list[KernelRecord]) -> StepResult:
+    """A pass on several GPUs (hwsim/parallel/multi.py): the breakdown averages the GPUs' kernels
+    and adds the collectives and the wait for the slowest GPU; bytes and kernels are summed."""
+    from hwsim.parallel import multi
+    t0, totals, comm, wait_s, routing, imbalance = multi.simulate(b, shape, step, records)
+    moved = {"weights": 0.0, "kv": 0.0, "activations": 0.0}
+    for t in totals:
+        for comp, nbytes in t.moved.items():
+            moved[traffic_class(comp)] += nbytes
+    moved["expert_prefetch"] = 0.0
+    for onchip in b.parallel.onchips:
+        if onchip.dispatch:
+            onchip.dispatch.end_step()
+    active = [len(np.unique(r[r >= 0])) for r in routing.values()]
+    return StepResult(step=step, phase=shape.phase, batch=shape.batch, context=shape.context,
+                      t_start=t0, t_end=b.env.now, breakdown_s=multi.breakdown(totals, comm, wait_s),
+                      bytes=moved, kernels=sum(t.kernels for t in totals), tokens=shape.tokens,
+                      active_experts_per_layer=float(np.mean(active)) if active else 0.0,
+                      active_weight_fraction=b.schedule.active_weight_bytes(routing)
+                      / b.schedule.weight_bytes_total(),
+                      comm_s=comm, wait_s=wait_s, imbalance=imbalance)

@@ -299,12 +299,22 @@ class Parallel(Strict):
     topology: str | None = Field(None, description="a profile in hardware_profiles/topologies/")
     allow_overcommit: bool = Field(False, description="what-if: run even when a GPU's memory does not "
                                                       "fit, and say so in the output")
+    expert_placement: Literal["contiguous", "round-robin", "redundant"] = Field(
+        "contiguous", description="routed experts across the ep GPUs: in id order, round-robin, or "
+                                  "with redundant copies of the hottest (DeepSeek's EPLB)")
+    redundant_experts: int = Field(0, ge=0, description="redundant placement: extra expert copies in "
+                                                        "all (a multiple of ep), on top of the experts")
 
     @model_validator(mode="after")
     def _divides(self):
         for key in ("tp", "ep", "nodes"):
             if self.gpus % getattr(self, key):
                 raise ValueError(f"parallel.{key} = {getattr(self, key)} does not divide gpus = {self.gpus}")
+        if self.redundant_experts % self.ep:
+            raise ValueError(f"parallel.redundant_experts = {self.redundant_experts} is not a multiple "
+                             f"of ep = {self.ep}")
+        if self.redundant_experts and self.expert_placement != "redundant":
+            raise ValueError("parallel.redundant_experts needs expert_placement: redundant")
         return self
 
 

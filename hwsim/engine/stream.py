@@ -11,6 +11,11 @@ Each kernel is timed alone by the timer (through the replay cache). Then one of 
 - **shared**: otherwise the kernel is submitted to the sharing arbiter at its dispatch time,
   with what it asks of each unit, and ends when the arbiter says (hwsim/engine/sharing.py).
   The time it loses to sharing is charged to its body (its largest component).
+
+A **private** stream (one per GPU of a multi-GPU step, hwsim/parallel/step.py) ignores other
+processes' events: between two collectives the other processes are the other GPUs' streams,
+which touch only their own device, so its kernels still run alone unless an arbiter item is in
+flight.
 """
 
 from __future__ import annotations
@@ -26,6 +31,10 @@ from hwsim.hw.device import Device
 from hwsim.hw.server import Server
 from hwsim.metrics import Component
 from hwsim.model.kernel import Kernel, PrefetchLoad, StreamItem
+
+
+def _never() -> float:
+    return float("inf")
 
 
 def _stretched(parts: dict[Component, float], extra: float) -> dict[Component, float]:
@@ -50,6 +59,7 @@ class Stream:
         self.copies = copies or CopyEngine(env, device, arbiter, timer)
         self.kernels = 0
         self.replayed = 0
+        self.private = False          # other processes never touch this device (see above)
 
     def run(self, items: list[StreamItem], step: int, records: list[KernelRecord] | None,
             totals: StreamTotals):
@@ -61,7 +71,8 @@ class Stream:
         replay = self.replay
         # replayed effects, looked up inline: this loop runs for every kernel of every step
         effects = replay.effects if replay else {}
-        horizon = env.peek()          # the next event of any other process (fixed until we yield)
+        peek = _never if self.private else env.peek
+        horizon = peek()              # the next event of any other process (fixed until we yield)
         in_flight = arbiter.active    # items of other streams in flight (the arbiter's own list)
         replayed = 0
         last_alone, run_length = None, 0
@@ -83,7 +94,7 @@ class Stream:
                         yield event
                         waited += env.now - now
                 now = env.now
-                horizon = env.peek()
+                horizon = peek()
                 continue
             i += 1
             ready = now - waited
@@ -131,7 +142,7 @@ class Stream:
                 totals.add(parts, k.data, k.hbm_bytes)
                 if recording:
                     device.record(effect, dispatch, now, k.name)
-                horizon = env.peek()
+                horizon = peek()
             launch = dispatch - ready - waited
             launch_total += launch
             wait_total += waited

@@ -2,13 +2,15 @@
 against its HBM. A layout that does not fit is a ConfigError (exit 2) naming the numbers,
 unless the scenario allows overcommit as a what-if (and the output says so).
 
-Per GPU:
+Per GPU (the layout of hwsim/parallel/layout.py):
 - attention and dense-FFN weights: split tp ways; replicated on every GPU under dp_attention;
-- routed experts: split ep ways (whole experts per GPU); shared experts, the router and the
-  embeddings and LM head: as dense (split tp ways);
-- KV cache: under dp_attention each GPU holds its share of the sequences (batch / gpus) with
-  all heads; under tp each GPU holds its share of the KV heads (at least one: heads are
-  replicated when tp exceeds them);
+- routed experts: whole experts split ep ways, each expert's FFN split over the gpus / ep GPUs
+  of its group (tensor-parallel experts, as vLLM runs Mixtral on TP); redundant copies of hot
+  experts take spare slots; shared experts and the embeddings and LM head: as dense; the
+  router: on every GPU;
+- KV cache: each GPU holds its attention group's share of the sequences (batch over
+  gpus / tp groups; all of them under tp = gpus) and its share of the KV heads (at least one:
+  heads are replicated when tp exceeds them; MLA's one latent head is never split);
 - activations: the largest live pair of a layer's hidden-sized and FFN-sized buffers for the
   GPU's tokens, in the activation dtype.
 """
@@ -40,9 +42,17 @@ class GpuMemory:
 
 def per_gpu(model: ModelShape, *, gpus: int, tp: int, ep: int, dp_attention: bool,
             batch: int, context: int, capacity_bytes: float, kv_bytes_per_element: float = 2.0,
-            expert_bytes_per_weight: float | None = None, activation_bytes: float = 2.0) -> GpuMemory:
+            expert_bytes_per_weight: float | None = None, activation_bytes: float = 2.0,
+            attention_bytes_per_weight: float | None = None,
+            embedding_bytes_per_weight: float | None = None,
+            kv_bytes_per_token_layer: float | None = None, expert_slots: int | None = None) -> GpuMemory:
+    """One GPU's memory. Bytes per weight default to the model's width; the stored formats
+    (hwsim/model/weight_format.py) pass their own, scales included. `expert_slots`: routed
+    experts one GPU holds (E / ep, more with redundant copies)."""
     wb = model.weight_bytes
     eb = expert_bytes_per_weight or wb
+    ab = attention_bytes_per_weight or wb
+    emb = embedding_bytes_per_weight or wb
     att = sum(model.attention.weight_elements(model.hidden).values()) * model.layers
     moe = model.moe
     moe_layers = sum(model.is_moe_layer(layer) for layer in range(model.layers))
@@ -53,16 +63,17 @@ def per_gpu(model: ModelShape, *, gpus: int, tp: int, ep: int, dp_attention: boo
         shared = 3 * model.hidden * moe.shared_ffn * moe.shared_experts * moe_layers
         router = model.hidden * moe.experts * moe_layers
     embeddings = 2 * model.vocab * model.hidden
-    attention_split = 1 if dp_attention else tp
-    weights = (att / attention_split + (dense_ffn + shared + embeddings) / tp + router) * wb \
-        + experts / ep * eb
+    split = 1 if dp_attention else tp             # attention and dense layers
+    groups = gpus // split                        # attention groups, each with its sequences
+    expert_share = (expert_slots / moe.experts if moe and expert_slots else 1 / ep) * ep / gpus
+    weights = att / split * ab + (dense_ffn + shared) / split * eb + embeddings / split * emb \
+        + router * wb + experts * expert_share * eb
     heads = model.attention.cached_heads
-    if dp_attention:
-        kv_share = math.ceil(batch / gpus) / batch
-    else:
-        kv_share = max(1, heads // tp) / heads if heads >= tp else 1.0
-    kv = model.attention.kv_elements_per_token() * model.layers * batch * context * kv_bytes_per_element * kv_share
-    tokens = math.ceil(batch / gpus) if dp_attention else batch
+    kv_share = math.ceil(batch / groups) / batch * (max(1, heads // split) / heads if heads >= split else 1.0)
+    per_token = (kv_bytes_per_token_layer if kv_bytes_per_token_layer is not None
+                 else model.attention.kv_elements_per_token() * kv_bytes_per_element)
+    kv = per_token * model.layers * batch * context * kv_share
+    tokens = math.ceil(batch / groups)
     ffn = max(model.ffn, moe.expert_ffn * moe.top_k if moe else 0)
     activations = tokens * (2 * model.hidden + 2 * ffn) * activation_bytes
     return GpuMemory(weights, kv, activations, capacity_bytes)

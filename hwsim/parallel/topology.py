@@ -35,9 +35,13 @@ class Topology(Strict):
     interconnect: Interconnect
 
     def chip_spec(self) -> ChipSpec:
+        return self.apply(ChipSpec.from_profile(load_profile(self.chip)))
+
+    def apply(self, chip: ChipSpec) -> ChipSpec:
+        """The chip (a scenario's, what-if overrides included) with this system's ports."""
         net = self.interconnect
         return replace(
-            ChipSpec.from_profile(load_profile(self.chip)),
+            chip,
             scaleup_bytes_s=net.scaleup_bandwidth_gbps.value * 1e9,
             scaleup_latency_s=net.scaleup_latency_us.value * 1e-6,
             scaleout_bytes_s=net.scaleout_bandwidth_gbps.value * 1e9 if net.scaleout_bandwidth_gbps else None,
@@ -56,6 +60,17 @@ def topology_path(name: str) -> Path | None:
         candidate = d / "topologies" / f"{name}.yaml"
         if candidate.is_file():
             return candidate
+    return None
+
+
+def for_chip(chip: str) -> str | None:
+    """The shipped topology built of this chip profile, an HGX board first (hgx-h200-8 for
+    h200-sxm; h800-cx7 is an H100 die with fewer NVLinks, chosen only by name)."""
+    names = sorted({p.stem for d in search_dirs("hardware_profiles") for p in (d / "topologies").glob("*.yaml")},
+                   key=lambda n: (not n.startswith("hgx-"), n))
+    for name in names:
+        if load_topology(name).chip == chip:
+            return name
     return None
 
 
