@@ -22,6 +22,8 @@ def test_profiles_are_found_under_the_install_prefix(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert load.load_profile("h200-sxm").name
     assert "h200-sxm" in load.builtin_profiles()
+    from hwsim.parallel.topology import load_topology
+    assert load_topology("hgx-h200-8").chip == "h200-sxm"        # topologies too (issue 18)
     monkeypatch.setattr(sys, "prefix", str(tmp_path / "empty"))
     monkeypatch.setattr(load.site, "getuserbase", lambda: str(tmp_path / "empty"))
     with pytest.raises(load.ConfigError, match="known: none found"):
@@ -42,7 +44,9 @@ def test_the_wheel_ships_the_profiles_scenarios_and_models(tmp_path):
     assert res.returncode == 0, res.stderr
     names = zipfile.ZipFile(next((tmp_path / "dist").glob("hwsim-*.whl"))).namelist()
     data = [n for n in names if ".data/data/share/hwsim/" in n]
-    assert {Path(n).name for n in data if "/hardware_profiles/" in n} == \
+    assert {Path(n).name for n in data if n.split("/")[-2] == "hardware_profiles"} == \
         {p.name for p in (REPO / "hardware_profiles").glob("*.yaml")}
+    assert {Path(n).name for n in data if n.split("/")[-2] == "topologies"} == \
+        {p.name for p in (REPO / "hardware_profiles" / "topologies").glob("*.yaml")}
     assert any(n.endswith("/scenarios/default.yaml") for n in data)
     assert any(n.endswith("hwsim/data/models/mixtral-8x7b.yaml") for n in names)

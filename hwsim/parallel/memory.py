@@ -88,4 +88,6 @@ def check(mem: GpuMemory, where: str, allow_overcommit: bool) -> str | None:
            f"but has {mem.capacity / 1e9:.0f} GB of HBM")
     if allow_overcommit:
         return msg + "; simulated as if it fit (parallel.allow_overcommit)"
-    raise ConfigError(msg, key="parallel")
+    raise ConfigError(msg + "; spread it over more GPUs (parallel: gpus, tp, ep; e.g. "
+                      "scenarios/deepseek-v3-ep8.yaml), or set parallel.allow_overcommit: true "
+                      "for a what-if", key="parallel")
