@@ -1,0 +1,139 @@
+"""Whole runs on several GPUs (hwsim/parallel/multi.py): the three scenarios of issue 18, the
+`parallel` keys, the breakdown still summing to the step, collectives timed on the links, the
+memory check, and the layouts that are refused."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hwsim.build import build
+from hwsim.config.load import load_scenario
+from hwsim.errors import ConfigError
+from hwsim.parallel import collectives, layout as lay
+from hwsim.parallel.topology import load_topology
+from hwsim.run import run_scenario
+
+REPO = Path(__file__).resolve().parents[1]
+KEYS = {"gpus", "tp", "ep", "dp_attention", "per_gpu_memory_gb", "fits", "comm_ms_per_step", "all_to_all_ms",
+        "all_reduce_ms", "gpu_load_imbalance", "wait_for_slowest_ms", "overlap_fraction"}
+COMM = ("all_reduce", "all_to_all", "all_gather", "gpu_wait")
+_runs: dict = {}
+
+
+def run(name: str, *overrides: str) -> dict:
+    key = (name, overrides)
+    if key not in _runs:
+        cfg = load_scenario(REPO / "scenarios" / f"{name}.yaml", ["workload.decode_steps=1", *overrides])
+        _runs[key] = run_scenario(cfg)
+    return _runs[key]
+
+
+@pytest.mark.parametrize("name,gpus", [("deepseek-v3-ep8", 8), ("qwen3-235b-ep4", 4), ("mixtral-8x22b-tp2", 2)])
+def test_the_scenarios_fit_and_report_the_parallel_keys(name, gpus):
+    r = run(name)
+    p = r.summary["parallel"]
+    assert set(p) == KEYS
+    assert p["gpus"] == gpus and p["fits"] and p["per_gpu_memory_gb"] < 141
+    assert p["comm_ms_per_step"] > 0 and p["overlap_fraction"] == 0.0
+    assert p["comm_ms_per_step"] >= p["all_to_all_ms"] + p["all_reduce_ms"]
+    assert p["gpu_load_imbalance"] >= 1.0
+    step = r.steps[0]
+    parts = step.breakdown_s
+    assert set(COMM) <= set(parts)
+    assert sum(parts.values()) == pytest.approx(step.duration_s, rel=1e-6)     # still sums to the step
+    assert parts["gpu_wait"] * 1e3 == pytest.approx(p["wait_for_slowest_ms"])
+    assert not r.summary["warnings"]
+
+
+def test_ep8_dispatches_and_combines_and_tensor_parallel_all_reduces():
+    ds, qw, mx = run("deepseek-v3-ep8"), run("qwen3-235b-ep4"), run("mixtral-8x22b-tp2")
+    assert ds.summary["parallel"]["all_to_all_ms"] > 0 and ds.summary["parallel"]["all_reduce_ms"] == 0
+    assert qw.summary["parallel"]["all_reduce_ms"] > 0 and qw.summary["parallel"]["all_to_all_ms"] == 0
+    # experts spread over GPUs make some GPUs wait for others; a pure TP split does not
+    assert ds.summary["parallel"]["wait_for_slowest_ms"] > 0 and ds.summary["parallel"]["gpu_load_imbalance"] > 1
+    assert mx.summary["parallel"]["gpu_load_imbalance"] == 1.0
+    assert mx.summary["parallel"]["wait_for_slowest_ms"] == pytest.approx(0.0, abs=1e-9)
+
+
+def test_the_step_s_all_reduces_are_the_collective_alone_on_the_links():
+    """Mixtral-8x22B on TP2 at batch 8: two all-reduces of 8 x 6144 bf16 a layer, each as long as
+    the same all-reduce alone on an idle pair of GPUs of the topology."""
+    r = run("mixtral-8x22b-tp2")
+    cluster = load_topology("hgx-h200-8").cluster(2)
+    alone = collectives.time_alone(cluster, collectives.all_reduce(cluster, cluster.devices, 8 * 6144 * 2))
+    assert r.steps[0].comm_s["all_reduce"] == pytest.approx(2 * 56 * alone, rel=1e-9)
+    assert cluster.devices[0].scaleup_tx.served == pytest.approx(8 * 6144 * 2 / 2 * 2)   # 2(G-1)/G N
+
+
+def test_same_seed_same_result():
+    cfg = load_scenario(REPO / "scenarios" / "qwen3-235b-ep4.yaml", ["workload.decode_steps=1",
+                                                                      "workload.batch_size=8"])
+    a, b = run_scenario(cfg), run_scenario(cfg)
+    assert a.summary["itl_ms"] == b.summary["itl_ms"]
+    assert a.summary["parallel"] == b.summary["parallel"]
+
+
+def test_one_gpu_reports_no_communication():
+    p = run_scenario(load_scenario(None, ["workload.decode_steps=1"])).summary["parallel"]
+    assert set(p) == KEYS
+    assert (p["gpus"], p["comm_ms_per_step"], p["gpu_load_imbalance"], p["wait_for_slowest_ms"]) == (1, 0.0, 1.0, 0.0)
+
+
+def test_uniform_dispatch_sends_g_minus_1_over_g_of_the_choices_off_the_gpu():
+    layout = lay.Layout(gpus=8, tp=1, ep=8, gpus_per_node=8, dp_attention=True)
+    experts = lay.ExpertMap("contiguous", 256, 8, 0, {0: np.full(256, 1 / 256)})
+    choice = np.random.default_rng(0).integers(0, 256, size=(4096, 8))
+    owner = lay.owners(layout, 4096)
+    counts = lay.dispatch_counts(layout, owner, experts.groups(0, choice))
+    assert counts.sum() == choice.size
+    assert 1 - np.trace(counts) / counts.sum() == pytest.approx(7 / 8, abs=0.01)
+
+
+def test_a_balanced_routing_on_a_balanced_placement_has_imbalance_1():
+    experts = lay.ExpertMap("round-robin", 64, 8, 0, {0: np.full(64, 1 / 64)})
+    choice = np.arange(64 * 4).reshape(-1, 8) % 64            # every expert chosen 4 times
+    load = experts.gpu_load([experts.groups(0, choice)])
+    assert load.max() / load.mean() == 1.0
+
+
+def test_redundant_copies_share_a_hot_expert_s_tokens():
+    load = np.array([8.0, 1, 1, 1, 1, 1, 1, 1])
+    experts = lay.ExpertMap("redundant", 8, 4, 4, {0: load})     # 3 slots a GPU: 4 spare
+    choice = np.zeros((80, 1), dtype=int)                       # every token to the hot expert
+    per_gpu = experts.gpu_load([experts.groups(0, choice)])
+    assert (per_gpu > 0).sum() > 1                              # its copies take turns
+
+
+@pytest.mark.parametrize("overrides,match", [
+    (["parallel.gpus=8", "parallel.tp=2"], "tp = gpus"),
+    (["parallel.gpus=8", "parallel.ep=4", "parallel.dp_attention=true"], "ep = 8"),
+    (["parallel.gpus=8", "parallel.tp=8", "parallel.dp_attention=true"], "tp: 1"),
+    (["parallel.gpus=8", "parallel.ep=8", "parallel.dp_attention=true", "workload.batch_size=4"], "sequences"),
+    (["parallel.gpus=2", "parallel.tp=2", "hardware=mi300x"], "topology"),
+    (["parallel.gpus=16", "parallel.tp=16"], "nodes"),
+])
+def test_layouts_that_cannot_be_simulated_are_refused(overrides, match):
+    with pytest.raises(ConfigError, match=match):
+        build(load_scenario(None, overrides))
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "hwsim.cli", "run", *args], capture_output=True, text=True,
+                          cwd=REPO, timeout=300)
+
+
+def test_single_gpu_deepseek_v3_exits_2_naming_the_numbers():
+    res = _cli("--set", "model=deepseek-v3", "--json")
+    assert res.returncode == 2
+    assert "Traceback" not in res.stderr and res.stdout == ""
+    assert "one GPU needs 67" in res.stderr and "141 GB of HBM" in res.stderr and "weights" in res.stderr
+
+
+def test_overcommit_runs_and_says_so():
+    cfg = load_scenario(None, ["model=deepseek-v3", "parallel.allow_overcommit=true", "workload.decode_steps=1"])
+    s = run_scenario(cfg).summary
+    assert not s["parallel"]["fits"]
+    assert any("as if it fit" in w for w in s["warnings"])
