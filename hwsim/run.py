@@ -40,7 +40,11 @@ class RunResult:
 
 
 def lanes_of(b: Built) -> dict[str, list]:
-    """Every unit's recorded busy intervals, in lane order (units the chip lacks have none)."""
+    """Every unit's recorded busy intervals, in lane order (units the chip lacks have none);
+    on several GPUs, a lane group per GPU (hwsim/parallel/multi.py)."""
+    if b.parallel:
+        from hwsim.parallel.multi import lanes
+        return lanes(b.parallel)
     return {u.name: list(u.intervals or ()) for u in b.device.units}
 
 

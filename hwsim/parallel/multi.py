@@ -120,8 +120,8 @@ def simulate(b, shape: StepShape, step: int, records: list[KernelRecord]):
     assert all([c for _, c in s] == cuts for s in segments), "every GPU must reach the same collectives"
     keep = b.scenario.runtime.kernel_records
     recorded = keep < 0 or step < keep
-    for gpu, stream in enumerate(run.streams):
-        stream.device.record_intervals(recorded and gpu == 0)
+    for stream in run.streams:
+        stream.device.record_intervals(recorded)
     totals = [StreamTotals() for _ in run.streams]
     comm = dict.fromkeys(COMM_COMPONENT, 0.0)
     waited = [0.0]
@@ -195,4 +195,15 @@ def breakdown(totals: list[StreamTotals], comm: dict[str, float], wait_s: float)
     for what, secs in comm.items():
         out[COMM_COMPONENT[what].value] += secs
     out[CommComponent.GPU_WAIT.value] = wait_s
+    return out
+
+
+def lanes(run: ParallelRun) -> dict[str, list]:
+    """Trace and Gantt lanes: every unit of GPU 0, and of each other GPU its first SM group
+    and its ports (when it computes, when it sends), each named after its GPU."""
+    out = {}
+    for g, stream in enumerate(run.streams):
+        d = stream.device
+        units = d.units if g == 0 else [d.sm_groups[0], *(u for u in (d.scaleup_tx, d.nic) if u is not None)]
+        out.update({f"GPU{g} {u.name}": list(u.intervals or ()) for u in units})
     return out
