@@ -28,12 +28,12 @@ CASES = [  # model, phase, batch, context, prompt: cal rows of the grid
     ("gpt-oss-20b", "decode", 32, 4096, 0),
     ("llama-3.1-8b", "decode", 32, 4096, 0),
     ("llama-3.1-8b", "prefill", 1, 0, 512),
-    ("llama-3.1-8b", "prefill", 1, 0, 4096),
     ("olmoe-1b-7b", "prefill", 1, 0, 512),
     ("olmoe-1b-7b", "decode", 32, 4096, 0),
     ("qwen3-30b-a3b", "decode", 256, 1024, 0),
     ("qwen1.5-moe-a2.7b", "prefill", 1, 0, 512),
     ("mixtral-8x7b", "prefill", 1, 0, 8192),
+    ("qwen3-30b-a3b", "prefill", 1, 0, 256),
 ]
 
 
