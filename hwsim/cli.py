@@ -189,24 +189,29 @@ def run(
 
 
 class _progress:
-    """A progress bar on stderr (requests or steps done); a no-op when stderr is no terminal."""
+    """A progress bar on stderr (requests or steps done) once a run has taken SHOW_AFTER_S; a
+    no-op when stderr is no terminal, so short runs print nothing extra."""
+
+    SHOW_AFTER_S = 2.0
 
     def __init__(self, enabled: bool):
         self.enabled = enabled
         self.bar = None
+        self.started = time.perf_counter()
 
     def __enter__(self):
-        if not self.enabled:
-            return None
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-        self.bar = Progress("[progress.description]{task.description}", BarColumn(),
-                            MofNCompleteColumn(), TimeElapsedColumn(), console=err_console(),
-                            transient=True)
-        self.bar.start()
-        self.task = self.bar.add_task("simulating", total=None)
-        return self.update
+        return self.update if self.enabled else None
 
     def update(self, done: int, total: int) -> None:
+        if self.bar is None:
+            if time.perf_counter() - self.started < self.SHOW_AFTER_S:
+                return
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+            self.bar = Progress("[progress.description]{task.description}", BarColumn(),
+                                MofNCompleteColumn(), TimeElapsedColumn(), console=err_console(),
+                                transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task("simulating", total=None)
         self.bar.update(self.task, completed=done, total=total)
 
     def __exit__(self, *exc):

@@ -7,7 +7,9 @@ them with per-kernel and per-sequence wall costs measured on the development mac
 (docs/performance.md: a batch-1 Mixtral step is about 10 ms at kernel fidelity, 0.3 s at tile
 fidelity; routing and dispatch cost about 13 us per sequence and layer at batch 8k-64k, tile
 fidelity about 1 ms at batch 512).
-A serving run is priced as the iterations it needs at its full batch, doubled.
+A serving run simulates each distinct iteration shape once and reuses it (hwsim/serving/loop.py):
+priced first as if every iteration (at its full batch, doubled) were simulated, and if that is
+over a minute, by rehearsing its scheduling (hwsim/serving/rehearse.py) to count the shapes.
 """
 
 from __future__ import annotations
@@ -24,11 +26,16 @@ DEFAULT_MAX_GB = 8.0
 # wall seconds per kernel, and per sequence (token) and layer, of one simulated pass, by fidelity
 S_PER_KERNEL = {"kernel": 1.5e-5, "wave": 1e-4, "tile": 3e-4}
 S_PER_TOKEN_LAYER = {"kernel": 1.5e-5, "wave": 3e-5, "tile": 1e-3}
+S_PER_TOKEN_LAYER_GROUPED = 5e-6        # grouped/fused MoE: mostly the routing draw
 S_PER_TILE_TOKEN_CONTEXT = 2e-7          # tile fidelity: attention tiles grow with the context
 BYTES_PER_RECORD = 600                   # one kept kernel record (runtime.kernel_records)
 BYTES_PER_TOKEN_LAYER = 64               # routing and dispatch arrays per sequence and layer
 BYTES_PER_REQUEST = 2048                 # serving: a request's row, its token times
-BYTES_PER_ITERATION = 1024               # serving: an iteration's record and breakdown
+BYTES_PER_ITERATION = 6000               # serving: an iteration's record, its timeline polygons
+                                         # (voice-agent: 399 MB peak at 2,000 requests, 702 MB at 10,000)
+S_PER_ITERATION = 5e-5                   # serving: the loop's own work per iteration (reused shape)
+REHEARSE_ABOVE_S = 120.0                 # serving: priced pass by pass above this, rehearse it
+                                         # (the rehearsal itself takes about a second)
 BASE_BYTES = 300e6                       # the interpreter, numpy, pandas, matplotlib
 
 
@@ -38,10 +45,12 @@ class Cost:
     memory_gb: float
     passes: float
     kernels_per_pass: float
+    iterations: float | None = None      # serving, rehearsed: iterations the passes are reused over
 
     def describe(self) -> str:
+        reused = f", reused over {self.iterations:.3g} iterations" if self.iterations else ""
         return (f"about {_duration(self.wall_s)} and {self.memory_gb:.1f} GB "
-                f"({self.passes:.3g} simulated passes of about {self.kernels_per_pass:.3g} kernels)")
+                f"({self.passes:.3g} simulated passes of about {self.kernels_per_pass:.3g} kernels{reused})")
 
 
 def _duration(seconds: float) -> str:
@@ -64,19 +73,27 @@ def _mean_length(lengths) -> float:
     return min(mean, lengths.max_tokens)
 
 
-def _kernels(model, tokens: int) -> float:
+def _kernels(model, tokens: int, moe_schedule: str = "per-expert") -> float:
     """Kernels of one pass: about 15 per layer plus 8 per active expert of a MoE layer (the
-    expected number of distinct experts that tokens x top_k uniform picks reach)."""
+    expected number of distinct experts that tokens x top_k uniform picks reach). A grouped or
+    fused MoE runs a few kernels a layer that cover every active expert: priced as 8 kernels
+    plus 3 per active expert (qwen3-30b-a3b batch 16: 0.19 s a pass priced, 0.17-0.19 s run)."""
     if model.moe is None:
         return model.layers * 15.0
     experts, k = model.moe.experts, model.moe.top_k
     distinct = experts * -math.expm1(min(tokens, 1e9) * math.log1p(-min(k / experts, 1 - 1e-12)))
     active = min(experts, max(k, distinct)) + model.moe.shared_experts
+    if moe_schedule != "per-expert":
+        return model.layers * (23.0 + 3.0 * active)
     return model.layers * (15.0 + 8.0 * active)
 
 
-def _pass_s(fidelity: str, kernels: float, tokens: int, context: int, layers: int) -> float:
-    s = kernels * S_PER_KERNEL[fidelity] + tokens * layers * S_PER_TOKEN_LAYER[fidelity]
+def _pass_s(fidelity: str, kernels: float, tokens: int, context: int, layers: int,
+            moe_schedule: str = "per-expert") -> float:
+    per_token = S_PER_TOKEN_LAYER[fidelity]
+    if moe_schedule != "per-expert" and fidelity == "kernel":
+        per_token = S_PER_TOKEN_LAYER_GROUPED      # no per-expert gather and scatter to build
+    s = kernels * S_PER_KERNEL[fidelity] + tokens * layers * per_token
     if fidelity == "tile":
         s += tokens * context * S_PER_TILE_TOKEN_CONTEXT
     return s
@@ -90,22 +107,64 @@ def estimate(cfg, model) -> Cost:
         out_tokens, prompt = _mean_length(w.output), _mean_length(w.prompt)
         batch = max(1, min(w.max_batch_size, requests))
         iterations = 2 * (requests * out_tokens / batch + requests * prompt / w.token_budget)
-        kernels = _kernels(model, batch)
+        kernels = _kernels(model, batch, cfg.runtime.moe_schedule)
         wall = iterations * _pass_s(fidelity, kernels, batch, int(prompt + out_tokens), model.layers)
         memory = requests * (BYTES_PER_REQUEST + 8 * out_tokens) + iterations * BYTES_PER_ITERATION
+        if wall > REHEARSE_ABOVE_S:
+            return _rehearsed(cfg.model_dump_json(), cfg, model)
         return Cost(wall, (BASE_BYTES + memory) / 1e9, iterations, kernels)
     passes = w.decode_steps + (1 if w.prompt_tokens else 0)
-    kernels = _kernels(model, w.batch_size)
+    kernels = _kernels(model, w.batch_size, cfg.runtime.moe_schedule)
     wall = w.decode_steps * _pass_s(fidelity, kernels, w.batch_size, w.context_tokens + w.decode_steps,
                                    model.layers)
     if w.prompt_tokens:
-        wall += _pass_s(fidelity, _kernels(model, w.prompt_tokens), w.prompt_tokens, w.prompt_tokens,
+        wall += _pass_s(fidelity, _kernels(model, w.prompt_tokens, cfg.runtime.moe_schedule), w.prompt_tokens, w.prompt_tokens,
                         model.layers)
     kept = passes if cfg.runtime.kernel_records < 0 else min(passes, cfg.runtime.kernel_records)
     memory = (kept * kernels * BYTES_PER_RECORD
               + max(w.batch_size, w.prompt_tokens) * model.layers * BYTES_PER_TOKEN_LAYER * 4
               + passes * 2048)     # one step result each
     return Cost(wall, (BASE_BYTES + memory) / 1e9, passes, kernels)
+
+
+def _serving_rehearsed(cfg, model) -> Cost:
+    """Distinct shapes and iterations counted on a rehearsal of the first requests, extrapolated
+    to all of them (voice-agent, 10,000 requests: about 400 shapes estimated, 216 simulated);
+    each shape priced as its own pass."""
+    from hwsim.serving.rehearse import rehearse
+
+    r = rehearse(cfg)
+    requests = cfg.workload.arrivals.requests
+    if cfg.workload.arrivals.kind == "trace" and r.requests < min(requests, r.limit):
+        requests = r.requests                  # the trace's window holds no more
+    scale = requests / max(r.requests, 1)
+    iterations = r.iterations * scale
+    # shapes seen grow as a power of the requests (the shape space fills up), fitted on the
+    # rehearsal's halves with an exponent of at least 0.5 (a short rehearsal sees few)
+    seen, first_half = len(r.shapes), len(r.shapes) - r.new_shapes_half
+    alpha = min(1.0, max(0.5, math.log2(seen / first_half) if first_half > 0 else 1.0))
+    shapes = min(seen * (requests / max(r.requests, 1)) ** alpha, max(iterations, seen))
+    fidelity, layers = cfg.runtime.fidelity, model.layers
+    costs, kernels = [], []
+    for decodes, ctx, pre, _ in r.shapes:
+        tokens = max(1, decodes + pre)
+        kernels.append(_kernels(model, tokens, cfg.runtime.moe_schedule))
+        costs.append(_pass_s(fidelity, kernels[-1], tokens, ctx + pre, layers, cfg.runtime.moe_schedule))
+    n = max(len(costs), 1)
+    wall = shapes * sum(costs) / n + iterations * S_PER_ITERATION
+    memory = requests * BYTES_PER_REQUEST + r.tokens * scale * 8 + iterations * BYTES_PER_ITERATION
+    return Cost(wall, (BASE_BYTES + memory) / 1e9, shapes, sum(kernels) / n, iterations)
+
+
+_REHEARSED: dict[tuple[str, str], Cost] = {}
+
+
+def _rehearsed(key: str, cfg, model) -> Cost:
+    """Rehearsed once per scenario and model (loading it and the CLI's note both ask)."""
+    key = (key, model.model_dump_json())
+    if key not in _REHEARSED:
+        _REHEARSED[key] = _serving_rehearsed(cfg, model)
+    return _REHEARSED[key]
 
 
 def limits_from_env() -> tuple[float, float]:

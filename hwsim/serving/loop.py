@@ -48,6 +48,24 @@ class Iteration:
         return self.step.breakdown_s
 
 
+def shape_key(decodes: int, mean_context: float, prefill_tokens: int, prefill_sequences: int) -> tuple:
+    """The iteration's shape as the oracle keys it: (decodes, context bucket, prefill bucket,
+    prompts completing)."""
+    ctx = max(CONTEXT_BUCKET, math.ceil(mean_context / CONTEXT_BUCKET) * CONTEXT_BUCKET) if decodes else 0
+    pre = math.ceil(prefill_tokens / PREFILL_BUCKET) * PREFILL_BUCKET if prefill_tokens else 0
+    return (decodes, ctx, pre, prefill_sequences)
+
+
+def pass_shape(key: tuple) -> StepShape:
+    """The pass the engine simulates for a shape key."""
+    decodes, ctx, pre, prefill_sequences = key
+    if decodes and pre:
+        return StepShape("mixed", decodes, decodes + pre, ctx, pre, prefill_sequences)
+    if decodes:
+        return StepShape("decode", decodes, decodes, ctx)
+    return StepShape("prefill", 1, pre, 0)
+
+
 class StepOracle:
     """Iteration durations from the hardware engine, one simulation per distinct shape."""
 
@@ -57,28 +75,24 @@ class StepOracle:
         self.simulated = 0
 
     def time(self, decodes: int, mean_context: float, prefill_tokens: int, prefill_sequences: int):
-        ctx = max(CONTEXT_BUCKET, math.ceil(mean_context / CONTEXT_BUCKET) * CONTEXT_BUCKET) if decodes else 0
-        pre = math.ceil(prefill_tokens / PREFILL_BUCKET) * PREFILL_BUCKET if prefill_tokens else 0
-        key = (decodes, ctx, pre, prefill_sequences)
+        key = shape_key(decodes, mean_context, prefill_tokens, prefill_sequences)
         if key not in self.cache:
-            if decodes and pre:
-                shape = StepShape("mixed", decodes, decodes + pre, ctx, pre, prefill_sequences)
-            elif decodes:
-                shape = StepShape("decode", decodes, decodes, ctx)
-            else:
-                shape = StepShape("prefill", 1, pre, 0)
-            self.built.env.run()
-            self.cache[key] = simulate_pass(self.built, shape, self.simulated, [])
-            self.simulated += 1
+            self.cache[key] = self.simulate(key)
         return self.cache[key]
+
+    def simulate(self, key: tuple):
+        self.built.env.run()
+        step = simulate_pass(self.built, pass_shape(key), self.simulated, [])
+        self.simulated += 1
+        return step
 
 
 class ServingLoop:
-    def __init__(self, built: Built, progress=None):
+    def __init__(self, built: Built, progress=None, oracle=None):
         self.built = built
         self.cfg = built.scenario
         self.w = self.cfg.workload
-        self.oracle = StepOracle(built)
+        self.oracle = oracle or StepOracle(built)     # a stand-in: tests, hwsim.serving.rehearse
         self.env = simpy.Environment()
         self.streams = RandomStreams(self.cfg.seed)
         self.waiting: list[Request] = []
