@@ -1,9 +1,11 @@
 """Kernel-level check: simulated vs profiled device time per kind of kernel.
 
-    python validation/compare_kernels.py [--profile h200-sxm]
+    python validation/compare_kernels.py [--profile h200-sxm] [--data CSV ...]
 
-Reads validation/data/h200_kernels.csv (CUPTI durations of the measured schedule with 4
-layers, from validation/profile_step.py) and simulates the same 4-layer cases. Prints, per
+Reads validation/data/h200_kernels*.csv (CUPTI durations of the measured schedule with 4
+layers, from validation/profile_step.py; `--data validation/data/h200_general_kernels.csv` for
+validation/profile_general.py's) and simulates the same 4-layer cases, each with the scenario
+overrides its whole-step row was measured with (validation/data/h200_general.csv). Prints, per
 case and kernel kind, the kernel count and total device microseconds on both sides, so a
 whole-step error can be traced to the kernels that cause it.
 """
@@ -49,16 +51,29 @@ def kind_of(name: str, table) -> str:
 
 
 def parse_case(case: str):
+    """model, phase, batch, context, prompt of profile_step.py's `model-decode-b1-l512-t0` or
+    measure_general.py's `model-decode-b1-l512-graph` / `model-prefill-t512-graph`."""
     model, rest = case.split("-decode-") if "-decode-" in case else case.split("-prefill-")
     phase = "decode" if "-decode-" in case else "prefill"
-    b, l, t = (int(x[1:]) for x in rest.split("-"))
-    return model, phase, b, l, t
+    fields = {x[0]: int(x[1:]) for x in rest.split("-") if x[:1] in "blt" and x[1:].isdigit()}
+    return model, phase, fields.get("b", 1), fields.get("l", 0), fields.get("t", 0)
+
+
+def row_overrides(case: str) -> list[str]:
+    """The overrides the whole-step row of this case was measured with (none if it has no row)."""
+    from hwsim.validate import load_dataset, row_overrides as of_row
+    general = Path(__file__).resolve().parent / "data" / "h200_general.csv"
+    rows = {r["name"]: r for r in load_dataset(general)} if general.exists() else {}
+    return of_row(rows[case]) if case in rows else []
 
 
 def simulate_case(case: str, profile: str) -> pd.DataFrame:
+    from hwsim.config.load import apply_overrides
+    from hwsim.config.yaml_lines import LoadedYaml
     model, phase, b, l, t = parse_case(case)
-    cfg = Scenario.model_validate({"hardware": profile, "model": model,
-                                   "workload": {"batch_size": b, "context_tokens": max(l, 1)}})
+    data = {"hardware": profile, "model": model, "workload": {"batch_size": b, "context_tokens": max(l, 1)}}
+    apply_overrides(data, row_overrides(case), LoadedYaml({}, {}, "--set"))
+    cfg = Scenario.model_validate(data)
     built = build(cfg)
     built.model = built.model.model_copy(update={"layers": LAYERS})
     built.schedule.model = built.model
@@ -72,14 +87,15 @@ def simulate_case(case: str, profile: str) -> pd.DataFrame:
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--profile", default="h200-sxm")
+    ap.add_argument("--data", nargs="*", type=Path, default=DATA)
     args = ap.parse_args()
-    prof = pd.concat([pd.read_csv(p) for p in DATA], ignore_index=True)
+    prof = pd.concat([pd.read_csv(p) for p in args.data], ignore_index=True)
     prof["kind"] = prof.kernel.map(lambda n: kind_of(n, PROFILED_KINDS))
     for case, grp in prof.groupby("case", sort=False):
         sim = simulate_case(case, args.profile)
         m = grp.groupby("kind").dur_us.agg(["count", "sum"])
         s = sim.groupby("kind").dur_us.agg(["count", "sum"])
-        table = m.join(s, how="outer", lsuffix="_measured", rsuffix="_sim").fillna(0)
+        table = m.merge(s, how="outer", left_index=True, right_index=True, suffixes=("_measured", "_sim")).fillna(0)
         table["err_pct"] = (table.sum_sim - table.sum_measured) / table.sum_measured.replace(0, np.nan) * 100
         print(f"\n{case}: measured {grp.dur_us.sum():.0f} us in {len(grp)} kernels, "
               f"simulated {sim.dur_us.sum():.0f} us in {len(sim)} kernels (device time, no gaps)")
