@@ -99,9 +99,9 @@ def build(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelSha
         warnings.append(note)
     parallel = None
     if layout:
-        for s in streams:
-            s.private = True
-        parallel = ParallelRun(layout, topology, streams, onchips, experts, mem)
+        for s in streams:      # one micro-batch: nothing runs beside a GPU's segment (multi.py)
+            s.private = p.micro_batches == 1
+        parallel = ParallelRun(layout, topology, streams, onchips, experts, mem, p.micro_batches)
     return Built(cfg, profile, model, chip, cluster, streams[0], schedule, onchips[0], router, warnings,
                  mem, parallel)
 

@@ -173,19 +173,18 @@ def parallel_summary(cfg: Scenario, b: Built, steps: list[StepResult]) -> dict:
     """The layout, one GPU's memory, and where the decode steps' time went between GPUs
     (docs/metrics.md, docs/multi_gpu.md); one GPU reports no communication."""
     p, mem = cfg.parallel, b.memory
-    run = b.parallel
-    ms = lambda kinds: float(np.mean([sum(s.comm_s.get(k, 0.0) for k in kinds) for s in steps])) * 1e3 \
-        if run else 0.0                                                           # noqa: E731
-    imbalance = [x for s in steps for x in (s.imbalance or ())]
+    stats = [s.parallel for s in steps if s.parallel is not None]
+    mean_ms = lambda f: float(np.mean([f(x) for x in stats])) * 1e3 if stats else 0.0      # noqa: E731
+    imbalance = [x for st in stats for x in st.imbalance]
     return {
-        "gpus": p.gpus, "tp": run.layout.tp if run else 1, "ep": p.ep, "dp_attention": p.dp_attention,
-        "per_gpu_memory_gb": mem.total / 1e9, "fits": mem.fits,
-        "comm_ms_per_step": ms(("all_reduce", "dispatch", "combine", "all_gather")),
-        "all_to_all_ms": ms(("dispatch", "combine")),
-        "all_reduce_ms": ms(("all_reduce",)),
+        "gpus": p.gpus, "tp": b.parallel.layout.tp if b.parallel else 1, "ep": p.ep,
+        "dp_attention": p.dp_attention, "per_gpu_memory_gb": mem.total / 1e9, "fits": mem.fits,
+        "comm_ms_per_step": mean_ms(lambda st: st.comm_wall_s),
+        "all_to_all_ms": mean_ms(lambda st: st.comm_s["dispatch"] + st.comm_s["combine"]),
+        "all_reduce_ms": mean_ms(lambda st: st.comm_s["all_reduce"]),
         "gpu_load_imbalance": float(np.mean(imbalance)) if imbalance else 1.0,
-        "wait_for_slowest_ms": float(np.mean([s.wait_s for s in steps])) * 1e3,
-        "overlap_fraction": 0.0,      # one micro-batch: no collective overlaps compute
+        "wait_for_slowest_ms": mean_ms(lambda st: st.wait_s),
+        "overlap_fraction": float(np.mean([st.overlap_fraction for st in stats])) if stats else 0.0,
     }
 
 

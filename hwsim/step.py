@@ -28,9 +28,7 @@ class StepResult:
     tokens: int
     active_experts_per_layer: float
     active_weight_fraction: float
-    comm_s: dict[str, float] | None = None     # several GPUs: seconds per collective kind
-    wait_s: float = 0.0                        # several GPUs: the mean GPU's wait for the slowest
-    imbalance: list[float] | None = None       # several GPUs: max / mean expert choices per GPU, per MoE layer
+    parallel: object | None = None     # several GPUs: hwsim.parallel.multi.PassStats
 
     @property
     def duration_s(self) -> float:
@@ -74,7 +72,7 @@ def _parallel_pass(b: Built, shape: StepShape, step: int, records: list[KernelRe
     """A pass on several GPUs (hwsim/parallel/multi.py): the breakdown averages the GPUs' kernels
     and adds the collectives and the wait for the slowest GPU; bytes and kernels are summed."""
     from hwsim.parallel import multi
-    t0, totals, comm, wait_s, routing, imbalance = multi.simulate(b, shape, step, records)
+    t0, totals, stats, routing = multi.simulate(b, shape, step, records)
     moved = {"weights": 0.0, "kv": 0.0, "activations": 0.0}
     for t in totals:
         for comp, nbytes in t.moved.items():
@@ -85,9 +83,9 @@ def _parallel_pass(b: Built, shape: StepShape, step: int, records: list[KernelRe
             onchip.dispatch.end_step()
     active = [len(np.unique(r[r >= 0])) for r in routing.values()]
     return StepResult(step=step, phase=shape.phase, batch=shape.batch, context=shape.context,
-                      t_start=t0, t_end=b.env.now, breakdown_s=multi.breakdown(totals, comm, wait_s),
+                      t_start=t0, t_end=b.env.now, breakdown_s=multi.breakdown(totals, stats),
                       bytes=moved, kernels=sum(t.kernels for t in totals), tokens=shape.tokens,
                       active_experts_per_layer=float(np.mean(active)) if active else 0.0,
                       active_weight_fraction=b.schedule.active_weight_bytes(routing)
                       / b.schedule.weight_bytes_total(),
-                      comm_s=comm, wait_s=wait_s, imbalance=imbalance)
+                      parallel=stats)

@@ -304,6 +304,8 @@ class Parallel(Strict):
                                   "with redundant copies of the hottest (DeepSeek's EPLB)")
     redundant_experts: int = Field(0, ge=0, description="redundant placement: extra expert copies in "
                                                         "all (a multiple of ep), on top of the experts")
+    micro_batches: int = Field(1, ge=1, le=2, description="2: the batch split in two micro-batches, one "
+                               "communicating while the other computes (DeepSeek's and SGLang's overlap)")
 
     @model_validator(mode="after")
     def _divides(self):

@@ -70,9 +70,9 @@ def from_config(p: Parallel, model: ModelShape, batch: int) -> Layout:
     if layout.all_to_all and p.ep != p.gpus:
         raise ConfigError(f"data-parallel attention over {p.gpus} GPUs needs the experts on all of them "
                           f"(ep = {p.gpus}, got {p.ep})", key="parallel.ep")
-    if layout.attention_groups > batch:
-        raise ConfigError(f"data-parallel attention over {layout.attention_groups} GPUs needs at least "
-                          f"that many sequences (workload.batch_size = {batch})", key="parallel")
+    if layout.attention_groups * p.micro_batches > batch:
+        raise ConfigError(f"{layout.attention_groups} attention group(s) x {p.micro_batches} micro-batch(es) "
+                          f"need at least that many sequences (workload.batch_size = {batch})", key="parallel")
     _check_divides(model, layout)
     return layout
 

@@ -18,7 +18,7 @@ ports, HBM and SMs, through the arbiter (collectives.py). Nothing overlaps a col
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -54,10 +54,7 @@ class ParallelRun:
     onchips: list[OnChipState]
     experts: lay.ExpertMap | None
     memory: GpuMemory
-    comm_s: dict[str, float] = field(default_factory=dict)   # decode steps: seconds per collective kind
-    wait_s: float = 0.0
-    imbalance: list[float] = field(default_factory=list)      # per MoE layer and decode step: max / mean
-    decode_steps: int = 0
+    micro_batches: int = 1           # 2: one micro-batch communicates while the other computes
 
 
 Cut = tuple[str, int] | None                 # (collective, layer) after a segment, or None at the end
@@ -96,71 +93,124 @@ def cut_points(items: list, layout: lay.Layout, moe_layers: set[int]) -> list[tu
     return out
 
 
+@dataclass
+class MicroBatch:
+    """One micro-batch of a pass: its tokens' owners and EP groups, and each GPU's segments."""
+    shape: StepShape                 # the whole micro-batch (all GPUs' tokens)
+    owner: np.ndarray                # attention group of each of its tokens
+    groups: dict[int, np.ndarray]    # layer -> EP group of each (token, expert) choice
+    segments: list[list[tuple[list, Cut]]]     # per GPU
+
+
+@dataclass
+class PassStats:
+    """What a pass on several GPUs reports beside the kernels' totals."""
+    comm_s: dict[str, float]         # seconds of the collectives of each kind, summed over calls
+    comm_wall_s: float               # time with at least one collective in flight
+    exposed_s: dict[str, float]      # the mean GPU's idle time while a collective of a kind is in flight
+    wait_s: float                    # the mean GPU's other idle time: waiting for the slowest GPU
+    imbalance: list[float]           # per MoE layer: max / mean choices per EP group
+
+    @property
+    def overlap_fraction(self) -> float:
+        """Share of the collectives' time that the mean GPU spends computing."""
+        exposed = sum(self.exposed_s.values())
+        return max(0.0, 1.0 - exposed / self.comm_wall_s) if self.comm_wall_s > 0 else 0.0
+
+
 def simulate(b, shape: StepShape, step: int, records: list[KernelRecord]):
-    """Process-free entry: run one pass on every GPU; returns (t0, totals per GPU, comm
-    seconds by kind, mean wait, routing, per-layer imbalance)."""
+    """Run one pass on every GPU; returns (t0, totals per GPU, PassStats, routing)."""
     run: ParallelRun = b.parallel
-    layout, cluster = run.layout, b.cluster
-    env = cluster.env
+    layout, env = run.layout, b.cluster.env
     routing = b.router.step(step, shape.tokens) if b.router else {}
     owner = lay.owners(layout, shape.tokens)
-    groups = {layer: run.experts.groups(layer, choice) for layer, choice in routing.items()} if routing else {}
+    groups = {layer: run.experts.groups(layer, choice) for layer, choice in routing.items()}
     imbalance = []
     for g in groups.values():
         load = run.experts.gpu_load([g])
         imbalance.append(float(load.max() / load.mean()) if load.mean() > 0 else 1.0)
-    shapes = _shapes(layout, shape)
-    moe_layers = set(routing)
-    segments = []
-    for gpu, stream in enumerate(run.streams):
-        mine = {layer: lay.per_gpu_choice(layout, choice, groups[layer], gpu) for layer, choice in routing.items()}
-        kernels = b.schedule.step(shapes[gpu // layout.tp], mine, run.onchips[gpu])
-        segments.append(cut_points(kernels, layout, moe_layers))
-    cuts = [c for _, c in segments[0]]
-    assert all([c for _, c in s] == cuts for s in segments), "every GPU must reach the same collectives"
+    parts = run.micro_batches if shape.phase == "decode" else 1
+    micro = [_micro_batch(b, shape, routing, owner, groups, tokens) for tokens in _split(owner, parts)]
     keep = b.scenario.runtime.kernel_records
     recorded = keep < 0 or step < keep
     for stream in run.streams:
         stream.device.record_intervals(recorded)
     totals = [StreamTotals() for _ in run.streams]
-    comm = dict.fromkeys(COMM_COMPONENT, 0.0)
-    waited = [0.0]
+    busy: list[list[tuple[float, float]]] = [[] for _ in run.streams]
+    calls: list[tuple[float, float, str]] = []
     first = len(records)
     t0 = env.now
-    env.process(_driver(b, shape, segments, step, records if recorded else None, totals, comm, waited,
-                        owner, groups))
+    n_seg = len(micro[0].segments[0])
+    computed = [[[env.event() for _ in run.streams] for _ in range(n_seg)] for _ in micro]
+    communicated = [[env.event() for _ in range(n_seg)] for _ in micro]
+    for g in range(len(run.streams)):
+        env.process(_gpu(b, g, micro, step, records if recorded and g == 0 else None, totals[g], busy[g],
+                         computed, communicated))
+    for m, mb in enumerate(micro):
+        env.process(_comms(b, mb, computed[m], communicated[m], calls))
     env.run()
     for i, r in enumerate(records[first:]):      # one index per kernel of GPU 0's pass
         r.index = i
-    return t0, totals, comm, waited[0], routing, imbalance
+    return t0, totals, _stats(t0, env.now, busy, calls, imbalance), routing
 
 
-def _shapes(layout: lay.Layout, shape: StepShape) -> list[StepShape]:
-    """Each attention group's pass: its share of the sequences (decode) or all of them."""
-    if not layout.all_to_all:
-        return [shape]
-    return [StepShape(shape.phase, n, n, shape.context) for n in layout.tokens_per_group(shape.tokens)]
+def _split(owner: np.ndarray, parts: int) -> list[np.ndarray]:
+    """Token indices of each micro-batch: each attention group's sequences split in turn."""
+    if parts == 1:
+        return [np.arange(len(owner))]
+    out: list[list[int]] = [[] for _ in range(parts)]
+    for group in np.unique(owner):
+        for m, chunk in enumerate(np.array_split(np.flatnonzero(owner == group), parts)):
+            out[m] += chunk.tolist()
+    return [np.array(ix, dtype=int) for ix in out]
 
 
-def _gpu(stream: Stream, items: list, step: int, records, totals: StreamTotals):
-    yield from stream.run(items, step, records, totals)
-    return stream.env.now
-
-
-def _driver(b, shape, segments, step, records, totals, comm, waited, owner, groups):
+def _micro_batch(b, shape: StepShape, routing, owner, groups, tokens: np.ndarray) -> MicroBatch:
     run: ParallelRun = b.parallel
+    layout = run.layout
+    mb_owner = owner[tokens]
+    mb_routing = {layer: choice[tokens] for layer, choice in routing.items()}
+    mb_groups = {layer: g[tokens] for layer, g in groups.items()}
+    per_group = np.bincount(mb_owner, minlength=layout.attention_groups)
+    mb_shape = StepShape(shape.phase, len(tokens) if shape.phase == "decode" else shape.batch, len(tokens),
+                         shape.context)
+    segments = []
+    for gpu in range(layout.gpus):
+        n = int(per_group[gpu // layout.tp])
+        gpu_shape = StepShape(shape.phase, n, n, shape.context) if layout.all_to_all else mb_shape
+        mine = {layer: lay.per_gpu_choice(layout, c, mb_groups[layer], gpu) for layer, c in mb_routing.items()}
+        kernels = b.schedule.step(gpu_shape, mine, run.onchips[gpu])
+        segments.append(cut_points(kernels, layout, set(routing)))
+    cuts = [c for _, c in segments[0]]
+    assert all([c for _, c in s] == cuts for s in segments), "every GPU must reach the same collectives"
+    return MicroBatch(mb_shape, mb_owner, mb_groups, segments)
+
+
+def _gpu(b, g: int, micro: list[MicroBatch], step, records, totals, busy, computed, communicated):
+    """Process body: GPU g's compute stream, micro-batches in turn at each segment; a segment
+    starts once its micro-batch's previous collective has ended."""
+    stream: Stream = b.parallel.streams[g]
+    env = stream.env
+    for s in range(len(micro[0].segments[g])):
+        for m, mb in enumerate(micro):
+            if s > 0 and not communicated[m][s - 1].triggered:
+                yield communicated[m][s - 1]
+            start = env.now
+            yield from stream.run(mb.segments[g][s][0], step, records, totals)
+            busy.append((start, env.now))
+            computed[m][s][g].succeed()
+
+
+def _comms(b, mb: MicroBatch, computed, communicated, calls):
+    """Process body: a micro-batch's collectives, each once every GPU has reached it."""
     env = b.cluster.env
-    streams = run.streams
-    for s, (_, cut) in enumerate(segments[0]):
-        procs = [env.process(_gpu(st, segments[g][s][0], step, records if g == 0 else None, totals[g]))
-                 for g, st in enumerate(streams)]
-        yield env.all_of(procs)
-        waited[0] += sum(env.now - p.value for p in procs) / len(procs)
-        if cut is None:
-            continue
-        start = env.now
-        yield from _collective(b, shape, cut, owner, groups)
-        comm[cut[0]] += env.now - start
+    for s, (_, cut) in enumerate(mb.segments[0]):
+        yield env.all_of(computed[s])
+        if cut is not None:
+            start = env.now
+            yield from _collective(b, mb.shape, cut, mb.owner, mb.groups)
+            calls.append((start, env.now, cut[0]))
+        communicated[s].succeed()
 
 
 def _collective(b, shape: StepShape, cut: tuple[str, int], owner, groups):
@@ -186,15 +236,51 @@ def _collective(b, shape: StepShape, cut: tuple[str, int], owner, groups):
         yield from collectives.moe_low_latency(cluster, devices, matrix, DEEPEP_LOW_LATENCY, f"L{layer}.{what}")
 
 
-def breakdown(totals: list[StreamTotals], comm: dict[str, float], wait_s: float) -> dict[str, float]:
-    """Seconds per component: the kernels' parts averaged over the GPUs, the collectives on the
-    critical path, and the mean GPU's wait for the slowest; they sum to the pass."""
+def _stats(t0: float, t1: float, busy, calls, imbalance) -> PassStats:
+    """Each GPU's idle time in the pass (outside its segments), split by what was in flight:
+    a collective of some kind (exposed communication) or none (waiting for the slowest GPU)."""
+    comm = dict.fromkeys(COMM_COMPONENT, 0.0)
+    for start, end, what in calls:
+        comm[what] += end - start
+    cuts = sorted({t0, t1, *(t for c in calls for t in c[:2])})
+    pieces = [(a, z, next((w for s, e, w in calls if s <= a and z <= e), None)) for a, z in zip(cuts, cuts[1:])]
+    exposed = dict.fromkeys(COMM_COMPONENT, 0.0)
+    wait = 0.0
+    starts = np.array([a for a, _, _ in pieces])
+    ends = np.array([z for _, z, _ in pieces])
+    for spans in busy:
+        idle = (ends - starts) - (_busy_until(spans, ends) - _busy_until(spans, starts))
+        for (_, _, what), t in zip(pieces, idle.tolist()):
+            if what is None:
+                wait += t
+            else:
+                exposed[what] += t
+    g = len(busy)
+    wall = sum(z - a for a, z, what in pieces if what is not None)
+    return PassStats(comm, wall, {k: v / g for k, v in exposed.items()}, wait / g, imbalance)
+
+
+def _busy_until(spans: list[tuple[float, float]], t: np.ndarray) -> np.ndarray:
+    """Busy seconds of a stream's (sorted, disjoint) segments up to each time in t."""
+    if not spans:
+        return np.zeros_like(t)
+    edges = np.array(spans).ravel()                               # s0, e0, s1, e1, ...
+    lengths = np.array([e - s for s, e in spans])
+    done = np.repeat(np.concatenate(([0.0], np.cumsum(lengths)[:-1])), 2) + np.tile([0.0, 1.0], len(spans)) \
+        * np.repeat(lengths, 2)
+    return np.interp(t, edges, done)
+
+
+def breakdown(totals: list[StreamTotals], stats: PassStats) -> dict[str, float]:
+    """Seconds per component: the kernels' parts averaged over the GPUs, the mean GPU's idle
+    time while collectives are in flight (by kind) and while waiting for the slowest GPU; they
+    sum to the pass."""
     out = {c.value: sum(t.parts.get(c, 0.0) for t in totals) / len(totals) for c in Component}
     for c in CommComponent:
         out[c.value] = 0.0
-    for what, secs in comm.items():
+    for what, secs in stats.exposed_s.items():
         out[COMM_COMPONENT[what].value] += secs
-    out[CommComponent.GPU_WAIT.value] = wait_s
+    out[CommComponent.GPU_WAIT.value] = stats.wait_s
     return out
 
 
