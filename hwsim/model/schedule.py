@@ -507,6 +507,8 @@ class Schedule:
                     if plan:
                         dispatch.account(layer, plan.channel_group,
                                               self.expert_bytes() * (1.0 - plan.on_chip))
+            elif not counts.any():
+                pass     # expert parallelism: no token reached this GPU's experts (hwsim/parallel)
             elif self.moe_schedule == "grouped":
                 ks += self._grouped_moe(layer, t, tuple(int(c) for c in counts if c))
             else:
