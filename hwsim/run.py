@@ -195,20 +195,27 @@ def memory_summary(b: Built) -> dict:
 
 
 def kv_summary(cfg: Scenario, b: Built) -> dict:
-    """What the KV format stores, saves, and costs in accuracy, at the scenario's context."""
+    """What the KV format stores, saves, and costs in accuracy, at the scenario's context (on
+    several GPUs, per GPU)."""
     fmt, m = b.schedule.kv, b.model
     context = cfg.workload.context_tokens
     bits = fmt.bits_per_element(context)
-    a = m.attention
+    batch = cfg.workload.batch_size
+    if b.parallel:      # one GPU's: its shard of the heads, its sequences, what its weights leave
+        a = b.schedule.model.attention
+        batch = max(b.parallel.layout.tokens_per_group(batch))
+        free = b.chip.hbm_capacity_bytes - b.memory.weights
+    else:
+        a = m.attention
+        free = b.chip.hbm_capacity_bytes - b.schedule.weight_bytes_total()
     heads = a.cached_heads
-    free = b.chip.hbm_capacity_bytes - (b.memory.weights if b.parallel else b.schedule.weight_bytes_total())
     return {
         "effective_bits_per_element": bits,
         "bytes_per_token": m.layers * b.schedule.kv_token_bytes(context),
         "effective_bandwidth_multiplier": 16.0 / bits,
         "attention_rel_error": attention_rel_error(fmt, cfg.seed),
         "max_context_tokens_fitting": max_context_fitting(
-            free, cfg.workload.batch_size, m.layers, a.kv_elements_per_token(), heads, fmt),
+            free, batch, m.layers, a.kv_elements_per_token(), heads, fmt),
         "dequant": b.schedule.dequant,
     }
 

@@ -115,6 +115,8 @@ def test_redundant_copies_share_a_hot_expert_s_tokens():
     (["parallel.gpus=8", "parallel.ep=8", "parallel.dp_attention=true", "workload.batch_size=8",
       "parallel.micro_batches=2"], "micro-batch"),
     (["parallel.gpus=2", "parallel.tp=2", "hardware=mi300x"], "topology"),
+    (["parallel.gpus=8", "parallel.ep=8", "parallel.dp_attention=true", "workload.batch_size=8",
+      "workload.prompt_tokens=128"], "prefill"),
     (["parallel.gpus=16", "parallel.tp=16"], "nodes"),
 ])
 def test_layouts_that_cannot_be_simulated_are_refused(overrides, match):
@@ -166,3 +168,19 @@ def test_a_gpu_whose_experts_no_token_chose_still_runs_its_layer():
     assert r.summary["parallel"]["gpu_load_imbalance"] > 1.5
     step = r.steps[0]
     assert sum(step.breakdown_s.values()) == pytest.approx(step.duration_s, rel=1e-6)
+
+
+def test_tensor_parallel_prefill_all_reduces_its_prompt():
+    r = run("mixtral-8x22b-tp2", "workload.prompt_tokens=256")
+    prefill = r.steps[0]
+    assert prefill.phase == "prefill" and r.summary["ttft_ms"]["p50"] > 0
+    assert prefill.parallel.comm_s["all_reduce"] > r.steps[1].parallel.comm_s["all_reduce"]   # 256 rows, not 8
+    assert sum(prefill.breakdown_s.values()) == pytest.approx(prefill.duration_s, rel=1e-6)
+
+
+def test_kv_summary_is_one_gpu_s():
+    one = run_scenario(load_scenario(None, ["workload.decode_steps=1", "workload.batch_size=8"])).summary["kv"]
+    two = run_scenario(load_scenario(None, ["workload.decode_steps=1", "workload.batch_size=8", "parallel.gpus=2",
+                                            "parallel.tp=2"])).summary["kv"]
+    assert two["bytes_per_token"] == pytest.approx(one["bytes_per_token"] / 2)     # half the KV heads
+    assert two["max_context_tokens_fitting"] > 2 * one["max_context_tokens_fitting"]
