@@ -184,3 +184,12 @@ def test_kv_summary_is_one_gpu_s():
                                             "parallel.tp=2"])).summary["kv"]
     assert two["bytes_per_token"] == pytest.approx(one["bytes_per_token"] / 2)     # half the KV heads
     assert two["max_context_tokens_fitting"] > 2 * one["max_context_tokens_fitting"]
+
+
+def test_two_nodes_send_over_the_nics():
+    """Mixtral-8x22B on TP4 over two nodes of two GPUs: the ring crosses the NICs, so the same
+    all-reduces take longer than on one node's NVLink."""
+    one = run("mixtral-8x22b-tp2", "parallel.gpus=4", "parallel.tp=4")
+    two = run("mixtral-8x22b-tp2", "parallel.gpus=4", "parallel.tp=4", "parallel.nodes=2")
+    assert two.summary["parallel"]["all_reduce_ms"] > 2 * one.summary["parallel"]["all_reduce_ms"]
+    assert two.summary["parallel"]["overlap_fraction"] == 0.0

@@ -9,11 +9,13 @@ tokens, with its experts' choices. It is cut where the layout communicates:
 - data-parallel attention with experts on every GPU: a MoE dispatch before the layer's experts
   and a combine after them (DeepEP's low-latency kernels: one message per (token, expert),
   FP8 out and BF16 back).
-Between two cuts every GPU runs its kernels at once; a stream of one GPU touches only its own
-device, so each runs alone (Stream.private). The collective starts when the slowest GPU
+Between two cuts every GPU runs its kernels at once. A collective starts when the slowest GPU
 arrives (the others wait: `gpu_wait`) and runs on the cluster: bytes through NVLink and NIC
-ports, HBM and SMs, through the arbiter (collectives.py). Nothing overlaps a collective
-(one micro-batch: overlap_fraction 0).
+ports, HBM and SMs, through the arbiter (collectives.py). With one micro-batch nothing runs
+beside a GPU's segment but its own kernels, so each stream runs alone (Stream.private). With
+two, each GPU alternates the micro-batches' segments while the other's collective is in
+flight, sharing the device with it through the arbiter. A GPU's idle time is then charged to
+what was in flight (a collective, by kind) or to waiting for the slowest GPU (`_stats`).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from hwsim.hw.cluster import Cluster
 from hwsim.metrics import CommComponent, Component
 from hwsim.model.kernel import Kernel
 from hwsim.model.onchip import OnChipState
-from hwsim.model.schedule import Schedule, StepShape
+from hwsim.model.schedule import StepShape
 from hwsim.parallel import collectives, layout as lay
 from hwsim.parallel.comm_kernels import DEEPEP_LOW_LATENCY, NCCL_RING
 from hwsim.parallel.memory import GpuMemory
@@ -47,7 +49,7 @@ def ll_dispatch_bytes(hidden: int) -> float:
 
 @dataclass
 class ParallelRun:
-    """What build() makes for a multi-GPU run, and what the passes add up."""
+    """What build() makes for a multi-GPU run."""
     layout: lay.Layout
     topology: str
     streams: list[Stream]
@@ -114,8 +116,10 @@ class PassStats:
     @property
     def overlap_fraction(self) -> float:
         """Share of the collectives' time that the mean GPU spends computing."""
-        exposed = sum(self.exposed_s.values())
-        return max(0.0, 1.0 - exposed / self.comm_wall_s) if self.comm_wall_s > 0 else 0.0
+        if self.comm_wall_s <= 0:
+            return 0.0
+        hidden = 1.0 - sum(self.exposed_s.values()) / self.comm_wall_s
+        return hidden if hidden > 1e-9 else 0.0          # rounding, not overlap
 
 
 def simulate(b, shape: StepShape, step: int, records: list[KernelRecord]):
