@@ -253,6 +253,7 @@ def summarize(cfg: Scenario, b: Built, steps: list[StepResult], prefill: StepRes
         "moe": moe_summary(cfg, b, steps),
         "weights": weights_summary(b),
         "parallel": parallel_summary(cfg, b, steps),
+        "topology": b.parallel.topology if b.parallel else None,     # the system of several GPUs
         "memory_per_gpu_gb": memory_summary(b),
         "warnings": b.warnings,
         "sim": {"events": b.env.processed, "kernels": sum(st.kernels for st in _streams(b)),

@@ -46,6 +46,7 @@ def test_the_scenarios_fit_and_report_the_parallel_keys(name, gpus):
     assert sum(parts.values()) == pytest.approx(step.duration_s, rel=1e-6)     # still sums to the step
     assert parts["gpu_wait"] * 1e3 == pytest.approx(p["wait_for_slowest_ms"])
     assert not r.summary["warnings"]
+    assert r.summary["topology"] == "hgx-h200-8"
 
 
 def test_ep8_dispatches_and_combines_and_tensor_parallel_all_reduces():
