@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from matplotlib.axes import Axes
 
-from hwsim.metrics import Component
+from hwsim.metrics import CommComponent, Component
 from hwsim.plots.figure import new_axes, save_png
 
 # A fixed colour per component, so every plot of every run reads the same way; keyed by the
@@ -17,7 +17,11 @@ _COMPONENT_COLORS = {
     Component.EXPERT_LOAD_WAIT: "#ff7f0e", Component.IDLE: "#f7f7f7",
 }
 assert set(_COMPONENT_COLORS) == set(Component), set(Component) - set(_COMPONENT_COLORS)
-COLORS = {c.value: colour for c, colour in _COMPONENT_COLORS.items()}
+# several GPUs (docs/metrics.md): collectives in browns, waiting for the slowest GPU in black
+_COMM_COLORS = {CommComponent.ALL_REDUCE: "#8c6d31", CommComponent.ALL_TO_ALL: "#bd9e39",
+                CommComponent.ALL_GATHER: "#e7cb94", CommComponent.GPU_WAIT: "#252525"}
+assert set(_COMM_COLORS) == set(CommComponent)
+COLORS = {c.value: colour for c, colour in (*_COMPONENT_COLORS.items(), *_COMM_COLORS.items())}
 
 
 def plot_breakdown(ax: Axes, breakdown_ms: dict[str, float], budget_ms: float, label: str = "token"):
