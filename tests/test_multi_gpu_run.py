@@ -116,6 +116,7 @@ def test_redundant_copies_share_a_hot_expert_s_tokens():
     (["parallel.gpus=8", "parallel.ep=8", "parallel.dp_attention=true", "workload.batch_size=8",
       "parallel.micro_batches=2"], "micro-batch"),
     (["parallel.gpus=2", "parallel.tp=2", "hardware=mi300x"], "topology"),
+    (["parallel.gpus=2", "parallel.tp=2", "workload.arrivals.kind=poisson"], "arrivals"),
     (["parallel.gpus=8", "parallel.ep=8", "parallel.dp_attention=true", "workload.batch_size=8",
       "workload.prompt_tokens=128"], "prefill"),
     (["parallel.gpus=16", "parallel.tp=16"], "nodes"),
