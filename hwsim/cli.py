@@ -141,6 +141,17 @@ def run(
     max_gb: Optional[float] = typer.Option(None, "--max-gb", help=MAX_GB_HELP),
 ):
     """Simulate a scenario and write a run bundle (replacing an earlier bundle there whole)."""
+    from hwsim.io.plotter import Plotter
+
+    plotter = Plotter.start()        # imports matplotlib while this process simulates
+    try:
+        _run(scenario, set_, out, json_out, trace, max_wall_s, max_gb, plotter)
+    finally:
+        if plotter:
+            plotter.close()
+
+
+def _run(scenario, set_, out, json_out, trace, max_wall_s, max_gb, plotter) -> None:
     from hwsim.build import build
     from hwsim.config.cost import estimate
     from hwsim.config.fingerprint import fingerprint
@@ -181,7 +192,7 @@ def run(
     if trace:
         from hwsim.io.trace import write_trace
         extra["trace.json"] = lambda p: write_trace(result, built, p)
-    paths = write_bundle(result, out, manifest, extra)
+    paths = write_bundle(result, out, manifest, extra, plotter)
     if json_out:
         _json_line(result.summary)
         return

@@ -1,0 +1,130 @@
+"""Write a bundle's files side by side in forked children.
+
+A bundle's files are independent of one another, and most of their cost is CPU in one
+process: matplotlib laying out and rendering each figure, pyarrow encoding the tables. Forked
+after the simulation, children see the run's results without copying or pickling them, and
+each writes its share of the files into the staging folder; the parent writes the rest and
+waits for them, so the bundle is complete (and hashed) exactly as before. Where fork is not
+available, or one CPU is all there is, the files are written one after another.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import traceback
+from typing import Callable
+
+Job = tuple[str, float, Callable[[], None]]      # (file name, relative cost, write it)
+
+
+def _cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:                          # not Linux
+        return os.cpu_count() or 1
+
+
+def idle_cpus() -> float:
+    """CPUs not busy over the last minute (load average); processes side by side pay only on
+    idle CPUs, and on a busy machine they add their forks and repeated work to its load."""
+    try:
+        return _cpus() - os.getloadavg()[0]
+    except (AttributeError, OSError):               # no load average here: assume one is idle
+        return 1.0
+
+
+def shares(jobs: list[Job], n: int) -> list[list[Job]]:
+    """The jobs dealt into n shares of about equal cost (largest first, to the lightest share)."""
+    out: list[list[Job]] = [[] for _ in range(n)]
+    load = [0.0] * n
+    for job in sorted(jobs, key=lambda j: -j[1]):
+        i = load.index(min(load))
+        out[i].append(job)
+        load[i] += job[1]
+    return [s for s in out if s]
+
+
+def write_all(jobs: list[Job], workers: int | None = None) -> None:
+    """Run every job's writer; in up to `workers` processes (default: 1 + the idle CPUs, at
+    most 4). A writer's exception is raised here, wherever it ran."""
+    n = min(len(jobs), workers or min(1 + int(idle_cpus()), 4))
+    if n < 2 or not hasattr(os, "fork"):
+        for _, _, write in jobs:
+            write()
+        return
+    mine, *theirs = shares(jobs, n)
+    children: dict[int, int] = {}                   # pid -> read end of its error pipe
+    try:
+        for share in theirs:
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:                            # the child: write its share, never return
+                os.close(r)
+                _child(share, w)
+            os.close(w)
+            children[pid] = r
+        for _, _, write in mine:
+            write()
+        failures = []
+        for pid, r in list(children.items()):
+            with os.fdopen(r, "rb") as fh:
+                report = fh.read()
+            _, status = os.waitpid(pid, 0)
+            del children[pid]
+            if status != 0:
+                failures.append(failure(report, status))
+        if failures:
+            raise failures[0]
+    finally:                                        # interrupted or failed: stop the rest
+        for pid, r in children.items():
+            os.close(r)
+            try:
+                os.kill(pid, signal.SIGTERM)
+                os.waitpid(pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+
+
+def _child(share: list[Job], w: int) -> None:
+    status = 0
+    try:
+        for _, _, write in share:
+            try:
+                write()
+            except BaseException as exc:            # noqa: BLE001 - reported to the parent
+                report(w, exc)
+                status = 130 if isinstance(exc, KeyboardInterrupt) else 1
+                break
+    finally:
+        os._exit(status)     # never the parent's atexit handlers or its buffered output
+
+
+def report(w: int, exc: BaseException) -> None:
+    """Send a child's exception to the parent, which raises it as its own (so Ctrl-C is still
+    an interrupt, and a full disk still an OSError, to the command's exit status)."""
+    try:
+        data = pickle.dumps(exc)
+    except Exception:                               # noqa: BLE001 - not picklable: its text
+        data = pickle.dumps(RuntimeError(traceback.format_exception_only(type(exc), exc)[-1].strip()))
+    os.write(w, data)
+
+
+def failure(data: bytes, status: int) -> BaseException:
+    """The exception a child reported (or one naming its exit status)."""
+    try:
+        exc = pickle.loads(data)
+        if isinstance(exc, BaseException):
+            return exc
+    except Exception:                               # noqa: BLE001 - a torn report
+        pass
+    return RuntimeError(f"a bundle writer exited with status {status}")
+
+
+def call(target: str, args: tuple) -> Callable[[], None]:
+    """A job's writer named as "module:function" (picklable) with its arguments."""
+    import importlib
+
+    module, function = target.split(":")
+    return lambda: getattr(importlib.import_module(module), function)(*args)
