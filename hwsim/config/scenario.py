@@ -74,6 +74,8 @@ class Workload(Strict):
     max_batch_size: int = Field(32, ge=1, description="sequences in one iteration (continuous batching)")
     token_budget: int = Field(2048, ge=1, description="tokens per iteration, decodes plus prefill chunk")
     chunked_prefill: bool = Field(True, description="split long prompts over iterations, mixed with decodes")
+    prefix_caching: bool = Field(True, description="reuse resident KV blocks of equal prompt prefixes "
+                                 "(a trace's hash_ids) instead of prefilling them again")
     ttft_target_ms: float = Field(1000.0, gt=0, description="goodput: a request must reach its first token by this")
     itl_target_ms: float | None = Field(None, gt=0, description="goodput: every gap within this (default budget_ms)")
 

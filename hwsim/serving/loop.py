@@ -24,6 +24,7 @@ import simpy
 from hwsim.build import Built
 from hwsim.rng import RandomStreams
 from hwsim.model.schedule import StepShape
+from hwsim.serving.prefix_cache import BLOCK_TOKENS, PrefixCache
 from hwsim.serving.requests import Request, draw_lengths, open_loop_requests
 from hwsim.step import simulate_pass
 
@@ -103,7 +104,9 @@ class ServingLoop:
         self.rejected: list[Request] = []
         self.progress = progress
         self._arrived = self.env.event()
-        self._kv_free = built.chip.hbm_capacity_bytes - built.schedule.weight_bytes_total()
+        self._kv_capacity = built.chip.hbm_capacity_bytes - built.schedule.weight_bytes_total()
+        self._reserved = 0.0          # KV bytes running requests hold outside shared prefix blocks
+        self.prefix = PrefixCache()
         self._target = self.w.arrivals.requests
         self._issued = 0
         self._opened = 0
@@ -138,24 +141,40 @@ class ServingLoop:
             yield self.env.timeout(think.exponential(a.think_ms * 1e-3) if a.think_ms else 0)
 
     # -- scheduling -------------------------------------------------------------------------
-    def _kv_bytes(self, req: Request) -> float:
-        """The request's whole KV cache (prompt + output) at the scenario's KV format: bytes per
-        token at that length (sinks, recent and outlier tokens make them depend on it)."""
+    def _kv_token_bytes(self, req: Request) -> float:
+        """KV bytes per token of the request, at the scenario's KV format and the request's
+        whole length (sinks, recent and outlier tokens make them depend on it)."""
         tokens = req.prompt_tokens + req.output_tokens
-        return tokens * self.built.model.layers * self.built.schedule.kv_token_bytes(tokens)
+        return self.built.model.layers * self.built.schedule.kv_token_bytes(tokens)
+
+    def _blocks(self, req: Request) -> tuple:
+        return req.hash_ids if self.w.prefix_caching else ()
+
+    def _own_bytes(self, req: Request) -> float:
+        """The request's KV cache (prompt + output) outside its prompt's shared blocks."""
+        shared = min(len(self._blocks(req)) * BLOCK_TOKENS, req.prompt_tokens)
+        return (req.prompt_tokens + req.output_tokens - shared) * self._kv_token_bytes(req)
 
     def _admit(self):
         while self.waiting and len(self.running) < self.w.max_batch_size:
             req = self.waiting[0]
-            need = self._kv_bytes(req)
-            if need > self._kv_free and not self.running:     # could never fit: reject it
-                self.rejected.append(self.waiting.pop(0))
-                self._target -= 1
-                continue
-            if need > self._kv_free:
-                return True          # head of line waits for KV space
+            blocks = self._blocks(req)
+            block_bytes = BLOCK_TOKENS * self._kv_token_bytes(req)
+            need = self._own_bytes(req) + self.prefix.new_bytes(blocks, block_bytes)
+            free = self._kv_capacity - self._reserved - self.prefix.used
+            keep = set(blocks)
+            if need > free + self.prefix.evictable_bytes(keep):
+                if not self.running:          # could never fit: reject it
+                    self.rejected.append(self.waiting.pop(0))
+                    self._target -= 1
+                    continue
+                return True                   # head of line waits for KV space
+            if need > free:                   # cached prefixes no request holds make room
+                self.prefix.evict(need - free, keep)
             self.waiting.pop(0)
-            self._kv_free -= need
+            self._reserved += self._own_bytes(req)
+            req.cached_tokens = self.prefix.hold(blocks, block_bytes, req.prompt_tokens)
+            req.prefilled = req.cached_tokens
             req.admitted_s = self.env.now
             self.running.append(req)
         return False
@@ -201,11 +220,16 @@ class ServingLoop:
                 r.token_times.append(env.now)
             for r, take in chunks:
                 r.prefilled += take
+                blocks = self._blocks(r)
                 if r.prefilled >= r.prompt_tokens:
                     r.token_times.append(env.now)         # the first token
+                    self.prefix.computed(blocks, len(blocks) * BLOCK_TOKENS)   # the last, partial one too
+                elif blocks:
+                    self.prefix.computed(blocks, r.prefilled)
             for r in [r for r in self.running if r.done]:
                 self.running.remove(r)
-                self._kv_free += self._kv_bytes(r)
+                self._reserved -= self._own_bytes(r)
+                self.prefix.release(self._blocks(r))
                 self.finished.append(r)
                 if r.rid in done:
                     done[r.rid].succeed()

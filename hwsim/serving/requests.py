@@ -22,7 +22,8 @@ class Request:
     output_tokens: int
     admitted_s: float | None = None
     token_times: list[float] = field(default_factory=list)
-    prefilled: int = 0                      # prompt tokens already processed
+    prefilled: int = 0                      # prompt tokens already processed (or read from cache)
+    cached_tokens: int = 0                  # prompt tokens whose KV was resident (prefix caching)
     hash_ids: tuple[int, ...] = ()          # trace's KV block ids of the prompt (Mooncake)
 
     @property
