@@ -67,7 +67,7 @@ def from_config(p: Parallel, model: ModelShape, batch: int) -> Layout:
         raise ConfigError(f"parallel.tp = {tp} on {p.gpus} GPUs: simulated layouts are tp = gpus "
                           f"(tensor parallel) or tp = 1 (data-parallel attention)", key="parallel.tp")
     layout = Layout(p.gpus, tp, p.ep, p.gpus // p.nodes, p.dp_attention)
-    if layout.all_to_all and p.ep != p.gpus:
+    if layout.all_to_all and model.moe and p.ep != p.gpus:      # (a dense model: replicas)
         raise ConfigError(f"data-parallel attention over {p.gpus} GPUs needs the experts on all of them "
                           f"(ep = {p.gpus}, got {p.ep})", key="parallel.ep")
     if layout.attention_groups * p.micro_batches > batch:

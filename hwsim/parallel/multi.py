@@ -254,6 +254,7 @@ def _stats(t0: float, t1: float, busy, calls, imbalance) -> PassStats:
     ends = np.array([z for _, z, _ in pieces])
     for spans in busy:
         idle = (ends - starts) - (_busy_until(spans, ends) - _busy_until(spans, starts))
+        idle[np.abs(idle) < 1e-12] = 0.0            # rounding of event times, not idle time
         for (_, _, what), t in zip(pieces, idle.tolist()):
             if what is None:
                 wait += t
