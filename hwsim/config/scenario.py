@@ -76,6 +76,11 @@ class Workload(Strict):
     chunked_prefill: bool = Field(True, description="split long prompts over iterations, mixed with decodes")
     prefix_caching: bool = Field(True, description="reuse resident KV blocks of equal prompt prefixes "
                                  "(a trace's hash_ids) instead of prefilling them again")
+    kv_allocation: Literal["whole", "as_needed"] = Field(
+        "whole", description="whole: admit a request only with KV for its prompt and whole reply "
+                             "(never preempted); as_needed: KV grows a token at a time, as vLLM's "
+                             "paged cache does, and when it runs out the latest admitted request is "
+                             "preempted and later recomputed")
     ttft_target_ms: float = Field(1000.0, gt=0, description="goodput: a request must reach its first token by this")
     itl_target_ms: float | None = Field(None, gt=0, description="goodput: every gap within this (default budget_ms)")
 

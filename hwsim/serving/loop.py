@@ -106,6 +106,7 @@ class ServingLoop:
         self._arrived = self.env.event()
         self._kv_capacity = built.chip.hbm_capacity_bytes - built.schedule.weight_bytes_total()
         self._reserved = 0.0          # KV bytes running requests hold outside shared prefix blocks
+        self.preemptions = 0
         self.prefix = PrefixCache()
         self._target = self.w.arrivals.requests
         self._issued = 0
@@ -150,34 +151,69 @@ class ServingLoop:
     def _blocks(self, req: Request) -> tuple:
         return req.hash_ids if self.w.prefix_caching else ()
 
-    def _own_bytes(self, req: Request) -> float:
-        """The request's KV cache (prompt + output) outside its prompt's shared blocks."""
+    def _own_tokens(self, req: Request, whole: bool) -> int:
+        """KV tokens the request holds outside its prompt's shared blocks: its whole cache
+        (prompt + reply), or (as needed) what its prefill computes and its next token."""
         shared = min(len(self._blocks(req)) * BLOCK_TOKENS, req.prompt_tokens)
-        return (req.prompt_tokens + req.output_tokens - shared) * self._kv_token_bytes(req)
+        tokens = req.prompt_tokens + req.output_tokens if whole else req.prefill_target + 1
+        return tokens - shared
 
     def _admit(self):
+        as_needed = self.w.kv_allocation == "as_needed"
         while self.waiting and len(self.running) < self.w.max_batch_size:
             req = self.waiting[0]
             blocks = self._blocks(req)
-            block_bytes = BLOCK_TOKENS * self._kv_token_bytes(req)
-            need = self._own_bytes(req) + self.prefix.new_bytes(blocks, block_bytes)
+            per_token = self._kv_token_bytes(req)
+            block_bytes = BLOCK_TOKENS * per_token
+            whole = self._own_tokens(req, True) * per_token + self.prefix.new_bytes(blocks, block_bytes)
+            need = self._own_tokens(req, False) * per_token + self.prefix.new_bytes(blocks, block_bytes) \
+                if as_needed else whole
+            if as_needed:      # and room for every running sequence's next token (no thrashing)
+                need += (len(self.running) + 1) * per_token
             free = self._kv_capacity - self._reserved - self.prefix.used
             keep = set(blocks)
             if need > free + self.prefix.evictable_bytes(keep):
-                if not self.running:          # could never fit: reject it
-                    self.rejected.append(self.waiting.pop(0))
+                alone = free + self.prefix.evictable_bytes(keep) if not self.running else self._kv_capacity
+                if whole > alone:
+                    self.rejected.append(self.waiting.pop(0))      # could never fit: reject it
                     self._target -= 1
                     continue
                 return True                   # head of line waits for KV space
             if need > free:                   # cached prefixes no request holds make room
                 self.prefix.evict(need - free, keep)
             self.waiting.pop(0)
-            self._reserved += self._own_bytes(req)
+            req.held_bytes = self._own_tokens(req, not as_needed) * per_token
+            self._reserved += req.held_bytes
             req.cached_tokens = self.prefix.hold(blocks, block_bytes, req.prompt_tokens)
             req.prefilled = req.cached_tokens
-            req.admitted_s = self.env.now
+            if req.admitted_s is None:
+                req.admitted_s = self.env.now
             self.running.append(req)
         return False
+
+    def _make_room(self, decoding: list[Request]) -> list[Request]:
+        """As needed: KV for every decoding sequence's next token, freeing cached prefixes no
+        request holds, then preempting the latest admitted requests (vLLM's recompute policy:
+        their KV is dropped, and they return to the head of the queue to prefill it again)."""
+        while True:
+            growth = sum(self._kv_token_bytes(r) for r in decoding)
+            short = growth - (self._kv_capacity - self._reserved - self.prefix.used)
+            if short <= 0:
+                return decoding
+            if self.prefix.evict(short, set()) >= short:
+                return decoding
+            if len(self.running) < 2:
+                return decoding               # alone, it was admitted with room for its whole KV
+            victim = self.running.pop()
+            self._reserved -= victim.held_bytes
+            victim.held_bytes = 0.0
+            self.prefix.release(self._blocks(victim))
+            victim.recomputed = len(victim.token_times)
+            victim.prefilled = 0
+            victim.preemptions += 1
+            self.preemptions += 1
+            self.waiting.insert(0, victim)
+            decoding = [r for r in decoding if r is not victim]
 
     def _scheduler(self, done: dict):
         env = self.env
@@ -188,13 +224,15 @@ class ServingLoop:
                 self._arrived = env.event()
                 yield self._arrived
             blocked = self._admit()
-            decoding = [r for r in self.running if r.prefilled >= r.prompt_tokens]
+            decoding = [r for r in self.running if r.prefilled >= r.prefill_target]
+            if self.w.kv_allocation == "as_needed":
+                decoding = self._make_room(decoding)
             budget = max(0, self.w.token_budget - len(decoding))
             chunks: list[tuple[Request, int]] = []
             for r in self.running:
-                if r.prefilled >= r.prompt_tokens:
+                if r.prefilled >= r.prefill_target:
                     continue
-                left = r.prompt_tokens - r.prefilled
+                left = r.prefill_target - r.prefilled
                 take = min(left, budget) if self.w.chunked_prefill else left
                 if take <= 0 or (not self.w.chunked_prefill and chunks and take > budget):
                     break
@@ -208,7 +246,7 @@ class ServingLoop:
                     self.kv_blocked_s += env.now - t0
                 continue
             prefill_tokens = sum(t for _, t in chunks)
-            completing = sum(1 for r, t in chunks if r.prefilled + t >= r.prompt_tokens)
+            completing = sum(1 for r, t in chunks if r.prefilled + t >= r.prefill_target)
             mean_ctx = sum(r.context for r in decoding) / len(decoding) if decoding else 0
             step = self.oracle.time(len(decoding), mean_ctx, prefill_tokens, completing)
             t0 = env.now
@@ -218,17 +256,21 @@ class ServingLoop:
             self.iterations.append(Iteration(t0, len(decoding), prefill_tokens, len(self.waiting), step))
             for r in decoding:
                 r.token_times.append(env.now)
+                if self.w.kv_allocation == "as_needed":
+                    grown = self._kv_token_bytes(r)
+                    r.held_bytes += grown
+                    self._reserved += grown
             for r, take in chunks:
                 r.prefilled += take
                 blocks = self._blocks(r)
-                if r.prefilled >= r.prompt_tokens:
+                if r.prefilled >= r.prefill_target:
                     r.token_times.append(env.now)         # the first token
                     self.prefix.computed(blocks, len(blocks) * BLOCK_TOKENS)   # the last, partial one too
                 elif blocks:
                     self.prefix.computed(blocks, r.prefilled)
             for r in [r for r in self.running if r.done]:
                 self.running.remove(r)
-                self._reserved -= self._own_bytes(r)
+                self._reserved -= r.held_bytes
                 self.prefix.release(self._blocks(r))
                 self.finished.append(r)
                 if r.rid in done:

@@ -26,7 +26,8 @@ def request_rows(loop: ServingLoop) -> list[dict]:
                      "ttft_ms": (t[0] - r.arrival_s) * 1e3, "e2e_ms": (t[-1] - r.arrival_s) * 1e3,
                      "itl_max_ms": float(gaps.max() * 1e3) if len(gaps) else 0.0,
                      "itl_mean_ms": float(gaps.mean() * 1e3) if len(gaps) else 0.0,
-                     "finish_s": t[-1], "cached_prompt_tokens": r.cached_tokens})
+                     "finish_s": t[-1], "cached_prompt_tokens": r.cached_tokens,
+                     "preemptions": r.preemptions})
     return rows
 
 
@@ -59,6 +60,7 @@ def serving_summary(loop: ServingLoop, budget_ms: float) -> dict:
             "iterations": len(loop.iterations),
             "iteration_shapes_simulated": loop.oracle.simulated,
             "prefix_hit_rate": loop.prefix.hit_rate,
+            "preemptions": loop.preemptions,
             "makespan_s": span,
         },
     }

@@ -24,11 +24,19 @@ class Request:
     token_times: list[float] = field(default_factory=list)
     prefilled: int = 0                      # prompt tokens already processed (or read from cache)
     cached_tokens: int = 0                  # prompt tokens whose KV was resident (prefix caching)
+    held_bytes: float = 0.0                 # KV bytes it holds outside shared prefix blocks
+    recomputed: int = 0                     # reply tokens to prefill again after a preemption
+    preemptions: int = 0
     hash_ids: tuple[int, ...] = ()          # trace's KV block ids of the prompt (Mooncake)
 
     @property
     def done(self) -> bool:
         return len(self.token_times) >= self.output_tokens
+
+    @property
+    def prefill_target(self) -> int:
+        """Tokens its prefill computes: the prompt, and after a preemption its reply so far."""
+        return self.prompt_tokens + self.recomputed
 
     @property
     def context(self) -> int:
