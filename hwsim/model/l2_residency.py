@@ -8,6 +8,16 @@ This is what makes the per-expert element-wise kernels slower inside a step than
 each expert's weights (235 MB for Mixtral-8x7B) sweep the L2 between the token gather of
 one expert and the next, and between a GEMM and the SiLU that reads its output.
 
+A kernel's code is fetched the same way. An element-wise or row kernel that follows a kernel
+of another kind finds its instructions gone from the SM's instruction cache (the GEMMs between
+the per-expert kernels fill it) and waits, before its first load, on CODE_FETCH_TRIPS dependent
+fetches: from L2, or from HBM when more than the L2's capacity has streamed through since the
+kind last ran. Where the kernel also reads evicted data the two waits overlap (H200, after a
+235 MB read: SiLU with cold code and warm data +0.35 us vectorised / +0.8 us strided, cold data
++0.6 / +1.5 us, both +0.6 / +1.6 us; calibration/data/h200_code_vs_data.jsonl), so only a
+kernel whose data is all in L2 pays it. Isolated-kernel calibrations repeat one kernel, so their
+code is always warm.
+
 A kernel's own output counts as written before its own stream: on the H200 the output of a
 GEMM that streams 235 MB of weights is read back at HBM cost even when every block writes
 its only tile at the end (calibration/data/h200_after_gemm_cause.jsonl: SiLU on it 4.0 us,
@@ -21,14 +31,28 @@ import dataclasses
 
 from hwsim.model.kernel import Kernel, StreamItem
 
+# Dependent instruction fetches before a cold kernel's first load, read off
+# calibration/data/h200_code_vs_data.jsonl (code cold, data warm, less resident: HBM latency
+# 345 ns a trip): vectorised kernels +0.35 us, PyTorch's strided elementwise_kernel +0.80 us
+CODE_FETCH_TRIPS = 1.0
+CODE_FETCH_TRIPS_STRIDED = 2.3
+
+
+def code_kind(name: str) -> str:
+    """The kind of kernel (its code) a schedule name stands for: L3.expert12.silu -> silu."""
+    return name.rsplit(".", 1)[-1]
+
 
 class L2Residency:
-    def __init__(self, capacity_bytes: float, spill_address: int):
+    def __init__(self, capacity_bytes: float, spill_address: int, miss_to_hit: float = 1.0):
         self.capacity = capacity_bytes       # L2 bytes activations may use (less any pinned SRAM)
         self.spill_address = spill_address   # where an evicted activation is re-read from
+        self.miss_to_hit = miss_to_hit       # HBM latency over L2-hit latency (code fetched from HBM)
         self.clock = 0.0                     # bytes through the L2 so far
         self.last_use: dict[str, float] = {}
-        self._variants: dict[tuple[int, int], tuple[Kernel, Kernel]] = {}
+        self.code_last_use: dict[str, float] = {}
+        self.previous_kind = ""
+        self._variants: dict[tuple[int, int, float], tuple[Kernel, Kernel]] = {}
 
     def place(self, items: list[StreamItem]) -> list[StreamItem]:
         """The stream with each kernel that reads evicted activations replaced by a variant
@@ -50,17 +74,34 @@ class L2Residency:
             last_use[name] = clock
         for name in k.writes:
             last_use[name] = clock
+        code_trips = self._code_fetch(k, clock) if k.reads and not evicted else 0.0
         self.clock = clock + k.tiles * (k.hbm_read + k.hbm_write + k.l2_write)
-        return self._spilled(k, evicted) if evicted else k
+        return self._variant(k, evicted, code_trips) if evicted or code_trips else k
 
-    def _spilled(self, k: Kernel, evicted: int) -> Kernel:
-        key = (id(k), evicted)
+    def _code_fetch(self, k: Kernel, clock: float) -> float:
+        """Round trips (in L2-hit latencies) k waits for its code; 0 when the SM still holds it."""
+        kind = code_kind(k.name)
+        last = self.code_last_use.get(kind)
+        self.code_last_use[kind] = clock
+        cold = kind != self.previous_kind
+        self.previous_kind = kind
+        if not cold:
+            return 0.0
+        trips = CODE_FETCH_TRIPS_STRIDED if k.start_trips else CODE_FETCH_TRIPS
+        from_hbm = last is None or clock - last > self.capacity
+        return trips * (self.miss_to_hit if from_hbm else 1.0)
+
+    def _variant(self, k: Kernel, evicted: int, code_trips: float) -> Kernel:
+        key = (id(k), evicted, code_trips)
         hit = self._variants.get(key)
         if hit is None or hit[0] is not k:
-            moved = k.l2_read * evicted / len(k.reads)
-            variant = dataclasses.replace(k, l2_read=k.l2_read - moved, hbm_read=k.hbm_read + moved,
-                                          address=k.address or self.spill_address,
-                                          miss_trips=k.input_trips if k.miss_trips < 0 and not k.hbm_read
-                                          else k.miss_trips, replay_key=None)
-            hit = self._variants[key] = (k, variant)
+            changes = {"replay_key": None}
+            if evicted:
+                moved = k.l2_read * evicted / len(k.reads)
+                changes.update(l2_read=k.l2_read - moved, hbm_read=k.hbm_read + moved,
+                               address=k.address or self.spill_address,
+                               miss_trips=k.input_trips if k.miss_trips < 0 and not k.hbm_read else k.miss_trips)
+            if code_trips:
+                changes["start_trips"] = k.start_trips + code_trips
+            hit = self._variants[key] = (k, dataclasses.replace(k, **changes))
         return hit[1]

@@ -276,7 +276,7 @@ class Schedule:
     def cold_state(self, l2_bytes: float | None = None) -> OnChipState:
         """An empty L2 (of `l2_bytes` for activations; the chip's whole L2 by default), no SRAM."""
         return OnChipState(L2Residency(self.chip.l2_bytes if l2_bytes is None else l2_bytes,
-                                       self.activation_address))
+                                       self.activation_address, self.chip.miss_latency_s / self.chip.hit_latency_s))
 
     def step(self, shape: StepShape, routing: dict[int, np.ndarray],
              state: OnChipState | None = None) -> list[StreamItem]:
