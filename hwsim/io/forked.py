@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import pickle
 import signal
+import threading
 import traceback
 from typing import Callable
 
@@ -50,7 +51,9 @@ def write_all(jobs: list[Job], workers: int | None = None) -> None:
     """Run every job's writer; in up to `workers` processes (default: 1 + the idle CPUs, at
     most 4). A writer's exception is raised here, wherever it ran."""
     n = min(len(jobs), workers or min(1 + int(idle_cpus()), 4))
-    if n < 2 or not hasattr(os, "fork"):
+    # fork only a single-threaded process: a child of a threaded one (a Dask worker running
+    # a sweep point) could inherit a lock another thread held, and hang on it
+    if n < 2 or not hasattr(os, "fork") or threading.active_count() > 1:
         for _, _, write in jobs:
             write()
         return
