@@ -36,7 +36,7 @@ PROFILED_KINDS = [("layer_norm", "norm"), ("splitKreduce", "splitk_reduce"), ("n
 # the profiler truncates names, so the strided gate x up product and the router-weight scale
 # (both BinaryFunctor multiplies) are one kind, "mul", on both sides
 # (suffix of a simulated kernel name, kind)
-SIMULATED_KINDS = [("splitk_reduce", "splitk_reduce"), ("combine", "attn_combine"),
+SIMULATED_KINDS = [("splitk_reduce", "splitk_reduce"), ("_copy", "copy"), ("combine", "attn_combine"),
                    ("attention", "attention"), ("norm", "norm"), ("gather", "gather"),
                    ("scatter_add", "scatter_add"), ("silu", "silu"), ("moe_zero", "zero"),
                    ("router_softmax", "softmax"), ("residual_add", "add"), (".mul", "mul"),

@@ -311,6 +311,11 @@ class Schedule:
             ks += self._gemm(name, layer, t, k_in, n_out, name, Component.WEIGHT_READ, out=out,
                              cls="attention")
         for which, heads in a.head_norms:
+            # q and k are strided views of the QKV output: RMSNorm copies each to contiguous first
+            # (validation/data/h200_general_kernels.csv: a copy before each of the two norms)
+            ks.append(self._ew(f"{which}_copy", layer, t * heads * a.head_dim * ops.ACT_BYTES,
+                               t * heads * a.head_dim * ops.ACT_BYTES, vectorized=False, reads=("qkv",),
+                               writes=(which,)))
             ks.append(self._head_norm(which, layer, t * heads))
         (qk_dim, v_dim), kv_heads = a.dims, a.cached_heads
         appends, o_in = a.appends, a.o_proj_in
@@ -431,7 +436,7 @@ class Schedule:
     def _head_norm(self, which: str, layer: int, rows: int) -> Kernel:
         a = self.model.attention
         return ops.rows_kernel(f"L{layer}.{which}", layer, rows, a.head_dim, ops.ACT_BYTES,
-                               NORM_OPS_PER_ELEM, self.chip)
+                               NORM_OPS_PER_ELEM, self.chip, reads=(which,), writes=(which,))
 
     @_memo
     def _kv_append(self, name: str, layer: int, s: StepShape, elems: int, bytes_per_el: float) -> Kernel:
