@@ -34,6 +34,7 @@ CASES = [  # model, phase, batch, context, prompt: cal rows of the grid
     ("qwen1.5-moe-a2.7b", "prefill", 1, 0, 512),
     ("mixtral-8x7b", "prefill", 1, 0, 8192),
     ("qwen3-30b-a3b", "prefill", 1, 0, 256),
+    ("qwen3-30b-a3b", "prefill", 1, 0, 8192),
 ]
 
 

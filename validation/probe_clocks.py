@@ -1,0 +1,87 @@
+"""SM clock and power while whole steps replay back to back (issue 17): do sustained
+tensor-core steps run below the 1980 MHz boost clock (the 700 W power limit)?
+
+    python3 validation/probe_clocks.py --out $OUT/h200_step_clocks.jsonl
+
+For each case (cal rows of validation/general_grid.md), the whole step (all layers) is captured
+as one CUDA graph and replayed for a few seconds while nvidia-smi is sampled every 0.2 s; the
+record holds the replay times (CUDA events) and the samples. Then validation/profile_general.py's
+kernel lists are extended with Qwen3's 8192-token prefill (4 layers).
+"""
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import measure_general as mg  # noqa: E402
+import measure_steps as ms  # noqa: E402
+from device_env import log, smi_line  # noqa: E402
+
+CASES = [("llama-3.1-8b", "prefill", 1, 0, 512), ("mixtral-8x7b", "prefill", 1, 0, 8192),
+         ("qwen3-30b-a3b", "prefill", 1, 0, 8192), ("qwen3-30b-a3b", "decode", 256, 1024, 0)]
+SECONDS = 4.0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    ms.pick_sdpa_backend("cuda")
+    with open(args.out, "w") as out:
+        for model, phase, b, ctx, prompt in CASES:
+            cfg = mg.MODELS[model]
+            W = mg.Weights(cfg, "cuda")
+            ntok = b if phase == "decode" else prompt
+            st = {"B": b, "ctx": ctx, "T": prompt,
+                  "x": torch.randn((ntok, cfg["d"]), dtype=torch.bfloat16, device="cuda"),
+                  "route": ms.make_routing(cfg, ntok, "cuda", seed=1000 + ntok) if cfg["E"] else [[]] * cfg["L"]}
+            if phase == "decode":
+                st["cache"] = mg.make_cache(cfg, b, ctx, "cuda")
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side), ms.run_ctx():
+                mg.step(W, cfg, st, phase)
+            torch.cuda.current_stream().wait_stream(side)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g), ms.run_ctx():
+                mg.step(W, cfg, st, phase)
+            torch.cuda.synchronize()
+            samples, stop = [], threading.Event()
+
+            def sample():
+                while not stop.is_set():
+                    samples.append((round(time.perf_counter(), 2), smi_line()))
+                    time.sleep(0.2)
+            t = threading.Thread(target=sample)
+            t.start()
+            times, t_end = [], time.perf_counter() + SECONDS
+            while time.perf_counter() < t_end:
+                a, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                a.record()
+                g.replay()
+                e.record()
+                e.synchronize()
+                times.append(a.elapsed_time(e))
+            stop.set()
+            t.join()
+            case = mg.case_name(model, phase, b, ctx, prompt)
+            out.write(json.dumps({"case": case, "replay_ms": times, "smi_fields":
+                                  "clocks.sm,clocks.max.sm,clocks.mem,power.limit,driver,temp,power.draw",
+                                  "samples": samples}) + "\n")
+            out.flush()
+            log(f"{case}: {len(times)} replays, first {times[0]:.2f} ms, last {times[-1]:.2f} ms; "
+                f"smi mid {samples[len(samples) // 2][1] if samples else '-'}")
+            del g, st, W
+            torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()
