@@ -128,7 +128,7 @@ def _write_files(result: RunResult, out: Path, manifest: dict, extra: dict, plot
         paths.pop("breakdown.csv")
         tables, figures = _serving_files(result, out, paths)
     else:
-        from hwsim.plots.gantt import step_view
+        from hwsim.plots.gantt_view import step_view
 
         recorded = max((r.step for r in result.records), default=0)   # runtime.kernel_records
         paths["gantt.png"] = out / "gantt.png"

@@ -29,7 +29,9 @@ def _cpus() -> int:
 
 def idle_cpus() -> float:
     """CPUs not busy over the last minute (load average); processes side by side pay only on
-    idle CPUs, and on a busy machine they add their forks and repeated work to its load."""
+    idle CPUs, and on a busy machine they add their forks and repeated work to its load. A
+    CPU counts once it is idle half the time (hwsim runs back to back hold the average near 1
+    on their own, with the other CPU free)."""
     try:
         return _cpus() - os.getloadavg()[0]
     except (AttributeError, OSError):               # no load average here: assume one is idle
@@ -48,9 +50,9 @@ def shares(jobs: list[Job], n: int) -> list[list[Job]]:
 
 
 def write_all(jobs: list[Job], workers: int | None = None) -> None:
-    """Run every job's writer; in up to `workers` processes (default: 1 + the idle CPUs, at
-    most 4). A writer's exception is raised here, wherever it ran."""
-    n = min(len(jobs), workers or min(1 + int(idle_cpus()), 4))
+    """Run every job's writer; in up to `workers` processes (default: 1 + the idle CPUs,
+    rounded, at most 4). A writer's exception is raised here, wherever it ran."""
+    n = min(len(jobs), workers or min(1 + round(idle_cpus()), 4))
     # fork only a single-threaded process: a child of a threaded one (a Dask worker running
     # a sweep point) could inherit a lock another thread held, and hang on it
     if n < 2 or not hasattr(os, "fork") or threading.active_count() > 1:

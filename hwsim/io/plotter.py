@@ -32,7 +32,7 @@ class Plotter:
     def start(cls) -> Plotter | None:
         """The helper, forked now; None where fork is not available or no CPU is idle (it
         repeats imports the parent makes too, a loss when it cannot run beside it)."""
-        if not hasattr(os, "fork") or idle_cpus() < 1 or threading.active_count() > 1:
+        if not hasattr(os, "fork") or idle_cpus() < 0.5 or threading.active_count() > 1:
             return None
         down_r, down_w = os.pipe()
         up_r, up_w = os.pipe()
