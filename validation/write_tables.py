@@ -1,10 +1,10 @@
-"""Rewrite docs/validation.md's three whole-step tables from the results JSONs.
+"""Rewrite docs/validation.md's four whole-step tables from the results JSONs.
 
     python validation/write_tables.py
 
 The tables (`| case | measured ms | predicted ms | error |`) appear in this order: the main
 grid (results_h200.json), the test grid (results_h200_extra.json), the cuDNN steps
-(results_h200_cudnn.json). Their prose figures (median, max) are left for a person to edit:
+(results_h200_cudnn.json), the generalisation grid (results_h200_general.json, issue 17). Their prose figures (median, max) are left for a person to edit:
 `python validation/check_accuracy.py` prints them.
 """
 
@@ -15,7 +15,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "validation.md"
-RESULTS = ["results_h200.json", "results_h200_extra.json", "results_h200_cudnn.json"]
+RESULTS = ["results_h200.json", "results_h200_extra.json", "results_h200_cudnn.json",
+           "results_h200_general.json"]
 HEADER = "| case | measured ms | predicted ms | error |"
 
 
@@ -25,7 +26,8 @@ def rows_md(path: Path) -> list[str]:
         if r.get("predicted_ms") is None:
             out.append(f"| {r['name']} | {r['measured_ms']} | failed | |")
         else:
-            out.append(f"| {r['name']} | {r['measured_ms']:.2f} | {r['predicted_ms']:.2f} | {r['error_pct']:+.1f}% |")
+            name = f"{r['name']} ({r['split']})" if r.get("split") else r["name"]
+            out.append(f"| {name} | {r['measured_ms']:.2f} | {r['predicted_ms']:.2f} | {r['error_pct']:+.1f}% |")
     return out
 
 
