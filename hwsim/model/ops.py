@@ -152,6 +152,41 @@ def gemm(name: str, layer: int, m: int, k: int, n: int, chip: ChipSpec, *, weigh
     return [main, reduce]
 
 
+# cuBLAS's fallbacks for a strided-batched GEMM whose leading dimension is not a multiple of 8
+# elements (16 bytes), as DeepSeek's reference MLA decode issues them over a cache of context + 1
+# keys (CUPTI, validation/data/h200_general_kernels.csv, the cal rows of DeepSeek-V2-Lite):
+# magma_sgemmEx (CUDA-core FMAs) for the scores, a gemv-style gemmSN for probabilities x latent.
+UNALIGNED_ELEMS = 8
+SIMT_TILE_N = 64         # magma_sgemmEx: 64 keys a block, grid (keys / 64, 1, batch)
+SIMT_TILE_M = 136        # rows of FMAs a block issues per key column (the 16 query heads padded to
+                         # its tile): 294 us at K = 512 and 47 us at K = 64 over 32 x 4097 keys
+SIMT_TRIPS = 6           # its K loop's dependent global loads exposed per wave
+GEMV_SPLITS, GEMV_COLS = 8, 128    # gemmSN: grid (8, 4, batch): K in 8 pieces, N in 128-column strips
+GEMV_INFLIGHT_BYTES = 600          # loads a gemmSN block keeps in flight (580 us at batch 4 x 32,769
+                                   # keys with one block an SM, 180 us at 32 x 4,097)
+
+
+def unaligned_batched_gemm(name: str, layer: int, batch: int, m: int, k: int, n: int, chip: ChipSpec, *,
+                           b_addr: int, data: Component, writes: tuple[str, ...] = (),
+                           reduce_over_k: bool = False) -> Kernel:
+    """One of cuBLAS's fallback kernels for `batch` products [m, k] x [k, n] whose leading
+    dimension is unaligned. `reduce_over_k` (probabilities x latent: K is the keys) runs the
+    gemv-style gemmSN, latency-bound on a few loads in flight per block; otherwise (scores: N is
+    the keys) magma's CUDA-core SGEMM. The [k, n] operand (the cache) streams from HBM once."""
+    if reduce_over_k:
+        tiles = batch * GEMV_SPLITS * math.ceil(n / GEMV_COLS)
+        per_tile = k / GEMV_SPLITS * GEMV_COLS
+        return Kernel(name=name, layer=layer, tiles=tiles, hbm_read=per_tile * ACT_BYTES,
+                      vector_flops=2.0 * m * per_tile, inflight_bytes=GEMV_INFLIGHT_BYTES,
+                      l2_write=m * GEMV_COLS * ACC_BYTES, address=b_addr, data=data,
+                      compute=Component.ATTENTION_COMPUTE, writes=writes)
+    tiles = batch * math.ceil(n / SIMT_TILE_N)
+    return Kernel(name=name, layer=layer, tiles=tiles, hbm_read=SIMT_TILE_N * k * ACT_BYTES,
+                  l2_read=m * k * ACT_BYTES, l2_write=m * SIMT_TILE_N * ACT_BYTES,
+                  vector_flops=2.0 * SIMT_TILE_M * SIMT_TILE_N * k, round_trips=SIMT_TRIPS,
+                  address=b_addr, data=data, compute=Component.ATTENTION_COMPUTE, writes=writes)
+
+
 def elementwise(name: str, layer: int, read_bytes: float, write_bytes: float, ops_per_byte: float,
                 chip: ChipSpec, *, weight_bytes: float = 0.0, weight_addr: int = 0,
                 component: Component = Component.ACTIVATION_IO, round_trips: float = 1,

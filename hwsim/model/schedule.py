@@ -357,7 +357,10 @@ class Schedule:
             q_in = a.q_lora_rank
         ks += self._gemm("q_b", layer, t, q_in, heads * qk, "q_b", Component.WEIGHT_READ, out=("q",), **attn)
         ks += self._gemm("kv_a", layer, t, d, latent + rope, "kv_a", Component.WEIGHT_READ, out=("kv_a",), **attn)
-        ks.append(self._latent_norm("kv_a_norm", layer, t, latent, "kv_a"))
+        # the latent is a strided view of kv_a's output: RMSNorm copies it to contiguous first
+        ks.append(self._ew("kv_a_copy", layer, t * latent * ab, t * latent * ab, vectorized=False,
+                           reads=("kv_a",), writes=("latent",)))
+        ks.append(self._latent_norm("kv_a_norm", layer, t, latent, "latent"))
         if s.decodes:
             append_bytes_per_el = self.kv.append_bits() / 8
             appends = ([("kv_write", latent), ("pe_write", rope)] if self.attention_kernel == "eager"
@@ -410,6 +413,16 @@ class Schedule:
                             weight_bytes=weight_bytes, data=data, compute=Component.ATTENTION_COMPUTE,
                             writes=out)
 
+        def cache_bmm(name, k, n, out, reduce_over_k=False):
+            """A product with the cache, per sequence: cuBLAS's fallback kernels when several
+            sequences' keys (a leading dimension) are not a multiple of 8, else its tensor-core
+            GEMM (a single sequence is assumed to take cuBLAS's plain path: not yet profiled)."""
+            if keys % ops.UNALIGNED_ELEMS and batch > 1:
+                return [ops.unaligned_batched_gemm(f"L{layer}.{name}", layer, batch, heads, k, n, self.chip,
+                                                   b_addr=cache, data=Component.KV_READ, writes=out,
+                                                   reduce_over_k=reduce_over_k)]
+            return bmm(name, heads, k, batch * n, cache, ab, Component.KV_READ, out)
+
         def copy(name, elems, out):
             return self._ew(name, layer, elems * ab, elems * ab, vectorized=False, writes=(out,))
 
@@ -418,15 +431,17 @@ class Schedule:
             *bmm("q_absorb", batch, nope, heads * latent, kv_b, ab, Component.WEIGHT_READ, ("q_lat_t",)),
             copy("q_pe_copy", hb * rope, "q_pe"),
             copy("q_latent_copy", hb * latent, "q_lat"),
-            *bmm("scores_latent", heads, latent, batch * keys, cache, ab, Component.KV_READ, ("scores",)),
-            *bmm("scores_rope", heads, rope, batch * keys, cache, ab, Component.KV_READ, ("scores_pe",)),
+            *cache_bmm("scores_latent", latent, keys, ("scores",)),
+            *cache_bmm("scores_rope", rope, keys, ("scores_pe",)),
             self._ew("scores_add", layer, 2 * score_bytes, score_bytes, reads=("scores", "scores_pe"),
                      writes=("scores",)),
             self._ew("scores_scale", layer, score_bytes, score_bytes, reads=("scores",), writes=("scores",)),
-            self._ew("softmax", layer, score_bytes, 2 * score_bytes, SOFTMAX_OPS_PER_ELEM / ab,
-                     round_trips=3, reads=("scores",), writes=("probs32",)),
+            # softmax(dtype=float32) casts its input first, then normalises in fp32
+            self._ew("scores_cast", layer, score_bytes, 2 * score_bytes, reads=("scores",), writes=("scores32",)),
+            self._ew("softmax", layer, 2 * score_bytes, 2 * score_bytes, SOFTMAX_OPS_PER_ELEM / FP32_BYTES,
+                     round_trips=3, reads=("scores32",), writes=("probs32",)),
             self._ew("probs_cast", layer, 2 * score_bytes, score_bytes, reads=("probs32",), writes=("probs",)),
-            *bmm("probs_latent", heads, keys, batch * latent, cache, ab, Component.KV_READ, ("o_lat",)),
+            *cache_bmm("probs_latent", keys, latent, ("o_lat",), reduce_over_k=True),
             copy("o_latent_copy", hb * latent, "o_lat_t"),
             *bmm("v_absorb", batch, latent, heads * vd, kv_b, ab, Component.WEIGHT_READ, ("o_heads",)),
             copy("o_copy", hb * vd, "attn"),
