@@ -201,16 +201,22 @@ def ffn(x, h, lw, route, cfg, layer):
     return base.moe(x, h, lw, route, cfg)          # the measured Mixtral/Qwen3 schedule
 
 
-def gqa_decode(h, lw, cfg, st, li):
-    B, ctx = st["B"], st["ctx"]
+def qkv_heads(h, lw, cfg, rows):
+    """The fused QKV GEMM, split into [rows, heads, hd] views; QK-norm on q and k if the model has it."""
     H, KVH, hd, eps = cfg["H"], cfg["KVH"], cfg["hd"], cfg["eps"]
     qkv = mm(h, lw["wqkv"])
-    q = qkv[:, :H * hd].view(B, H, hd)
-    k = qkv[:, H * hd:(H + KVH) * hd].view(B, KVH, hd)
-    v = qkv[:, (H + KVH) * hd:].view(B, KVH, hd)
+    q = qkv[:, :H * hd].view(rows, H, hd)
+    k = qkv[:, H * hd:(H + KVH) * hd].view(rows, KVH, hd)
+    v = qkv[:, (H + KVH) * hd:].view(rows, KVH, hd)
     if cfg.get("qk_norm"):
         q = rms(q, lw["qn"], eps)
         k = rms(k, lw["kn"], eps)
+    return q, k, v
+
+
+def gqa_decode(h, lw, cfg, st, li):
+    B, ctx = st["B"], st["ctx"]
+    q, k, v = qkv_heads(h, lw, cfg, B)
     kc, vc = st["cache"][li][0], st["cache"][li][1]
     OPS("kv_copy", 2)
     kc[:, :, ctx].copy_(k)
@@ -222,14 +228,7 @@ def gqa_decode(h, lw, cfg, st, li):
 
 def gqa_prefill(h, lw, cfg, st, li):
     T = st["T"]
-    H, KVH, hd, eps = cfg["H"], cfg["KVH"], cfg["hd"], cfg["eps"]
-    qkv = mm(h, lw["wqkv"])
-    q = qkv[:, :H * hd].view(T, H, hd)
-    k = qkv[:, H * hd:(H + KVH) * hd].view(T, KVH, hd)
-    v = qkv[:, (H + KVH) * hd:].view(T, KVH, hd)
-    if cfg.get("qk_norm"):
-        q = rms(q, lw["qn"], eps)
-        k = rms(k, lw["kn"], eps)
+    q, k, v = qkv_heads(h, lw, cfg, T)
     a = sdpa(q.transpose(0, 1).unsqueeze(0), k.transpose(0, 1).unsqueeze(0),
              v.transpose(0, 1).unsqueeze(0), causal=True)
     return mm(to_rows(a[0].transpose(0, 1), T), lw["wo"])
