@@ -22,6 +22,7 @@ import measure_steps as ms  # noqa: E402
 from device_env import profile_graph  # noqa: E402
 
 CASES = [  # model, phase, batch, context, prompt: cal rows of the grid
+    ("deepseek-v2-lite", "decode", 1, 512, 0),
     ("deepseek-v2-lite", "decode", 4, 32768, 0),
     ("deepseek-v2-lite", "decode", 32, 4096, 0),
     ("gpt-oss-20b", "decode", 1, 512, 0),
