@@ -146,6 +146,9 @@ def _scenario(data: dict) -> Scenario:
 
 def predict_ms(row: dict, sets: list[str] | None = None) -> float:
     cfg, shape = _row_scenario(row, sets)
+    # a row needs the pass's time only: no kernel records, no busy intervals per unit (those
+    # were 30% of a validate's wall time, and the predictions are the same to the bit)
+    cfg = cfg.model_copy(update={"runtime": cfg.runtime.model_copy(update={"kernel_records": 0})})
     check_cost(cfg, load_model(cfg.model))       # a row is one step: refuse one that takes hours
     draws = ROUTING_DRAWS if shape.phase == "decode" else 1
     built = build(cfg)
