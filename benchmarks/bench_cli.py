@@ -89,11 +89,12 @@ def main() -> None:
             if args.baseline:
                 subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)],
                                check=False)
-    print(f"{'wall seconds (fastest of ' + str(args.repeat) + ')':32}" + "".join(f"{l:>14}" for l in trees)
-          + f"{'target':>10}")
+    width = {label: max(14, len(label) + 2) for label in trees}
+    print(f"{'wall seconds (fastest of ' + str(args.repeat) + ')':32}"
+          + "".join(f"{l:>{width[l]}}" for l in trees) + f"{'target':>10}")
     for name in names:
         target = TARGETS_S.get(name)
-        print(f"{name:32}" + "".join(f"{best[name][l]:>14.2f}" for l in trees)
+        print(f"{name:32}" + "".join(f"{best[name][l]:>{width[l]}.2f}" for l in trees)
               + (f"{target:>10.1f}" if target else f"{'-':>10}"))
 
 
