@@ -311,11 +311,12 @@ class Schedule:
             ks += self._gemm(name, layer, t, k_in, n_out, name, Component.WEIGHT_READ, out=out,
                              cls="attention")
         for which, heads in a.head_norms:
-            # q and k are strided views of the QKV output: RMSNorm copies each to contiguous first
-            # (validation/data/h200_general_kernels.csv: a copy before each of the two norms)
-            ks.append(self._ew(f"{which}_copy", layer, t * heads * a.head_dim * ops.ACT_BYTES,
-                               t * heads * a.head_dim * ops.ACT_BYTES, vectorized=False, reads=("qkv",),
-                               writes=(which,)))
+            # q and k are strided views of the QKV output (for more than one token): RMSNorm
+            # copies each to contiguous first (validation/data/h200_general_kernels.csv)
+            if t > 1:
+                n = t * heads * a.head_dim * ops.ACT_BYTES
+                ks.append(self._ew(f"{which}_copy", layer, n, n, vectorized=False, reads=("qkv",),
+                                   writes=(which,)))
             ks.append(self._head_norm(which, layer, t * heads))
         (qk_dim, v_dim), kv_heads = a.dims, a.cached_heads
         appends, o_in = a.appends, a.o_proj_in
@@ -357,9 +358,11 @@ class Schedule:
             q_in = a.q_lora_rank
         ks += self._gemm("q_b", layer, t, q_in, heads * qk, "q_b", Component.WEIGHT_READ, out=("q",), **attn)
         ks += self._gemm("kv_a", layer, t, d, latent + rope, "kv_a", Component.WEIGHT_READ, out=("kv_a",), **attn)
-        # the latent is a strided view of kv_a's output: RMSNorm copies it to contiguous first
-        ks.append(self._ew("kv_a_copy", layer, t * latent * ab, t * latent * ab, vectorized=False,
-                           reads=("kv_a",), writes=("latent",)))
+        # the latent is a strided view of kv_a's output (for more than one token): RMSNorm
+        # copies it to contiguous first
+        if t > 1:
+            ks.append(self._ew("kv_a_copy", layer, t * latent * ab, t * latent * ab, vectorized=False,
+                               reads=("kv_a",), writes=("latent",)))
         ks.append(self._latent_norm("kv_a_norm", layer, t, latent, "latent"))
         if s.decodes:
             append_bytes_per_el = self.kv.append_bits() / 8
