@@ -419,7 +419,7 @@ class Schedule:
         def cache_bmm(name, k, n, out, reduce_over_k=False):
             """A product with the cache, per sequence: cuBLAS's fallback kernels when several
             sequences' keys (a leading dimension) are not a multiple of 8, else its tensor-core
-            GEMM (for one sequence cuBLAS runs tensor-op align1 kernels with split-K, near it: CUPTI).
+            GEMM (for one sequence cuBLAS runs tensor-op align1 kernels with split-K, near it: CUPTI)."""
             if keys % ops.UNALIGNED_ELEMS and batch > 1:
                 return [ops.unaligned_batched_gemm(f"L{layer}.{name}", layer, batch, heads, k, n, self.chip,
                                                    b_addr=cache, data=Component.KV_READ, writes=out,
