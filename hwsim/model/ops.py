@@ -158,8 +158,9 @@ def gemm(name: str, layer: int, m: int, k: int, n: int, chip: ChipSpec, *, weigh
 # magma_sgemmEx (CUDA-core FMAs) for the scores, a gemv-style gemmSN for probabilities x latent.
 UNALIGNED_ELEMS = 8
 SIMT_TILE_N = 64         # magma_sgemmEx: 64 keys a block, grid (keys / 64, 1, batch)
-SIMT_TILE_M = 136        # rows of FMAs a block issues per key column (the 16 query heads padded to
-                         # its tile): 294 us at K = 512 and 47 us at K = 64 over 32 x 4097 keys
+SIMT_TILE_M = 136        # FMA rows per key column that reproduce magma's measured rate with the 16 query
+                         # heads (294 us at K = 512, 47 us at K = 64 over 32 x 4097 keys): an effective
+                         # figure, fitted to those two kernels; magma's own tile is not known
 SIMT_TRIPS = 6           # its K loop's dependent global loads exposed per wave
 GEMV_SPLITS, GEMV_COLS = 8, 128    # gemmSN: grid (8, 4, batch): K in 8 pieces, N in 128-column strips
 GEMV_INFLIGHT_BYTES = 600          # loads a gemmSN block keeps in flight (580 us at batch 4 x 32,769
