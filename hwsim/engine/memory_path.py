@@ -151,6 +151,9 @@ class MemoryPath:
 
     def waves(self, k: Kernel):
         """The kernel's waves as (tiles_per_sm, first_tile, tiles_in_wave, fill) tuples."""
+        if k.busiest_tiles:   # unequal tiles, dispatched as SMs free: one pass, the busiest SM's share
+            yield k.busiest_tiles, 0, k.tiles, True
+            return
         if k.balanced:   # stream-K: every SM gets tiles/sms tiles' worth of work, in one pass
             yield k.tiles / self.chip.sms, 0, k.tiles, True
             return
@@ -163,4 +166,6 @@ class MemoryPath:
             done += in_wave
 
     def wave_count(self, k: Kernel) -> int:
+        if k.busiest_tiles:
+            return 1
         return math.ceil(k.tiles / (self.chip.sms * self.slots_per_sm(k)))

@@ -35,6 +35,8 @@ class Kernel:               # of them; nothing mutates a Kernel after the schedu
     dtype: str = "bf16"             # tensor-core input type
     mma_sync: bool = False          # built on warp-level mma.sync (FlashAttention-2), not wgmma
     balanced: bool = False          # stream-K: work spread evenly over SMs, no partial last wave
+    busiest_tiles: float = 0.0      # tiles' worth of work the busiest SM runs when the grid's tiles
+                                    # differ in work (causal attention: hwsim.model.ops); 0: equal tiles
     round_trips: float = 1          # dependent memory round trips a tile waits on before streaming
     start_trips: float = 0          # further round trips exposed once, at the kernel's start (setup)
     inflight_bytes: float = 0.0     # loads a tile keeps outstanding; 0: the chip's per-block default

@@ -8,6 +8,7 @@ sizes, when split-K is used) come from the hardware profile, never from the mode
 from __future__ import annotations
 
 import functools
+import heapq
 import math
 
 from hwsim.hw.chip import ChipSpec
@@ -345,19 +346,33 @@ def unfused_dequant(name: str, layer: int, packed_bytes: float, elements: float,
                   address=cache_addr, data=Component.DEQUANT, compute=Component.DEQUANT)
 
 
+def causal_busiest_tiles(q_blocks: int, heads: int, sms: int) -> float:
+    """Tiles' worth of work (in average tiles) the busiest SM runs when a causal grid's tiles are
+    dispatched in launch order (query block fastest, then head) to whichever SM frees first;
+    query block i iterates over i + 1 key blocks, so the last blocks of the last heads run long
+    while other SMs have finished (FlashAttention-2's grid; calibration/data/h200_kernel_traces.jsonl)."""
+    loads = [0.0] * min(sms, q_blocks * heads)
+    for _ in range(heads):
+        for block in range(q_blocks):
+            heapq.heapreplace(loads, loads[0] + block + 1)
+    return max(loads) / ((q_blocks + 1) / 2)
+
+
 def prefill_attention(name: str, layer: int, tokens: int, heads: int, kv_heads: int, qk_dim: int,
                       v_dim: int, chip: ChipSpec) -> Kernel:
-    """Causal FlashAttention over a prompt: K/V of the prompt stay in L2, half the scores are masked."""
+    """Causal FlashAttention over a prompt: K/V of the prompt stay in L2, half the scores are
+    masked, and the unequal tiles leave the busiest SM with more than its share."""
     q_blocks = math.ceil(tokens / ATTN_BLOCK_M)
     tiles = q_blocks * heads
     avg_keys = (tokens + ATTN_BLOCK_M) / 2        # causal: block i sees i+1 key blocks
     kv_row = (qk_dim + v_dim) * ACT_BYTES
     return Kernel(
-        name=name, layer=layer, tiles=tiles,
+        name=name, layer=layer, tiles=tiles, busiest_tiles=causal_busiest_tiles(q_blocks, heads, chip.sms),
         l2_read=ATTN_BLOCK_M * qk_dim * ACT_BYTES + avg_keys * kv_row,
         l2_write=ATTN_BLOCK_M * v_dim * ACT_BYTES,
         tensor_flops=2.0 * ATTN_BLOCK_M * avg_keys * (qk_dim + v_dim),
         vector_flops=SOFTMAX_OPS * ATTN_BLOCK_M * avg_keys,
         smem_bytes=(ATTN_BLOCK_M * qk_dim + 2 * ATTN_BLOCK_N * (qk_dim + v_dim)) * ACT_BYTES // 2,
+        round_trips=ATTN_ROUND_TRIPS,
         data=Component.ATTENTION_COMPUTE, compute=Component.ATTENTION_COMPUTE, mma_sync=True,
     )
