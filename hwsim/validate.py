@@ -3,8 +3,8 @@
 Dataset format (a public contract, docs/validation.md): CSV with columns
 name, hardware, model, phase, batch, context_tokens, prompt_tokens, kv_bits, launch,
 measured_ms[, notes, split, overrides]. Decode rows are one decode step of the whole batch
-with each sequence holding context_tokens of KV; prefill rows are one forward pass over prompt_tokens tokens of
-one sequence. The simulator follows the measured software schedule (runtime.moe_schedule
+with each sequence holding context_tokens of KV; prefill rows are one forward pass over
+prompt_tokens tokens of one sequence. The simulator follows the measured software schedule (runtime.moe_schedule
 per-expert, uniform random top-k routing); no per-row or per-model factor is applied.
 Optional columns: `split` (e.g. cal / test) groups the summary; `overrides` holds scenario
 overrides the row was measured with, `key=value` pairs separated by `;` (as `--set` takes them).
