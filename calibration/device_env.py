@@ -7,6 +7,7 @@ import contextlib
 import json
 import subprocess
 import tempfile
+import threading
 import time
 
 import torch
@@ -35,6 +36,29 @@ def smi_line():
         return r.stdout.strip() or r.stderr.strip()
     except Exception as e:
         return f"unavailable: {e!r}"
+
+
+SMI_FIELDS = "clocks.sm,clocks.max.sm,clocks.mem,power.limit,driver,temp,power.draw"   # smi_line's order
+
+
+@contextlib.contextmanager
+def smi_samples(every_s=0.2, timed=False):
+    """Sample smi_line() every `every_s` on a thread while the block runs (the card's clock and
+    power under load); yields the list, filled as it goes: lines, or (perf_counter s, line)."""
+    samples, stop = [], threading.Event()
+
+    def sample():
+        while not stop.is_set():
+            line = smi_line()
+            samples.append((round(time.perf_counter(), 2), line) if timed else line)
+            time.sleep(every_s)
+    thread = threading.Thread(target=sample)
+    thread.start()
+    try:
+        yield samples
+    finally:
+        stop.set()
+        thread.join()
 
 
 @contextlib.contextmanager

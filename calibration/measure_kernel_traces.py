@@ -31,14 +31,13 @@ import argparse
 import itertools
 import os
 import sys
-import threading
 import time
 
 import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from device_env import flash_sdpa, jsonl_out, log, profile_graph, smi_line
+from device_env import SMI_FIELDS, flash_sdpa, jsonl_out, log, profile_graph, smi_samples
 from measure_small_kernels import summarise
 
 REPS = 20
@@ -223,26 +222,16 @@ def clock(write, dry):
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g), torch.no_grad():
         step()
-    samples, stop = [], threading.Event()
-
-    def sample():
-        while not stop.is_set():
-            samples.append(smi_line())
-            time.sleep(0.2)
-    t = threading.Thread(target=sample)
-    t.start()
-    t_end = time.perf_counter() + (0.5 if dry else 4.0)
-    replays = 0
-    while time.perf_counter() < t_end:
-        for _ in range(50):
-            g.replay()
-        replays += 50
-        torch.cuda.synchronize()
-    stop.set()
-    t.join()
+    with smi_samples() as samples:
+        t_end = time.perf_counter() + (0.5 if dry else 4.0)
+        replays = 0
+        while time.perf_counter() < t_end:
+            for _ in range(50):
+                g.replay()
+            replays += 50
+            torch.cuda.synchronize()
     write({"part": "clock", "workload": "8 x (x[8, 4096] @ W[28672, 4096]^T, SiLU), replayed",
-           "replays": replays, "smi_fields": "clocks.sm,clocks.max.sm,clocks.mem,power.limit,driver,temp,power.draw",
-           "samples": samples})
+           "replays": replays, "smi_fields": SMI_FIELDS, "samples": samples})
     log(f"clock: {samples[len(samples) // 2] if samples else 'no samples'}")
 
 

@@ -10,12 +10,11 @@ holds the work done per second (tensor FLOP/s, HBM bytes/s) from CUDA events and
 
 import argparse
 import json
-import threading
 import time
 
 import torch
 
-from device_env import log, smi_line
+from device_env import SMI_FIELDS, log, smi_line, smi_samples
 
 SECONDS = 4.0
 
@@ -24,30 +23,20 @@ def run(name, fn, flops, nbytes, out):
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
-    samples, stop = [], threading.Event()
-
-    def sample():
-        while not stop.is_set():
-            samples.append(smi_line())
-            time.sleep(0.2)
-    t = threading.Thread(target=sample)
-    t.start()
-    a, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    n, t_end = 0, time.perf_counter() + SECONDS
-    a.record()
-    while time.perf_counter() < t_end:
-        for _ in range(10):
-            fn()
-        n += 10
-        torch.cuda.synchronize()
-    e.record()
-    e.synchronize()
-    stop.set()
-    t.join()
+    with smi_samples() as samples:
+        a, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        n, t_end = 0, time.perf_counter() + SECONDS
+        a.record()
+        while time.perf_counter() < t_end:
+            for _ in range(10):
+                fn()
+            n += 10
+            torch.cuda.synchronize()
+        e.record()
+        e.synchronize()
     s = a.elapsed_time(e) / 1e3
     rec = {"workload": name, "calls": n, "seconds": s, "tflops_per_s": flops * n / s / 1e12,
-           "tb_per_s": nbytes * n / s / 1e12, "smi_fields": "clocks.sm,clocks.max.sm,clocks.mem,power.limit,"
-           "driver,temp,power.draw", "samples": samples}
+           "tb_per_s": nbytes * n / s / 1e12, "smi_fields": SMI_FIELDS, "samples": samples}
     out.write(json.dumps(rec) + "\n")
     out.flush()
     log(f"{name}: {rec['tflops_per_s']:.0f} TFLOP/s, {rec['tb_per_s']:.2f} TB/s; last {samples[-1] if samples else '-'}")

@@ -5,15 +5,13 @@ tensor-core steps run below the 1980 MHz boost clock (the 700 W power limit)?
 
 For each case (cal rows of validation/general_grid.md), the whole step (all layers) is captured
 as one CUDA graph and replayed for a few seconds while nvidia-smi is sampled every 0.2 s; the
-record holds the replay times (CUDA events) and the samples. Then validation/profile_general.py's
-kernel lists are extended with Qwen3's 8192-token prefill (4 layers).
+record holds the replay times (CUDA events) and the samples.
 """
 
 import argparse
 import json
 import os
 import sys
-import threading
 import time
 
 import torch
@@ -22,7 +20,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import measure_general as mg  # noqa: E402
 import measure_steps as ms  # noqa: E402
-from device_env import log, smi_line  # noqa: E402
+from device_env import SMI_FIELDS, log, smi_samples  # noqa: E402
 
 CASES = [("llama-3.1-8b", "prefill", 1, 0, 512), ("mixtral-8x7b", "prefill", 1, 0, 8192),
          ("qwen3-30b-a3b", "prefill", 1, 0, 8192), ("qwen3-30b-a3b", "decode", 256, 1024, 0)]
@@ -54,27 +52,17 @@ def main():
             with torch.cuda.graph(g), ms.run_ctx():
                 mg.step(W, cfg, st, phase)
             torch.cuda.synchronize()
-            samples, stop = [], threading.Event()
-
-            def sample():
-                while not stop.is_set():
-                    samples.append((round(time.perf_counter(), 2), smi_line()))
-                    time.sleep(0.2)
-            t = threading.Thread(target=sample)
-            t.start()
             times, t_end = [], time.perf_counter() + SECONDS
-            while time.perf_counter() < t_end:
-                a, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                a.record()
-                g.replay()
-                e.record()
-                e.synchronize()
-                times.append(a.elapsed_time(e))
-            stop.set()
-            t.join()
+            with smi_samples(timed=True) as samples:
+                while time.perf_counter() < t_end:
+                    a, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    a.record()
+                    g.replay()
+                    e.record()
+                    e.synchronize()
+                    times.append(a.elapsed_time(e))
             case = mg.case_name(model, phase, b, ctx, prompt)
-            out.write(json.dumps({"case": case, "replay_ms": times, "smi_fields":
-                                  "clocks.sm,clocks.max.sm,clocks.mem,power.limit,driver,temp,power.draw",
+            out.write(json.dumps({"case": case, "replay_ms": times, "smi_fields": SMI_FIELDS,
                                   "samples": samples}) + "\n")
             out.flush()
             log(f"{case}: {len(times)} replays, first {times[0]:.2f} ms, last {times[-1]:.2f} ms; "
