@@ -13,6 +13,7 @@ whole-step error can be traced to the kernels that cause it.
 from __future__ import annotations
 
 import argparse
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -59,11 +60,18 @@ def parse_case(case: str):
     return model, phase, fields.get("b", 1), fields.get("l", 0), fields.get("t", 0)
 
 
+@functools.lru_cache(maxsize=1)
+def general_rows() -> dict[str, dict]:
+    """validation/data/h200_general.csv's rows by name, read once."""
+    from hwsim.validate import load_dataset
+    general = Path(__file__).resolve().parent / "data" / "h200_general.csv"
+    return {r["name"]: r for r in load_dataset(general)} if general.exists() else {}
+
+
 def row_overrides(case: str) -> list[str]:
     """The overrides the whole-step row of this case was measured with (none if it has no row)."""
-    from hwsim.validate import load_dataset, row_overrides as of_row
-    general = Path(__file__).resolve().parent / "data" / "h200_general.csv"
-    rows = {r["name"]: r for r in load_dataset(general)} if general.exists() else {}
+    from hwsim.validate import row_overrides as of_row
+    rows = general_rows()
     return of_row(rows[case]) if case in rows else []
 
 

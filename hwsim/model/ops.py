@@ -346,6 +346,7 @@ def unfused_dequant(name: str, layer: int, packed_bytes: float, elements: float,
                   address=cache_addr, data=Component.DEQUANT, compute=Component.DEQUANT)
 
 
+@functools.lru_cache(maxsize=256)     # the schedule asks once a layer; a few shapes a run
 def causal_busiest_tiles(q_blocks: int, heads: int, sms: int) -> float:
     """Tiles' worth of work (in average tiles) the busiest SM runs when a causal grid's tiles are
     dispatched in launch order (query block fastest, then head) to whichever SM frees first;
