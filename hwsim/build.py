@@ -57,10 +57,15 @@ class Built:
         return self.stream.device
 
 
-def build(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelShape | None = None) -> Built:
+def build(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelShape | None = None,
+          sm_clock_hz: float | None = None) -> Built:
+    """The simulated system of a scenario; `sm_clock_hz` runs its SMs below their maximum clock
+    (the clock a power limit settles them at: hwsim/hw/power.py)."""
     profile = profile or apply_hardware_overrides(load_profile(cfg.hardware), cfg.hardware_overrides)
     model = model or load_model(cfg.model)
     chip = ChipSpec.from_profile(profile)
+    if sm_clock_hz:
+        chip = chip.at_sm_clock(sm_clock_hz)
     w, p = cfg.workload, cfg.parallel
     layout = topology = None
     if p.gpus > 1:

@@ -13,6 +13,7 @@ from hwsim import __version__
 from hwsim.build import Built, build
 from hwsim.config.scenario import Scenario
 from hwsim.errors import ConfigError
+from hwsim.hw.power import Activity, PowerModel, Settled, settle
 from hwsim.engine.records import KernelRecord
 from hwsim.metrics import percentiles
 from hwsim.model.schedule import StepShape
@@ -72,8 +73,66 @@ def run_scenario(cfg: Scenario, built: Built | None = None, progress=None) -> Ru
 
 
 def _run_scenario(cfg: Scenario, built: Built | None, progress) -> RunResult:
+    """The run at the SM clock `runtime.sm_clock` asks for: under `settled`, first at the
+    maximum clock, then, if its repeated passes draw more than the power limit, again at the
+    clock the limit settles at (hwsim/hw/power.py)."""
     wall0 = time.perf_counter()
     b = built or build(cfg)
+    clock = cfg.runtime.sm_clock
+    if not isinstance(clock, str):
+        b = build(cfg, sm_clock_hz=clock * 1e6)
+    power = power_model(b)
+    runs: dict[float, RunResult] = {}
+
+    def simulate(clock_hz: float) -> tuple[float, Activity]:
+        if clock_hz not in runs:
+            at = b if clock_hz == b.chip.clock_hz else build(cfg, sm_clock_hz=clock_hz)
+            runs[clock_hz] = _simulate(cfg, at, wall0, progress)
+        return steady_work(runs[clock_hz])
+
+    if power is None or clock != "settled":
+        result = runs[b.chip.clock_hz] = _simulate(cfg, b, wall0, progress)
+        settled = None
+    else:
+        settled = settle(power, simulate)
+        result = runs[settled.clock_hz]
+    result.summary["power"] = power_summary(power, result, settled, b.chip.clock_hz)
+    result.summary["sim"]["wall_s"] = time.perf_counter() - wall0
+    return result
+
+
+def steady_work(result: RunResult) -> tuple[float, Activity]:
+    """Time and work of the passes a run repeats: its decode steps, or its serving iterations,
+    or (a prefill alone) its prefill; the power limit settles the clock on these."""
+    passes = [s for s in result.steps if s.phase != "prefill"] or result.steps
+    passes = [it.step for it in result.iterations] or passes
+    return (sum(s.duration_s for s in passes),
+            sum((s.activity for s in passes), Activity()))
+
+
+def power_model(b: Built) -> PowerModel | None:
+    if b.profile.power is None or b.parallel is not None:      # several GPUs: not yet modelled
+        return None
+    return PowerModel.from_profile(b.profile.power, b.profile.sm.clock_mhz.value)
+
+
+def power_summary(power: PowerModel | None, result: RunResult, settled: Settled | None,
+                  clock_hz: float) -> dict | None:
+    """The summary's `power` (docs/metrics.md): None where the profile has no power block."""
+    if power is None:
+        return None
+    seconds, work = steady_work(result)
+    clock_hz = settled.clock_hz if settled else clock_hz
+    watts = power.watts(work, seconds, clock_hz)
+    tokens = result.summary["sim"]["simulated_tokens"]
+    return {"watts": watts, "limit_w": power.limit_w, "sm_clock_mhz": clock_hz / 1e6,
+            "max_clock_mhz": power.max_clock_hz / 1e6,
+            "watts_at_max_clock": settled.watts_at_max if settled else None,
+            "throttled": bool(settled and settled.clock_hz < power.max_clock_hz),
+            "joules_per_token": watts * seconds / tokens if tokens else None}
+
+
+def _simulate(cfg: Scenario, b: Built, wall0: float, progress) -> RunResult:
     if cfg.workload.arrivals.kind != "none":
         return _run_serving(cfg, b, wall0, progress)
     w = cfg.workload

@@ -10,6 +10,7 @@ import numpy as np
 
 from hwsim.build import Built
 from hwsim.engine.records import KernelRecord, StreamTotals
+from hwsim.hw.power import Activity, activity_of
 from hwsim.metrics import Component, traffic_class
 from hwsim.model.schedule import StepShape
 
@@ -29,6 +30,7 @@ class StepResult:
     active_experts_per_layer: float
     active_weight_fraction: float
     parallel: object | None = None     # several GPUs: hwsim.parallel.multi.PassStats
+    activity: Activity = Activity()    # counted work, what its power is made of (one GPU)
 
     @property
     def duration_s(self) -> float:
@@ -65,7 +67,7 @@ def simulate_pass(b: Built, shape: StepShape, step: int, records: list[KernelRec
                       kernels=totals.kernels, tokens=shape.tokens,
                       active_experts_per_layer=float(np.mean(active)) if active else 0.0,
                       active_weight_fraction=b.schedule.active_weight_bytes(routing)
-                      / b.schedule.weight_bytes_total())
+                      / b.schedule.weight_bytes_total(), activity=activity_of(kernels))
 
 
 def _parallel_pass(b: Built, shape: StepShape, step: int, records: list[KernelRecord]) -> StepResult:

@@ -26,6 +26,8 @@ from hwsim.config.names import check_name
 from hwsim.config.scenario import Scenario
 from hwsim.config.yaml_lines import LoadedYaml
 from hwsim.errors import ConfigError
+from hwsim.hw.power import Activity, settle
+from hwsim.run import power_model
 from hwsim.step import simulate_pass
 from hwsim.model.schedule import StepShape
 
@@ -145,18 +147,33 @@ def _scenario(data: dict) -> Scenario:
 
 
 def predict_ms(row: dict, sets: list[str] | None = None) -> float:
+    """The row's pass on an idle chip (decode rows: the mean over ROUTING_DRAWS routings), at the
+    SM clock the power limit settles it at when replayed back to back, as the row was measured
+    (hwsim/hw/power.py; `runtime.sm_clock` says otherwise)."""
     cfg, shape = _row_scenario(row, sets)
     # a row needs the pass's time only: no kernel records, no busy intervals per unit (those
     # were 30% of a validate's wall time, and the predictions are the same to the bit)
     cfg = cfg.model_copy(update={"runtime": cfg.runtime.model_copy(update={"kernel_records": 0})})
     check_cost(cfg, load_model(cfg.model))       # a row is one step: refuse one that takes hours
     draws = ROUTING_DRAWS if shape.phase == "decode" else 1
-    built = build(cfg)
-    times = []
-    for draw in range(draws):
-        built.env.run()                       # a fresh pass on an idle chip
-        times.append(simulate_pass(built, shape, draw, []).duration_s * 1e3)
-    return statistics.fmean(times)
+    clock = cfg.runtime.sm_clock
+    built = build(cfg) if isinstance(clock, str) else build(cfg, sm_clock_hz=clock * 1e6)
+    passes: dict[float, list] = {}
+
+    def simulate(clock_hz: float) -> tuple[float, Activity]:
+        if clock_hz not in passes:
+            b = built if clock_hz == built.chip.clock_hz else build(cfg, sm_clock_hz=clock_hz)
+            passes[clock_hz] = []
+            for draw in range(draws):
+                b.env.run()                       # a fresh pass on an idle chip
+                passes[clock_hz].append(simulate_pass(b, shape, draw, []))
+        done = passes[clock_hz]
+        return sum(p.duration_s for p in done), sum((p.activity for p in done), Activity())
+
+    power = power_model(built)
+    clock_hz = settle(power, simulate).clock_hz if power and clock == "settled" else built.chip.clock_hz
+    simulate(clock_hz)
+    return statistics.fmean(p.duration_s for p in passes[clock_hz]) * 1e3
 
 
 def validate_rows(rows: list[dict], sets: list[str] | None = None) -> dict:

@@ -106,6 +106,23 @@ class Interconnect(Strict):
     scaleout_latency_us: Positive | None = None
 
 
+class Power(Strict):
+    """Board power and the clock a power limit settles the SMs at (hwsim/hw/power.py): average
+    power = idle + clock x^3 + x^2 (tensor + L2 energy) + HBM energy, x = SM clock / maximum."""
+
+    limit_w: Positive = Field(description="board power limit the firmware holds the average to")
+    idle_w: Positive = Field(description="board power with the SMs clock-gated")
+    clock_w: Positive = Field(description="what keeping the SMs clocked at the maximum adds, busy "
+                                          "but not computing (scales with f V^2, V ~ f: x^3)")
+    tensor_pj_per_flop: Positive = Field(description="energy of one tensor-core flop (padded to the "
+                                                     "MMA shape, random data) at the maximum clock")
+    l2_pj_per_byte: Positive = Field(description="energy of one byte served by an L2 hit, at the "
+                                                 "maximum clock")
+    hbm_pj_per_byte: Positive = Field(description="energy of one byte read or written in HBM "
+                                                  "(through the L2 and the network), any clock")
+    min_clock_mhz: Positive = Field(description="lowest clock the governor may set")
+
+
 class HardwareProfile(Strict):
     name: str
     description: str = ""
@@ -120,3 +137,5 @@ class HardwareProfile(Strict):
     gemm: GemmLibrary
     decoder: SubByteDecoder | None = None
     interconnect: Interconnect | None = None
+    power: Power | None = Field(default=None, description="no block: the SMs always run at their "
+                                "maximum clock and runs report no power")

@@ -8,9 +8,9 @@ Public contract (scripts outside the repo use these keys): `hardware`, `model`, 
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, PlainValidator, model_validator
 
 from hwsim.config.names import SafeName
 from hwsim.config.strict import Strict
@@ -85,6 +85,18 @@ class Workload(Strict):
     itl_target_ms: float | None = Field(None, gt=0, description="goodput: every gap within this (default budget_ms)")
 
 
+def _sm_clock(value: object) -> str | float:
+    """One clear error for the one key, rather than one per member of a union."""
+    if value in ("settled", "max"):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0:
+        return float(value)
+    raise ValueError("expected 'settled', 'max' or a clock in MHz above 0")
+
+
+SmClock = Annotated[str | float, PlainValidator(_sm_clock)]
+
+
 class Runtime(Strict):
     launch: Literal["graph", "eager"] = Field("graph", description="CUDA-graph replay or eager launches")
     fidelity: Literal["tile", "wave", "kernel"] = Field(
@@ -105,6 +117,12 @@ class Runtime(Strict):
                              "default choice on the H200 (bandwidth-bound there), eager = MLA as "
                              "DeepSeek's reference code runs it in plain PyTorch (batched matmuls, "
                              "softmax, copies; MLA models only)")
+    sm_clock: SmClock = Field(
+        "settled", description="settled: the clock the profile's power limit settles the SMs at for "
+                               "this run's passes, repeated back to back (hwsim/hw/power.py; the "
+                               "maximum clock when they stay under the limit, or the profile has no "
+                               "power block); max: the maximum clock, as the first replays after idle "
+                               "run; a number: that clock in MHz (a what-if: a locked clock)")
     moe_schedule: Literal["per-expert", "grouped", "fused"] = Field(
         "per-expert", description="per-expert: gather, GEMMs, scatter for each active expert "
                                   "(the measured PyTorch schedule); grouped: torch._grouped_mm as "

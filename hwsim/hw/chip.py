@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hwsim.config.profile import HardwareProfile
 
@@ -67,6 +67,18 @@ class ChipSpec:
         """Sustained tensor flop/s of one SM; dtypes without native support run at bf16 rate."""
         peak = self.tensor_flops.get(dtype) or self.tensor_flops["bf16"]
         return peak * (self.mma_sync_efficiency if mma_sync else self.tensor_efficiency) / self.sms
+
+    def at_sm_clock(self, clock_hz: float) -> "ChipSpec":
+        """The chip with its SM clock domain at `clock_hz` (a power-capped clock,
+        hwsim/hw/power.py): the SMs' tensor, vector and integer rates, the L2 and the on-chip
+        network (on the same clock on NVIDIA parts) and the SM-side latencies scale with it;
+        HBM (its own clock) and the host's launch path do not."""
+        x = clock_hz / self.clock_hz
+        return replace(self, clock_hz=clock_hz,
+                       tensor_flops={k: v * x for k, v in self.tensor_flops.items()},
+                       vector_flops=self.vector_flops * x, l2_bytes_s=self.l2_bytes_s * x,
+                       bus_bytes_s=self.bus_bytes_s * x, l2_hit_latency_s=self.l2_hit_latency_s / x,
+                       bus_latency_s=self.bus_latency_s / x, kernel_fixed_s=self.kernel_fixed_s / x)
 
     @classmethod
     def from_profile(cls, p: HardwareProfile) -> "ChipSpec":

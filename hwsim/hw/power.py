@@ -1,0 +1,127 @@
+"""Board power, and the SM clock a power limit settles at.
+
+A GPU's firmware holds its average board power at the limit by lowering the SM clock (and the
+voltage with it) within tens of milliseconds: on the H200 a 512-token Llama-3.1-8B prefill runs
+12.1 ms on its first replays and 13.7-14 ms once the limit holds (validation/probe_clocks.py).
+Measurements replay a pass back to back, and serving keeps the chip busy, so a pass runs at
+the *settled* clock: the one at which the pass's own average power equals the limit.
+
+Power comes from what the simulated pass did (its kernels' counted work), split by how it
+scales with the SM clock f (x = f / f_max):
+
+    P = idle + clock * x^3 + x^2 * (tensor flops * e_tensor + L2-hit bytes * e_l2) / T
+        + HBM bytes * e_hbm / T
+
+The SMs' and the L2's switching energy scales with V^2 (V about proportional to f in the
+DVFS range), the clock tree's power with f V^2; HBM has its own clock. Time T itself comes
+from simulating the pass on the chip at that clock (ChipSpec.at_sm_clock), so memory-bound
+passes lose little when throttled and compute-bound ones lose nearly x.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+from hwsim.config.profile import Power
+from hwsim.model.kernel import Kernel, PrefetchLoad
+
+
+@dataclass(frozen=True)
+class Activity:
+    """Counted work of one or more passes: what their power is made of."""
+
+    tensor_flops: float = 0.0     # padded to the MMA shape, as the tensor pipe runs them
+    l2_bytes: float = 0.0         # served by L2 hits (reused activations, GEMM operands)
+    hbm_bytes: float = 0.0        # read or written in HBM (weights, KV, evicted activations, copies)
+
+    def __add__(self, other: "Activity") -> "Activity":
+        return Activity(self.tensor_flops + other.tensor_flops, self.l2_bytes + other.l2_bytes,
+                        self.hbm_bytes + other.hbm_bytes)
+
+
+def activity_of(items: Iterable) -> Activity:
+    flops = l2 = hbm = 0.0
+    for k in items:
+        if isinstance(k, Kernel):
+            flops += k.tiles * k.tensor_flops
+            l2 += k.tiles * (k.l2_read + k.l2_write)
+            hbm += k.tiles * (k.hbm_read + k.hbm_write)
+        elif isinstance(k, PrefetchLoad):
+            hbm += sum(nbytes for _, _, nbytes, _ in k.loads)
+    return Activity(flops, l2, hbm)
+
+
+@dataclass(frozen=True)
+class PowerModel:
+    limit_w: float
+    idle_w: float
+    clock_w: float
+    tensor_j_per_flop: float
+    l2_j_per_byte: float
+    hbm_j_per_byte: float
+    max_clock_hz: float
+    min_clock_hz: float
+
+    @classmethod
+    def from_profile(cls, p: Power, max_clock_mhz: float) -> "PowerModel":
+        return cls(limit_w=p.limit_w.value, idle_w=p.idle_w.value, clock_w=p.clock_w.value,
+                   tensor_j_per_flop=p.tensor_pj_per_flop.value * 1e-12,
+                   l2_j_per_byte=p.l2_pj_per_byte.value * 1e-12,
+                   hbm_j_per_byte=p.hbm_pj_per_byte.value * 1e-12,
+                   max_clock_hz=max_clock_mhz * 1e6, min_clock_hz=p.min_clock_mhz.value * 1e6)
+
+    def watts(self, work: Activity, seconds: float, clock_hz: float) -> float:
+        """Average board power of `work` done in `seconds` with the SMs at `clock_hz`."""
+        x = clock_hz / self.max_clock_hz
+        core_j = work.tensor_flops * self.tensor_j_per_flop + work.l2_bytes * self.l2_j_per_byte
+        return (self.idle_w + self.clock_w * x ** 3
+                + (x * x * core_j + work.hbm_bytes * self.hbm_j_per_byte) / seconds)
+
+
+@dataclass(frozen=True)
+class Settled:
+    clock_hz: float
+    watts: float              # average power at that clock
+    watts_at_max: float       # what the pass would draw at the maximum clock (over the limit: throttled)
+    seconds: float            # the pass's time at that clock
+    simulations: int
+
+
+# the firmware's own steps are 15 MHz; within 1% of the limit the clock is as settled as it gets
+_TOLERANCE = 0.01
+_MAX_SIMULATIONS = 5
+
+
+def settle(model: PowerModel, simulate: Callable[[float], tuple[float, Activity]]) -> Settled:
+    """The clock at which the pass `simulate(clock_hz) -> (seconds, activity)` draws the power
+    limit; the maximum clock when it stays under. Each probe is a full simulation at that clock;
+    the root is bracketed and found by the secant method (power rises monotonically with the
+    clock), usually in two or three simulations."""
+    hi = model.max_clock_hz
+    t, work = simulate(hi)
+    p_hi = model.watts(work, t, hi)
+    at_max = p_hi
+    if p_hi <= model.limit_w:
+        return Settled(hi, p_hi, at_max, t, 1)
+    # first guess: every rate scales with the clock (a compute-bound pass), so energy per pass
+    # scales with x^2 and time with 1/x: P(x) ~ idle + (P(1) - idle) x^3
+    x = ((model.limit_w - model.idle_w) / (p_hi - model.idle_w)) ** (1 / 3)
+    lo, p_lo, best = None, None, None
+    clock = max(model.min_clock_hz, hi * x)
+    for n in range(2, _MAX_SIMULATIONS + 1):
+        t, work = simulate(clock)
+        p = model.watts(work, t, clock)
+        best = Settled(clock, p, at_max, t, n)
+        if abs(p - model.limit_w) <= _TOLERANCE * model.limit_w or (
+                p < model.limit_w and clock <= model.min_clock_hz):
+            return best
+        if p > model.limit_w:
+            hi, p_hi = clock, p
+        else:
+            lo, p_lo = clock, p
+        if lo is None:     # still over: extrapolate down along the last two probes' slope
+            clock = max(model.min_clock_hz, clock * ((model.limit_w - model.idle_w) / (p - model.idle_w)) ** (1 / 3))
+        else:
+            clock = lo + (hi - lo) * (model.limit_w - p_lo) / (p_hi - p_lo)
+    return best
