@@ -90,38 +90,41 @@ class Settled:
 
 # the firmware's own steps are 15 MHz; within 1% of the limit the clock is as settled as it gets
 _TOLERANCE = 0.01
-_MAX_SIMULATIONS = 5
+_MAX_SIMULATIONS = 6
 
 
 def settle(model: PowerModel, simulate: Callable[[float], tuple[float, Activity]]) -> Settled:
     """The clock at which the pass `simulate(clock_hz) -> (seconds, activity)` draws the power
-    limit; the maximum clock when it stays under. Each probe is a full simulation at that clock;
-    the root is bracketed and found by the secant method (power rises monotonically with the
-    clock), usually in two or three simulations."""
-    hi = model.max_clock_hz
-    t, work = simulate(hi)
-    p_hi = model.watts(work, t, hi)
-    at_max = p_hi
-    if p_hi <= model.limit_w:
-        return Settled(hi, p_hi, at_max, t, 1)
+    limit; the maximum clock when it stays under. Each probe is a full simulation at that clock.
+    Power rises monotonically with the clock, so the root is found by the secant method through
+    the last two probes until it is bracketed, then by regula falsi inside the bracket: two or
+    three simulations for a compute-bound pass, a few more for a memory-bound one (its HBM power
+    does not fall with the clock, so the first guess lands high)."""
+    top = model.max_clock_hz
+    t, work = simulate(top)
+    at_max = model.watts(work, t, top)
+    if at_max <= model.limit_w:
+        return Settled(top, at_max, at_max, t, 1)
+    over, under = (top, at_max), None            # nearest probes above and below the limit
+    last = over
     # first guess: every rate scales with the clock (a compute-bound pass), so energy per pass
     # scales with x^2 and time with 1/x: P(x) ~ idle + (P(1) - idle) x^3
-    x = ((model.limit_w - model.idle_w) / (p_hi - model.idle_w)) ** (1 / 3)
-    lo, p_lo, best = None, None, None
-    clock = max(model.min_clock_hz, hi * x)
+    clock = top * ((model.limit_w - model.idle_w) / (at_max - model.idle_w)) ** (1 / 3)
+    best = None
     for n in range(2, _MAX_SIMULATIONS + 1):
+        clock = min(max(clock, model.min_clock_hz), top)
         t, work = simulate(clock)
         p = model.watts(work, t, clock)
         best = Settled(clock, p, at_max, t, n)
-        if abs(p - model.limit_w) <= _TOLERANCE * model.limit_w or (
-                p < model.limit_w and clock <= model.min_clock_hz):
+        if abs(p - model.limit_w) <= _TOLERANCE * model.limit_w or (p < model.limit_w and clock <= model.min_clock_hz):
             return best
+        prev, last = last, (clock, p)
         if p > model.limit_w:
-            hi, p_hi = clock, p
+            over = last
         else:
-            lo, p_lo = clock, p
-        if lo is None:     # still over: extrapolate down along the last two probes' slope
-            clock = max(model.min_clock_hz, clock * ((model.limit_w - model.idle_w) / (p - model.idle_w)) ** (1 / 3))
-        else:
-            clock = lo + (hi - lo) * (model.limit_w - p_lo) / (p_hi - p_lo)
+            under = last
+        a, b = (under, over) if under else (prev, last)
+        if b[1] == a[1]:
+            break
+        clock = a[0] + (b[0] - a[0]) * (model.limit_w - a[1]) / (b[1] - a[1])
     return best

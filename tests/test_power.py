@@ -1,0 +1,113 @@
+"""The power governor (hwsim/hw/power.py): the power model, the settled clock, and its effect
+on whole passes (compute-bound prefill throttles, memory-bound decode does not)."""
+
+import subprocess
+import sys
+
+import pytest
+
+from hwsim.config.load import load_profile, load_scenario
+from hwsim.hw.chip import ChipSpec
+from hwsim.hw.power import Activity, PowerModel, settle
+from hwsim.run import run_scenario
+from hwsim.validate import predict_ms
+
+MODEL = PowerModel(limit_w=700, idle_w=80, clock_w=60, tensor_j_per_flop=1e-12, l2_j_per_byte=40e-12,
+                   hbm_j_per_byte=100e-12, max_clock_hz=2e9, min_clock_hz=0.3e9)
+
+
+def test_watts_is_the_energy_over_the_time():
+    work = Activity(tensor_flops=4e12, l2_bytes=1e10, hbm_bytes=2e10)
+    # at the maximum clock: 80 + 60 + (4 J + 0.4 J + 2 J) / 0.01 s
+    assert MODEL.watts(work, 0.01, 2e9) == pytest.approx(80 + 60 + 640)
+    # at half the clock the SMs' energy falls with V^2 ~ x^2 and the clock tree with x^3;
+    # HBM's does not
+    assert MODEL.watts(work, 0.01, 1e9) == pytest.approx(80 + 60 / 8 + (4.4 / 4 + 2) / 0.01)
+
+
+def test_compute_bound_pass_settles_where_its_power_meets_the_limit():
+    work = Activity(tensor_flops=8e12)          # 8 J at the maximum clock, in 10 ms: 940 W
+    calls = []
+
+    def simulate(clock_hz):                     # every rate scales with the clock
+        calls.append(clock_hz)
+        return 0.01 * 2e9 / clock_hz, work
+
+    s = settle(MODEL, simulate)
+    x = s.clock_hz / 2e9
+    # closed form: 80 + 60 x^3 + 800 x^3 = 700
+    assert x == pytest.approx(((700 - 80) / 860) ** (1 / 3), rel=0.01)
+    assert s.watts == pytest.approx(700, rel=0.01)
+    assert s.watts_at_max == pytest.approx(940)
+    assert s.seconds == pytest.approx(0.01 / x)
+    assert len(calls) == s.simulations <= 3
+
+
+def test_pass_under_the_limit_keeps_the_maximum_clock():
+    s = settle(MODEL, lambda hz: (0.01, Activity(hbm_bytes=4e10)))     # 4 TB/s: 540 W
+    assert s.clock_hz == 2e9 and s.simulations == 1 and s.watts == pytest.approx(540)
+
+
+def test_memory_bound_pass_over_the_limit_settles_low_and_loses_little_time():
+    """HBM's power does not fall with the SM clock: the governor must go far down, and time
+    (set by HBM) barely grows; the root is still found within the tolerance."""
+    def simulate(clock_hz):
+        x = clock_hz / 2e9
+        return 0.01 * (0.9 + 0.1 / x), Activity(tensor_flops=1e12, hbm_bytes=5.5e10)
+    s = settle(MODEL, simulate)
+    assert s.clock_hz < 1.9e9
+    assert s.watts == pytest.approx(700, rel=0.01)
+
+
+def test_chip_at_a_lower_clock_scales_the_sm_domain_only(h200):
+    slow = h200.at_sm_clock(h200.clock_hz * 0.5)
+    assert slow.tensor_flops["bf16"] == pytest.approx(h200.tensor_flops["bf16"] / 2)
+    assert slow.vector_flops == pytest.approx(h200.vector_flops / 2)
+    assert slow.l2_bytes_s == pytest.approx(h200.l2_bytes_s / 2)
+    assert slow.l2_hit_latency_s == pytest.approx(h200.l2_hit_latency_s * 2)
+    assert slow.hbm_peak_bytes_s == h200.hbm_peak_bytes_s
+    assert slow.hbm_latency_s == h200.hbm_latency_s
+    assert slow.launch_graph_s == h200.launch_graph_s
+
+
+LLAMA_PREFILL = {"name": "llama-prefill", "hardware": "h200-sxm", "model": "llama-3.1-8b", "phase": "prefill",
+                 "batch": "1", "context_tokens": "0", "prompt_tokens": "512", "kv_bits": "16",
+                 "launch": "graph", "measured_ms": "1", "_line": 2}
+
+
+def test_dense_prefill_throttles_and_settled_lies_between_max_and_a_locked_low_clock():
+    """A 512-token Llama-3.1-8B prefill draws over 700 W at 1980 MHz on the H200 (measured:
+    the clock settles near 1650 MHz, 12.1 ms -> 13.7 ms): the settled prediction is slower
+    than the maximum-clock one, and faster than one at a clock locked well below."""
+    at_max = predict_ms(LLAMA_PREFILL, ["runtime.sm_clock=max"])
+    settled = predict_ms(LLAMA_PREFILL)
+    locked = predict_ms(LLAMA_PREFILL, ["runtime.sm_clock=1200"])
+    assert at_max * 1.04 < settled < locked
+
+
+def test_decode_run_reports_power_and_stays_at_the_maximum_clock():
+    cfg = load_scenario(None, ["workload.decode_steps=2"])
+    s = run_scenario(cfg).summary
+    p = s["power"]
+    assert p["limit_w"] == 700 and not p["throttled"]
+    assert p["sm_clock_mhz"] == p["max_clock_mhz"] == 1980
+    assert 150 < p["watts"] < 700
+    # energy per token is the power over the tokens' time: batch 1, one token a step
+    assert p["joules_per_token"] == pytest.approx(p["watts"] * s["itl_ms"]["mean"] / 1e3, rel=1e-6)
+    at_max = run_scenario(load_scenario(None, ["workload.decode_steps=2", "runtime.sm_clock=max"])).summary
+    assert at_max["itl_ms"] == s["itl_ms"]
+
+
+def test_profile_without_power_block_reports_none():
+    profile = load_profile("mi300x")
+    assert profile.power is None
+    s = run_scenario(load_scenario(None, ["hardware=mi300x", "workload.decode_steps=1"])).summary
+    assert s["power"] is None
+
+
+@pytest.mark.parametrize("value", ["fast", "-3", "0"])
+def test_bad_sm_clock_is_one_clear_error(value):
+    res = subprocess.run([sys.executable, "-m", "hwsim.cli", "run", "--set", f"runtime.sm_clock={value}"],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2
+    assert "runtime.sm_clock" in res.stderr and "Traceback" not in res.stderr
