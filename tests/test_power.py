@@ -13,7 +13,7 @@ from hwsim.run import run_scenario
 from hwsim.validate import predict_ms
 
 MODEL = PowerModel(limit_w=700, idle_w=80, clock_w=60, tensor_j_per_flop=1e-12, l2_j_per_byte=40e-12,
-                   hbm_j_per_byte=100e-12, max_clock_hz=2e9, min_clock_hz=0.3e9)
+                   hbm_j_per_byte=100e-12, max_clock_hz=2e9, min_clock_hz=0.3e9, tensor_clock_hz=2e9)
 
 
 def test_watts_is_the_energy_over_the_time():
@@ -59,9 +59,21 @@ def test_memory_bound_pass_over_the_limit_settles_low_and_loses_little_time():
     assert s.watts == pytest.approx(700, rel=0.01)
 
 
+def test_tensor_work_above_its_own_clock_limit_costs_no_more_energy():
+    capped = PowerModel(**{**MODEL.__dict__, "tensor_clock_hz": 1.5e9})
+    work = Activity(tensor_flops=4e12)
+    # at the maximum clock the tensor work runs (and is priced) at 1.5 GHz: e_tensor as fitted
+    assert capped.watts(work, 0.01, 2e9) == pytest.approx(80 + 60 + 400)
+    # below its limit it scales as the SMs' work does
+    assert capped.watts(work, 0.01, 0.75e9) == pytest.approx(80 + 60 * 0.375 ** 3 + 400 * 0.25)
+
+
 def test_chip_at_a_lower_clock_scales_the_sm_domain_only(h200):
     slow = h200.at_sm_clock(h200.clock_hz * 0.5)
-    assert slow.tensor_flops["bf16"] == pytest.approx(h200.tensor_flops["bf16"] / 2)
+    cap = h200.tensor_clock_hz
+    assert cap < h200.clock_hz          # the H200's GEMMs hold 1755 MHz, under the 1980 MHz boost
+    assert slow.tensor_flops["bf16"] == pytest.approx(h200.tensor_flops["bf16"] * h200.clock_hz * 0.5 / cap)
+    assert h200.at_sm_clock(cap).tensor_flops == h200.tensor_flops
     assert slow.vector_flops == pytest.approx(h200.vector_flops / 2)
     assert slow.l2_bytes_s == pytest.approx(h200.l2_bytes_s / 2)
     assert slow.l2_hit_latency_s == pytest.approx(h200.l2_hit_latency_s * 2)

@@ -2,10 +2,15 @@
 tensor-core steps run below the 1980 MHz boost clock (the 700 W power limit)?
 
     python3 validation/probe_clocks.py --out $OUT/h200_step_clocks.jsonl
+    python3 validation/probe_clocks.py --out $OUT/h200_step_clocks_2.jsonl --idle-s 3 \
+        --cases mixtral-8x7b:prefill:1:0:1024 ...
 
-For each case (cal rows of validation/general_grid.md), the whole step (all layers) is captured
-as one CUDA graph and replayed for a few seconds while nvidia-smi is sampled every 0.2 s; the
-record holds the replay times (CUDA events) and the samples.
+For each case (cal rows of validation/general_grid.md, or rows of the first grid,
+validation/data/h200_steps.csv; never a test row), the whole step (all layers) is captured as
+one CUDA graph and replayed for a few seconds while nvidia-smi is sampled every 0.2 s; the
+record holds the replay times (CUDA events) and the samples. `--idle-s` lets the board cool
+for that long before each case's replays, so the first replays show the clock before the power
+limit takes hold and the record shows how soon it does.
 """
 
 import argparse
@@ -30,11 +35,20 @@ SECONDS = 4.0
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
+    ap.add_argument("--cases", nargs="*", default=None,
+                    help="model:phase:batch:context:prompt (default: the four cal rows above)")
+    ap.add_argument("--idle-s", type=float, default=0.0, help="idle before each case's replays")
     args = ap.parse_args()
+    cases = CASES if not args.cases else [
+        (m, ph, int(b), int(c), int(t)) for m, ph, b, c, t in (x.split(":") for x in args.cases)]
     torch.backends.cuda.matmul.allow_tf32 = False
     ms.pick_sdpa_backend("cuda")
     with open(args.out, "w") as out:
-        for model, phase, b, ctx, prompt in CASES:
+        out.write(json.dumps({"part": "meta", "script": "validation/probe_clocks.py", "argv": sys.argv[1:],
+                              "gpu": torch.cuda.get_device_name(), "idle_s": args.idle_s,
+                              "uuid": os.popen("nvidia-smi --query-gpu=uuid,serial --format=csv,noheader").read().strip()})
+                  + "\n")
+        for model, phase, b, ctx, prompt in cases:
             cfg = mg.MODELS[model]
             W = mg.Weights(cfg, "cuda")
             ntok = b if phase == "decode" else prompt
@@ -52,6 +66,7 @@ def main():
             with torch.cuda.graph(g), ms.run_ctx():
                 mg.step(W, cfg, st, phase)
             torch.cuda.synchronize()
+            time.sleep(args.idle_s)
             times, t_end = [], time.perf_counter() + SECONDS
             with smi_samples(timed=True) as samples:
                 while time.perf_counter() < t_end:

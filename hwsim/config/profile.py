@@ -121,6 +121,9 @@ class Power(Strict):
     hbm_pj_per_byte: Positive = Field(description="energy of one byte read or written in HBM "
                                                   "(through the L2 and the network), any clock")
     min_clock_mhz: Positive = Field(description="lowest clock the governor may set")
+    tensor_clock_mhz: Positive = Field(description="highest clock dense tensor-core work runs at, "
+                                                   "whatever the power (a separate limiter); the "
+                                                   "profile's tensor rates are calibrated at it")
 
 
 class HardwareProfile(Strict):

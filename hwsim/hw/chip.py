@@ -48,6 +48,8 @@ class ChipSpec:
     scaleup_latency_s: float = 0.0
     scaleout_bytes_s: float | None = None     # per direction (NIC)
     scaleout_latency_s: float = 0.0
+    tensor_clock_hz: float | None = None   # the clock tensor-core work runs at most (its own limiter,
+                                           # hwsim/hw/power.py); the calibrated tensor rates are at it
 
     @property
     def hit_latency_s(self) -> float:
@@ -70,12 +72,15 @@ class ChipSpec:
 
     def at_sm_clock(self, clock_hz: float) -> "ChipSpec":
         """The chip with its SM clock domain at `clock_hz` (a power-capped clock,
-        hwsim/hw/power.py): the SMs' tensor, vector and integer rates, the L2 and the on-chip
-        network (on the same clock on NVIDIA parts) and the SM-side latencies scale with it;
-        HBM (its own clock) and the host's launch path do not."""
+        hwsim/hw/power.py): the SMs' vector and integer rates, the L2 and the on-chip network
+        (on the same clock on NVIDIA parts) and the SM-side latencies scale with it; the tensor
+        rates only below `tensor_clock_hz`, the clock dense MMA work is held to anyway; HBM
+        (its own clock) and the host's launch path do not scale."""
         x = clock_hz / self.clock_hz
+        cap = self.tensor_clock_hz or self.clock_hz
+        x_tensor = min(clock_hz, cap) / min(self.clock_hz, cap)
         return replace(self, clock_hz=clock_hz,
-                       tensor_flops={k: v * x for k, v in self.tensor_flops.items()},
+                       tensor_flops={k: v * x_tensor for k, v in self.tensor_flops.items()},
                        vector_flops=self.vector_flops * x, l2_bytes_s=self.l2_bytes_s * x,
                        bus_bytes_s=self.bus_bytes_s * x, l2_hit_latency_s=self.l2_hit_latency_s / x,
                        bus_latency_s=self.bus_latency_s / x, kernel_fixed_s=self.kernel_fixed_s / x)
@@ -126,4 +131,5 @@ class ChipSpec:
                               if net and net.scaleout_bandwidth_gbps else None),
             scaleout_latency_s=(net.scaleout_latency_us.value * 1e-6
                                 if net and net.scaleout_latency_us else 0.0),
+            tensor_clock_hz=p.power.tensor_clock_mhz.value * 1e6 if p.power else None,
         )

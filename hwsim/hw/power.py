@@ -9,8 +9,13 @@ the *settled* clock: the one at which the pass's own average power equals the li
 Power comes from what the simulated pass did (its kernels' counted work), split by how it
 scales with the SM clock f (x = f / f_max):
 
-    P = idle + clock * x^3 + x^2 * (tensor flops * e_tensor + L2-hit bytes * e_l2) / T
+    P = idle + clock * x^3 + (x_t^2 * tensor flops * e_tensor + x^2 * L2-hit bytes * e_l2) / T
         + HBM bytes * e_hbm / T
+
+with x_t = min(f, f_tensor) / f_tensor: dense tensor-core work never runs above f_tensor (on
+the H200 a GEMM on zeros holds 1755 MHz at 404 W, far under the limit), so the profile's
+calibrated tensor rates, and e_tensor, are at f_tensor, and a power-capped clock slows tensor
+work only below it.
 
 The SMs' and the L2's switching energy scales with V^2 (V about proportional to f in the
 DVFS range), the clock tree's power with f V^2; HBM has its own clock. Time T itself comes
@@ -62,6 +67,7 @@ class PowerModel:
     hbm_j_per_byte: float
     max_clock_hz: float
     min_clock_hz: float
+    tensor_clock_hz: float      # tensor work runs at most at this clock (ChipSpec.at_sm_clock)
 
     @classmethod
     def from_profile(cls, p: Power, max_clock_mhz: float) -> "PowerModel":
@@ -69,14 +75,17 @@ class PowerModel:
                    tensor_j_per_flop=p.tensor_pj_per_flop.value * 1e-12,
                    l2_j_per_byte=p.l2_pj_per_byte.value * 1e-12,
                    hbm_j_per_byte=p.hbm_pj_per_byte.value * 1e-12,
-                   max_clock_hz=max_clock_mhz * 1e6, min_clock_hz=p.min_clock_mhz.value * 1e6)
+                   max_clock_hz=max_clock_mhz * 1e6, min_clock_hz=p.min_clock_mhz.value * 1e6,
+                   tensor_clock_hz=p.tensor_clock_mhz.value * 1e6)
 
     def watts(self, work: Activity, seconds: float, clock_hz: float) -> float:
         """Average board power of `work` done in `seconds` with the SMs at `clock_hz`."""
         x = clock_hz / self.max_clock_hz
-        core_j = work.tensor_flops * self.tensor_j_per_flop + work.l2_bytes * self.l2_j_per_byte
+        x_tensor = min(clock_hz, self.tensor_clock_hz) / self.tensor_clock_hz
+        tensor_j = x_tensor ** 2 * work.tensor_flops * self.tensor_j_per_flop
+        l2_j = x * x * work.l2_bytes * self.l2_j_per_byte
         return (self.idle_w + self.clock_w * x ** 3
-                + (x * x * core_j + work.hbm_bytes * self.hbm_j_per_byte) / seconds)
+                + (tensor_j + l2_j + work.hbm_bytes * self.hbm_j_per_byte) / seconds)
 
 
 @dataclass(frozen=True)
