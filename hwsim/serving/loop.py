@@ -89,12 +89,12 @@ class StepOracle:
 
 
 class ServingLoop:
-    def __init__(self, built: Built, progress=None, oracle=None):
+    def __init__(self, built: Built, progress=None, oracle=None, env: simpy.Environment | None = None):
         self.built = built
         self.cfg = built.scenario
         self.w = self.cfg.workload
         self.oracle = oracle or StepOracle(built)     # a stand-in: tests, hwsim.serving.rehearse
-        self.env = simpy.Environment()
+        self.env = env or simpy.Environment()        # shared by the instances of a disaggregated run
         self.streams = RandomStreams(self.cfg.seed)
         self.waiting: list[Request] = []
         self.running: list[Request] = []
@@ -115,6 +115,10 @@ class ServingLoop:
     # -- arrivals ---------------------------------------------------------------------------
     def _arrive(self, req: Request):
         self.waiting.append(req)
+        self._wake()
+
+    def _wake(self):
+        """Something the scheduler waits for happened (an arrival; KV freed)."""
         if not self._arrived.triggered:
             self._arrived.succeed()
 
@@ -215,6 +219,32 @@ class ServingLoop:
             self.waiting.insert(0, victim)
             decoding = [r for r in decoding if r is not victim]
 
+    def _prefill_chunks(self, budget: int) -> list[tuple[Request, int]]:
+        """Prompt tokens of this iteration, in admission order: chunks filling the budget, or
+        whole prompts while they fit (the first one always)."""
+        chunks: list[tuple[Request, int]] = []
+        for r in self.running:
+            if r.prefilled >= r.prefill_target:
+                continue
+            left = r.prefill_target - r.prefilled
+            take = min(left, budget) if self.w.chunked_prefill else left
+            if take <= 0 or (not self.w.chunked_prefill and chunks and take > budget):
+                break
+            chunks.append((r, take))
+            budget -= take
+        return chunks
+
+    def _advance_prefills(self, chunks: list[tuple[Request, int]]) -> None:
+        """The iteration's chunks are computed: a completed prompt gives its first token now."""
+        for r, take in chunks:
+            r.prefilled += take
+            blocks = self._blocks(r)
+            if r.prefilled >= r.prefill_target:
+                r.token_times.append(self.env.now)        # the first token
+                self.prefix.computed(blocks, len(blocks) * BLOCK_TOKENS)   # the last, partial one too
+            elif blocks:
+                self.prefix.computed(blocks, r.prefilled)
+
     def _scheduler(self, done: dict):
         env = self.env
         while len(self.finished) < self._target:
@@ -227,17 +257,7 @@ class ServingLoop:
             decoding = [r for r in self.running if r.prefilled >= r.prefill_target]
             if self.w.kv_allocation == "as_needed":
                 decoding = self._make_room(decoding)
-            budget = max(0, self.w.token_budget - len(decoding))
-            chunks: list[tuple[Request, int]] = []
-            for r in self.running:
-                if r.prefilled >= r.prefill_target:
-                    continue
-                left = r.prefill_target - r.prefilled
-                take = min(left, budget) if self.w.chunked_prefill else left
-                if take <= 0 or (not self.w.chunked_prefill and chunks and take > budget):
-                    break
-                chunks.append((r, take))
-                budget -= take
+            chunks = self._prefill_chunks(max(0, self.w.token_budget - len(decoding)))
             if not decoding and not chunks:       # nothing runnable (KV full): wait for an arrival
                 self._arrived = env.event()
                 t0 = env.now
@@ -260,14 +280,7 @@ class ServingLoop:
                     grown = self._kv_token_bytes(r)
                     r.held_bytes += grown
                     self._reserved += grown
-            for r, take in chunks:
-                r.prefilled += take
-                blocks = self._blocks(r)
-                if r.prefilled >= r.prefill_target:
-                    r.token_times.append(env.now)         # the first token
-                    self.prefix.computed(blocks, len(blocks) * BLOCK_TOKENS)   # the last, partial one too
-                elif blocks:
-                    self.prefix.computed(blocks, r.prefilled)
+            self._advance_prefills(chunks)
             for r in [r for r in self.running if r.done]:
                 self.running.remove(r)
                 self._reserved -= r.held_bytes
@@ -283,14 +296,21 @@ class ServingLoop:
         issued = self._issued if a.kind == "closed" else self._opened
         return issued >= self._target + len(self.rejected)
 
-    def run(self) -> list[Request]:
-        done: dict[int, simpy.Event] = {}
+    @property
+    def prefix_hit_rate(self) -> float:
+        return self.prefix.hit_rate
+
+    def _start_arrivals(self, done: dict) -> None:
         a = self.w.arrivals
         if a.kind == "closed":
             for user in range(a.users):
                 self.env.process(self._closed_user(user, done))
         else:
             self.env.process(self._open_loop(open_loop_requests(self.w, self.streams)))
+
+    def run(self) -> list[Request]:
+        done: dict[int, simpy.Event] = {}
+        self._start_arrivals(done)
         self.env.process(self._scheduler(done))
         self.env.run()
         return sorted(self.finished, key=lambda r: r.rid)
