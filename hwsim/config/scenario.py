@@ -95,11 +95,23 @@ class Workload(Strict):
                              "(never preempted); as_needed: KV grows a token at a time, as vLLM's "
                              "paged cache does, and when it runs out the latest admitted request is "
                              "preempted and later recomputed")
+    preemption: Literal["recompute", "swap"] = Field(
+        "recompute", description="as_needed, when KV runs out: recompute drops the preempted request's KV "
+                                 "and prefills it again; swap copies it to host memory over host_link "
+                                 "and back when readmitted (vLLM's two modes)")
+    host_link: Literal["pcie-gen5", "nvlink-c2c"] = Field(
+        "pcie-gen5", description="swap: the GPU's link to host memory (PCIe Gen5 x16; NVLink-C2C as on GH200)")
     ttft_target_ms: float = Field(1000.0, gt=0, description="goodput: a request must reach its first token by this")
     itl_target_ms: float | None = Field(None, gt=0, description="goodput: every gap within this (default budget_ms)")
     disaggregation: Disaggregation | None = Field(
         None, description="serving: prefill and decode on separate GPUs, the KV cache sent between "
                           "them (unset: every GPU does both, colocated)")
+
+    @model_validator(mode="after")
+    def _swap_needs_preemption(self):
+        if self.preemption == "swap" and self.kv_allocation != "as_needed":
+            raise ValueError("preemption: swap needs kv_allocation: as_needed (with whole, nothing is preempted)")
+        return self
 
     @model_validator(mode="after")
     def _disaggregated_kv_is_whole(self):

@@ -24,6 +24,7 @@ import simpy
 from hwsim.build import Built
 from hwsim.rng import RandomStreams
 from hwsim.model.schedule import StepShape
+from hwsim.serving.host_link import HOST_LINKS, HostCopies
 from hwsim.serving.prefix_cache import BLOCK_TOKENS, PrefixCache
 from hwsim.serving.requests import Request, draw_lengths, open_loop_requests
 from hwsim.step import simulate_pass
@@ -108,6 +109,9 @@ class ServingLoop:
         self._reserved = 0.0          # KV bytes running requests hold outside shared prefix blocks
         self.preemptions = 0
         self.prefix = PrefixCache()
+        # swap preemption: KV copied to the host and back, before the iteration that needs it
+        self.host = HostCopies(self.env, HOST_LINKS[self.w.host_link]) if self.w.preemption == "swap" else None
+        self._swap_bytes = {"in": 0.0, "out": 0.0}
         self._target = self.w.arrivals.requests
         self._issued = 0
         self._opened = 0
@@ -153,7 +157,7 @@ class ServingLoop:
         return self.built.model.layers * self.built.schedule.kv_token_bytes(tokens)
 
     def _blocks(self, req: Request) -> tuple:
-        return req.hash_ids if self.w.prefix_caching else ()
+        return req.hash_ids if self.w.prefix_caching and not req.private_kv else ()
 
     def _own_tokens(self, req: Request, whole: bool) -> int:
         """KV tokens the request holds outside its prompt's shared blocks: its whole cache
@@ -172,6 +176,8 @@ class ServingLoop:
             whole = self._own_tokens(req, True) * per_token + self.prefix.new_bytes(blocks, block_bytes)
             need = self._own_tokens(req, False) * per_token + self.prefix.new_bytes(blocks, block_bytes) \
                 if as_needed else whole
+            if req.swapped_bytes:             # swapped out: what it had comes back, all its own
+                whole, need = (req.prompt_tokens + req.output_tokens) * per_token, req.swapped_bytes
             if as_needed:      # and room for every running sequence's next token (no thrashing)
                 need += (len(self.running) + 1) * per_token
             free = self._kv_capacity - self._reserved - self.prefix.used
@@ -186,6 +192,12 @@ class ServingLoop:
             if need > free:                   # cached prefixes no request holds make room
                 self.prefix.evict(need - free, keep)
             self.waiting.pop(0)
+            if req.swapped_bytes:             # copied back before the next iteration; its prefill stands
+                req.held_bytes, req.swapped_bytes = req.swapped_bytes, 0.0
+                self._reserved += req.held_bytes
+                self._swap_bytes["in"] += req.held_bytes
+                self.running.append(req)
+                continue
             req.held_bytes = self._own_tokens(req, not as_needed) * per_token
             self._reserved += req.held_bytes
             req.cached_tokens = self.prefix.hold(blocks, block_bytes, req.prompt_tokens)
@@ -197,8 +209,9 @@ class ServingLoop:
 
     def _make_room(self, decoding: list[Request]) -> list[Request]:
         """As needed: KV for every decoding sequence's next token, freeing cached prefixes no
-        request holds, then preempting the latest admitted requests (vLLM's recompute policy:
-        their KV is dropped, and they return to the head of the queue to prefill it again)."""
+        request holds, then preempting the latest admitted requests (vLLM's policy): their KV
+        is dropped to be prefilled again (recompute), or copied to the host (swap), and they
+        return to the head of the queue."""
         while True:
             growth = sum(self._kv_token_bytes(r) for r in decoding)
             short = growth - (self._kv_capacity - self._reserved - self.prefix.used)
@@ -209,11 +222,18 @@ class ServingLoop:
             if len(self.running) < 2:
                 return decoding               # alone, it was admitted with room for its whole KV
             victim = self.running.pop()
+            blocks = self._blocks(victim)
+            if self.host:      # its KV, shared prefix blocks included, goes to the host
+                shared = min(len(blocks) * BLOCK_TOKENS, victim.prompt_tokens) * self._kv_token_bytes(victim)
+                victim.swapped_bytes = victim.held_bytes + shared
+                victim.private_kv = True
+                self._swap_bytes["out"] += victim.swapped_bytes
+            else:
+                victim.recomputed = len(victim.token_times)
+                victim.prefilled = 0
             self._reserved -= victim.held_bytes
             victim.held_bytes = 0.0
-            self.prefix.release(self._blocks(victim))
-            victim.recomputed = len(victim.token_times)
-            victim.prefilled = 0
+            self.prefix.release(blocks)
             victim.preemptions += 1
             self.preemptions += 1
             self.waiting.insert(0, victim)
@@ -245,6 +265,14 @@ class ServingLoop:
             elif blocks:
                 self.prefix.computed(blocks, r.prefilled)
 
+    def _swap_copies(self):
+        """Process body: this iteration's swaps, in then out, before its pass (vLLM's worker
+        issues them on the stream the pass then runs on)."""
+        for direction in ("in", "out"):
+            if self._swap_bytes[direction]:
+                yield from self.host.copy(direction, self._swap_bytes[direction])
+                self._swap_bytes[direction] = 0.0
+
     def _scheduler(self, done: dict):
         env = self.env
         while len(self.finished) < self._target:
@@ -265,6 +293,8 @@ class ServingLoop:
                 if blocked:
                     self.kv_blocked_s += env.now - t0
                 continue
+            if self.host:
+                yield from self._swap_copies()
             prefill_tokens = sum(t for _, t in chunks)
             completing = sum(1 for r, t in chunks if r.prefilled + t >= r.prefill_target)
             mean_ctx = sum(r.context for r in decoding) / len(decoding) if decoding else 0

@@ -41,6 +41,14 @@ def disaggregated_row(r) -> dict:
             "kv_transfer_ms": r.kv_transfer_s * 1e3, "kv_transfer_bytes": r.kv_transfer_bytes}
 
 
+def swap_summary(host) -> dict:
+    """Swap preemption's copies to the host and back, and the time they held the iterations."""
+    return {"link": host.link.name, "copies": len(host.copies),
+            "bytes_out": float(sum(c.bytes for c in host.copies if c.direction == "out")),
+            "bytes_in": float(sum(c.bytes for c in host.copies if c.direction == "in")),
+            "ms": float(sum(c.end_s - c.start_s for c in host.copies) * 1e3)}
+
+
 def tiers_summary(loop, span: float) -> dict:
     """Per tier: GPUs, the share of the makespan they iterate, iterations and queueing; and
     the KV transfers between them (docs/metrics.md)."""
@@ -97,6 +105,7 @@ def serving_summary(loop: ServingLoop, budget_ms: float) -> dict:
             "prefix_hit_rate": loop.prefix_hit_rate,
             "preemptions": loop.preemptions,
             "makespan_s": span,
+            "swap": swap_summary(loop.host) if loop.host else None,
             **(tiers_summary(loop, span) if w.disaggregation else {"tiers": None, "kv_transfer": None}),
         },
     }

@@ -28,6 +28,8 @@ class Request:
     recomputed: int = 0                     # reply tokens to prefill again after a preemption
     preemptions: int = 0
     hash_ids: tuple[int, ...] = ()          # trace's KV block ids of the prompt (Mooncake)
+    swapped_bytes: float = 0.0              # KV it has in host memory (swap preemption)
+    private_kv: bool = False                # swapped back: its KV is all its own, no shared blocks
     # disaggregated runs (hwsim/serving/disaggregation.py)
     prefill_gpu: int | None = None
     decode_gpu: int | None = None
