@@ -156,10 +156,10 @@ def _simulate(cfg: Scenario, b: Built, wall0: float, progress) -> RunResult:
 
 
 def _run_serving(cfg: Scenario, b: Built, wall0: float, progress) -> RunResult:
-    from hwsim.serving.loop import ServingLoop
+    from hwsim.serving.disaggregation import serving_loop
     from hwsim.serving.metrics import inter_token_gaps_s, request_rows, serving_summary
 
-    loop = ServingLoop(b, progress)
+    loop = serving_loop(b, progress)
     loop.run()
     served = serving_summary(loop, cfg.budget_ms)
     iters = loop.iterations

@@ -193,6 +193,8 @@ def cross_checks(cfg: Scenario, profile: HardwareProfile, model: ModelShape):
             yield "kv_cache.element", f"the decoder of '{profile.name}' supports {profile.decoder.formats}"
     from hwsim.model import weight_format    # weight formats the profile cannot run (docs/weights.md)
     yield from weight_format.problems(weight_format.plan(cfg.weights, model.weights), profile)
+    from hwsim.serving import kv_transfer      # disaggregated tiers that do not fit their topology
+    yield from kv_transfer.problems(cfg, profile.name)
     if kv.element != "fp8" and head_dim % kv.group_size and kv.group_size < head_dim:
         yield "kv_cache.group_size", f"group_size {kv.group_size} does not divide the head dim {head_dim}"
     if kv.element == "vq":

@@ -62,6 +62,20 @@ class Arrivals(Strict):
         return _needs_trace_path(self, "arrivals")
 
 
+class Disaggregation(Strict):
+    """Prefill/decode disaggregation (DistServe, Splitwise, vLLM's disaggregated prefill): prompts
+    run on prefill GPUs, each prompt's KV cache is sent over the topology's links to a decode
+    GPU, which generates the rest of the reply (docs/serving.md)."""
+    prefill_gpus: int = Field(1, ge=1, le=64, description="GPUs that only prefill, one serving instance each")
+    decode_gpus: int = Field(1, ge=1, le=64, description="GPUs that only decode, one serving instance each")
+    link: Literal["nvlink", "network"] = Field(
+        "nvlink", description="nvlink: both tiers on one node, KV over the scale-up ports (NVSwitch); "
+                              "network: the tiers on two nodes, KV through their NICs")
+    topology: str | None = Field(None, description="topology profile whose ports time the KV transfer "
+                                                   "(default: parallel.topology, else the HGX board of "
+                                                   "the hardware, hgx-h200-8 for h200-sxm)")
+
+
 class Workload(Strict):
     batch_size: int = Field(1, ge=1, description="sequences decoded together in one step")
     context_tokens: int = Field(4096, ge=1, description="KV length each sequence holds at the first step")
@@ -81,8 +95,30 @@ class Workload(Strict):
                              "(never preempted); as_needed: KV grows a token at a time, as vLLM's "
                              "paged cache does, and when it runs out the latest admitted request is "
                              "preempted and later recomputed")
+    preemption: Literal["recompute", "swap"] = Field(
+        "recompute", description="as_needed, when KV runs out: recompute drops the preempted request's KV "
+                                 "and prefills it again; swap copies it to host memory over host_link "
+                                 "and back when readmitted (vLLM's two modes)")
+    host_link: Literal["pcie-gen5", "nvlink-c2c"] = Field(
+        "pcie-gen5", description="swap: the GPU's link to host memory (PCIe Gen5 x16; NVLink-C2C as on GH200)")
     ttft_target_ms: float = Field(1000.0, gt=0, description="goodput: a request must reach its first token by this")
     itl_target_ms: float | None = Field(None, gt=0, description="goodput: every gap within this (default budget_ms)")
+    disaggregation: Disaggregation | None = Field(
+        None, description="serving: prefill and decode on separate GPUs, the KV cache sent between "
+                          "them (unset: every GPU does both, colocated)")
+
+    @model_validator(mode="after")
+    def _swap_needs_preemption(self):
+        if self.preemption == "swap" and self.kv_allocation != "as_needed":
+            raise ValueError("preemption: swap needs kv_allocation: as_needed (with whole, nothing is preempted)")
+        return self
+
+    @model_validator(mode="after")
+    def _disaggregated_kv_is_whole(self):
+        if self.disaggregation and self.kv_allocation != "whole":
+            raise ValueError("workload.disaggregation reserves each request's whole KV cache on its decode "
+                             "GPU: kv_allocation as_needed (preemption) is not simulated with it")
+        return self
 
 
 def _sm_clock(value: object) -> str | float:

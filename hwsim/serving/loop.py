@@ -24,6 +24,7 @@ import simpy
 from hwsim.build import Built
 from hwsim.rng import RandomStreams
 from hwsim.model.schedule import StepShape
+from hwsim.serving.host_link import HOST_LINKS, HostCopies
 from hwsim.serving.prefix_cache import BLOCK_TOKENS, PrefixCache
 from hwsim.serving.requests import Request, draw_lengths, open_loop_requests
 from hwsim.step import simulate_pass
@@ -89,12 +90,12 @@ class StepOracle:
 
 
 class ServingLoop:
-    def __init__(self, built: Built, progress=None, oracle=None):
+    def __init__(self, built: Built, progress=None, oracle=None, env: simpy.Environment | None = None):
         self.built = built
         self.cfg = built.scenario
         self.w = self.cfg.workload
         self.oracle = oracle or StepOracle(built)     # a stand-in: tests, hwsim.serving.rehearse
-        self.env = simpy.Environment()
+        self.env = env or simpy.Environment()        # shared by the instances of a disaggregated run
         self.streams = RandomStreams(self.cfg.seed)
         self.waiting: list[Request] = []
         self.running: list[Request] = []
@@ -108,6 +109,9 @@ class ServingLoop:
         self._reserved = 0.0          # KV bytes running requests hold outside shared prefix blocks
         self.preemptions = 0
         self.prefix = PrefixCache()
+        # swap preemption: KV copied to the host and back, before the iteration that needs it
+        self.host = HostCopies(self.env, HOST_LINKS[self.w.host_link]) if self.w.preemption == "swap" else None
+        self._swap_bytes = {"in": 0.0, "out": 0.0}
         self._target = self.w.arrivals.requests
         self._issued = 0
         self._opened = 0
@@ -115,6 +119,10 @@ class ServingLoop:
     # -- arrivals ---------------------------------------------------------------------------
     def _arrive(self, req: Request):
         self.waiting.append(req)
+        self._wake()
+
+    def _wake(self):
+        """Something the scheduler waits for happened (an arrival; KV freed)."""
         if not self._arrived.triggered:
             self._arrived.succeed()
 
@@ -149,7 +157,7 @@ class ServingLoop:
         return self.built.model.layers * self.built.schedule.kv_token_bytes(tokens)
 
     def _blocks(self, req: Request) -> tuple:
-        return req.hash_ids if self.w.prefix_caching else ()
+        return req.hash_ids if self.w.prefix_caching and not req.private_kv else ()
 
     def _own_tokens(self, req: Request, whole: bool) -> int:
         """KV tokens the request holds outside its prompt's shared blocks: its whole cache
@@ -168,6 +176,8 @@ class ServingLoop:
             whole = self._own_tokens(req, True) * per_token + self.prefix.new_bytes(blocks, block_bytes)
             need = self._own_tokens(req, False) * per_token + self.prefix.new_bytes(blocks, block_bytes) \
                 if as_needed else whole
+            if req.swapped_bytes:             # swapped out: what it had comes back, all its own
+                whole, need = (req.prompt_tokens + req.output_tokens) * per_token, req.swapped_bytes
             if as_needed:      # and room for every running sequence's next token (no thrashing)
                 need += (len(self.running) + 1) * per_token
             free = self._kv_capacity - self._reserved - self.prefix.used
@@ -182,6 +192,12 @@ class ServingLoop:
             if need > free:                   # cached prefixes no request holds make room
                 self.prefix.evict(need - free, keep)
             self.waiting.pop(0)
+            if req.swapped_bytes:             # copied back before the next iteration; its prefill stands
+                req.held_bytes, req.swapped_bytes = req.swapped_bytes, 0.0
+                self._reserved += req.held_bytes
+                self._swap_bytes["in"] += req.held_bytes
+                self.running.append(req)
+                continue
             req.held_bytes = self._own_tokens(req, not as_needed) * per_token
             self._reserved += req.held_bytes
             req.cached_tokens = self.prefix.hold(blocks, block_bytes, req.prompt_tokens)
@@ -193,8 +209,9 @@ class ServingLoop:
 
     def _make_room(self, decoding: list[Request]) -> list[Request]:
         """As needed: KV for every decoding sequence's next token, freeing cached prefixes no
-        request holds, then preempting the latest admitted requests (vLLM's recompute policy:
-        their KV is dropped, and they return to the head of the queue to prefill it again)."""
+        request holds, then preempting the latest admitted requests (vLLM's policy): their KV
+        is dropped to be prefilled again (recompute), or copied to the host (swap), and they
+        return to the head of the queue."""
         while True:
             growth = sum(self._kv_token_bytes(r) for r in decoding)
             short = growth - (self._kv_capacity - self._reserved - self.prefix.used)
@@ -205,15 +222,56 @@ class ServingLoop:
             if len(self.running) < 2:
                 return decoding               # alone, it was admitted with room for its whole KV
             victim = self.running.pop()
+            blocks = self._blocks(victim)
+            if self.host:      # its KV, shared prefix blocks included, goes to the host
+                shared = min(len(blocks) * BLOCK_TOKENS, victim.prompt_tokens) * self._kv_token_bytes(victim)
+                victim.swapped_bytes = victim.held_bytes + shared
+                victim.private_kv = True
+                self._swap_bytes["out"] += victim.swapped_bytes
+            else:
+                victim.recomputed = len(victim.token_times)
+                victim.prefilled = 0
             self._reserved -= victim.held_bytes
             victim.held_bytes = 0.0
-            self.prefix.release(self._blocks(victim))
-            victim.recomputed = len(victim.token_times)
-            victim.prefilled = 0
+            self.prefix.release(blocks)
             victim.preemptions += 1
             self.preemptions += 1
             self.waiting.insert(0, victim)
             decoding = [r for r in decoding if r is not victim]
+
+    def _prefill_chunks(self, budget: int) -> list[tuple[Request, int]]:
+        """Prompt tokens of this iteration, in admission order: chunks filling the budget, or
+        whole prompts while they fit (the first one always)."""
+        chunks: list[tuple[Request, int]] = []
+        for r in self.running:
+            if r.prefilled >= r.prefill_target:
+                continue
+            left = r.prefill_target - r.prefilled
+            take = min(left, budget) if self.w.chunked_prefill else left
+            if take <= 0 or (not self.w.chunked_prefill and chunks and take > budget):
+                break
+            chunks.append((r, take))
+            budget -= take
+        return chunks
+
+    def _advance_prefills(self, chunks: list[tuple[Request, int]]) -> None:
+        """The iteration's chunks are computed: a completed prompt gives its first token now."""
+        for r, take in chunks:
+            r.prefilled += take
+            blocks = self._blocks(r)
+            if r.prefilled >= r.prefill_target:
+                r.token_times.append(self.env.now)        # the first token
+                self.prefix.computed(blocks, len(blocks) * BLOCK_TOKENS)   # the last, partial one too
+            elif blocks:
+                self.prefix.computed(blocks, r.prefilled)
+
+    def _swap_copies(self):
+        """Process body: this iteration's swaps, in then out, before its pass (vLLM's worker
+        issues them on the stream the pass then runs on)."""
+        for direction in ("in", "out"):
+            if self._swap_bytes[direction]:
+                yield from self.host.copy(direction, self._swap_bytes[direction])
+                self._swap_bytes[direction] = 0.0
 
     def _scheduler(self, done: dict):
         env = self.env
@@ -227,17 +285,7 @@ class ServingLoop:
             decoding = [r for r in self.running if r.prefilled >= r.prefill_target]
             if self.w.kv_allocation == "as_needed":
                 decoding = self._make_room(decoding)
-            budget = max(0, self.w.token_budget - len(decoding))
-            chunks: list[tuple[Request, int]] = []
-            for r in self.running:
-                if r.prefilled >= r.prefill_target:
-                    continue
-                left = r.prefill_target - r.prefilled
-                take = min(left, budget) if self.w.chunked_prefill else left
-                if take <= 0 or (not self.w.chunked_prefill and chunks and take > budget):
-                    break
-                chunks.append((r, take))
-                budget -= take
+            chunks = self._prefill_chunks(max(0, self.w.token_budget - len(decoding)))
             if not decoding and not chunks:       # nothing runnable (KV full): wait for an arrival
                 self._arrived = env.event()
                 t0 = env.now
@@ -245,6 +293,8 @@ class ServingLoop:
                 if blocked:
                     self.kv_blocked_s += env.now - t0
                 continue
+            if self.host:
+                yield from self._swap_copies()
             prefill_tokens = sum(t for _, t in chunks)
             completing = sum(1 for r, t in chunks if r.prefilled + t >= r.prefill_target)
             mean_ctx = sum(r.context for r in decoding) / len(decoding) if decoding else 0
@@ -260,14 +310,7 @@ class ServingLoop:
                     grown = self._kv_token_bytes(r)
                     r.held_bytes += grown
                     self._reserved += grown
-            for r, take in chunks:
-                r.prefilled += take
-                blocks = self._blocks(r)
-                if r.prefilled >= r.prefill_target:
-                    r.token_times.append(env.now)         # the first token
-                    self.prefix.computed(blocks, len(blocks) * BLOCK_TOKENS)   # the last, partial one too
-                elif blocks:
-                    self.prefix.computed(blocks, r.prefilled)
+            self._advance_prefills(chunks)
             for r in [r for r in self.running if r.done]:
                 self.running.remove(r)
                 self._reserved -= r.held_bytes
@@ -283,14 +326,21 @@ class ServingLoop:
         issued = self._issued if a.kind == "closed" else self._opened
         return issued >= self._target + len(self.rejected)
 
-    def run(self) -> list[Request]:
-        done: dict[int, simpy.Event] = {}
+    @property
+    def prefix_hit_rate(self) -> float:
+        return self.prefix.hit_rate
+
+    def _start_arrivals(self, done: dict) -> None:
         a = self.w.arrivals
         if a.kind == "closed":
             for user in range(a.users):
                 self.env.process(self._closed_user(user, done))
         else:
             self.env.process(self._open_loop(open_loop_requests(self.w, self.streams)))
+
+    def run(self) -> list[Request]:
+        done: dict[int, simpy.Event] = {}
+        self._start_arrivals(done)
         self.env.process(self._scheduler(done))
         self.env.run()
         return sorted(self.finished, key=lambda r: r.rid)

@@ -28,7 +28,50 @@ def request_rows(loop: ServingLoop) -> list[dict]:
                      "itl_mean_ms": float(gaps.mean() * 1e3) if len(gaps) else 0.0,
                      "finish_s": t[-1], "cached_prompt_tokens": r.cached_tokens,
                      "preemptions": r.preemptions})
+        if loop.w.disaggregation:
+            rows[-1].update(disaggregated_row(r))
     return rows
+
+
+def disaggregated_row(r) -> dict:
+    """A disaggregated request's GPUs, its wait for a decode GPU and its KV transfer."""
+    one_token = r.handoff_s is None
+    return {"prefill_gpu": r.prefill_gpu, "decode_gpu": r.decode_gpu,
+            "decode_wait_ms": 0.0 if one_token else (r.decode_admitted_s - r.handoff_s) * 1e3,
+            "kv_transfer_ms": r.kv_transfer_s * 1e3, "kv_transfer_bytes": r.kv_transfer_bytes}
+
+
+def swap_summary(host) -> dict:
+    """Swap preemption's copies to the host and back, and the time they held the iterations."""
+    return {"link": host.link.name, "copies": len(host.copies),
+            "bytes_out": float(sum(c.bytes for c in host.copies if c.direction == "out")),
+            "bytes_in": float(sum(c.bytes for c in host.copies if c.direction == "in")),
+            "ms": float(sum(c.end_s - c.start_s for c in host.copies) * 1e3)}
+
+
+def tiers_summary(loop, span: float) -> dict:
+    """Per tier: GPUs, the share of the makespan they iterate, iterations and queueing; and
+    the KV transfers between them (docs/metrics.md)."""
+    reqs = loop.finished
+    sent = [r for r in reqs if r.handoff_s is not None]
+
+    def tier(instances, queue_s) -> dict:
+        its = [it for inst in instances for it in inst.iterations]
+        return {"gpus": len(instances),
+                "utilisation": sum(inst.busy_s for inst in instances) / (len(instances) * span),
+                "iterations": len(its), "queue_ms": percentiles(queue_s, QUANTILES)}
+
+    prefill = tier(loop.prefill, [r.admitted_s - r.arrival_s for r in reqs])
+    prefill["prompt_tokens_per_iteration"] = float(np.mean([it.prefill_tokens for p in loop.prefill
+                                                            for it in p.iterations] or [0]))
+    decode = tier(loop.decode, [r.decode_admitted_s - r.handoff_s for r in sent])
+    decode["batch_mean"] = float(np.mean([it.decodes for d in loop.decode for it in d.iterations] or [0]))
+    fabric = loop.fabric
+    return {"tiers": {"prefill": prefill, "decode": decode},
+            "kv_transfer": {"link": fabric.link, "topology": fabric.topology, "transfers": len(sent),
+                            "ms": percentiles([r.kv_transfer_s for r in sent], QUANTILES),
+                            "bytes_total": float(sum(r.kv_transfer_bytes for r in sent)),
+                            "bytes_mean": float(np.mean([r.kv_transfer_bytes for r in sent])) if sent else 0.0}}
 
 
 def serving_summary(loop: ServingLoop, budget_ms: float) -> dict:
@@ -59,8 +102,10 @@ def serving_summary(loop: ServingLoop, budget_ms: float) -> dict:
             "kv_blocked_ms": loop.kv_blocked_s * 1e3,
             "iterations": len(loop.iterations),
             "iteration_shapes_simulated": loop.oracle.simulated,
-            "prefix_hit_rate": loop.prefix.hit_rate,
+            "prefix_hit_rate": loop.prefix_hit_rate,
             "preemptions": loop.preemptions,
             "makespan_s": span,
+            "swap": swap_summary(loop.host) if loop.host else None,
+            **(tiers_summary(loop, span) if w.disaggregation else {"tiers": None, "kv_transfer": None}),
         },
     }

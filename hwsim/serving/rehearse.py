@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hwsim.build import build
-from hwsim.serving.loop import CONTEXT_BUCKET, PREFILL_BUCKET, ServingLoop, StepOracle, shape_key
+from hwsim.serving.disaggregation import serving_loop
+from hwsim.serving.loop import CONTEXT_BUCKET, PREFILL_BUCKET, StepOracle, shape_key
 
 REHEARSE_REQUESTS = 2000
 
@@ -70,7 +71,7 @@ def rehearse(cfg, limit: int | None = None) -> Rehearsal:
         if done * 2 >= total and not half:
             half.update(done=done, shapes=len(oracle.keys))
 
-    loop = ServingLoop(built, progress=progress, oracle=oracle)
+    loop = serving_loop(built, progress=progress, oracle=oracle)     # colocated or disaggregated
     finished = loop.run()
     done = len(finished)
     growth = len(oracle.keys) - half["shapes"] if half and done > half["done"] else 0

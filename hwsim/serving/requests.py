@@ -28,6 +28,15 @@ class Request:
     recomputed: int = 0                     # reply tokens to prefill again after a preemption
     preemptions: int = 0
     hash_ids: tuple[int, ...] = ()          # trace's KV block ids of the prompt (Mooncake)
+    swapped_bytes: float = 0.0              # KV it has in host memory (swap preemption)
+    private_kv: bool = False                # swapped back: its KV is all its own, no shared blocks
+    # disaggregated runs (hwsim/serving/disaggregation.py)
+    prefill_gpu: int | None = None
+    decode_gpu: int | None = None
+    handoff_s: float | None = None          # prompt done: waits for a decode GPU from here
+    decode_admitted_s: float | None = None  # a decode GPU took it: its KV transfer starts
+    kv_transfer_s: float = 0.0
+    kv_transfer_bytes: float = 0.0
 
     @property
     def done(self) -> bool:

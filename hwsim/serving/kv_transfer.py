@@ -1,0 +1,150 @@
+"""The GPUs of a disaggregated run and the links that carry each prompt's KV cache from the
+prefill GPU that computed it to the decode GPU that continues it.
+
+The GPUs are devices of a topology profile (hwsim/parallel/topology.py): with `link: nvlink`
+both tiers sit on one node and a transfer goes out of the sender's NVLink port and into the
+receiver's (NVSwitch); with `link: network` the prefill tier is node 0 and the decode tier node
+1, and a transfer goes through both NICs. A transfer is one flow of hwsim/parallel/flows.py
+through the cluster's arbiter, so its time is its bytes through the ports at the kernel's
+efficiency plus the link latency, and transfers into one decode GPU (or out of one prefill GPU)
+share its port and slow together. The cluster's clock is the serving clock of the run: the
+instances' iterations and the transfers interleave on it.
+
+One simplification: the transfer's HBM reads and writes are not seen by the iterations, which
+are timed on their own by the hardware engine (hwsim/serving/loop.py StepOracle).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hwsim.config.scenario import Disaggregation
+from hwsim.errors import ConfigError
+from hwsim.hw.chip import ChipSpec
+from hwsim.hw.cluster import Cluster
+from hwsim.hw.device import Device
+from hwsim.parallel import flows
+from hwsim.parallel.comm_kernels import NCCL_RING, CommKernel
+from hwsim.parallel.topology import Topology, for_chip, load_topology
+
+KEY = "workload.disaggregation"
+
+# vLLM's P2pNcclConnector and Megatron-core's NCCL transfer backend send the KV blocks with
+# NCCL send/recv, which runs NCCL's protocol over the same ports as its ring: the ring's fitted
+# efficiencies and fixed cost are taken for it.
+KV_SEND = CommKernel(
+    "nccl-send-recv", sms=NCCL_RING.sms, scaleup_efficiency=NCCL_RING.scaleup_efficiency,
+    scaleout_efficiency=NCCL_RING.scaleout_efficiency, fixed_us=NCCL_RING.fixed_us,
+    sources={
+        "kernel": "vLLM docs, features/disagg_prefill.md (P2pNcclConnector) and Megatron-core "
+                  "core.inference.disaggregation.transfer_backends.nccl: KV blocks move by NCCL "
+                  "send/recv between the prefill and decode instances",
+        "sms": "assumption: as nccl-ring's (NCCL runs send/recv on the same channels, one SM each)",
+        "scaleup_efficiency": "held out: nccl-ring's fit (nvidia/nccl-tests#212), the same protocol "
+                              "over the same NVLink ports; no published send/recv figure found",
+        "scaleout_efficiency": "held out: nccl-ring's fit (nvidia/nccl-tests#290), the same NIC",
+        "fixed_us": "assumption: as nccl-ring's, launch and the first flag round trip",
+    })
+
+
+@dataclass(frozen=True)
+class Transfer:
+    request: int
+    src: int                  # prefill GPU (index in the tier)
+    dst: int                  # decode GPU (index in the tier)
+    bytes: float
+    start_s: float
+    end_s: float
+
+    @property
+    def seconds(self) -> float:
+        return self.end_s - self.start_s
+
+
+def placed_topology(d: Disaggregation, hardware: str, parallel_topology: str | None = None) -> Topology:
+    """The topology the tiers are placed in; a ConfigError where they do not fit it."""
+    name = d.topology or parallel_topology or for_chip(hardware)
+    if name is None:
+        raise ConfigError(f"no topology in hardware_profiles/topologies/ is built of {hardware}; "
+                          f"name one with {KEY}.topology", key=f"{KEY}.topology")
+    topo = load_topology(name)
+    if topo.chip != hardware:
+        raise ConfigError(f"topology {name} is built of {topo.chip}, not {hardware} (hardware)",
+                          key=f"{KEY}.topology")
+    per_node = topo.gpus_per_node.value
+    p, dgpus = d.prefill_gpus, d.decode_gpus
+    if d.link == "nvlink" and p + dgpus > per_node:
+        raise ConfigError(f"link nvlink puts both tiers on one {name} node of {per_node} GPUs, but "
+                          f"prefill_gpus + decode_gpus = {p + dgpus}; use link: network",
+                          key=f"{KEY}.decode_gpus")
+    if d.link == "network" and max(p, dgpus) > per_node:
+        raise ConfigError(f"link network puts each tier on one {name} node of {per_node} GPUs, but "
+                          f"a tier has {max(p, dgpus)}", key=f"{KEY}.prefill_gpus")
+    if d.link == "network" and not topo.interconnect.scaleout_bandwidth_gbps:
+        raise ConfigError(f"topology {name} has no network ports (scaleout_bandwidth_gbps)", key=f"{KEY}.link")
+    return topo
+
+
+def problems(cfg, hardware: str):
+    """(key, message) of a disaggregation the scenario cannot run, found when it loads."""
+    d = cfg.workload.disaggregation
+    if d is None:
+        return
+    if cfg.workload.arrivals.kind == "none":
+        yield KEY, "disaggregation is a serving mode: set workload.arrivals"
+        return
+    if cfg.parallel.gpus > 1:
+        yield KEY, "each instance of a disaggregated run is one GPU: parallel.gpus must be 1"
+        return
+    try:
+        placed_topology(d, hardware, cfg.parallel.topology)
+    except ConfigError as exc:
+        yield exc.key, exc.message
+
+
+class KvFabric:
+    """The prefill and decode GPUs in a topology, and the KV transfers between them."""
+
+    def __init__(self, chip: ChipSpec, hardware: str, d: Disaggregation, parallel_topology: str | None = None):
+        topo = placed_topology(d, hardware, parallel_topology)
+        self.topology = topo.name
+        self.link = d.link
+        per_node = topo.gpus_per_node.value
+        p, dgpus = d.prefill_gpus, d.decode_gpus
+        chip = topo.apply(chip)
+        nodes = 1 if d.link == "nvlink" else 2
+        self.cluster = Cluster(chip, per_node * nodes, per_node)
+        first_decode = p if d.link == "nvlink" else per_node
+        self.prefill_gpus = self.cluster.devices[:p]
+        self.decode_gpus = self.cluster.devices[first_decode:first_decode + dgpus]
+        self.kernel = KV_SEND
+        self.transfers: list[Transfer] = []
+
+    @property
+    def env(self):
+        return self.cluster.env
+
+    def alone_s(self, nbytes: float) -> float:
+        """A transfer's time on idle links: fixed cost + latency + bytes / (rate x efficiency)."""
+        link = self.cluster.link(self.prefill_gpus[0], self.decode_gpus[0])
+        rate = link.bytes_s * self.kernel.efficiency(link.ports[0].kind)
+        return self.kernel.fixed_us * 1e-6 + link.latency_s + nbytes / rate
+
+    def _fixed(self, devices: list[Device], label: str):
+        """The kernel's fixed cost on both ends, holding its SMs there."""
+        share = lambda d: {d.sm: min(1.0, self.kernel.sms / d.chip.sms)} if self.kernel.sms else {}  # noqa: E731
+        items = [self.cluster.arbiter.submit(f"{label} setup", self.kernel.fixed_us * 1e-6, share(d))
+                 for d in devices]
+        yield self.env.all_of([it.done for it in items])
+
+    def send(self, request: int, src: int, dst: int, nbytes: float):
+        """Process body: request's KV (nbytes) from prefill GPU src to decode GPU dst; returns
+        the Transfer when the last byte has landed."""
+        a, b = self.prefill_gpus[src], self.decode_gpus[dst]
+        label = f"kv r{request}"
+        start = self.env.now
+        yield from self._fixed([a, b], label)
+        yield from flows.step(self.cluster, [(a, b, nbytes)], self.kernel, label)
+        t = Transfer(request, src, dst, nbytes, start, self.env.now)
+        self.transfers.append(t)
+        return t
