@@ -109,3 +109,24 @@ def test_code_is_warm_for_a_kernel_of_the_kind_just_run(h200):
     assert 0 < again < first
     l2._code_fetch(mul, 4.0)
     assert l2._code_fetch(silu, 5.0 + 2 * l2.capacity) == first   # streamed out of L2: from HBM
+
+
+def test_atomics_take_l2_time_but_evict_nothing(h200):
+    """index_add_'s atomics are written as L2 traffic (L2_ATOMIC_BYTES an element) so that they
+    take the slices' time; they land no data, so an activation written before them is still
+    resident after (it was not: Qwen3's 512-row experts each 'streamed' 67 MB of atomics, and
+    every next expert re-read its inputs and its code from HBM)."""
+    from hwsim.model import ops
+    rows, d = 512, 2048
+    atomics = rows * d * ops.L2_ATOMIC_BYTES
+    assert atomics > 50 * MIB
+    scatter = ops.elementwise("scatter_add", 0, 2 * rows * d * 2, rows * d * 2, 1.0, h200,
+                              reads=("scaled",), writes=("acc",), atomic_bytes=atomics)
+    assert scatter.tiles * scatter.l2_write == pytest.approx(rows * d * 2 + atomics)   # timed in full
+    l2 = L2Residency(50 * MIB, spill_address=1 << 30)
+    after = l2.place([stream("w", 0, ("a", "b")), scatter, reader()])[-1]
+    assert after.hbm_read == 0
+    plain = ops.elementwise("scatter_add", 0, 2 * rows * d * 2, rows * d * 2 + atomics, 1.0, h200,
+                            reads=("scaled",), writes=("acc",))
+    l2 = L2Residency(50 * MIB, spill_address=1 << 30)
+    assert l2.place([stream("w", 0, ("a", "b")), plain, reader()])[-1].hbm_read > 0

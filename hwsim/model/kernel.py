@@ -25,6 +25,8 @@ class Kernel:               # of them; nothing mutates a Kernel after the schedu
     l2_read: float = 0.0            # bytes per tile that hit in L2 (reused activations)
     hbm_write: float = 0.0          # bytes per tile written back to HBM (KV appends)
     l2_write: float = 0.0           # bytes per tile written into L2 (activations)
+    l2_atomic: float = field(default=0.0, metadata=NOT_TIMING)   # of l2_write, what stands for atomics'
+                                    # hold on the L2 slices (index_add_): it takes L2 time, not capacity
     tensor_flops: float = 0.0       # tensor-core flops per tile (padded to the MMA shape)
     vector_flops: float = 0.0       # fp32 vector-ALU ops per tile (softmax, norms, SiLU)
     int_ops: float = 0.0            # integer/logic ops per tile (unpacking sub-byte data)

@@ -75,7 +75,7 @@ class L2Residency:
         for name in k.writes:
             last_use[name] = clock
         code_trips = self._code_fetch(k, clock) if k.reads and not evicted else 0.0
-        self.clock = clock + k.tiles * (k.hbm_read + k.hbm_write + k.l2_write)
+        self.clock = clock + k.tiles * (k.hbm_read + k.hbm_write + k.l2_write - k.l2_atomic)
         return self._variant(k, evicted, code_trips) if evicted or code_trips else k
 
     def _code_fetch(self, k: Kernel, clock: float) -> float:

@@ -193,13 +193,15 @@ def elementwise(name: str, layer: int, read_bytes: float, write_bytes: float, op
                 chip: ChipSpec, *, weight_bytes: float = 0.0, weight_addr: int = 0,
                 component: Component = Component.ACTIVATION_IO, round_trips: float = 1,
                 vectorized: bool = True, input_trips: float = 1, reads: tuple[str, ...] = (),
-                writes: tuple[str, ...] = ()) -> Kernel:
+                writes: tuple[str, ...] = (), atomic_bytes: float = 0.0) -> Kernel:
     """A memory-streaming PyTorch kernel over L2-resident activations (adds, SiLU, casts).
 
     `round_trips` counts dependent memory accesses before the first useful load (2 for
     gather/scatter, which read their index first). `vectorized=False` is PyTorch's fallback for
     strided or broadcast operands: 512 elements a block, each element's offsets computed
-    (TI_OPS_PER_ELEM integer ops) and loaded one by one.
+    (TI_OPS_PER_ELEM integer ops) and loaded one by one. `atomic_bytes` is L2 time its atomic
+    adds hold the slices for (L2_ATOMIC_BYTES an element), written as L2 traffic that lands no
+    data (so it evicts nothing: hwsim.model.l2_residency).
     """
     int_ops = 0.0
     if vectorized:
@@ -211,7 +213,8 @@ def elementwise(name: str, layer: int, read_bytes: float, write_bytes: float, op
     start_trips = 0 if vectorized else TI_START_TRIPS
     return Kernel(
         name=name, layer=layer, tiles=tiles,
-        hbm_read=weight_bytes / tiles, l2_read=read_bytes / tiles, l2_write=write_bytes / tiles,
+        hbm_read=weight_bytes / tiles, l2_read=read_bytes / tiles,
+        l2_write=(write_bytes + atomic_bytes) / tiles, l2_atomic=atomic_bytes / tiles,
         vector_flops=ops_per_byte * read_bytes / tiles, int_ops=int_ops, address=weight_addr,
         data=component, compute=component, round_trips=round_trips, start_trips=start_trips,
         input_trips=input_trips, reads=reads, writes=writes,

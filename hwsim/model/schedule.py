@@ -268,10 +268,11 @@ class Schedule:
     @_memo
     def _ew(self, name, layer, read, write, ops_per_byte=ADD_OPS_PER_BYTE,
             component=Component.ACTIVATION_IO, round_trips=1, vectorized=True, input_trips=1,
-            reads=(), writes=()):
+            reads=(), writes=(), atomic_bytes=0.0):
         return ops.elementwise(f"L{layer}.{name}" if layer >= 0 else name, layer, read, write,
                                ops_per_byte, self.chip, component=component, round_trips=round_trips,
-                               vectorized=vectorized, input_trips=input_trips, reads=reads, writes=writes)
+                               vectorized=vectorized, input_trips=input_trips, reads=reads, writes=writes,
+                               atomic_bytes=atomic_bytes)
 
     def cold_state(self, l2_bytes: float | None = None) -> OnChipState:
         """An empty L2 (of `l2_bytes` for activations; the chip's whole L2 by default), no SRAM."""
@@ -590,9 +591,10 @@ class Schedule:
             ks.append(self._ew(f"{prefix}.scale", layer, rows * d * ab, rows * d * ab, vectorized=False,
                                reads=("down",), writes=("scaled",)))
             atomics = 0 if small else rows * d * ops.L2_ATOMIC_BYTES
-            ks.append(self._ew(f"{prefix}.scatter_add", layer, 2 * rows * d * ab, rows * d * ab + atomics,
+            ks.append(self._ew(f"{prefix}.scatter_add", layer, 2 * rows * d * ab, rows * d * ab,
                                round_trips=1 + INDEX_ADD_TRIPS_PER_ROW * rows if small else 2,
-                               input_trips=rows if small else 1, reads=("scaled", "acc"), writes=("acc",)))
+                               input_trips=rows if small else 1, reads=("scaled", "acc"), writes=("acc",),
+                               atomic_bytes=atomics))
         return ks
 
     # -- the production MoE schedules (docs/moe.md; kernels as CUPTI lists them on the H200,
@@ -659,9 +661,10 @@ class Schedule:
                            reads=("down",), writes=("scaled",)))
         ks.append(self._ew("moe_zero", layer, 0, t * d * ab, writes=("acc",)))
         atomics = 0 if small else n * d * ops.L2_ATOMIC_BYTES
-        ks.append(self._ew("experts.scatter_add", layer, 2 * n * d * ab, n * d * ab + atomics,
+        ks.append(self._ew("experts.scatter_add", layer, 2 * n * d * ab, n * d * ab,
                            round_trips=1 + INDEX_ADD_TRIPS_PER_ROW * n if small else 2,
-                           input_trips=n if small else 1, reads=("scaled", "acc"), writes=("acc",)))
+                           input_trips=n if small else 1, reads=("scaled", "acc"), writes=("acc",),
+                           atomic_bytes=atomics))
         return ks
 
     @_memo
