@@ -107,9 +107,8 @@ def worker(rank, world, args):
     t_start = time.perf_counter()
 
     def over_budget():
-        late = torch.tensor([time.perf_counter() - t_start > args.budget_s], device=device)
-        dist.all_reduce(late, op=dist.ReduceOp.MAX)        # every rank stops at the same point
-        return bool(late.item())
+        late = [float(time.perf_counter() - t_start > args.budget_s)]
+        return de.max_over_ranks(late, device)[0] > 0       # every rank stops at the same point
 
     for name in args.ops.split(","):
         for nbytes in (DRY_SIZES if args.dry else SIZES):
