@@ -13,6 +13,9 @@ low-latency rows: 5 s to minutes each).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
 
 from hwsim.parallel import collectives as col
 from hwsim.parallel import routing
@@ -21,6 +24,7 @@ from hwsim.parallel.topology import load_topology
 
 NCCL_212 = "nvidia/nccl-tests#212, NCCL maintainer (2024-05-06)"
 NCCL_290 = "nvidia/nccl-tests#290, NCCL maintainer (2025-03-03)"
+NCCL_119 = "nvidia/nccl-tests#119, NCCL maintainer (2022-11-17)"
 DEEPEP = "deepseek-ai/DeepEP README (V1, docs/legacy.md today), H800 + CX7 400 Gb/s"
 
 HIDDEN = 7168
@@ -49,8 +53,12 @@ class Row:
         return self.simulated / self.published - 1.0
 
 
-def _ring_busbw(op: str, nbytes: float, gpus: int, topology: str) -> float:
+def _ring_busbw(op: str, nbytes: float, gpus: int, topology: str, nic_gbs: float | None = None) -> float:
+    """nccl-tests' bus bandwidth of a ring collective, GB/s; nic_gbs: another NIC line rate."""
     cluster = load_topology(topology).cluster(gpus)
+    if nic_gbs is not None:
+        for d in cluster.devices:
+            d.nic.rate = d.nic_rx.rate = nic_gbs * 1e9
     body = {"all-reduce": col.all_reduce, "all-gather": col.all_gather,
             "reduce-scatter": col.reduce_scatter}[op](cluster, cluster.devices, nbytes, NCCL_RING)
     t = col.time_alone(cluster, body)
@@ -71,34 +79,36 @@ def _ll(ep: int, combine: bool) -> float:
     return col.time_alone(cluster, body) * 1e6
 
 
+@lru_cache(maxsize=None)
+def deepep_spread(ep: int, tokens: int = 16384, seed: int = 0) -> tuple[float, float]:
+    """(GPUs, nodes) a token goes to, on average, under the routing DeepEP's normal-kernel
+    tests draw: scores |N(0,1)| + 1 over 256 experts; intranode (tests/test_intranode.py) its
+    top-8; internode (tests/test_internode.py) group-limited, a group per node, the top
+    min(nodes, 4) groups, then the top-8 of their experts."""
+    nodes = max(1, ep // 8)
+    scores = np.abs(np.random.default_rng(seed).standard_normal((tokens, EXPERTS))) + 1
+    topk_groups = min(nodes, 4) if nodes > 1 else 1
+    idx = routing.group_limited_topk(scores, nodes, topk_groups, TOPK)
+    return routing.distinct_per_token(idx, EXPERTS, ep), routing.distinct_per_token(idx, EXPERTS, nodes)
+
+
 def _normal(ep: int, combine: bool) -> float:
-    """DeepEP normal: 4096 tokens per GPU, top-8 of 256 experts in the top-4 groups (a group is
-    a node, or with one node a GPU); GB/s as DeepEP counts it: NVLink bytes received (with the
-    GPU's own) within a node, RDMA bytes sent to other nodes between nodes."""
+    """DeepEP normal: 4096 tokens per GPU (deepep_spread's routing); GB/s as DeepEP's tests
+    count it: intranode, the tokens each GPU receives (its own included) in bytes per second of
+    the kernel; internode, 'RDMA' bytes: a copy per (token, destination node), its own node
+    included (test_internode.py's num_rdma_token_sent), though those never touch the network."""
     cluster = load_topology("h800-cx7").cluster(ep)
-    per_node = cluster.gpus_per_node
-    nodes = ep // per_node
+    nodes = ep // cluster.gpus_per_node
     tokens, token_bytes = 4096, BF16_TOKEN if combine else FP8_TOKEN
-    if nodes == 1:          # 8 groups of 32 experts, one per GPU: 4 GPUs a token
-        gpus_per_token, nodes_per_token = 4.0, 1.0
-    else:                   # top-min(nodes, 4) nodes, then top-8 of their experts
-        chosen = min(nodes, 4)
-        pool = EXPERTS * chosen // nodes
-        gpus_per_token = routing.expected_destinations(pool, TOPK, chosen * per_node)
-        nodes_per_token = routing.expected_destinations(pool, TOPK, chosen)
-    rank = routing.per_destination_matrix(tokens, token_bytes, ep, gpus_per_token * ep / (
-        ep if nodes == 1 else min(nodes, 4) * per_node))
-    node = [[tokens * token_bytes * nodes_per_token / min(nodes, 4) * (1.0 if nodes <= 4 else 4 / nodes)
-             for _ in range(nodes)] for _ in range(ep)]
-    if nodes == 1:
-        node = [[0.0] for _ in range(ep)]
+    gpus_per_token, nodes_per_token = deepep_spread(ep)
+    rank = routing.per_destination_matrix(tokens, token_bytes, ep, gpus_per_token)
+    node = routing.per_destination_matrix(tokens, token_bytes, nodes, nodes_per_token)
+    node = np.repeat(node[:1], ep, axis=0)          # the same row for every GPU (uniform routing)
     body = col.moe_normal(cluster, cluster.devices, rank, node, DEEPEP_NORMAL,
                           "combine" if combine else "dispatch")
     t = col.time_alone(cluster, body)
-    if nodes == 1:
-        return tokens * gpus_per_token * token_bytes / t / 1e9         # received per GPU, own included
-    remote = sum(node[0][n] for n in range(nodes) if n != 0)
-    return remote / t / 1e9
+    per_token = gpus_per_token if nodes == 1 else nodes_per_token
+    return tokens * per_token * token_bytes / t / 1e9
 
 
 GB = 2**30
@@ -115,6 +125,9 @@ ROWS = [
     Row("2 x 8 H100, NDR 400 Gb/s", "ring all-reduce, 8 GiB", "busbw GB/s", 47, "fit",
         f"{NCCL_290}: 'for NDR @ 400Gbps you should see 46-48GB/s per NIC'",
         lambda: _ring_busbw("all-reduce", 8 * GB, 16, "hgx-h100-8")),
+    Row("2 nodes, HDR 200 Gb/s", "ring all-reduce, 8 GiB", "busbw GB/s", 24, "held out",
+        f"{NCCL_119}: 'We usually consider 24GB/s is the peak performance per 200G NIC'",
+        lambda: _ring_busbw("all-reduce", 8 * GB, 16, "hgx-h100-8", nic_gbs=25)),
     Row("8 x H800", "DeepEP normal dispatch EP8 (FP8)", "GB/s", 153, "fit", DEEPEP,
         lambda: _normal(8, False)),
     Row("8 x H800", "DeepEP normal combine EP8 (BF16)", "GB/s", 158, "held out", DEEPEP,

@@ -6,6 +6,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from hwsim import operators
@@ -14,7 +15,7 @@ from hwsim.engine.stream import Stream
 from hwsim.engine.timer import KernelTimer
 from hwsim.parallel import collectives as col
 from hwsim.parallel import routing
-from hwsim.parallel.comm_kernels import DEEPEP_LOW_LATENCY, NCCL_RING
+from hwsim.parallel.comm_kernels import DEEPEP_LOW_LATENCY, DEEPEP_NORMAL, NCCL_RING
 from hwsim.parallel.topology import load_topology
 
 REPO = Path(__file__).resolve().parents[1]
@@ -118,17 +119,67 @@ def _published():
     return mod
 
 
-# DeepEP's normal kernels between nodes: the simulated kernel is bound by forwarding over NVLink
-# at the efficiency fitted to the intranode kernel; docs/multi_gpu.md says why these miss.
-KNOWN_MISSES = {"DeepEP normal dispatch EP16 (RDMA)", "DeepEP normal dispatch EP32 (RDMA)",
-                "DeepEP normal combine EP16 (RDMA)", "DeepEP normal combine EP32 (RDMA)"}
-
-
 def test_published_figures_within_15_percent():
     mod = _published()
     rows = mod.table(slow=False)
     assert len(rows) >= 18
     assert sum(r.role == "held out" for r, _, _ in rows) >= 14
-    misses = {r.what for r, _, err in rows if abs(err) > 0.15}
-    assert misses == KNOWN_MISSES
-    assert all(abs(err) <= 0.25 for _, _, err in rows)
+    misses = {r.what: f"{err:+.1%}" for r, _, err in rows if abs(err) > 0.15}
+    assert not misses
+
+
+def test_a_normal_relay_forwards_a_copy_to_each_destination_gpu_of_its_node():
+    """One token from GPU 0 to experts on GPUs 9, 10 and 11 of the second node: it crosses the
+    network once, to GPU 8 (GPU 0's local index there), which sends three copies over NVLink."""
+    cluster = _cluster(16)
+    d = cluster.devices
+    b = 1e6
+    rank = [[0.0] * 16 for _ in range(16)]
+    node = [[0.0, 0.0] for _ in range(16)]
+    rank[0][9] = rank[0][10] = rank[0][11] = b
+    node[0][1] = b
+    col.time_alone(cluster, col.moe_normal(cluster, d, rank, node, DEEPEP_NORMAL, "dispatch"))
+    assert d[0].nic.served == pytest.approx(b) and d[8].nic_rx.served == pytest.approx(b)
+    assert d[0].scaleup_tx.served == 0
+    assert d[8].scaleup_tx.served == pytest.approx(3 * b)
+    assert [d[j].scaleup_rx.served for j in (9, 10, 11, 12)] == pytest.approx([b, b, b, 0])
+
+
+def test_deepep_internode_bottleneck_is_nvlink_at_ep16_and_the_nic_beyond():
+    """DeepEP's maintainer (deepseek-ai/DeepEP#285): at EP16 on H800 'when the RDMA bandwidth
+    reaches 43 GB/s, the NVLink bandwidth will exceed 140 GB/s, making NVLink the bottleneck';
+    and the RDMA figure counts a token's own node too, so EP32's 58 GB/s exceeds what a
+    400 Gb/s NIC carries."""
+    mod = _published()
+    busy = {}
+    for ep in (16, 32):
+        cluster = load_topology("h800-cx7").cluster(ep)
+        gpus, nodes = mod.deepep_spread(ep)
+        rank = routing.per_destination_matrix(4096, mod.FP8_TOKEN, ep, gpus)
+        node = [routing.per_destination_matrix(4096, mod.FP8_TOKEN, ep // 8, nodes)[0]] * ep
+        t = col.time_alone(cluster, col.moe_normal(cluster, cluster.devices, rank, node, DEEPEP_NORMAL, "d"))
+        d0 = cluster.devices[0]
+        busy[ep] = (d0.scaleup_tx.busy_s / t, d0.nic.busy_s / t)
+        counted = 4096 * nodes * mod.FP8_TOKEN / t / 1e9
+        assert d0.nic.served / t / 1e9 < 50 * DEEPEP_NORMAL.scaleout_efficiency * 1.001
+        if ep == 16:
+            assert 4096 * gpus * mod.FP8_TOKEN / t / 1e9 > 140          # NVLink, as DeepEP counts it
+        else:
+            assert counted > 50                                          # above the NIC's line rate
+    assert busy[16][0] > 0.95 and busy[16][1] < 0.6
+    assert busy[32][1] > 0.95 and busy[32][0] < 0.9
+
+
+def test_group_limited_gating_keeps_the_top_groups_and_counts_destinations():
+    rng = np.random.default_rng(1)
+    scores = np.abs(rng.standard_normal((2000, 256))) + 1
+    idx = routing.group_limited_topk(scores, groups=8, topk_groups=4, topk=8)
+    group = idx // 32
+    best = scores.reshape(2000, 8, 32).max(axis=2)
+    top4 = np.argsort(-best, axis=1)[:, :4]
+    assert all(set(g) <= set(t) for g, t in zip(group.tolist(), top4.tolist()))
+    assert routing.distinct_per_token(np.array([[0, 1, 40, 41], [0, 64, 128, 192]]), 256, 8) == 3.0
+    # without a group limit the top-8 is a uniform draw: the closed form for distinct holders
+    free = routing.group_limited_topk(scores, groups=1, topk_groups=1, topk=8)
+    assert routing.distinct_per_token(free, 256, 16) == pytest.approx(
+        routing.expected_destinations(256, 8, 16), rel=0.02)

@@ -16,9 +16,10 @@ and the SMs that kernel holds.
     nodes: an all-to-all of the per-expert byte matrix;
   - normal (prefill, DeepEP's normal kernels): a token is sent once per destination GPU within
     a node, and once per destination node between nodes, to the GPU of the same local index
-    there, which forwards it over NVLink. The network hop and the forwarding are pipelined in
-    chunks by the real kernel; here they run concurrently (a simplification: the forwarding
-    of the last chunk after its arrival is not charged).
+    there, which forwards a copy to each of its destination GPUs in that node over NVLink.
+    The network hop and the forwarding are pipelined in chunks by the real kernel; here they
+    run concurrently (a simplification: the forwarding of the last chunk after its arrival is
+    not charged: one chunk of ~16 tokens, microseconds against calls of milliseconds).
   Combine is dispatch reversed, with the combine's bytes (expert outputs, usually BF16).
 
 Bytes a device keeps for itself are not sent. Each sender's bytes of a step are one arbiter
@@ -49,6 +50,8 @@ def _fixed(cluster: Cluster, devices: Iterable[Device], kernel: CommKernel, labe
                                     {d.sm: _sm_share(d, kernel)} if kernel.sms else {})
              for d in devices]
     yield cluster.env.all_of([it.done for it in items])
+    for d, it in zip(devices, items):
+        flows.record_sms(d, kernel, it.start, it.done.value, f"{label} setup")
 
 
 def phase(cluster: Cluster, sends: Sequence[Send], kernel: CommKernel, label: str):
@@ -105,28 +108,28 @@ def moe_low_latency(cluster: Cluster, devices: Sequence[Device], matrix: Sequenc
 
 def moe_normal(cluster: Cluster, devices: Sequence[Device], rank_bytes: Sequence[Sequence[float]],
                node_bytes: Sequence[Sequence[float]], kernel: CommKernel, label: str):
-    """Normal (throughput) dispatch or combine. rank_bytes[i][j]: bytes device i sends to
-    device j of its own node (a token once per destination GPU); node_bytes[i][n]: bytes
-    device i sends to node n (a token once per destination node), to the GPU of i's local
-    index there, which forwards them to their GPUs in proportion to rank_bytes."""
+    """Normal (throughput) dispatch or combine, as DeepSeek-V3's report (section 3.2.2) and
+    DeepEP's README describe the cross-node all-to-all: a token crosses the network once per
+    destination node, to the GPU of its sender's local index there, which forwards it over
+    NVLink to each GPU of that node holding one of its experts.
+    rank_bytes[i][j]: bytes of device i's tokens for device j, a copy per (token, destination
+    GPU), for every j; node_bytes[i][n]: a copy per (token, destination node). Device i sends
+    rank_bytes[i][j] over NVLink to the GPUs j of its own node, node_bytes[i][n] over the
+    network to its relay in node n, and the relay forwards rank_bytes[i][j] to each j of node n
+    (its own share stays). Combine is the same traffic reversed (the relay sums the node's
+    partial outputs before the network hop), with the combine's bytes."""
     yield from _fixed(cluster, devices, kernel, label)
     per_node = cluster.gpus_per_node
     nodes = len(devices) // per_node
     sends: list[Send] = []
     for i, src in enumerate(devices):
         home, local = divmod(i, per_node)
-        for j in range(home * per_node, (home + 1) * per_node):
-            sends.append((src, devices[j], rank_bytes[i][j]))
         for n in range(nodes):
-            if n == home or node_bytes[i][n] <= 0:
-                continue
-            relay = devices[n * per_node + local]
-            sends.append((src, relay, node_bytes[i][n]))
             members = range(n * per_node, (n + 1) * per_node)
-            total = sum(rank_bytes[i][j] for j in members)
-            for j in members:      # the relay forwards what is not its own
-                if total > 0:
-                    sends.append((relay, devices[j], node_bytes[i][n] * rank_bytes[i][j] / total))
+            relay = src if n == home else devices[n * per_node + local]
+            if n != home and node_bytes[i][n] > 0:
+                sends.append((src, relay, node_bytes[i][n]))
+            sends += [(relay, devices[j], rank_bytes[i][j]) for j in members]
     return (yield from phase(cluster, sends, kernel, label))
 
 

@@ -45,9 +45,12 @@ DEEPEP_NORMAL = CommKernel(
     sources={
         "sms": "DeepEP README (V1): Buffer.set_num_sms(24) in the prefill example",
         "scaleup_efficiency": "fit: DeepEP README (V1) intranode EP8 dispatch, 153 GB/s on H800 "
-                              "(4096 tokens, 7168 hidden, top-4 groups, FP8): its remote bytes over "
-                              "the 200 GB/s port take 0.669 of line rate; combine held out",
-        "scaleout_efficiency": "as nccl-ring's (an RDMA write stream over the same NIC); held out",
+                              "(4096 tokens, 7168 hidden, top-8 of 256, FP8): the bytes a GPU receives "
+                              "from the 7 others take 0.669 of the 200 GB/s port (153 x 7/8 / 200, "
+                              "whatever the tokens' spread); combine and the internode forwarding "
+                              "(EP16's bottleneck) held out",
+        "scaleout_efficiency": "as nccl-ring's (an RDMA write stream over the same NIC); held out: "
+                               "DeepEP's internode rows (EP32, EP64) are bound by it",
         "fixed_us": "assumption: layout exchange and launch; small against the ~1 ms calls it serves",
     })
 

@@ -290,11 +290,8 @@ def breakdown(totals: list[StreamTotals], stats: PassStats) -> dict[str, float]:
 
 
 def lanes(run: ParallelRun) -> dict[str, list]:
-    """Trace and Gantt lanes: every unit of GPU 0, and of each other GPU its first SM group
-    and its ports (when it computes, when it sends), each named after its GPU."""
-    out = {}
-    for g, stream in enumerate(run.streams):
-        d = stream.device
-        units = d.units if g == 0 else [d.sm_groups[0], *(u for u in (d.scaleup_tx, d.nic) if u is not None)]
-        out.update({f"GPU{g} {u.name}": list(u.intervals or ()) for u in units})
-    return out
+    """Trace and Gantt lanes: a lane group per GPU, every unit of it (its SM groups, L2, HBM
+    stacks, bus, copy engines) and its ports, the ends of its links, each named after its GPU
+    ('GPU3 NVLink out'); the Gantt chart draws a few of each (hwsim/plots/gantt_view.py)."""
+    return {f"GPU{g} {u.name}": u.intervals or [] for g, stream in enumerate(run.streams)
+            for u in stream.device.units}

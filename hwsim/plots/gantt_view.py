@@ -3,7 +3,14 @@ process that simulated and sends it to the one that draws (hwsim/io/plotter.py).
 
 from __future__ import annotations
 
+import re
 from typing import NamedTuple
+
+GPU_LANE = re.compile(r"GPU(\d+) (.+)")
+# what the chart draws of each GPU when there are several (the trace keeps every unit): its
+# first SM group and HBM stack, which each kernel's tiles and bytes spread over like the
+# others, and its ports (the links), so that 8 GPUs stay readable (~5 rows each, not 22)
+CHART_UNITS = ("SMs 0-", "HBM stack 0", "NVLink out", "NVLink in", "NIC out", "NIC in")
 
 
 class Item(NamedTuple):
@@ -20,7 +27,22 @@ def step_view(lanes: dict[str, list], records) -> tuple[dict[str, list], list[It
     (hidden by the chart's own window, but it keeps a lane that was ever busy as a row)."""
     items = [Item(r.name, r.data, r.t_start, r.t_end) for r in records]
     t0 = items[0].t_start if items else 0.0
-    return {lane: _ending_after(spans, t0) for lane, spans in lanes.items()}, items
+    return {lane: _ending_after(spans, t0) for lane, spans in chart_lanes(lanes).items()}, items
+
+
+def chart_lanes(lanes: dict[str, list]) -> dict[str, list]:
+    """The lanes the chart draws: all of one device's; on several GPUs (lanes named
+    'GPU<g> <unit>', hwsim/parallel/multi.py) each GPU's CHART_UNITS, GPU by GPU."""
+    if not any(GPU_LANE.match(name) for name in lanes):
+        return lanes
+    return {name: spans for name, spans in lanes.items()
+            if (m := GPU_LANE.match(name)) and m.group(2).startswith(CHART_UNITS)}
+
+
+def gpu_of(lane: str) -> int | None:
+    """The GPU a lane belongs to, None on a single device."""
+    m = GPU_LANE.match(lane)
+    return int(m.group(1)) if m else None
 
 
 def _ending_after(spans: list, t0: float) -> list:
