@@ -51,6 +51,9 @@ class Kernel:               # of them; nothing mutates a Kernel after the schedu
     reads: tuple[str, ...] = ()     # activations its l2_read consists of, equal shares (element-wise
                                     # and row kernels; hwsim.model.l2_residency moves evicted ones to HBM)
     writes: tuple[str, ...] = ()    # activations it produces
+    partial: tuple[str, ...] = field(default=(), metadata=NOT_TIMING)   # of its reads and writes, those
+                                    # it touches only some rows of (an expert's tokens): the rest of the
+                                    # tensor is not made resident by it (hwsim.model.l2_residency)
     data: Component = Component.ACTIVATION_IO      # charged when the tile is memory-bound
     compute: Component = Component.ACTIVATION_IO   # charged when it is compute-bound
     replay_key: object = field(default=None, repr=False, compare=False,

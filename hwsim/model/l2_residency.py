@@ -71,9 +71,11 @@ class L2Residency:
             last = last_use.get(name)
             if last is None or clock - last > self.capacity:
                 evicted += 1
-            last_use[name] = clock
+            if name not in k.partial:
+                last_use[name] = clock
         for name in k.writes:
-            last_use[name] = clock
+            if name not in k.partial:
+                last_use[name] = clock
         code_trips = self._code_fetch(k, clock) if k.reads and not evicted else 0.0
         self.clock = clock + k.tiles * (k.hbm_read + k.hbm_write + k.l2_write - k.l2_atomic)
         return self._variant(k, evicted, code_trips) if evicted or code_trips else k

@@ -268,11 +268,11 @@ class Schedule:
     @_memo
     def _ew(self, name, layer, read, write, ops_per_byte=ADD_OPS_PER_BYTE,
             component=Component.ACTIVATION_IO, round_trips=1, vectorized=True, input_trips=1,
-            reads=(), writes=(), atomic_bytes=0.0):
+            reads=(), writes=(), atomic_bytes=0.0, partial=()):
         return ops.elementwise(f"L{layer}.{name}" if layer >= 0 else name, layer, read, write,
                                ops_per_byte, self.chip, component=component, round_trips=round_trips,
                                vectorized=vectorized, input_trips=input_trips, reads=reads, writes=writes,
-                               atomic_bytes=atomic_bytes)
+                               atomic_bytes=atomic_bytes, partial=partial)
 
     def cold_state(self, l2_bytes: float | None = None) -> OnChipState:
         """An empty L2 (of `l2_bytes` for activations; the chip's whole L2 by default), no SRAM."""
@@ -575,7 +575,8 @@ class Schedule:
         if gather:
             ks.append(self._ew(f"{prefix}.gather", layer, rows * d * ab, rows * d * ab,
                                round_trips=1 + INDEX_SELECT_TRIPS_PER_ROW * rows if small else 2,
-                               input_trips=rows if small else 1, reads=("h",), writes=("xe",)))
+                               input_trips=rows if small else 1, reads=("h",), writes=("xe",),
+                               partial=("h",)))
         ks += self._gemm(f"{prefix}.gate_up", layer, rows, d, 2 * ffn, f"{prefix}.gate_up", data,
                          on_chip=on_chip, channel_group=group, out=("gate", "up"), cls="experts")
         # SiLU of the gate half and the product with the up half read strided views of the
@@ -594,7 +595,7 @@ class Schedule:
             ks.append(self._ew(f"{prefix}.scatter_add", layer, 2 * rows * d * ab, rows * d * ab,
                                round_trips=1 + INDEX_ADD_TRIPS_PER_ROW * rows if small else 2,
                                input_trips=rows if small else 1, reads=("scaled", "acc"), writes=("acc",),
-                               atomic_bytes=atomics))
+                               atomic_bytes=atomics, partial=("acc",)))
         return ks
 
     # -- the production MoE schedules (docs/moe.md; kernels as CUPTI lists them on the H200,
