@@ -54,6 +54,9 @@ class Kernel:               # of them; nothing mutates a Kernel after the schedu
     partial: tuple[str, ...] = field(default=(), metadata=NOT_TIMING)   # of its reads and writes, those
                                     # it touches only some rows of (an expert's tokens): the rest of the
                                     # tensor is not made resident by it (hwsim.model.l2_residency)
+    row_overlap: float = field(default=0.0, metadata=NOT_TIMING)   # chance that one of its rows of a
+                                    # partial tensor is also a row of another such kernel ((k-1)/(E-1)
+                                    # for an expert's tokens under top-k routing over E experts)
     data: Component = Component.ACTIVATION_IO      # charged when the tile is memory-bound
     compute: Component = Component.ACTIVATION_IO   # charged when it is compute-bound
     replay_key: object = field(default=None, repr=False, compare=False,

@@ -27,6 +27,7 @@ of weights stay in L2, 2.5 us).
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 
 from hwsim.model.kernel import Kernel, StreamItem
@@ -50,6 +51,7 @@ class L2Residency:
         self.miss_to_hit = miss_to_hit       # HBM latency over L2-hit latency (code fetched from HBM)
         self.clock = 0.0                     # bytes through the L2 so far
         self.last_use: dict[str, float] = {}
+        self.partial_uses: dict[str, list[float]] = {}   # since its last whole use: each partial touch
         self.code_last_use: dict[str, float] = {}
         self.previous_kind = ""
         self._variants: dict[tuple[int, int, float], tuple[Kernel, Kernel]] = {}
@@ -66,19 +68,36 @@ class L2Residency:
 
     def _run(self, k: Kernel) -> Kernel:
         clock, last_use = self.clock, self.last_use     # locals: this runs for every kernel of every step
-        evicted = 0
+        evicted = 0.0                                   # reads' worth of bytes that come from HBM
         for name in k.reads:
             last = last_use.get(name)
-            if last is None or clock - last > self.capacity:
-                evicted += 1
-            if name not in k.partial:
+            whole = last is not None and clock - last <= self.capacity
+            if name in k.partial:
+                evicted += 0.0 if whole else 1.0 - self._touched_share(name, k.row_overlap, clock)
+            else:
+                evicted += 0.0 if whole else 1.0
                 last_use[name] = clock
+                self.partial_uses.pop(name, None)
         for name in k.writes:
-            if name not in k.partial:
+            if name in k.partial:
+                self.partial_uses.setdefault(name, []).append(clock)
+            else:
                 last_use[name] = clock
+                self.partial_uses.pop(name, None)
+        for name in k.partial:
+            if name in k.reads and name not in k.writes:
+                self.partial_uses.setdefault(name, []).append(clock)
+        evicted = round(evicted, 3)
         code_trips = self._code_fetch(k, clock) if k.reads and not evicted else 0.0
         self.clock = clock + k.tiles * (k.hbm_read + k.hbm_write + k.l2_write - k.l2_atomic)
         return self._variant(k, evicted, code_trips) if evicted or code_trips else k
+
+    def _touched_share(self, name: str, overlap: float, clock: float) -> float:
+        """Share of a partial reader's rows still in L2: those another partial reader touched
+        within the L2's capacity of streamed bytes (each row with chance `overlap` per reader)."""
+        uses = self.partial_uses.get(name, ())          # in clock order
+        recent = len(uses) - bisect.bisect_left(uses, clock - self.capacity)
+        return 1.0 - (1.0 - overlap) ** recent
 
     def _code_fetch(self, k: Kernel, clock: float) -> float:
         """Round trips (in L2-hit latencies) k waits for its code; 0 when the SM still holds it."""
@@ -102,7 +121,8 @@ class L2Residency:
                 moved = k.l2_read * evicted / len(k.reads)
                 changes.update(l2_read=k.l2_read - moved, hbm_read=k.hbm_read + moved,
                                address=k.address or self.spill_address,
-                               miss_trips=k.input_trips if k.miss_trips < 0 and not k.hbm_read else k.miss_trips)
+                               miss_trips=k.input_trips * min(1.0, evicted) if k.miss_trips < 0 and not k.hbm_read
+                               else k.miss_trips)
             if code_trips:
                 changes["start_trips"] = k.start_trips + code_trips
             hit = self._variants[key] = (k, dataclasses.replace(k, **changes))

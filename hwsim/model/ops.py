@@ -194,7 +194,7 @@ def elementwise(name: str, layer: int, read_bytes: float, write_bytes: float, op
                 component: Component = Component.ACTIVATION_IO, round_trips: float = 1,
                 vectorized: bool = True, input_trips: float = 1, reads: tuple[str, ...] = (),
                 writes: tuple[str, ...] = (), atomic_bytes: float = 0.0,
-                partial: tuple[str, ...] = ()) -> Kernel:
+                partial: tuple[str, ...] = (), row_overlap: float = 0.0) -> Kernel:
     """A memory-streaming PyTorch kernel over L2-resident activations (adds, SiLU, casts).
 
     `round_trips` counts dependent memory accesses before the first useful load (2 for
@@ -218,7 +218,7 @@ def elementwise(name: str, layer: int, read_bytes: float, write_bytes: float, op
         l2_write=(write_bytes + atomic_bytes) / tiles, l2_atomic=atomic_bytes / tiles,
         vector_flops=ops_per_byte * read_bytes / tiles, int_ops=int_ops, address=weight_addr,
         data=component, compute=component, round_trips=round_trips, start_trips=start_trips,
-        input_trips=input_trips, reads=reads, writes=writes, partial=partial,
+        input_trips=input_trips, reads=reads, writes=writes, partial=partial, row_overlap=row_overlap,
     )
 
 

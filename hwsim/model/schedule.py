@@ -268,11 +268,11 @@ class Schedule:
     @_memo
     def _ew(self, name, layer, read, write, ops_per_byte=ADD_OPS_PER_BYTE,
             component=Component.ACTIVATION_IO, round_trips=1, vectorized=True, input_trips=1,
-            reads=(), writes=(), atomic_bytes=0.0, partial=()):
+            reads=(), writes=(), atomic_bytes=0.0, partial=(), row_overlap=0.0):
         return ops.elementwise(f"L{layer}.{name}" if layer >= 0 else name, layer, read, write,
                                ops_per_byte, self.chip, component=component, round_trips=round_trips,
                                vectorized=vectorized, input_trips=input_trips, reads=reads, writes=writes,
-                               atomic_bytes=atomic_bytes, partial=partial)
+                               atomic_bytes=atomic_bytes, partial=partial, row_overlap=row_overlap)
 
     def cold_state(self, l2_bytes: float | None = None) -> OnChipState:
         """An empty L2 (of `l2_bytes` for activations; the chip's whole L2 by default), no SRAM."""
@@ -572,11 +572,15 @@ class Schedule:
         # More indices go to the large-index kernels, parallel over every element: one index
         # load, then the data; index_add_ then adds each element with an L2 atomic.
         small = rows <= SMALL_INDEX_ROWS
+        # the gather and index_add_ touch only this expert's tokens' rows of h and acc; a token's
+        # row is touched again by its other top-k experts, each another expert with this chance
+        moe = self.model.moe
+        overlap = (moe.top_k - 1) / (moe.experts - 1) if moe and moe.experts > 1 else 0.0
         if gather:
             ks.append(self._ew(f"{prefix}.gather", layer, rows * d * ab, rows * d * ab,
                                round_trips=1 + INDEX_SELECT_TRIPS_PER_ROW * rows if small else 2,
                                input_trips=rows if small else 1, reads=("h",), writes=("xe",),
-                               partial=("h",)))
+                               partial=("h",), row_overlap=overlap))
         ks += self._gemm(f"{prefix}.gate_up", layer, rows, d, 2 * ffn, f"{prefix}.gate_up", data,
                          on_chip=on_chip, channel_group=group, out=("gate", "up"), cls="experts")
         # SiLU of the gate half and the product with the up half read strided views of the
@@ -595,7 +599,7 @@ class Schedule:
             ks.append(self._ew(f"{prefix}.scatter_add", layer, 2 * rows * d * ab, rows * d * ab,
                                round_trips=1 + INDEX_ADD_TRIPS_PER_ROW * rows if small else 2,
                                input_trips=rows if small else 1, reads=("scaled", "acc"), writes=("acc",),
-                               atomic_bytes=atomics, partial=("acc",)))
+                               atomic_bytes=atomics, partial=("acc",), row_overlap=overlap))
         return ks
 
     # -- the production MoE schedules (docs/moe.md; kernels as CUPTI lists them on the H200,
