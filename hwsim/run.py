@@ -82,20 +82,20 @@ def _run_scenario(cfg: Scenario, built: Built | None, progress) -> RunResult:
     if not isinstance(clock, str):
         b = build(cfg, sm_clock_hz=clock * 1e6)
     power = power_model(b)
-    runs: dict[float, RunResult] = {}
+    latest: list[RunResult] = []       # only the last probe's run is kept (a serving run is large):
+                                       # settle() always ends on its last probe
 
     def simulate(clock_hz: float) -> tuple[float, Activity]:
-        if clock_hz not in runs:
-            at = b if clock_hz == b.chip.clock_hz else build(cfg, sm_clock_hz=clock_hz)
-            runs[clock_hz] = _simulate(cfg, at, wall0, progress)
-        return steady_work(runs[clock_hz])
+        at = b if clock_hz == b.chip.clock_hz else build(cfg, sm_clock_hz=clock_hz)
+        latest[:] = [_simulate(cfg, at, wall0, progress)]
+        return steady_work(latest[0])
 
+    settled = None
     if power is None or clock != "settled":
-        result = runs[b.chip.clock_hz] = _simulate(cfg, b, wall0, progress)
-        settled = None
+        result = _simulate(cfg, b, wall0, progress)
     else:
         settled = settle(power, simulate)
-        result = runs[settled.clock_hz]
+        result = latest[0]
     result.summary["power"] = power_summary(power, result, settled, b.chip.clock_hz)
     result.summary["sim"]["wall_s"] = time.perf_counter() - wall0
     return result
