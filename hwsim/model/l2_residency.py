@@ -28,9 +28,8 @@ of weights stay in L2, 2.5 us).
 from __future__ import annotations
 
 import bisect
-import dataclasses
 
-from hwsim.model.kernel import Kernel, StreamItem
+from hwsim.model.kernel import Kernel, StreamItem, copy_kernel
 
 # Dependent instruction fetches before a cold kernel's first load, read off
 # calibration/data/h200_code_vs_data.jsonl (code cold, data warm, less resident: HBM latency
@@ -125,5 +124,5 @@ class L2Residency:
                                else k.miss_trips)
             if code_trips:
                 changes["start_trips"] = k.start_trips + code_trips
-            hit = self._variants[key] = (k, dataclasses.replace(k, **changes))
+            hit = self._variants[key] = (k, copy_kernel(k, **changes))
         return hit[1]
