@@ -13,6 +13,7 @@ overrides the row was measured with, `key=value` pairs separated by `;` (as `--s
 from __future__ import annotations
 
 import csv
+import functools
 import math
 import statistics
 from pathlib import Path
@@ -20,14 +21,15 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from hwsim.build import build
-from hwsim.config.cost import check_cost
+from hwsim.config.cost import check_cost, estimate
 from hwsim.config.load import apply_overrides, load_model
 from hwsim.config.names import check_name
 from hwsim.config.scenario import Scenario
 from hwsim.config.yaml_lines import LoadedYaml
 from hwsim.errors import ConfigError
 from hwsim.hw.power import Activity, settle
-from hwsim.run import power_model
+from hwsim.io.forked import map_side_by_side
+from hwsim.run import cyclic_gc_paused, power_model
 from hwsim.step import simulate_pass
 from hwsim.model.schedule import StepShape
 
@@ -176,28 +178,13 @@ def predict_ms(row: dict, sets: list[str] | None = None) -> float:
     return statistics.fmean(p.duration_s for p in passes[clock_hz]) * 1e3
 
 
-def validate_rows(rows: list[dict], sets: list[str] | None = None) -> dict:
-    """Predict every row (with the scenario overrides `sets`, as `hwsim run --set` takes them)."""
-    out = []
-    for row in rows:
-        name = row.get("name") or f"line {row['_line']}"
-        entry = {"name": name, "model": row.get("model"), "predicted_ms": None, "measured_ms": None,
-                 "error_pct": None}
-        if row.get("split"):
-            entry["split"] = row["split"]
-        try:
-            measured = float(row["measured_ms"])
-            entry["measured_ms"] = measured
-            predicted = predict_ms(row, sets)
-            entry["predicted_ms"] = predicted
-            entry["error_pct"] = (predicted - measured) / measured * 100
-        except ConfigError as exc:
-            entry["error"] = f"line {row['_line']}: {exc.render()}"
-        except (ValueError, KeyError) as exc:
-            entry["error"] = f"line {row['_line']}: {str(exc).splitlines()[0]}"
-        except Exception as exc:   # noqa: BLE001 - one bad row fails alone, in one line
-            entry["error"] = f"line {row['_line']}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-        out.append(entry)
+def validate_rows(rows: list[dict], sets: list[str] | None = None, workers: int | None = None) -> dict:
+    """Predict every row (with the scenario overrides `sets`, as `hwsim run --set` takes them).
+    Rows are independent (each builds its own chip and draws its own routing from its seed),
+    so they run side by side on up to `workers` processes (default: one per CPU), dealt by
+    their estimated cost; the report is the same as row after row."""
+    out = map_side_by_side(functools.partial(_predict_entry, sets=sets), rows,
+                           [_row_cost(row, sets) for row in rows], workers)
     summary = error_summary([r["error_pct"] for r in out if r["error_pct"] is not None])
     report = {"rows": out, **summary, "failed": sum(1 for r in out if r["error_pct"] is None)}
     for column, key in (("model", "by_model"), ("split", "by_split")):
@@ -207,6 +194,40 @@ def validate_rows(rows: list[dict], sets: list[str] | None = None) -> dict:
                                              if row.get(column) == g and e["error_pct"] is not None])
                            for g in groups}
     return report
+
+
+def _row_cost(row: dict, sets: list[str] | None) -> float:
+    """The row's estimated wall seconds (hwsim.config.cost), to deal rows out evenly; a row
+    that cannot be set up costs nothing here (it fails where it runs)."""
+    try:
+        cfg, shape = _row_scenario(row, sets)
+        passes = ROUTING_DRAWS if shape.phase == "decode" else 1
+        return passes * estimate(cfg, load_model(cfg.model)).wall_s
+    except Exception:            # noqa: BLE001 - reported by _predict_entry
+        return 0.0
+
+
+def _predict_entry(row: dict, sets: list[str] | None) -> dict:
+    """One row's report entry: its prediction and error, or the one line saying why it failed."""
+    name = row.get("name") or f"line {row['_line']}"
+    entry = {"name": name, "model": row.get("model"), "predicted_ms": None, "measured_ms": None,
+             "error_pct": None}
+    if row.get("split"):
+        entry["split"] = row["split"]
+    try:
+        measured = float(row["measured_ms"])
+        entry["measured_ms"] = measured
+        with cyclic_gc_paused():     # a row builds ~10^5 kernels: see hwsim/run.py
+            predicted = predict_ms(row, sets)
+        entry["predicted_ms"] = predicted
+        entry["error_pct"] = (predicted - measured) / measured * 100
+    except ConfigError as exc:
+        entry["error"] = f"line {row['_line']}: {exc.render()}"
+    except (ValueError, KeyError) as exc:
+        entry["error"] = f"line {row['_line']}: {str(exc).splitlines()[0]}"
+    except Exception as exc:   # noqa: BLE001 - one bad row fails alone, in one line
+        entry["error"] = f"line {row['_line']}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    return entry
 
 
 def error_summary(errors: list[float]) -> dict:

@@ -1,4 +1,5 @@
-"""Write a bundle's files side by side in forked children.
+"""Write a bundle's files side by side in forked children (and map independent work, such
+as validate's rows, over them: map_side_by_side).
 
 A bundle's files are independent of one another, and most of their cost is CPU in one
 process: matplotlib laying out and rendering each figure, pyarrow encoding the tables. Forked
@@ -49,6 +50,70 @@ def shares(jobs: list[Job], n: int) -> list[list[Job]]:
     return [s for s in out if s]
 
 
+def map_side_by_side(fn: Callable, items: list, costs: list[float], workers: int | None = None) -> list:
+    """[fn(item) for item in items], the items dealt by cost (as `shares` deals jobs) to this
+    process and up to `workers` - 1 forked children (default: one per CPU, at most 4), each
+    sending its results back pickled. For independent work with results worth more than
+    their pickling (a validate row: seconds of simulation, a small dict). A child's exception
+    is raised here."""
+    n = min(len(items), workers or min(_cpus(), 4))
+    if n < 2 or not hasattr(os, "fork") or threading.active_count() > 1:
+        return [fn(x) for x in items]
+    mine, *theirs = shares([(str(i), cost, i) for i, cost in enumerate(costs)], n)
+    results: list = [None] * len(items)
+    children: dict[int, int] = {}                   # pid -> read end of its results pipe
+    try:
+        for share in theirs:
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                os.close(r)
+                _map_child(fn, items, [i for _, _, i in share], w)
+            os.close(w)
+            children[pid] = r
+        for _, _, i in mine:
+            results[i] = fn(items[i])
+        for pid, r in list(children.items()):
+            with os.fdopen(r, "rb") as fh:
+                data = fh.read()
+            _, status = os.waitpid(pid, 0)
+            del children[pid]
+            if status != 0:
+                raise failure(data, status)
+            for i, value in pickle.loads(data):
+                results[i] = value
+        return results
+    finally:                                        # interrupted or failed: stop the rest
+        _stop(children)
+
+
+def _map_child(fn: Callable, items: list, indices: list[int], w: int) -> None:
+    status = 1
+    try:
+        try:
+            data = pickle.dumps([(i, fn(items[i])) for i in indices], protocol=pickle.HIGHEST_PROTOCOL)
+        except BaseException as exc:                # noqa: BLE001 - reported to the parent
+            status = 130 if isinstance(exc, KeyboardInterrupt) else 1
+            report(w, exc)
+        else:
+            with os.fdopen(w, "wb") as fh:
+                fh.write(data)
+            status = 0
+    finally:
+        os._exit(status)
+
+
+def _stop(children: dict[int, int]) -> None:
+    """End forked children still running (the parent was interrupted, or another one failed)."""
+    for pid, r in children.items():
+        os.close(r)
+        try:
+            os.kill(pid, signal.SIGTERM)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+
+
 def write_all(jobs: list[Job], workers: int | None = None) -> None:
     """Run every job's writer; in up to `workers` processes (default: 1 + the idle CPUs,
     rounded, at most 4). A writer's exception is raised here, wherever it ran."""
@@ -83,13 +148,7 @@ def write_all(jobs: list[Job], workers: int | None = None) -> None:
         if failures:
             raise failures[0]
     finally:                                        # interrupted or failed: stop the rest
-        for pid, r in children.items():
-            os.close(r)
-            try:
-                os.kill(pid, signal.SIGTERM)
-                os.waitpid(pid, 0)
-            except (ProcessLookupError, ChildProcessError):
-                pass
+        _stop(children)
 
 
 def _child(share: list[Job], w: int) -> None:
