@@ -76,17 +76,12 @@ def records_columns(records) -> dict:
 
 
 def _index_by_identity(objects: list) -> tuple[np.ndarray, list]:
-    """(index of each object among the distinct ones, the distinct objects), by identity."""
-    seen: dict[int, int] = {}
-    uniq: list = []
-    index = np.empty(len(objects), dtype=np.int64)
-    for i, obj in enumerate(objects):
-        j = seen.get(id(obj))
-        if j is None:
-            j = seen[id(obj)] = len(uniq)
-            uniq.append(obj)
-        index[i] = j
-    return index, uniq
+    """(index of each object among the distinct ones, the distinct objects), by identity
+    (the objects are alive, so their ids are distinct): numpy's unique over the ids, not a
+    dict lookup per record (2 s for a million records)."""
+    ids = np.fromiter(map(id, objects), np.int64, len(objects))
+    _, first, index = np.unique(ids, return_index=True, return_inverse=True)
+    return index.astype(np.int64, copy=False).reshape(-1), [objects[i] for i in first]
 
 
 def _arrow_column(values: list):
