@@ -141,6 +141,7 @@ def run(
     max_gb: Optional[float] = typer.Option(None, "--max-gb", help=MAX_GB_HELP),
 ):
     """Simulate a scenario and write a run bundle (replacing an earlier bundle there whole)."""
+    import numpy  # noqa: F401 - before the fork: the plotting helper needs it too, imported once
     from hwsim.io.plotter import Plotter
 
     _no_cycle_collection()
