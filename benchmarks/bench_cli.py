@@ -1,7 +1,7 @@
 """CLI speed: the wall time of whole `hwsim` commands, end to end (interpreter start, imports,
 simulation, bundle), each next to the same command at a baseline git revision, in one run.
 
-    python benchmarks/bench_cli.py --baseline REV [--repeat 3] [--only run-default,...]
+    python benchmarks/bench_cli.py [--baseline REV] [--repeat 3] [--only run-default,...]
 
 Issue 19's figures: `run-default` (`hwsim run`, the default scenario with its bundle; at most
 1.5 s), `validate-14` (`hwsim validate` of validation/data/h200_steps_extra.csv, 13 cases and
@@ -14,8 +14,9 @@ busy machine the figures of both revisions are of files written in turn.
 
 The machine is shared and its speed moves by tens of percent from minute to minute, so the two
 revisions are run alternately (now, baseline, now, ...) and each figure is the fastest of
-`--repeat` runs. The baseline runs from a temporary git worktree (PYTHONPATH and the working
-folder point at it). Not a pass/fail test: it prints numbers.
+`--repeat` runs. The baseline (by default BEFORE, the tree before issue 19's items 4 and 5 were
+worked on; `--baseline none` for no baseline) runs from a temporary git worktree (PYTHONPATH
+and the working folder point at it). Not a pass/fail test: it prints numbers, and the speed-up.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ COMMANDS = {
     "run-voice-10k": ["run", "scenarios/voice-agent.yaml", "--set", "workload.arrivals.requests=10000",
                       "--max-wall-s", "1e9", "--out", "{out}"],
 }
+BEFORE = "38b0a61"      # main before this work on the CLI's speed
 DEFAULT = ("run-default", "validate-14", "run-deepseek-b64", "run-voice-agent")
 TARGETS_S = {"run-default": 1.5, "validate-14": 3.0, "run-deepseek-b64": 10.0, "run-voice-10k": 60.0}
 
@@ -62,7 +64,8 @@ def time_command(tree: Path, args: list[str], out: Path) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--baseline", metavar="REV", help="also time hwsim as of this git revision")
+    ap.add_argument("--baseline", metavar="REV", default=BEFORE,
+                    help=f"also time hwsim as of this git revision (default {BEFORE}; 'none': no baseline)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--only", default=",".join(DEFAULT), help="comma-separated figures: "
                     + ", ".join(COMMANDS))
@@ -72,12 +75,15 @@ def main() -> None:
     if unknown:
         ap.error(f"unknown figure(s) {sorted(unknown)}")
     with tempfile.TemporaryDirectory() as tmp:
-        trees = {"now": ROOT}
+        trees = {}
+        if args.baseline == "none":
+            args.baseline = None
         if args.baseline:
             base = Path(tmp) / "base"
             subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(base),
                             args.baseline], check=True)
-            trees[f"at {args.baseline}"] = base
+            trees[f"before ({args.baseline})"] = base
+        trees["now"] = ROOT
         try:
             best = {name: {label: float("inf") for label in trees} for name in names}
             for name in names:
@@ -90,11 +96,15 @@ def main() -> None:
                 subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)],
                                check=False)
     width = {label: max(14, len(label) + 2) for label in trees}
+    speedup = len(trees) > 1
     print(f"{'wall seconds (fastest of ' + str(args.repeat) + ')':32}"
-          + "".join(f"{l:>{width[l]}}" for l in trees) + f"{'target':>10}")
+          + "".join(f"{l:>{width[l]}}" for l in trees) + (f"{'speed-up':>10}" if speedup else "")
+          + f"{'target':>10}")
     for name in names:
         target = TARGETS_S.get(name)
-        print(f"{name:32}" + "".join(f"{best[name][l]:>{width[l]}.2f}" for l in trees)
+        times = [best[name][l] for l in trees]
+        print(f"{name:32}" + "".join(f"{t:>{width[l]}.2f}" for l, t in zip(trees, times))
+              + (f"{times[0] / times[-1]:>9.1f}x" if speedup else "")
               + (f"{target:>10.1f}" if target else f"{'-':>10}"))
 
 
