@@ -174,7 +174,8 @@ def _run(scenario, set_, out, json_out, trace, max_wall_s, max_gb, plotter) -> N
                           highlight=False)
     started = time.time()
     with _progress(enabled=not json_out and sys.stderr.isatty()) as progress:
-        result = run_scenario(cfg, built, progress=progress)
+        # the busy intervals of every step only for the trace; the Gantt chart draws one step
+        result = run_scenario(cfg, built, progress=progress, every_interval=trace)
     resolved = cfg.model_dump(mode="json")
     manifest = {
         "summary": result.summary,

@@ -38,7 +38,10 @@ class StepResult:
 
 
 
-def simulate_pass(b: Built, shape: StepShape, step: int, records: list[KernelRecord]) -> StepResult:
+def simulate_pass(b: Built, shape: StepShape, step: int, records: list[KernelRecord],
+                  every_interval: bool = True) -> StepResult:
+    """`every_interval=False`: of the units' busy intervals, keep only each item's first run
+    (hwsim.hw.device.Device.record_intervals), for a step that no chart draws."""
     if b.parallel is not None:
         return _parallel_pass(b, shape, step, records)
     routing = b.router.step(step, shape.tokens) if b.router else {}
@@ -49,7 +52,7 @@ def simulate_pass(b: Built, shape: StepShape, step: int, records: list[KernelRec
     totals = StreamTotals()
     keep = b.scenario.runtime.kernel_records   # past this window the step's records are not made
     recorded = keep < 0 or step < keep
-    b.device.record_intervals(recorded)
+    b.device.record_intervals(recorded, first_runs_only=not every_interval)
     b.env.process(b.stream.run(kernels, step, records if recorded else None, totals))
     b.env.run()
     by_component = dict.fromkeys(Component, 0.0)

@@ -62,6 +62,8 @@ class Device:
         self.hbm_read_bytes = 0.0
         self.hbm_write_bytes = 0.0
         self.recording = False
+        self._first_runs_only = False
+        self._recorded: set = set()          # items recorded once (first_runs_only)
 
     # -- units -----------------------------------------------------------------------------
     @property
@@ -71,10 +73,13 @@ class Device:
         out += [u for u in (self.decoder, self.scaleup_tx, self.scaleup_rx, self.nic, self.nic_rx) if u is not None]
         return out
 
-    def record_intervals(self, on: bool) -> None:
+    def record_intervals(self, on: bool, first_runs_only: bool = False) -> None:
         """Start (or stop) keeping busy intervals on every lane. A unit's interval list, once
-        made, is kept (effects hold on to it, hwsim/engine/effect.py `lanes`)."""
+        made, is kept (effects hold on to it, hwsim/engine/effect.py `lanes`).
+        `first_runs_only`: only the first run of each item is kept, which still marks every
+        lane the item ever uses as busy (the Gantt chart's rows), for the steps it does not draw."""
         self.recording = on
+        self._first_runs_only = first_runs_only
         if on:
             for u in self.units:
                 if u.intervals is None:
@@ -155,6 +160,10 @@ class Device:
         """Busy intervals of one run: a unit is busy from the item's start until its last
         request there is served; an item stretched by sharing (end - start > duration alone)
         stretches its intervals in proportion."""
+        if self._first_runs_only:
+            if e in self._recorded:
+                return
+            self._recorded.add(e)
         if e.lanes is None:
             e.lanes = self._lanes(e)
         stretch = (end - start) / e.duration if e.duration > 0 else 1.0

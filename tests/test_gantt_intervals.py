@@ -1,0 +1,36 @@
+"""A run that keeps the units' busy intervals in full only for the step the Gantt chart draws
+(every_interval=False, what `hwsim run` does without --trace) draws the same chart: the same
+rows (every lane ever busy) and the same intervals within the drawn step."""
+
+from __future__ import annotations
+
+import pytest
+
+from hwsim.build import build
+from hwsim.config.load import load_scenario
+from hwsim.run import drawn_step, run_scenario
+
+PREFETCH = ["moe.prefetch.enabled=true", "moe.prefetch.predictor=oracle", "moe.cache.pin_router=true"]
+
+
+def chart(result):
+    """What the chart draws: per busy lane, the intervals that end after the drawn step starts."""
+    step = max(r.step for r in result.records)
+    t0 = min(r.t_start for r in result.records if r.step == step)
+    return {lane: [s for s in spans if s[1] > t0] for lane, spans in result.lanes.items() if spans}
+
+
+@pytest.mark.parametrize("sets", [
+    ["workload.decode_steps=4"],
+    ["workload.decode_steps=5", "runtime.kernel_records=3", "workload.prompt_tokens=256", *PREFETCH],
+    ["workload.decode_steps=2", "runtime.kernel_records=0", "workload.prompt_tokens=128"],
+], ids=["decode", "prefill-prefetch-window", "prefill-drawn"])
+def test_only_the_drawn_step_in_full_draws_the_same_chart(sets):
+    cfg = load_scenario(None, sets)
+    full = run_scenario(cfg, build(cfg))
+    lean = run_scenario(cfg, build(cfg), every_interval=False)
+    assert max(r.step for r in full.records) == drawn_step(cfg)
+    assert full.summary["itl_ms"] == lean.summary["itl_ms"]
+    assert chart(full) == chart(lean) and chart(full)
+    kept, every = (sum(map(len, r.lanes.values())) for r in (lean, full))
+    assert kept < every if drawn_step(cfg) > 0 else kept == every     # a step before the drawn one
