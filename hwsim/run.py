@@ -98,7 +98,7 @@ def _run_scenario(cfg: Scenario, built: Built | None, progress, every_interval: 
                                        # settle() always ends on its last probe
 
     def simulate(clock_hz: float) -> tuple[float, Activity]:
-        at = b if clock_hz == b.chip.clock_hz else build(cfg, sm_clock_hz=clock_hz)
+        at = b if clock_hz == b.chip.clock_hz else build(cfg, b.profile, b.model, sm_clock_hz=clock_hz)
         latest[:] = [_simulate(cfg, at, wall0, progress, every_interval)]
         return steady_work(latest[0])
 

@@ -164,7 +164,8 @@ def predict_ms(row: dict, sets: list[str] | None = None) -> float:
 
     def simulate(clock_hz: float) -> tuple[float, Activity]:
         if clock_hz not in passes:
-            b = built if clock_hz == built.chip.clock_hz else build(cfg, sm_clock_hz=clock_hz)
+            b = (built if clock_hz == built.chip.clock_hz     # the profile and model already loaded
+                 else build(cfg, built.profile, built.model, sm_clock_hz=clock_hz))
             passes[clock_hz] = []
             for draw in range(draws):
                 b.env.run()                       # a fresh pass on an idle chip
