@@ -44,7 +44,7 @@ COMMANDS = {
     "run-voice-10k": ["run", "scenarios/voice-agent.yaml", "--set", "workload.arrivals.requests=10000",
                       "--max-wall-s", "1e9", "--out", "{out}"],
 }
-BEFORE = "c00879b"      # main as this work is based on: the same numerics, without it
+BEFORE = "8aaa547"      # main as this work is based on: the same numerics, without it
 DEFAULT = ("run-default", "validate-14", "run-deepseek-b64", "run-voice-agent")
 TARGETS_S = {"run-default": 1.5, "validate-14": 3.0, "run-deepseek-b64": 10.0, "run-voice-10k": 60.0}
 
