@@ -90,14 +90,7 @@ def test_closed_loop_never_exceeds_its_users():
     assert r.summary["serving"]["requests_completed"] == 18
 
 
-def test_kv_capacity_makes_requests_wait(tmp_path, monkeypatch):
-    import yaml
-    prof = yaml.safe_load(open("hardware_profiles/h200-sxm.yaml"))
-    prof["name"] = "small-hbm"
-    prof["hbm"]["capacity_gb"] = {"value": 0.56, "source": "test"}
-    (tmp_path / "hardware_profiles").mkdir()
-    (tmp_path / "hardware_profiles" / "small-hbm.yaml").write_text(yaml.safe_dump(prof))
-    monkeypatch.setenv("HWSIM_HOME", str(tmp_path))
+def test_kv_capacity_makes_requests_wait(small_hbm):
     _, r = serve("hardware=small-hbm", "workload.prompt.tokens=4096", "workload.arrivals.kind=poisson",
                  "workload.arrivals.rate_per_s=1000", "workload.arrivals.requests=8")
     s = r.summary["serving"]

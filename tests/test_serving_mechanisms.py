@@ -4,7 +4,6 @@ when KV memory runs out."""
 from pathlib import Path
 
 import pytest
-import yaml
 
 from hwsim.build import build
 from hwsim.config.load import load_scenario
@@ -53,16 +52,6 @@ def test_idle_prefix_blocks_are_evicted_least_recently_released_first():
     assert c.hits((1, 2)) == 0 and c.hits((3,)) == 1 and c.used == 10
     assert c.hold((3, 4), 10.0, 600) == 512
     assert c.evictable_bytes(set()) == 0          # 3 is held again
-
-
-@pytest.fixture
-def small_hbm(tmp_path, monkeypatch):
-    prof = yaml.safe_load(open("hardware_profiles/h200-sxm.yaml"))
-    prof["name"] = "small-hbm"
-    prof["hbm"]["capacity_gb"] = {"value": 0.56, "source": "test"}
-    (tmp_path / "hardware_profiles").mkdir()
-    (tmp_path / "hardware_profiles" / "small-hbm.yaml").write_text(yaml.safe_dump(prof))
-    monkeypatch.setenv("HWSIM_HOME", str(tmp_path))
 
 
 def crowded(allocation: str):

@@ -4,7 +4,6 @@ instead of being recomputed."""
 from pathlib import Path
 
 import pytest
-import yaml
 
 from hwsim.build import build
 from hwsim.config.load import load_scenario
@@ -13,16 +12,6 @@ from hwsim.serving.host_link import HOST_LINKS
 from hwsim.serving.loop import ServingLoop, StepOracle
 
 TINY = str(Path(__file__).parent / "data" / "tiny-moe.yaml")
-
-
-@pytest.fixture
-def small_hbm(tmp_path, monkeypatch):
-    prof = yaml.safe_load(open("hardware_profiles/h200-sxm.yaml"))
-    prof["name"] = "small-hbm"
-    prof["hbm"]["capacity_gb"] = {"value": 0.56, "source": "test"}
-    (tmp_path / "hardware_profiles").mkdir()
-    (tmp_path / "hardware_profiles" / "small-hbm.yaml").write_text(yaml.safe_dump(prof))
-    monkeypatch.setenv("HWSIM_HOME", str(tmp_path))
 
 
 def crowded(*sets):
