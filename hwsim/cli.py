@@ -283,6 +283,11 @@ def _print_summary(s: dict, paths: dict) -> None:
         console.print(f"KV cache: {k['effective_bits_per_element']:.2f} bits per element "
                       f"({k['effective_bandwidth_multiplier']:.1f}x fewer bytes), {k['dequant']} dequant, "
                       f"attention output error {k['attention_rel_error']:.3f}")
+    if p := s.get("power"):
+        clock = (f"settled at {p['sm_clock_mhz']:.0f} MHz (the limit; {p['watts_at_max_clock']:.0f} W "
+                 f"at {p['max_clock_mhz']:.0f} MHz)" if p["throttled"] else f"{p['sm_clock_mhz']:.0f} MHz")
+        per_token = f", {p['joules_per_token']:.2f} J per token" if p["joules_per_token"] else ""
+        console.print(f"power: {p['watts']:.0f} W of {p['limit_w']:.0f} W, SMs {clock}{per_token}")
     for w in s["warnings"]:
         console.print(f"[yellow]warning:[/] {w}")
     console.print(f"bundle: {paths['manifest.json'].parent}/ ({', '.join(paths)})")
