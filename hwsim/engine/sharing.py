@@ -71,27 +71,32 @@ class Arbiter:
         self._last = now
 
     def _solve(self) -> None:
-        """Max-min fair progress rates by progressive filling."""
-        free = {}
+        """Max-min fair progress rates by progressive filling. Each unit's asked share is summed
+        over its own users only (an index, in the order of `active`: the same additions as
+        over every item, whose absent shares add 0.0), not over every open item: with two
+        micro-batches on eight GPUs this ran 88,000 times a step over every unit and item."""
+        users: dict[Unit, list[SharedItem]] = {}
         for item in self.active:
             for unit in item.shares:
-                free[unit] = 1.0
+                users.setdefault(unit, []).append(item)
+        free = dict.fromkeys(users, 1.0)
         open_items = list(self.active)
+        is_open = set(open_items)
         while open_items:
+            asked = {unit: sum(it.shares[unit] for it in us if it in is_open) for unit, us in users.items()}
             level = 1.0
             for unit, capacity in free.items():
-                asked = sum(it.shares.get(unit, 0.0) for it in open_items)
-                if asked > 0 and capacity / asked < level:
-                    level = capacity / asked
-            saturated = [u for u, cap in free.items()
-                         if (asked := sum(it.shares.get(u, 0.0) for it in open_items)) > 0
-                         and cap <= level * asked * (1 + 1e-12)]
-            fixed = [it for it in open_items if level >= 1.0 or any(u in it.shares for u in saturated)]
+                a = asked[unit]
+                if a > 0 and capacity / a < level:
+                    level = capacity / a
+            saturated = {u for u, cap in free.items() if (a := asked[u]) > 0 and cap <= level * a * (1 + 1e-12)}
+            fixed = [it for it in open_items if level >= 1.0 or any(u in saturated for u in it.shares)]
             for it in fixed:
                 it.rate = level
                 for unit, f in it.shares.items():
                     free[unit] = max(0.0, free[unit] - f * level)
-            open_items = [it for it in open_items if it not in fixed]
+                is_open.discard(it)
+            open_items = [it for it in open_items if it in is_open]
 
     def _reschedule(self) -> None:
         self._solve()
