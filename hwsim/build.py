@@ -56,14 +56,25 @@ class Built:
     def device(self) -> Device:
         return self.stream.device
 
+    def at_sm_clock(self, clock_hz: float) -> "Built":
+        """This system, or (another clock) the same scenario, profile and model built again with
+        the SMs at `clock_hz`: what a power governor probes (hwsim/hw/power.py)."""
+        if clock_hz == self.chip.clock_hz:
+            return self
+        return build(self.scenario, self.profile, self.model, sm_clock_hz=clock_hz)
+
 
 def build(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelShape | None = None,
           sm_clock_hz: float | None = None) -> Built:
     """The simulated system of a scenario; `sm_clock_hz` runs its SMs below their maximum clock
-    (the clock a power limit settles them at: hwsim/hw/power.py)."""
+    (the clock a power limit settles them at: hwsim/hw/power.py), as a number in
+    `runtime.sm_clock` (a locked clock, MHz) does."""
     profile = profile or apply_hardware_overrides(load_profile(cfg.hardware), cfg.hardware_overrides)
     model = model or load_model(cfg.model)
     chip = ChipSpec.from_profile(profile)
+    locked = cfg.runtime.sm_clock
+    if sm_clock_hz is None and not isinstance(locked, str):
+        sm_clock_hz = locked * 1e6
     if sm_clock_hz:
         chip = chip.at_sm_clock(sm_clock_hz)
     w, p = cfg.workload, cfg.parallel

@@ -89,21 +89,17 @@ def _run_scenario(cfg: Scenario, built: Built | None, progress, every_interval: 
     maximum clock, then, if its repeated passes draw more than the power limit, again at the
     clock the limit settles at (hwsim/hw/power.py)."""
     wall0 = time.perf_counter()
-    b = built or build(cfg)
-    clock = cfg.runtime.sm_clock
-    if not isinstance(clock, str):
-        b = build(cfg, sm_clock_hz=clock * 1e6)
+    b = built or build(cfg)            # at a locked runtime.sm_clock, if one is set (build)
     power = power_model(b)
     latest: list[RunResult] = []       # only the last probe's run is kept (a serving run is large):
                                        # settle() always ends on its last probe
 
     def simulate(clock_hz: float) -> tuple[float, Activity]:
-        at = b if clock_hz == b.chip.clock_hz else build(cfg, b.profile, b.model, sm_clock_hz=clock_hz)
-        latest[:] = [_simulate(cfg, at, wall0, progress, every_interval)]
+        latest[:] = [_simulate(cfg, b.at_sm_clock(clock_hz), wall0, progress, every_interval)]
         return steady_work(latest[0])
 
     settled = None
-    if power is None or clock != "settled":
+    if power is None or cfg.runtime.sm_clock != "settled":
         result = _simulate(cfg, b, wall0, progress, every_interval)
     else:
         settled = settle(power, simulate)

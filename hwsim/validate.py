@@ -158,14 +158,12 @@ def predict_ms(row: dict, sets: list[str] | None = None) -> float:
     cfg = cfg.model_copy(update={"runtime": cfg.runtime.model_copy(update={"kernel_records": 0})})
     check_cost(cfg, load_model(cfg.model))       # a row is one step: refuse one that takes hours
     draws = ROUTING_DRAWS if shape.phase == "decode" else 1
-    clock = cfg.runtime.sm_clock
-    built = build(cfg) if isinstance(clock, str) else build(cfg, sm_clock_hz=clock * 1e6)
+    built = build(cfg)                 # at a locked runtime.sm_clock, if one is set (build)
     passes: dict[float, list] = {}
 
     def simulate(clock_hz: float) -> tuple[float, Activity]:
         if clock_hz not in passes:
-            b = (built if clock_hz == built.chip.clock_hz     # the profile and model already loaded
-                 else build(cfg, built.profile, built.model, sm_clock_hz=clock_hz))
+            b = built.at_sm_clock(clock_hz)
             passes[clock_hz] = []
             for draw in range(draws):
                 b.env.run()                       # a fresh pass on an idle chip
@@ -174,7 +172,8 @@ def predict_ms(row: dict, sets: list[str] | None = None) -> float:
         return sum(p.duration_s for p in done), sum((p.activity for p in done), Activity())
 
     power = power_model(built)
-    clock_hz = settle(power, simulate).clock_hz if power and clock == "settled" else built.chip.clock_hz
+    settled = power and cfg.runtime.sm_clock == "settled"
+    clock_hz = settle(power, simulate).clock_hz if settled else built.chip.clock_hz
     simulate(clock_hz)
     return statistics.fmean(p.duration_s for p in passes[clock_hz]) * 1e3
 
