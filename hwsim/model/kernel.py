@@ -26,8 +26,8 @@ class Kernel:               # of them; nothing mutates a Kernel after the schedu
     l2_read: float = 0.0            # bytes per tile that hit in L2 (reused activations)
     hbm_write: float = 0.0          # bytes per tile written back to HBM (KV appends)
     l2_write: float = 0.0           # bytes per tile written into L2 (activations)
-    l2_atomic: float = 0.0          # of l2_write, what stands for atomics'
-                                    # hold on the L2 slices (index_add_): it takes L2 time, not capacity
+    l2_atomic: float = 0.0          # of l2_write, what stands for atomics' hold on the L2 slices
+                                    # (index_add_): it takes L2 time, not capacity
     tensor_flops: float = 0.0       # tensor-core flops per tile (padded to the MMA shape)
     vector_flops: float = 0.0       # fp32 vector-ALU ops per tile (softmax, norms, SiLU)
     int_ops: float = 0.0            # integer/logic ops per tile (unpacking sub-byte data)
@@ -52,12 +52,12 @@ class Kernel:               # of them; nothing mutates a Kernel after the schedu
     reads: tuple[str, ...] = ()     # activations its l2_read consists of, equal shares (element-wise
                                     # and row kernels; hwsim.model.l2_residency moves evicted ones to HBM)
     writes: tuple[str, ...] = ()    # activations it produces
-    partial: tuple[str, ...] = ()   # of its reads and writes, those
-                                    # it touches only some rows of (an expert's tokens): the rest of the
-                                    # tensor is not made resident by it (hwsim.model.l2_residency)
-    row_overlap: float = 0.0        # chance that one of its rows of a
-                                    # partial tensor is also a row of another such kernel ((k-1)/(E-1)
-                                    # for an expert's tokens under top-k routing over E experts)
+    partial: tuple[str, ...] = ()   # of its reads and writes, those it touches only some rows of
+                                    # (an expert's tokens): the rest of the tensor is not made
+                                    # resident by it (hwsim.model.l2_residency)
+    row_overlap: float = 0.0        # chance that one of its rows of a partial tensor is also a row
+                                    # of another such kernel ((k-1)/(E-1) for an expert's tokens
+                                    # under top-k routing over E experts)
     data: Component = Component.ACTIVATION_IO      # charged when the tile is memory-bound
     compute: Component = Component.ACTIVATION_IO   # charged when it is compute-bound
     replay_key: object = field(default=None, repr=False, compare=False,

@@ -53,7 +53,7 @@ class L2Residency:
         self.partial_uses: dict[str, list[float]] = {}   # since its last whole use: each partial touch
         self.code_last_use: dict[str, float] = {}
         self.previous_kind = ""
-        self._variants: dict[tuple[int, int, float], tuple[Kernel, Kernel]] = {}
+        self._variants: dict[tuple[int, float, float], tuple[Kernel, Kernel]] = {}
 
     def place(self, items: list[StreamItem]) -> list[StreamItem]:
         """The stream with each kernel that reads evicted activations replaced by a variant
@@ -70,22 +70,14 @@ class L2Residency:
         evicted = 0.0                                   # reads' worth of bytes that come from HBM
         for name in k.reads:
             last = last_use.get(name)
-            whole = last is not None and clock - last <= self.capacity
-            if name in k.partial:
-                evicted += 0.0 if whole else 1.0 - self._touched_share(name, k.row_overlap, clock)
-            else:
-                evicted += 0.0 if whole else 1.0
+            if last is None or clock - last > self.capacity:
+                evicted += (1.0 - self._touched_share(name, k.row_overlap, clock)) if name in k.partial else 1.0
+        for name in k.reads + k.writes:                 # what it touches whole is resident now
+            if name not in k.partial:
                 last_use[name] = clock
                 self.partial_uses.pop(name, None)
-        for name in k.writes:
-            if name in k.partial:
-                self.partial_uses.setdefault(name, []).append(clock)
-            else:
-                last_use[name] = clock
-                self.partial_uses.pop(name, None)
-        for name in k.partial:
-            if name in k.reads and name not in k.writes:
-                self.partial_uses.setdefault(name, []).append(clock)
+        for name in k.partial:                          # what it touches in part: its rows only
+            self.partial_uses.setdefault(name, []).append(clock)
         evicted = round(evicted, 3)
         code_trips = self._code_fetch(k, clock) if k.reads and not evicted else 0.0
         self.clock = clock + k.tiles * (k.hbm_read + k.hbm_write + k.l2_write - k.l2_atomic)
@@ -111,7 +103,7 @@ class L2Residency:
         from_hbm = last is None or clock - last > self.capacity
         return trips * (self.miss_to_hit if from_hbm else 1.0)
 
-    def _variant(self, k: Kernel, evicted: int, code_trips: float) -> Kernel:
+    def _variant(self, k: Kernel, evicted: float, code_trips: float) -> Kernel:
         key = (id(k), evicted, code_trips)
         hit = self._variants.get(key)
         if hit is None or hit[0] is not k:
