@@ -57,6 +57,8 @@ def map_side_by_side(fn: Callable, items: list, costs: list[float], workers: int
     their pickling (a validate row: seconds of simulation, a small dict). A child's exception
     is raised here."""
     n = min(len(items), workers or min(_cpus(), 4))
+    # fork only a single-threaded process: a child of a threaded one (a Dask worker running
+    # a sweep point) could inherit a lock another thread held, and hang on it
     if n < 2 or not hasattr(os, "fork") or threading.active_count() > 1:
         return [fn(x) for x in items]
     mine, *theirs = shares([(str(i), cost, i) for i, cost in enumerate(costs)], n)
@@ -118,51 +120,7 @@ def write_all(jobs: list[Job], workers: int | None = None) -> None:
     """Run every job's writer; in up to `workers` processes (default: 1 + the idle CPUs,
     rounded, at most 4). A writer's exception is raised here, wherever it ran."""
     n = min(len(jobs), workers or min(1 + round(idle_cpus()), 4))
-    # fork only a single-threaded process: a child of a threaded one (a Dask worker running
-    # a sweep point) could inherit a lock another thread held, and hang on it
-    if n < 2 or not hasattr(os, "fork") or threading.active_count() > 1:
-        for _, _, write in jobs:
-            write()
-        return
-    mine, *theirs = shares(jobs, n)
-    children: dict[int, int] = {}                   # pid -> read end of its error pipe
-    try:
-        for share in theirs:
-            r, w = os.pipe()
-            pid = os.fork()
-            if pid == 0:                            # the child: write its share, never return
-                os.close(r)
-                _child(share, w)
-            os.close(w)
-            children[pid] = r
-        for _, _, write in mine:
-            write()
-        failures = []
-        for pid, r in list(children.items()):
-            with os.fdopen(r, "rb") as fh:
-                report = fh.read()
-            _, status = os.waitpid(pid, 0)
-            del children[pid]
-            if status != 0:
-                failures.append(failure(report, status))
-        if failures:
-            raise failures[0]
-    finally:                                        # interrupted or failed: stop the rest
-        _stop(children)
-
-
-def _child(share: list[Job], w: int) -> None:
-    status = 0
-    try:
-        for _, _, write in share:
-            try:
-                write()
-            except BaseException as exc:            # noqa: BLE001 - reported to the parent
-                report(w, exc)
-                status = 130 if isinstance(exc, KeyboardInterrupt) else 1
-                break
-    finally:
-        os._exit(status)     # never the parent's atexit handlers or its buffered output
+    map_side_by_side(lambda job: job[2](), jobs, [cost for _, cost, _ in jobs], n)
 
 
 def report(w: int, exc: BaseException) -> None:
