@@ -273,6 +273,15 @@ class ServingLoop:
                 yield from self.host.copy(direction, self._swap_bytes[direction])
                 self._swap_bytes[direction] = 0.0
 
+    def _await_arrival(self, blocked: bool):
+        """Wait for the next arrival (or freed KV); while admission is `blocked` on KV, the
+        wait counts as time blocked."""
+        self._arrived = self.env.event()
+        t0 = self.env.now
+        yield self._arrived
+        if blocked:
+            self.kv_blocked_s += self.env.now - t0
+
     def _scheduler(self, done: dict):
         env = self.env
         while len(self.finished) < self._target:
@@ -287,11 +296,7 @@ class ServingLoop:
                 decoding = self._make_room(decoding)
             chunks = self._prefill_chunks(max(0, self.w.token_budget - len(decoding)))
             if not decoding and not chunks:       # nothing runnable (KV full): wait for an arrival
-                self._arrived = env.event()
-                t0 = env.now
-                yield self._arrived
-                if blocked:
-                    self.kv_blocked_s += env.now - t0
+                yield from self._await_arrival(blocked)
                 continue
             if self.host:
                 yield from self._swap_copies()

@@ -60,11 +60,7 @@ class PrefillInstance(ServingLoop):
             blocked = self._admit()
             chunks = self._prefill_chunks(self.w.token_budget)
             if not chunks:                   # KV held by sends in flight: wait for one to end
-                self._arrived = env.event()
-                t0 = env.now
-                yield self._arrived
-                if blocked:
-                    self.kv_blocked_s += env.now - t0
+                yield from self._await_arrival(blocked)
                 continue
             tokens = sum(t for _, t in chunks)
             completing = sum(1 for r, t in chunks if r.prefilled + t >= r.prefill_target)
