@@ -33,6 +33,18 @@ CLUSTER_MULTICAST = 2    # Hopper GEMMs load shared operand tiles once per 2-CTA
 # bytes need. Modelled as an MMA of 64 rows x NARROW_MMA_N columns per block whatever the 8-16 columns
 # it keeps (the width fitted to those 6 isolated rows: 6.7 us against 6.5-7.5 measured).
 NARROW_MAX_ROWS = 8
+# For more rows than one base tile, cuBLAS's sm90 kernels (nvjet) size the tile to the problem:
+# every recorded mid-size grid is one wave of 88-132 blocks, with tile sides such as 48, 80, 96,
+# 112, 144, 176 and 192 (calibration/data/h200_gemm_kernels.jsonl: 80x128 tiles for m=256,
+# n=5120; 192x128 for m=512, n=6144; 112x128 for m=128, n=14336; 64x64 for m=256, n=2048).
+# Modelled as the tile of least work per SM among those whose grid fits one wave: sides in
+# steps of WAVE_TILE_STEP up to WAVE_TILE_MAX, one of them whole wgmma M blocks (WGMMA_M rows),
+# at most the largest recorded tile's area; a problem no such tile fits in one wave keeps the
+# large persistent tiles below.
+WAVE_TILE_STEP = 16
+WAVE_TILE_MAX = 256
+WAVE_TILE_AREA_MAX = 256 * 128
+WGMMA_M = 64
 NARROW_MIN_TILES = 8
 NARROW_MAX_TILES = 32
 NARROW_BLOCKS = 96
@@ -81,6 +93,25 @@ def _roundup(x: int, m: int) -> int:
     return -(-x // m) * m
 
 
+@functools.lru_cache(maxsize=4096)
+def one_wave_tile(m: int, n: int, sms: int) -> tuple[int, int] | None:
+    """(tile_m, tile_n) of the least work per SM (tile area, then the operand rows it loads per
+    K step; the taller tile on a tie) among the tiles whose grid fits in one wave of `sms`
+    blocks; None when none does."""
+    best = None
+    sizes = range(WAVE_TILE_STEP, WAVE_TILE_MAX + 1, WAVE_TILE_STEP)
+    for tm in sizes:
+        for tn in sizes:
+            if (tm % WGMMA_M and tn % WGMMA_M) or tm * tn > WAVE_TILE_AREA_MAX:
+                continue
+            if math.ceil(m / tm) * math.ceil(n / tn) > sms:
+                continue
+            key = (min(tm, m) * min(tn, n), tm + tn, -tm)
+            if best is None or key < best[0]:
+                best = (key, (tm, tn))
+    return best[1] if best else None
+
+
 def gemm(name: str, layer: int, m: int, k: int, n: int, chip: ChipSpec, *, weight_addr: int,
          weight_bytes: float, data: Component, compute: Component = Component.GEMM_COMPUTE,
          weights_on_chip: float = 0.0, channel_group: int = -1,
@@ -88,12 +119,13 @@ def gemm(name: str, layer: int, m: int, k: int, n: int, chip: ChipSpec, *, weigh
          decoder_per_weight: float = 0.0) -> list[Kernel]:
     """y[m, n] = x[m, k] @ W[n, k]^T with W streamed from HBM once and x re-read from L2.
 
-    Tile choice follows the library's habit: the largest tile (2x the profile's in M, 4x in N)
-    when that still gives a full wave of tiles; 2x in both for more rows than two base tiles
-    when that gives half a wave; a taller tile rather than two M tiles that would re-read the
-    weights; cuBLAS's narrow-N kernels for a few rows and a few tiles (NARROW_*); else the
-    profile's base tile. A grid under half
-    the SMs with a deep K is split along K (cuBLAS split-K: K / min_k_per_split pieces, rounded
+    Tile choice follows the library's habit: for more rows than the profile's tile, the tile
+    that fills one wave with the least work per SM (one_wave_tile); where none does, the
+    largest tile (2x the profile's in M, 4x in N) when that still gives a full wave of tiles;
+    2x in both for more rows than two base tiles when that gives half a wave; a taller tile
+    rather than two M tiles that would re-read the weights; cuBLAS's narrow-N kernels for a few
+    rows and a few tiles (NARROW_*); else the profile's base tile. A grid under half the SMs
+    with a deep K is split along K (cuBLAS split-K: K / min_k_per_split pieces, rounded
     up, at most SMs / tiles), which writes fp32 partials and adds a reduction kernel. Grids
     over the SMs run persistently, one block per SM (`balanced`, and the block claims the
     SM's shared memory: the sm90 kernels size their stage count to fill it). Each block keeps
@@ -107,7 +139,10 @@ def gemm(name: str, layer: int, m: int, k: int, n: int, chip: ChipSpec, *, weigh
     `decoder_per_weight` the elements a native decoder expands per weight (what-if chips).
     """
     tile_m, tile_n = chip.gemm_tile_m, chip.gemm_tile_n
-    if math.ceil(m / (2 * tile_m)) * math.ceil(n / (4 * tile_n)) >= chip.sms:
+    one_wave = one_wave_tile(m, n, chip.sms) if m > tile_m else None
+    if one_wave:
+        tile_m, tile_n = one_wave
+    elif math.ceil(m / (2 * tile_m)) * math.ceil(n / (4 * tile_n)) >= chip.sms:
         tile_m, tile_n = 2 * tile_m, 4 * tile_n
     elif m > 2 * tile_m and math.ceil(m / (2 * tile_m)) * math.ceil(n / (2 * tile_n)) >= chip.sms // 2:
         tile_m, tile_n = 2 * tile_m, 2 * tile_n
