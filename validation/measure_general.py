@@ -99,9 +99,20 @@ CASES = {
                                     "llama-3.1-8b", "gpt-oss-20b")},
 }
 DRY_CASES = [(D, 1, 16, 0), (D, 4, 64, 0), (P, 1, 0, 8), (P, 1, 0, 32)]
+# `--grid fresh`: a third grid, written down (validation/general_grid.md) after session 8's
+# one-wave GEMM tiles were set and before these points were measured: every row is `fresh`,
+# a test of that change on mid-size prefills and batch-48 decodes nobody had looked at
+FRESH_CASES = {
+    **{m: [(P, 1, 0, 1536), (D, 48, 2048, 0)] for m in ("mixtral-8x7b", "qwen3-30b-a3b")},
+    **{m: [(P, 1, 0, 2048), (D, 48, 8192, 0)] for m in ("olmoe-1b-7b", "qwen1.5-moe-a2.7b",
+                                                        "llama-3.1-8b", "gpt-oss-20b")},
+    "deepseek-v2-lite": [(P, 1, 0, 2048), (P, 1, 0, 1024)],
+}
 
 
-def split_of(index):
+def split_of(index, grid="general"):
+    if grid == "fresh":
+        return "fresh"
     return "cal" if index % 2 == 0 else "test"
 
 
@@ -317,6 +328,8 @@ def main():
     ap.add_argument("--max-kv-gb", type=float, default=40.0)
     ap.add_argument("--budget-s", type=float, default=560.0, help="start no new case after this many seconds")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--grid", choices=("general", "fresh"), default="general",
+                    help="the cal/test grid, or the fresh grid measured after session 8's change")
     args = ap.parse_args()
 
     dev = "cuda" if torch.cuda.is_available() else "cpu"
@@ -356,7 +369,8 @@ def main():
     write_csv()
     for model in [m for m in args.models.split(",") if m]:
         cfg = models[model]
-        cases = [(i, c) for i, c in enumerate(DRY_CASES if args.dry else CASES[model])
+        grid = DRY_CASES if args.dry else (FRESH_CASES if args.grid == "fresh" else CASES).get(model, [])
+        cases = [(i, c) for i, c in enumerate(grid)
                  if args.only is None or args.only in case_name(model, c[0], c[1], c[2], c[3])]
         if not cases:
             continue
@@ -401,7 +415,7 @@ def main():
             med, p10, p90 = base.pct(ms)
             nexp = [len(r) for r in st["route"] if r]
             jwrite({"part": "step", "name": name, "model": model, "phase": phase, "batch": b,
-                    "context_tokens": ctx, "prompt_tokens": prompt, "split": split_of(index), "ms": med,
+                    "context_tokens": ctx, "prompt_tokens": prompt, "split": split_of(index, args.grid), "ms": med,
                     "p10": p10, "p90": p90, "replays_ms": ms, "kv_bytes": kvb, "weight_bytes": W.nbytes(),
                     "experts_per_layer": nexp, "case_wall_s": round(time.perf_counter() - tc, 2), **info})
             notes = [f"graph median of {len(ms)} (p10 {p10:.3f} p90 {p90:.3f} ms)",
@@ -413,10 +427,10 @@ def main():
                          "model": model, "phase": phase, "batch": b if phase == "decode" else 1,
                          "context_tokens": ctx if phase == "decode" else 0,
                          "prompt_tokens": prompt if phase == "prefill" else 0, "kv_bits": 16,
-                         "launch": "graph", "measured_ms": f"{med:.4f}", "split": split_of(index),
+                         "launch": "graph", "measured_ms": f"{med:.4f}", "split": split_of(index, args.grid),
                          "notes": "; ".join(notes)})
             write_csv()
-            log(f"{name} [{split_of(index)}]: {med:.3f} ms (p10 {p10:.3f} p90 {p90:.3f}) ops={info['ops']} "
+            log(f"{name} [{split_of(index, args.grid)}]: {med:.3f} ms (p10 {p10:.3f} p90 {p90:.3f}) ops={info['ops']} "
                 f"case {time.perf_counter() - tc:.1f}s")
             st = None
             gc.collect()
