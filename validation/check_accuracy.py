@@ -13,6 +13,8 @@
    dense one among them, and new Mixtral/Qwen3 points; split fixed in validation/general_grid.md
    before measuring): the `test` rows' median and maximum |error| and mean signed error, each
    held to the issue's targets, GENERAL_TARGETS: 3% / 8% / +-2%.
+   validation/data/h200_general_fresh.csv, 14 points measured after the last model change, is
+   printed beside it, not gated.
 4. The FP8 and int4 decode-GEMM operators of calibration/data/h200_moe_kernels.jsonl
    (calibration/compare_moe_kernels.py): median absolute error at most 7% each.
 `--write-results` writes validation/results_h200_moe.json (every row, per-group figures).
@@ -36,6 +38,7 @@ MOE_DATA = HERE / "data" / "h200_moe_steps.csv"
 MOE_RESULTS = HERE / "results_h200_moe.json"
 MOE_EXTRA = HERE / "data" / "h200_moe_steps_extra.csv"
 GENERAL = HERE / "data" / "h200_general.csv"
+FRESH = HERE / "data" / "h200_general_fresh.csv"
 GENERAL_TARGETS = {"median_abs_error_pct": 3.0, "max_abs_error_pct": 8.0, "mean_signed_error_pct": 2.0}
 EXTRA_GATED = True
 OPERATOR_MEDIAN = 7.0
@@ -124,6 +127,12 @@ def main() -> int:
     for model, g in general["by_model"].items():
         print(f"  {model:20s} {g['rows_predicted']:2d} rows: median {g['median_abs_error_pct']:.1f}%, "
               f"max {g['max_abs_error_pct']:.1f}%, mean signed {g['mean_signed_error_pct']:+.1f}%")
+
+    if FRESH.exists():           # measured after the last model change: reported, not gated
+        fresh = validate_rows(load_dataset(FRESH))
+        print(f"H200 fresh grid (measured after session 8's change): {fresh['rows_predicted']} rows, median "
+              f"|error| {fresh['median_abs_error_pct']:.1f}%, max {fresh['max_abs_error_pct']:.1f}%, mean signed "
+              f"{fresh['mean_signed_error_pct']:+.1f}%")
 
     import compare_moe_kernels
     ops = compare_moe_kernels.summary(compare_moe_kernels.compare(ChipSpec.from_profile(load_profile("h200-sxm"))))

@@ -1,11 +1,12 @@
-"""Rewrite docs/validation.md's four whole-step tables from the results JSONs.
+"""Rewrite docs/validation.md's five whole-step tables from the results JSONs.
 
     python validation/write_tables.py
 
 The tables (`| case | measured ms | predicted ms | error |`) appear in this order: the main
 grid (results_h200.json), the test grid (results_h200_extra.json), the cuDNN steps
-(results_h200_cudnn.json), the generalisation grid (results_h200_general.json, issue 17). Their prose figures (median, max) are left for a person to edit:
-`python validation/check_accuracy.py` prints them.
+(results_h200_cudnn.json), the fresh grid (results_h200_general_fresh.json) and the
+generalisation grid (results_h200_general.json, issue 17). Their prose figures (median, max)
+are left for a person to edit: `python validation/check_accuracy.py` prints them.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "validation.md"
 RESULTS = ["results_h200.json", "results_h200_extra.json", "results_h200_cudnn.json",
-           "results_h200_general.json"]
+           "results_h200_general_fresh.json", "results_h200_general.json"]
 HEADER = "| case | measured ms | predicted ms | error |"
 
 
