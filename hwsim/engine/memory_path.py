@@ -20,6 +20,10 @@ from hwsim.hw.sm import SmArray
 from hwsim.metrics import Component
 from hwsim.model.kernel import Kernel
 
+# the profile's cta_slots_per_sm counts blocks of this many threads (4 x 512 of 2048 per SM);
+# smaller blocks fit more, up to the 32 resident blocks an SM holds (CUDA occupancy, sm_80-sm_100)
+DEFAULT_BLOCK_THREADS = 512
+MAX_BLOCKS_PER_SM = 32
 PREFETCH_CHUNK = 1 << 20     # bytes per copy request of an expert prefetch
 PREFETCH_INFLIGHT = 8        # copy requests in flight (a TMA/copy-engine queue depth)
 
@@ -50,8 +54,12 @@ class MemoryPath:
 
     # -- occupancy -------------------------------------------------------------------------
     def slots_per_sm(self, kernel: Kernel) -> int:
-        """Resident thread blocks per SM: the profile's limit, or fewer if shared memory says so."""
+        """Resident thread blocks per SM: the profile's limit (blocks of DEFAULT_BLOCK_THREADS),
+        as many more as the kernel's blocks are smaller (at most MAX_BLOCKS_PER_SM), or fewer if
+        shared memory says so."""
         slots = self.chip.cta_slots_per_sm
+        if kernel.block_threads:
+            slots = min(MAX_BLOCKS_PER_SM, max(1, slots * DEFAULT_BLOCK_THREADS // kernel.block_threads))
         if kernel.smem_bytes:
             slots = min(slots, max(1, self.chip.smem_bytes_per_sm // kernel.smem_bytes))
         return slots
@@ -80,7 +88,7 @@ class MemoryPath:
         concurrent = min(k.tiles, self.chip.sms * self.slots_per_sm(k)) * ntiles   # tiles in flight chip-wide
         busy = self.sms.load_time(k.hbm_read * ntiles, (k.l2_read + k.l2_write) * ntiles,
                                   k.hbm_read * concurrent, k.inflight_bytes)
-        pipe = self.sms.load_pipes[slot].serve(now, busy * self.chip.inflight_bytes_per_block)
+        pipe = self.sms.load_pipe(slot).serve(now, busy * self.chip.inflight_bytes_per_block)
         return max(pipe, self.chip_memory_done(now, k, ntiles, first_tile))
 
     def wave_memory_done(self, now: float, k: Kernel, tiles_per_sm: float, total: float,
@@ -133,6 +141,8 @@ class MemoryPath:
         else:
             mem_done = self.slot_memory_done(now, slot, k, ntiles, first_tile)
             compute_done = self.sms.tensor[slot % self.chip.sms].serve(now, compute_s)
+        if fill and k.alu_chain > 1.0:      # the first blocks' chains, not yet overlapped by others
+            compute_done = max(compute_done, now + k.alu_chain * compute_s / ntiles)
         body_end = max(mem_done, compute_done)
         end = body_end + latency
         body = body_end - now

@@ -183,7 +183,7 @@ def _few_tiles(path, k: Kernel, start: float, units: int, hbm_r: float, hbm_w: f
             mem = max(mem, path.hbm.read(start, k.address + unit * hbm_r, hbm_r, k.channel_group))
         if hbm_w:
             mem = max(mem, path.hbm.write(start, k.address + unit * hbm_w, hbm_w))
-        comp = start + compute_s
+        comp = start + compute_s * max(1.0, k.alu_chain)      # alone on its SM: its own chain
         body_end = max(mem, comp)
         if body_end + latency > last_end:     # the first slot of the latest end, as np.argmax
             last_end = body_end + latency
@@ -244,6 +244,8 @@ def tile_rounds(path, k: Kernel, start: float) -> tuple[float, dict[Component, f
             mem = np.maximum(mem, _hbm_serve(path.hbm, a, k.address + unit * hbm_w, hbm_w, -1,
                                              path.hbm.write_scale))
         comp = tensor_pipes(tensor_free, slot_sm[order], a, compute_s)
+        if k.alu_chain > 1.0:        # a fresh block's own chain, not yet overlapped by others
+            comp = np.where(fresh[order], np.maximum(comp, a + k.alu_chain * compute_s), comp)
         body_end = np.maximum(mem, comp)
         latency = np.where(fresh[order], first_latency, later_latency)
         body = body_end - a

@@ -24,6 +24,13 @@ class SmArray:
         self.tensor = [Server(f"sm{i}.tensor", 1.0) for i in range(chip.sms)]
         self.alu = [Server(f"sm{i}.alu", 1.0) for i in range(chip.sms)]
 
+    def load_pipe(self, slot: int) -> Server:
+        """Block slot `slot`'s load pipe; kernels of small blocks hold more slots than the
+        profile's default occupancy, made on first use."""
+        while slot >= len(self.load_pipes):
+            self.load_pipes.append(Server(f"slot{len(self.load_pipes)}.load", self.chip.inflight_bytes_per_block))
+        return self.load_pipes[slot]
+
     def load_time(self, hbm_bytes: float, l2_bytes: float, chip_hbm_bytes: float = 0.0,
                   inflight: float = 0.0) -> float:
         """Seconds one block slot's pipe is busy streaming these bytes (Little's law), with

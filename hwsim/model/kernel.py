@@ -33,6 +33,11 @@ class Kernel:               # of them; nothing mutates a Kernel after the schedu
     int_ops: float = 0.0            # integer/logic ops per tile (unpacking sub-byte data)
     decoder_elements: float = 0.0   # elements per tile expanded by a native sub-byte decoder
     smem_bytes: int = 0             # shared memory one tile holds (limits tiles per SM)
+    block_threads: int = 0          # threads a block runs (limits tiles per SM); 0: the profile's
+                                    # default occupancy (cta_slots_per_sm blocks of 512 threads)
+    alu_chain: float = 1.0          # a block alone takes this many times its share of its SM's ALU
+                                    # time: its integer work is a dependent chain whose gaps only
+                                    # other resident blocks fill (PyTorch's strided element-wise)
     address: int = field(default=0, metadata=NOT_TIMING)   # start of the contiguous HBM range the
                                     # tiles stream (the replay key keeps its channel phase)
     dtype: str = "bf16"             # tensor-core input type

@@ -99,7 +99,7 @@ class L2Residency:
         self.previous_kind = kind
         if not cold:
             return 0.0
-        trips = CODE_FETCH_TRIPS_STRIDED if k.start_trips else CODE_FETCH_TRIPS
+        trips = CODE_FETCH_TRIPS_STRIDED if k.alu_chain > 1.0 else CODE_FETCH_TRIPS   # strided: more code
         from_hbm = last is None or clock - last > self.capacity
         return trips * (self.miss_to_hit if from_hbm else 1.0)
 

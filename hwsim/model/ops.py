@@ -54,8 +54,13 @@ TI_BLOCK_ELEMS = 512     # PyTorch's non-vectorised elementwise_kernel<128, 4>: 
 TI_OPS_PER_ELEM = 40     # integer ops per element of that kernel (TensorIterator offset arithmetic per
                          # operand, scalar loads and stores): strided SiLU / multiply and broadcast scale
                          # run at 1.3-1.7 elements per clock per SM (calibration/data/h200_small_kernels.jsonl)
-TI_START_TRIPS = 3       # its setup: 1.9-2.1 us at a few rows against 1.0-1.4 us for the vectorised
-                         # kernel on the same data, about 3 more L2 round trips (same data)
+TI_BLOCK_THREADS = 128   # its blocks (4 warps): 16 resident per SM
+TI_ALU_CHAIN = 3.6       # a block alone takes 3.6x its share of the SM's integer issue: its offset
+                         # arithmetic is a dependent chain. Measured, these kernels last 1.9-2.1 us
+                         # from 1 to ~5 blocks per SM, then 0.16 us more per further block per SM,
+                         # as at 100 (calibration/data/h200_small_kernels.jsonl); 3.6 of the whole-
+                         # step calibration rows' (mean |error| 3.26% -> 3.16%), 4.3 of the isolated
+                         # floors alone
 L2_ATOMIC_BYTES = 64     # an atomic add holds an L2 slice as long as a 64-B transfer: index_add_ on bf16
                          # adds 142-145 G elements/s at 256-1024 rows (same data), about 10 TB/s / 64 B
 ROW_CHUNK_ELEMS = 1024   # elements a row kernel's block covers per loop iteration (128 threads x 8)
@@ -234,8 +239,9 @@ def elementwise(name: str, layer: int, read_bytes: float, write_bytes: float, op
 
     `round_trips` counts dependent memory accesses before the first useful load (2 for
     gather/scatter, which read their index first). `vectorized=False` is PyTorch's fallback for
-    strided or broadcast operands: 512 elements a block, each element's offsets computed
-    (TI_OPS_PER_ELEM integer ops) and loaded one by one. `atomic_bytes` is L2 time its atomic
+    strided or broadcast operands: 512 elements a block of 128 threads, each element's offsets
+    computed (TI_OPS_PER_ELEM integer ops, a dependent chain: TI_ALU_CHAIN) and loaded one by
+    one. `atomic_bytes` is L2 time its atomic
     adds hold the slices for (L2_ATOMIC_BYTES an element), written as L2 traffic that lands no
     data (so it evicts nothing: hwsim.model.l2_residency).
     """
@@ -246,14 +252,15 @@ def elementwise(name: str, layer: int, read_bytes: float, write_bytes: float, op
         elements = write_bytes / ACT_BYTES
         tiles = max(1, math.ceil(elements / TI_BLOCK_ELEMS))
         int_ops = TI_OPS_PER_ELEM * elements / tiles
-    start_trips = 0 if vectorized else TI_START_TRIPS
+    strided = {} if vectorized else {"block_threads": TI_BLOCK_THREADS, "alu_chain": TI_ALU_CHAIN}
     return Kernel(
         name=name, layer=layer, tiles=tiles,
         hbm_read=weight_bytes / tiles, l2_read=read_bytes / tiles,
         l2_write=(write_bytes + atomic_bytes) / tiles, l2_atomic=atomic_bytes / tiles,
         vector_flops=ops_per_byte * read_bytes / tiles, int_ops=int_ops, address=weight_addr,
-        data=component, compute=component, round_trips=round_trips, start_trips=start_trips,
+        data=component, compute=component, round_trips=round_trips,
         input_trips=input_trips, reads=reads, writes=writes, partial=partial, row_overlap=row_overlap,
+        **strided,
     )
 
 
@@ -290,7 +297,7 @@ def kv_append(name: str, layer: int, batch: int, elements_per_token: int, kv_byt
     tiles = max(1, math.ceil(elements / TI_BLOCK_ELEMS))
     return Kernel(name=name, layer=layer, tiles=tiles, l2_read=nbytes / tiles,
                   hbm_write=nbytes / tiles, int_ops=TI_OPS_PER_ELEM * elements / tiles,
-                  start_trips=TI_START_TRIPS, address=cache_addr,
+                  address=cache_addr, block_threads=TI_BLOCK_THREADS, alu_chain=TI_ALU_CHAIN,
                   data=Component.KV_WRITE, compute=Component.KV_WRITE)
 
 
