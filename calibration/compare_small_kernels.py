@@ -4,7 +4,8 @@
 
 Reads calibration/data/h200_small_kernels.jsonl (calibration/measure_small_kernels.py: the
 per-expert element-wise and index kernels on their in-step layouts at 1-1024 rows, and
-FlashAttention decode over batch x context) and simulates each with the kernels the default
+FlashAttention decode over batch x context) and h200_blocks_sweep.jsonl (the strided ones at
+0.5-48 blocks per SM; ops `*_sweep`) and simulates each with the kernels the default
 schedule itself builds (hwsim.model.schedule), so what is checked is what the whole-step
 prediction uses. Prints measured vs simulated device time per row and the median and max
 absolute error per op.
@@ -28,6 +29,9 @@ DATA = Path(__file__).resolve().parent / "data" / "h200_small_kernels.jsonl"
 # FlashAttention-2 forced and PyTorch's default choice (cuDNN) at the shared calibration's SDPA
 # shapes (measure_small_kernels.py --backends)
 BACKENDS = DATA.parent / "h200_attention_backends.jsonl"
+# the strided SiLU, multiply and scale at 0.5-48 blocks per SM (measure_small_kernels.py
+# --blocks-sweep, measured after Kernel.alu_chain was set: a test of its shape)
+SWEEP = DATA.parent / "h200_blocks_sweep.jsonl"
 # measured op -> suffix of the kernel the schedule's per-expert block builds for it
 EXPERT_KERNEL = {"index_select": ".gather", "silu_gate_half": ".silu", "mul_up_half": ".mul",
                  "scale_rows": ".scale", "index_add": ".scatter_add"}
@@ -47,9 +51,16 @@ def device_us(kernels: list, reps: int = 1) -> float:
 def compare(chip: ChipSpec, path: Path) -> list[dict]:
     schedules: dict[str, Schedule] = {}
     out = []
-    for line in (*open(path), *open(BACKENDS)):
+    for line in (*open(path), *open(BACKENDS), *(open(SWEEP) if SWEEP.exists() else ())):
         r = json.loads(line)
-        if r["part"] == "small_kernel":
+        if r["part"] == "blocks_sweep":
+            if r["model"] not in schedules:
+                schedules[r["model"]] = Schedule(load_model(r["model"]), chip)
+            k = expert_kernel(schedules[r["model"]], r["op"], r["rows"])
+            out.append({"op": f"{r['op']}_sweep", "case": f"{r['model']} {r['blocks_per_sm']} blocks/SM",
+                        "measured_us": device_us(r["kernels"], reps=max(k["count"] for k in r["kernels"])),
+                        "simulated_us": mb.device_time_s(chip, [k]) * 1e6})
+        elif r["part"] == "small_kernel":
             if r["model"] not in schedules:
                 schedules[r["model"]] = Schedule(load_model(r["model"]), chip)
             k = expert_kernel(schedules[r["model"]], r["op"], r["rows"])

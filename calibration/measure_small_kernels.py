@@ -1,6 +1,7 @@
 """Device time and launch shape of the small PyTorch kernels of the measured MoE schedule.
 
     python3 calibration/measure_small_kernels.py --out $OUT/h200_small_kernels.jsonl [--dry]
+    python3 calibration/measure_small_kernels.py --blocks-sweep --out $OUT/h200_blocks_sweep.jsonl
 
 The per-expert loop of validation/measure_steps.py issues, per expert, index_select, SiLU on
 the gate half of the gate+up output (a strided view), the multiply by the up half, the scale
@@ -33,6 +34,8 @@ MODELS = {"mixtral-8x7b": dict(d=4096, ff=14336, H=32, KVH=8, hd=128),
 DRY = {"mixtral-8x7b": dict(d=256, ff=512, H=4, KVH=2, hd=64)}
 ATTN_BATCH = [1, 4, 16, 64, 128]
 ATTN_CTX = [128, 512, 2048, 4096, 16384]
+SWEEP_BLOCKS_PER_SM = [0.5, 1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 32, 40, 48]
+TI_BLOCK_ELEMS = 512      # elements per block of PyTorch's non-vectorised elementwise_kernel<128, 4>
 SHARED_ATTENTION = [(1, 16384), (8, 4096), (8, 16384), (32, 4096), (32, 16384), (64, 8192)]
 
 
@@ -91,6 +94,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--dry", action="store_true", help="tiny shapes (a CPU-less smoke run still needs CUDA)")
+    ap.add_argument("--blocks-sweep", action="store_true",
+                    help="only the strided SiLU, multiply and broadcast scale (Qwen3's in-step layouts) "
+                         "at 0.5-48 blocks per SM: how their time grows with the blocks an SM holds")
     ap.add_argument("--backends", action="store_true",
                     help="only decode attention at the shared calibration's sdpa_bf16 shapes, with "
                          "PyTorch's default backend choice and with flash forced: which kernel ran there")
@@ -100,6 +106,18 @@ def main():
     sdpa_ctx, backend = flash_sdpa(dev)
     with jsonl_out(args.out, "calibration/measure_small_kernels.py", sdpa_backend=backend,
                    reps=REPS) as write:
+        if args.blocks_sweep:
+            sms = torch.cuda.get_device_properties(0).multi_processor_count
+            cfg = MODELS["qwen3-30b-a3b"]
+            for per_sm in SWEEP_BLOCKS_PER_SM:
+                for op, width in (("silu_gate_half", cfg["ff"]), ("mul_up_half", cfg["ff"]), ("scale_rows", cfg["d"])):
+                    rows = max(1, round(per_sm * sms * TI_BLOCK_ELEMS / width))
+                    fn = expert_ops(cfg, rows, dev)[op]
+                    write({"part": "blocks_sweep", "model": "qwen3-30b-a3b", "op": op, "rows": rows,
+                           "blocks_per_sm": per_sm, "d": cfg["d"], "ff": cfg["ff"],
+                           "kernels": summarise(profile_op(fn))})
+                log(f"blocks sweep {per_sm} per SM done")
+            return
         if args.backends:
             cfg = MODELS["mixtral-8x7b"]
             for batch, ctx in SHARED_ATTENTION:
