@@ -35,7 +35,8 @@ def run(tmp_path: Path, text: str, out: str, idle: float, monkeypatch, *extra) -
     monkeypatch.setattr(hwsim.io.forked, "idle_cpus", lambda: idle)
     monkeypatch.setattr(hwsim.io.plotter, "idle_cpus", lambda: idle)
     (tmp_path / "s.yaml").write_text(text)
-    return CliRunner().invoke(app, ["run", str(tmp_path / "s.yaml"), "--out", str(tmp_path / out), *extra])
+    return CliRunner().invoke(app, ["run", str(tmp_path / "s.yaml"), "--out", str(tmp_path / out), "--plots",
+                                    *extra])
 
 
 @pytest.mark.parametrize("scenario", [FIXED, SERVING], ids=["fixed-batch", "serving"])

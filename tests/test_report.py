@@ -15,7 +15,7 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
 def report(tmp_path_factory):
     out = tmp_path_factory.mktemp("r") / "run"
     subprocess.run([sys.executable, "-m", "hwsim.cli", "run", "--set", "workload.decode_steps=1",
-                    "--out", str(out)], check=True, capture_output=True, timeout=300)
+                    "--out", str(out), "--plots"], check=True, capture_output=True, timeout=300)
     res = subprocess.run([sys.executable, "-m", "hwsim.cli", "report", str(out)], capture_output=True,
                          text=True, timeout=120)
     assert res.returncode == 0, res.stderr
