@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from hwsim.build import build
 from hwsim.config.cost import check_cost, estimate
-from hwsim.config.load import apply_hardware_overrides, apply_overrides, load_model, load_profile
+from hwsim.config.load import apply_overrides, load_model
 from hwsim.config.names import check_name
 from hwsim.config.scenario import Scenario
 from hwsim.config.yaml_lines import LoadedYaml
@@ -148,28 +148,7 @@ def _scenario(data: dict) -> Scenario:
     return Scenario.model_validate(data)
 
 
-class Inputs:
-    """Hardware profiles and models by name, each loaded once for a dataset: its rows name a
-    few of each, and every row read its model three times and its profile once (YAML and
-    validation: 5-10% of a validate). Filled while the rows' costs are estimated, before the
-    rows are forked, so that every process finds them loaded."""
-
-    def __init__(self):
-        self.profiles: dict = {}
-        self.models: dict = {}
-
-    def model(self, name: str):
-        if name not in self.models:
-            self.models[name] = load_model(name)
-        return self.models[name]
-
-    def profile(self, cfg: Scenario):
-        if cfg.hardware not in self.profiles:
-            self.profiles[cfg.hardware] = load_profile(cfg.hardware)
-        return apply_hardware_overrides(self.profiles[cfg.hardware], cfg.hardware_overrides)
-
-
-def predict_ms(row: dict, sets: list[str] | None = None, inputs: Inputs | None = None) -> float:
+def predict_ms(row: dict, sets: list[str] | None = None) -> float:
     """The row's pass on an idle chip (decode rows: the mean over ROUTING_DRAWS routings), at the
     SM clock the power limit settles it at when replayed back to back, as the row was measured
     (hwsim/hw/power.py; `runtime.sm_clock` says otherwise)."""
@@ -177,11 +156,9 @@ def predict_ms(row: dict, sets: list[str] | None = None, inputs: Inputs | None =
     # a row needs the pass's time only: no kernel records, no busy intervals per unit (those
     # were 30% of a validate's wall time, and the predictions are the same to the bit)
     cfg = cfg.model_copy(update={"runtime": cfg.runtime.model_copy(update={"kernel_records": 0})})
-    inputs = inputs or Inputs()
-    model = inputs.model(cfg.model)
-    check_cost(cfg, model)             # a row is one step: refuse one that takes hours
+    check_cost(cfg, load_model(cfg.model))       # a row is one step: refuse one that takes hours
     draws = ROUTING_DRAWS if shape.phase == "decode" else 1
-    built = build(cfg, inputs.profile(cfg), model)   # at a locked runtime.sm_clock, if one is set
+    built = build(cfg)                 # at a locked runtime.sm_clock, if one is set (build)
     passes: dict[float, list] = {}
     # each draw's kernels, built at the first clock and replayed at the others: the schedule
     # does not read the clock (plan_pass), and building them was half of every probe
@@ -212,9 +189,8 @@ def validate_rows(rows: list[dict], sets: list[str] | None = None, workers: int 
     Rows are independent (each builds its own chip and draws its own routing from its seed),
     so they run side by side on up to `workers` processes (default: one per CPU), dealt by
     their estimated cost; the report is the same as row after row."""
-    inputs = Inputs()
-    costs = [_row_cost(row, sets, inputs) for row in rows]
-    out = map_side_by_side(functools.partial(_predict_entry, sets=sets, inputs=inputs), rows, costs, workers)
+    out = map_side_by_side(functools.partial(_predict_entry, sets=sets), rows,
+                           [_row_cost(row, sets) for row in rows], workers)
     summary = error_summary([r["error_pct"] for r in out if r["error_pct"] is not None])
     report = {"rows": out, **summary, "failed": sum(1 for r in out if r["error_pct"] is None)}
     for column, key in (("model", "by_model"), ("split", "by_split")):
@@ -226,19 +202,18 @@ def validate_rows(rows: list[dict], sets: list[str] | None = None, workers: int 
     return report
 
 
-def _row_cost(row: dict, sets: list[str] | None, inputs: Inputs) -> float:
+def _row_cost(row: dict, sets: list[str] | None) -> float:
     """The row's estimated wall seconds (hwsim.config.cost), to deal rows out evenly; a row
     that cannot be set up costs nothing here (it fails where it runs)."""
     try:
         cfg, shape = _row_scenario(row, sets)
         passes = ROUTING_DRAWS if shape.phase == "decode" else 1
-        inputs.profile(cfg)
-        return passes * estimate(cfg, inputs.model(cfg.model)).wall_s
+        return passes * estimate(cfg, load_model(cfg.model)).wall_s
     except Exception:            # noqa: BLE001 - reported by _predict_entry
         return 0.0
 
 
-def _predict_entry(row: dict, sets: list[str] | None, inputs: Inputs) -> dict:
+def _predict_entry(row: dict, sets: list[str] | None) -> dict:
     """One row's report entry: its prediction and error, or the one line saying why it failed."""
     name = row.get("name") or f"line {row['_line']}"
     entry = {"name": name, "model": row.get("model"), "predicted_ms": None, "measured_ms": None,
@@ -249,7 +224,7 @@ def _predict_entry(row: dict, sets: list[str] | None, inputs: Inputs) -> dict:
         measured = float(row["measured_ms"])
         entry["measured_ms"] = measured
         with cyclic_gc_paused():     # a row builds ~10^5 kernels: see hwsim/run.py
-            predicted = predict_ms(row, sets, inputs)
+            predicted = predict_ms(row, sets)
         entry["predicted_ms"] = predicted
         entry["error_pct"] = (predicted - measured) / measured * 100
     except ConfigError as exc:
