@@ -203,6 +203,7 @@ def _run(scenario, set_, out, json_out, trace, max_wall_s, max_gb, plots, plotte
         from hwsim.io.trace import write_trace
         extra["trace.json"] = lambda p: write_trace(result, built, p)
     paths = write_bundle(result, out, manifest, extra, plots=plots, plotter=plotter)
+    _left_to_exit((result, built))
     if json_out:
         _json_line(result.summary)
         return
@@ -436,10 +437,35 @@ def _no_cycle_collection() -> None:
         gc.disable()
 
 
+_kept: list = []
+
+
+def _left_to_exit(obj) -> None:
+    """Leave `obj` for the exit of a process that ends with this command to free: freeing a
+    large run object by object took a second (a DeepSeek-V3 batch-64 run's million kernel
+    records), where the exit returns the process's memory at once. main() then ends the
+    process without tearing anything down."""
+    if _process_ends_with_command:
+        _kept.append(obj)
+
+
 def main() -> None:
     global _process_ends_with_command
     _process_ends_with_command = True
-    app()
+    try:
+        app()
+        code = 0
+    except SystemExit as exc:
+        if not _kept or not (exc.code is None or isinstance(exc.code, int)):
+            raise
+        code = exc.code or 0
+    if _kept:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except OSError:
+            raise SystemExit(code) from None        # the usual exit, which reports it
+        os._exit(code)
 
 
 if __name__ == "__main__":

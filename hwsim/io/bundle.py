@@ -14,7 +14,7 @@ from pathlib import Path
 
 from hwsim.io import strict_json
 from hwsim.io.atomic import check_folder_target, replace_folder
-from hwsim.io.tables import EVENT_COLUMNS, records_columns, rows_to_columns, write_csv, write_parquet
+from hwsim.io.tables import EVENT_COLUMNS, Coded, records_columns, rows_to_columns, write_csv, write_parquet
 from hwsim.run import RunResult, cyclic_gc_paused
 
 
@@ -23,7 +23,9 @@ def records_frame(result: RunResult):
     DataFrame (the bundle itself writes the columns straight to events.parquet)."""
     import pandas as pd
 
-    return pd.DataFrame(records_columns(result.records), columns=list(EVENT_COLUMNS))
+    columns = records_columns(result.records)
+    return pd.DataFrame({name: v.tolist() if isinstance(v, Coded) else v for name, v in columns.items()},
+                        columns=list(EVENT_COLUMNS))
 
 
 def breakdown_columns(result: RunResult) -> dict[str, list]:
