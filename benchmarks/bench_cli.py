@@ -4,7 +4,9 @@ simulation, bundle), each next to the same command at a baseline git revision, i
     python benchmarks/bench_cli.py [--baseline REV] [--repeat 3] [--only run-default,...]
 
 Issue 19's figures: `run-default` (`hwsim run`, the default scenario with its bundle; at most
-1.5 s), `validate-14` (`hwsim validate` of validation/data/h200_steps_extra.csv, 13 cases and
+1.5 s; since the figures are drawn on request, its tables and manifest), `run-plots` (the
+same with `--plots`: its figures too, as every `hwsim run` drew them before; a baseline
+without the flag runs without it), `validate-14` (`hwsim validate` of validation/data/h200_steps_extra.csv, 13 cases and
 its header: 14 rows; at most 3 s), `run-deepseek-b64` (DeepSeek-V3 at batch 64 with its
 bundle; at most 10 s) and, on request, `run-voice-10k` (10,000 voice-agent requests; at most
 60 s); `run-voice-agent` is the serving bundle of scenarios/voice-agent.yaml.
@@ -33,6 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 COMMANDS = {
     "run-default": ["run", "--out", "{out}"],
+    "run-plots": ["run", "--plots", "--out", "{out}"],
     "validate-14": ["validate", "validation/data/h200_steps_extra.csv", "--json"],
     # one H200 cannot hold DeepSeek-V3 (671 GB): the what-if overcommit keeps it on one GPU
     "run-deepseek-b64": ["run", "--set", "model=deepseek-v3", "--set", "workload.batch_size=64",
@@ -45,13 +48,15 @@ COMMANDS = {
                       "--max-wall-s", "1e9", "--out", "{out}"],
 }
 BEFORE = "8aaa547"      # main as this work is based on: the same numerics, without it
-DEFAULT = ("run-default", "validate-14", "run-deepseek-b64", "run-voice-agent")
+DEFAULT = ("run-default", "run-plots", "validate-14", "run-deepseek-b64", "run-voice-agent")
 TARGETS_S = {"run-default": 1.5, "validate-14": 3.0, "run-deepseek-b64": 10.0, "run-voice-10k": 60.0}
 
 
 def time_command(tree: Path, args: list[str], out: Path) -> float:
     """Wall seconds of `python -m hwsim.cli ARGS` run with `tree` as the hwsim it imports."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
+    if '"--plots"' not in (tree / "hwsim" / "cli.py").read_text():
+        args = [a for a in args if a != "--plots"]     # before the flag: every run drew its figures
     argv = [sys.executable, "-m", "hwsim.cli", *(a.format(out=out) for a in args)]
     t0 = time.perf_counter()
     done = subprocess.run(argv, cwd=tree, env=env, capture_output=True, text=True)

@@ -104,6 +104,10 @@ def _main(version: bool = typer.Option(False, "--version", callback=_version, is
 
 MAX_WALL_HELP = "refuse a run estimated to take longer than this (default 1800 s, or HWSIM_MAX_WALL_S)"
 MAX_GB_HELP = "refuse a run estimated to need more memory than this (default 8 GB, or HWSIM_MAX_GB)"
+# Figures are drawn on request: matplotlib's import and layout cost more than the default
+# run's whole simulation and tables (docs/performance.md, issue 19)
+PLOTS_HELP = ("also draw the bundle's figures: breakdown.png, channels.png and gantt.png "
+              "(serving: itl_cdf.png, ttft_cdf.png, timeline.png)")
 
 
 def _positive(value: float | None, key: str) -> float | None:
@@ -139,21 +143,24 @@ def run(
     trace: bool = typer.Option(False, "--trace", help="also write trace.json (Chrome/Perfetto trace events)"),
     max_wall_s: Optional[float] = typer.Option(None, "--max-wall-s", help=MAX_WALL_HELP),
     max_gb: Optional[float] = typer.Option(None, "--max-gb", help=MAX_GB_HELP),
+    plots: bool = typer.Option(False, "--plots", help=PLOTS_HELP),
 ):
     """Simulate a scenario and write a run bundle (replacing an earlier bundle there whole)."""
-    import numpy  # noqa: F401 - before the fork: the plotting helper needs it too, imported once
-    from hwsim.io.plotter import Plotter
-
     _no_cycle_collection()
-    plotter = Plotter.start()        # imports matplotlib while this process simulates
+    plotter = None
+    if plots:
+        import numpy  # noqa: F401 - before the fork: the plotting helper needs it too, imported once
+        from hwsim.io.plotter import Plotter
+
+        plotter = Plotter.start()    # imports matplotlib while this process simulates
     try:
-        _run(scenario, set_, out, json_out, trace, max_wall_s, max_gb, plotter)
+        _run(scenario, set_, out, json_out, trace, max_wall_s, max_gb, plots, plotter)
     finally:
         if plotter:
             plotter.close()
 
 
-def _run(scenario, set_, out, json_out, trace, max_wall_s, max_gb, plotter) -> None:
+def _run(scenario, set_, out, json_out, trace, max_wall_s, max_gb, plots, plotter) -> None:
     from hwsim.build import build
     from hwsim.config.cost import estimate
     from hwsim.config.fingerprint import fingerprint
@@ -195,7 +202,8 @@ def _run(scenario, set_, out, json_out, trace, max_wall_s, max_gb, plotter) -> N
     if trace:
         from hwsim.io.trace import write_trace
         extra["trace.json"] = lambda p: write_trace(result, built, p)
-    paths = write_bundle(result, out, manifest, extra, plotter)
+    paths = write_bundle(result, out, manifest, extra, plots=plots, plotter=plotter)
+    _left_to_exit((result, built))
     if json_out:
         _json_line(result.summary)
         return
@@ -290,7 +298,8 @@ def _print_summary(s: dict, paths: dict) -> None:
         console.print(f"power: {p['watts']:.0f} W of {p['limit_w']:.0f} W, SMs {clock}{per_token}")
     for w in s["warnings"]:
         console.print(f"[yellow]warning:[/] {w}")
-    console.print(f"bundle: {paths['manifest.json'].parent}/ ({', '.join(paths)})")
+    figures = "" if any(name.endswith(".png") for name in paths) else "; figures: run with --plots"
+    console.print(f"bundle: {paths['manifest.json'].parent}/ ({', '.join(paths)}){figures}")
     console.print(f"[dim]{s['sim']['events']} events in {s['sim']['wall_s']:.2f} s wall[/]")
 
 
@@ -428,10 +437,35 @@ def _no_cycle_collection() -> None:
         gc.disable()
 
 
+_kept: list = []
+
+
+def _left_to_exit(obj) -> None:
+    """Leave `obj` for the exit of a process that ends with this command to free: freeing a
+    large run object by object took a second (a DeepSeek-V3 batch-64 run's million kernel
+    records), where the exit returns the process's memory at once. main() then ends the
+    process without tearing anything down."""
+    if _process_ends_with_command:
+        _kept.append(obj)
+
+
 def main() -> None:
     global _process_ends_with_command
     _process_ends_with_command = True
-    app()
+    try:
+        app()
+        code = 0
+    except SystemExit as exc:
+        if not _kept or not (exc.code is None or isinstance(exc.code, int)):
+            raise
+        code = exc.code or 0
+    if _kept:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except OSError:
+            raise SystemExit(code) from None        # the usual exit, which reports it
+        os._exit(code)
 
 
 if __name__ == "__main__":

@@ -68,9 +68,11 @@ def _render(folder: Path, manifest: dict) -> str:
         parts += _sweep_sections(folder, manifest)
     else:
         parts += _run_sections(manifest)
-    for name in PLOTS:
-        if (folder / name).exists():
-            parts.append(f"<h2>{html.escape(name[:-4].replace('_', ' '))}</h2>{_img(folder / name)}")
+    plots = [name for name in PLOTS if (folder / name).exists()]
+    for name in plots:
+        parts.append(f"<h2>{html.escape(name[:-4].replace('_', ' '))}</h2>{_img(folder / name)}")
+    if not plots and "sweep" not in manifest:
+        parts.append("<p>This bundle has no figures: <code>hwsim run --plots</code> draws them.</p>")
     prov = manifest.get("provenance", {})
     parts.append(f"<h2>provenance</h2>{_kv_table({**prov, 'seed': manifest.get('seed', '')})}")
     if "hardware_profile" in manifest:

@@ -38,14 +38,31 @@ class StepResult:
 
 
 
+@dataclass(frozen=True)
+class PassPlan:
+    """What one pass on one GPU issues: its routing and its stream of kernels."""
+    routing: dict
+    items: list
+
+
+def plan_pass(b: Built, shape: StepShape, step: int) -> PassPlan:
+    """The pass's routing draw and kernels, read off (and updating) what is on chip before it.
+    The schedule reads the chip's sizes, never its SM clock: a power governor's probe at
+    another clock (Built.at_sm_clock) can replay the same plan (hwsim/validate.py)."""
+    routing = b.router.step(step, shape.tokens) if b.router else {}
+    return PassPlan(routing, b.schedule.step(shape, routing, b.onchip))
+
+
 def simulate_pass(b: Built, shape: StepShape, step: int, records: list[KernelRecord],
-                  every_interval: bool = True) -> StepResult:
+                  every_interval: bool = True, plan: PassPlan | None = None) -> StepResult:
     """`every_interval=False`: of the units' busy intervals, keep only each item's first run
-    (hwsim.hw.device.Device.record_intervals), for a step that no chart draws."""
+    (hwsim.hw.device.Device.record_intervals), for a step that no chart draws. `plan`: the
+    pass's kernels as plan_pass built them for this shape and step on an equal system (at
+    another SM clock); by default they are built here."""
     if b.parallel is not None:
         return _parallel_pass(b, shape, step, records)
-    routing = b.router.step(step, shape.tokens) if b.router else {}
-    kernels = b.schedule.step(shape, routing, b.onchip)
+    plan = plan or plan_pass(b, shape, step)
+    routing, kernels = plan.routing, plan.items
     copies = b.stream.copies
     prefetched_before = copies.bytes
     t0 = b.env.now

@@ -30,7 +30,7 @@ from hwsim.errors import ConfigError
 from hwsim.hw.power import Activity, settle
 from hwsim.io.forked import map_side_by_side
 from hwsim.run import cyclic_gc_paused, power_model
-from hwsim.step import simulate_pass
+from hwsim.step import PassPlan, plan_pass, simulate_pass
 from hwsim.model.schedule import StepShape
 
 REQUIRED = ["name", "hardware", "model", "phase", "batch", "context_tokens", "prompt_tokens",
@@ -160,6 +160,9 @@ def predict_ms(row: dict, sets: list[str] | None = None) -> float:
     draws = ROUTING_DRAWS if shape.phase == "decode" else 1
     built = build(cfg)                 # at a locked runtime.sm_clock, if one is set (build)
     passes: dict[float, list] = {}
+    # each draw's kernels, built at the first clock and replayed at the others: the schedule
+    # does not read the clock (plan_pass), and building them was half of every probe
+    plans: list[PassPlan] = []
 
     def simulate(clock_hz: float) -> tuple[float, Activity]:
         if clock_hz not in passes:
@@ -167,7 +170,10 @@ def predict_ms(row: dict, sets: list[str] | None = None) -> float:
             passes[clock_hz] = []
             for draw in range(draws):
                 b.env.run()                       # a fresh pass on an idle chip
-                passes[clock_hz].append(simulate_pass(b, shape, draw, []))
+                if b.parallel is None and len(plans) == draw:
+                    plans.append(plan_pass(b, shape, draw))
+                plan = plans[draw] if b.parallel is None else None
+                passes[clock_hz].append(simulate_pass(b, shape, draw, [], plan=plan))
         done = passes[clock_hz]
         return sum(p.duration_s for p in done), sum((p.activity for p in done), Activity())
 

@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from typer.testing import CliRunner
 import hwsim.io.forked
 import hwsim.io.plotter
 from hwsim.cli import app
-from hwsim.io.forked import shares, write_all
+from hwsim.io.forked import write_all
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 
@@ -35,7 +36,8 @@ def run(tmp_path: Path, text: str, out: str, idle: float, monkeypatch, *extra) -
     monkeypatch.setattr(hwsim.io.forked, "idle_cpus", lambda: idle)
     monkeypatch.setattr(hwsim.io.plotter, "idle_cpus", lambda: idle)
     (tmp_path / "s.yaml").write_text(text)
-    return CliRunner().invoke(app, ["run", str(tmp_path / "s.yaml"), "--out", str(tmp_path / out), *extra])
+    return CliRunner().invoke(app, ["run", str(tmp_path / "s.yaml"), "--out", str(tmp_path / out), "--plots",
+                                    *extra])
 
 
 @pytest.mark.parametrize("scenario", [FIXED, SERVING], ids=["fixed-batch", "serving"])
@@ -70,18 +72,13 @@ def test_a_fault_in_a_forked_writer_ends_the_run_as_it_would_here(tmp_path, monk
     assert [p.name for p in tmp_path.iterdir() if ".hwsim-" in p.name] == []
 
 
-def test_files_are_dealt_by_cost():
-    jobs = [(name, cost, None) for name, cost in (("a", 5), ("b", 3), ("c", 3), ("d", 1))]
-    dealt = shares(jobs, 2)
-    assert sorted(sum(j[1] for j in share) for share in dealt) == [6, 6]
-
-
 def test_write_all_runs_every_job_once_across_processes(tmp_path):
     if threading.active_count() > 1:
         pytest.skip("an earlier test left a thread running: write_all forks no threaded process")
-    jobs = [(f"f{i}", 1.0, lambda i=i: (tmp_path / f"f{i}").write_text(f"{i} {os.getpid()}"))
-            for i in range(5)]
-    write_all(jobs, workers=3)
+    def write(i):
+        time.sleep(0.2)                     # long enough for the other processes to take some
+        (tmp_path / f"f{i}").write_text(f"{i} {os.getpid()}")
+    write_all([(f"f{i}", 1.0, lambda i=i: write(i)) for i in range(5)], workers=3)
     written = sorted(p.read_text().split() for p in tmp_path.iterdir())
     assert [w[0] for w in written] == [str(i) for i in range(5)]
-    assert len({w[1] for w in written}) == 3                 # in three processes
+    assert 2 <= len({w[1] for w in written}) <= 3            # in this process and its children

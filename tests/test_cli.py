@@ -47,8 +47,21 @@ def test_bundle_files(bundle):
     assert len(events) == 2 * manifest["summary"]["kernels_per_step"]
     breakdown = pd.read_csv(out / "breakdown.csv")
     assert len(breakdown) == 2
+    assert sorted(manifest["files"]) == ["breakdown.csv", "events.parquet"]     # figures on request
+    assert not list(out.glob("*.png"))
+
+
+def test_plots_draws_the_figures_into_the_same_bundle(bundle, tmp_path):
+    out, res = bundle
+    plotted = tmp_path / "plotted"
+    again = run("run", "--set", "workload.decode_steps=2", "--out", str(plotted), "--plots", "--json")
+    assert again.returncode == 0, again.stderr
+    files = json.loads((plotted / "manifest.json").read_text())["files"]
+    assert sorted(files) == ["breakdown.csv", "breakdown.png", "channels.png", "events.parquet", "gantt.png"]
     for png in ("breakdown.png", "channels.png", "gantt.png"):
-        assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert (plotted / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    tables = json.loads((out / "manifest.json").read_text())["files"]
+    assert {name: files[name] for name in tables} == tables         # the same tables, byte for byte
 
 
 def test_bad_input_exits_2_without_traceback_and_keeps_old_bundle(bundle, tmp_path):

@@ -93,7 +93,7 @@ def test_a_fault_while_writing_leaves_the_old_bundle(ws, monkeypatch, fault, cod
         raise fault
     monkeypatch.setattr(hwsim.plots.breakdown, "save_breakdown_png", broken)
     before = snapshot(ws)
-    res = invoke("run", ws / "s.yaml", "--out", ws / "out")
+    res = invoke("run", ws / "s.yaml", "--out", ws / "out", "--plots")
     assert res.exit_code == code
     assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
     assert snapshot(ws) == before and leftovers(ws) == []
@@ -129,7 +129,7 @@ def test_leftovers_of_a_killed_writer_are_cleaned_or_restored(ws, monkeypatch):
 def test_sigkill_at_random_points_leaves_the_old_bundle_or_the_new_one(ws):
     old = assert_whole(ws / "out")
     rng = random.Random(15)
-    cmd = [sys.executable, "-m", "hwsim.cli", "run", str(ws / "s.yaml"), "--out", str(ws / "out")]
+    cmd = [sys.executable, "-m", "hwsim.cli", "run", str(ws / "s.yaml"), "--out", str(ws / "out"), "--plots"]
     seen = set()
     for _ in range(4):
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -123,3 +123,27 @@ def test_bad_sm_clock_is_one_clear_error(value):
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 2
     assert "runtime.sm_clock" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_a_pass_planned_at_one_clock_runs_the_same_at_another():
+    """validate builds each draw's kernels once and replays them at every clock the governor
+    probes: the schedule must not depend on the clock (the plans are equal), and the pass
+    timed from the shared plan must be the pass timed from its own, to the bit."""
+    from hwsim.build import build
+    from hwsim.step import plan_pass, simulate_pass
+    from hwsim.validate import _row_scenario
+
+    row = {**LLAMA_PREFILL, "model": "mixtral-8x7b", "phase": "decode", "batch": "8",
+           "context_tokens": "1024", "prompt_tokens": "0"}
+    cfg, shape = _row_scenario(row)
+    top = build(cfg)
+    low_clock = top.chip.clock_hz * 0.7
+    own, shared = top.at_sm_clock(low_clock), top.at_sm_clock(low_clock)
+    for draw in range(2):
+        plan, own_plan = plan_pass(top, shape, draw), plan_pass(own, shape, draw)
+        assert own_plan.items == plan.items                 # a second draw: on-chip state carried over
+        mine = simulate_pass(own, shape, draw, [], plan=own_plan)
+        replayed = simulate_pass(shared, shape, draw, [], plan=plan)
+        assert (replayed.duration_s, replayed.activity, replayed.breakdown_s) == \
+               (mine.duration_s, mine.activity, mine.breakdown_s)
+        assert mine.duration_s > simulate_pass(top, shape, draw, [], plan=plan).duration_s

@@ -41,3 +41,20 @@ def test_calibrated_h200_numbers_name_their_measurement():
     for value in (prof.sm.inflight_kib_per_block, prof.launch.graph_us, prof.kernel.fixed_us,
                   prof.hbm.read_efficiency, prof.hbm.access_latency_ns):
         assert "calibrat" in value.source or ".csv" in value.source or ".jsonl" in value.source
+
+
+def test_a_profile_or_model_is_loaded_once_per_content(tmp_path):
+    """Loads are shared (a command reads the same files several times), but an edited file is
+    read anew, whatever its size or modification time."""
+    from pathlib import Path
+
+    from hwsim.config.load import load_model
+
+    assert load_profile("h200-sxm") is load_profile("h200-sxm")
+    text = (Path(__file__).parent / "data" / "tiny-moe.yaml").read_text()
+    model = tmp_path / "m.yaml"
+    model.write_text(text)
+    first = load_model(str(model))
+    assert load_model(str(model)) is first
+    model.write_text(text.replace("layers: 4", "layers: 5"))       # same size, same second
+    assert "layers: 4" in text and load_model(str(model)).layers == 5 == first.layers + 1

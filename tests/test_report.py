@@ -15,7 +15,7 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
 def report(tmp_path_factory):
     out = tmp_path_factory.mktemp("r") / "run"
     subprocess.run([sys.executable, "-m", "hwsim.cli", "run", "--set", "workload.decode_steps=1",
-                    "--out", str(out)], check=True, capture_output=True, timeout=300)
+                    "--out", str(out), "--plots"], check=True, capture_output=True, timeout=300)
     res = subprocess.run([sys.executable, "-m", "hwsim.cli", "report", str(out)], capture_output=True,
                          text=True, timeout=120)
     assert res.returncode == 0, res.stderr
@@ -52,3 +52,14 @@ def test_plots_render_in_headless_chromium(report, tmp_path):
     assert hi - lo > 100                       # not blank
     colours = len(img.convert("RGB").getcolors(maxcolors=1 << 20) or [])
     assert colours > 50                        # plots, not just text on white
+
+
+def test_report_of_a_bundle_without_figures_says_how_to_draw_them(tmp_path):
+    out = tmp_path / "run"
+    subprocess.run([sys.executable, "-m", "hwsim.cli", "run", "--set", "workload.decode_steps=1",
+                    "--out", str(out)], check=True, capture_output=True, timeout=300)
+    res = subprocess.run([sys.executable, "-m", "hwsim.cli", "report", str(out)], capture_output=True,
+                         text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    page = (out / "index.html").read_text()
+    assert "data:image/png" not in page and "hwsim run --plots</code> draws them" in page

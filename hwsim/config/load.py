@@ -214,11 +214,35 @@ def model_path(name: str) -> Path:
     return p if p.suffix in (".yaml", ".yml") and p.exists() else MODEL_DIR / f"{name}.yaml"
 
 
+# Validated profiles and models by (kind, path, file bytes), at most _LOADED_MAX: a command
+# reads the same ones several times (the scenario's checks, build, each validate row), and
+# parsing and validating one takes 20-40 ms. Keyed by the content, an edited file is read anew.
+# The objects are shared: nothing changes one once loaded (overrides make a copy).
+_LOADED: dict[tuple, Any] = {}
+_LOADED_MAX = 64
+
+
+def _once(kind: str, path: Path, load):
+    try:
+        key = (kind, str(path), path.read_bytes())
+    except OSError:
+        return load(path)                       # the loader reports it
+    if key not in _LOADED:
+        if len(_LOADED) >= _LOADED_MAX:
+            _LOADED.clear()
+        _LOADED[key] = load(path)
+    return _LOADED[key]
+
+
 def load_profile(name: str) -> HardwareProfile:
     path = profile_path(name)
     if path is None:
         known = ", ".join(builtin_profiles()) or "none found"
         raise ConfigError(f"unknown hardware profile '{name}' (known: {known})", key="hardware")
+    return _once("profile", path, _load_profile)
+
+
+def _load_profile(path: Path) -> HardwareProfile:
     doc = load_yaml_file(path)
     profile = validate(HardwareProfile, doc)
     for key, problem in profile_problems(profile.model_dump(mode="python")):
@@ -231,6 +255,10 @@ def load_model(name: str) -> ModelShape:
     if not path.exists():
         from hwsim.model.shapes import builtin_models
         raise ConfigError(f"unknown model '{name}' (known: {', '.join(builtin_models())})", key="model")
+    return _once("model", path, _load_model)
+
+
+def _load_model(path: Path) -> ModelShape:
     doc = load_yaml_file(path)
     for key, problem in model_problems(doc.data if isinstance(doc.data, dict) else {}):
         raise ConfigError(problem, file=doc.source, line=doc.line_of(key.split(".")), key=key)

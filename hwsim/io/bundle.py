@@ -1,4 +1,5 @@
-"""The run bundle: manifest.json, events.parquet, breakdown.csv, breakdown.png, channels.png.
+"""The run bundle: manifest.json, events.parquet, breakdown.csv, and on request (`hwsim run
+--plots`) its figures: breakdown.png, channels.png, gantt.png.
 
 The whole bundle is written into a temporary folder beside the target and swapped in at the
 end (hwsim.io.atomic.replace_folder): an interrupted or failed run leaves the earlier bundle
@@ -13,7 +14,7 @@ from pathlib import Path
 
 from hwsim.io import strict_json
 from hwsim.io.atomic import check_folder_target, replace_folder
-from hwsim.io.tables import EVENT_COLUMNS, records_columns, rows_to_columns, write_csv, write_parquet
+from hwsim.io.tables import EVENT_COLUMNS, Coded, records_columns, rows_to_columns, write_csv, write_parquet
 from hwsim.run import RunResult, cyclic_gc_paused
 
 
@@ -22,7 +23,9 @@ def records_frame(result: RunResult):
     DataFrame (the bundle itself writes the columns straight to events.parquet)."""
     import pandas as pd
 
-    return pd.DataFrame(records_columns(result.records), columns=list(EVENT_COLUMNS))
+    columns = records_columns(result.records)
+    return pd.DataFrame({name: v.tolist() if isinstance(v, Coded) else v for name, v in columns.items()},
+                        columns=list(EVENT_COLUMNS))
 
 
 def breakdown_columns(result: RunResult) -> dict[str, list]:
@@ -78,85 +81,83 @@ def _sha256(path: Path) -> str:
 PNG_COST = 0.3          # relative costs, to deal the files out evenly (seconds, roughly)
 
 
-def _serving_files(result: RunResult, out: Path, paths: dict) -> tuple[list, list]:
-    """(tables, figures) of a serving bundle."""
-    cfg = result.scenario
-    s = result.summary
-    for name in ("requests.parquet", "iterations.csv", "itl_cdf.png", "ttft_cdf.png", "timeline.png"):
-        paths[name] = out / name
-    n_req, n_it = len(result.requests), len(result.iterations)
-    tables = [
-        ("requests.parquet", 2e-5 * n_req,
-         lambda: write_parquet(rows_to_columns(result.requests), paths["requests.parquet"])),
-        ("iterations.csv", 2e-5 * n_it, lambda: write_csv(iterations_columns(result), paths["iterations.csv"])),
-    ]
-    cdf = "hwsim.plots.serving:save_cdf_png"
-    figures = [
-        ("itl_cdf.png", PNG_COST + 1e-6 * len(result.gaps_ms), cdf,
-         (result.gaps_ms, cfg.budget_ms, "inter-token latency", f"budget {cfg.budget_ms:g} ms", paths["itl_cdf.png"])),
-        ("ttft_cdf.png", PNG_COST, cdf,
-         ([r["ttft_ms"] for r in result.requests], cfg.workload.ttft_target_ms, "time to first token",
-          f"target {cfg.workload.ttft_target_ms:g} ms", paths["ttft_cdf.png"])),
-        ("timeline.png", PNG_COST + 5e-5 * n_it, "hwsim.plots.serving:save_timeline_png",
-         (result.iterations, cfg.budget_ms, f"{s['model']} on {s['hardware']}: iterations over time",
-          paths["timeline.png"])),
-    ]
-    return tables, figures
+def _tables(result: RunResult, out: Path) -> list:
+    """The bundle's tables, as jobs (file name, relative cost, write it)."""
+    if result.iterations:                   # a serving run
+        n_req, n_it = len(result.requests), len(result.iterations)
+        return [("requests.parquet", 2e-5 * n_req,
+                 lambda: write_parquet(rows_to_columns(result.requests), out / "requests.parquet")),
+                ("iterations.csv", 2e-5 * n_it, lambda: write_csv(iterations_columns(result), out / "iterations.csv"))]
+    n = len(result.records)
+    return [("events.parquet", 8e-6 * n, lambda: write_parquet(records_columns(result.records), out / "events.parquet")),
+            ("breakdown.csv", 0.01, lambda: write_csv(breakdown_columns(result), out / "breakdown.csv"))]
 
 
-def write_bundle(result: RunResult, out: Path, manifest: dict, extra: dict | None = None,
-                 plotter=None) -> dict[str, Path]:
-    """Write the bundle to `out`, replacing an earlier bundle there whole. `extra` maps more
-    file names to writers (write(path)), e.g. trace.json. `plotter` (hwsim.io.plotter), if
-    given, draws the figures. Returns the final paths."""
-    check_out(out)
-    # a big run holds millions of objects; the cyclic collector would rescan them on every
-    # burst of allocation while the tables and plots are built (hwsim.run.cyclic_gc_paused)
-    with replace_folder(out) as tmp, cyclic_gc_paused():
-        staged = _write_files(result, tmp, manifest, extra or {}, plotter)
-    return {name: out / path.name for name, path in staged.items()}
-
-
-def _write_files(result: RunResult, out: Path, manifest: dict, extra: dict, plotter) -> dict[str, Path]:
-    from hwsim.io.forked import call, write_all
-
-    paths = {name: out / name for name in
-             ("manifest.json", "events.parquet", "breakdown.csv", "breakdown.png", "channels.png")}
-    s = result.summary
+def _figures(result: RunResult, out: Path) -> list:
+    """The bundle's figures (hwsim.io.plotter.Figure: file name, relative cost, "module:function",
+    arguments), small enough to pickle to the process that draws them."""
+    cfg, s = result.scenario, result.summary
     if result.iterations:
-        paths.pop("events.parquet")
-        paths.pop("breakdown.csv")
-        tables, figures = _serving_files(result, out, paths)
+        cdf = "hwsim.plots.serving:save_cdf_png"
+        figures = [
+            ("itl_cdf.png", PNG_COST + 1e-6 * len(result.gaps_ms), cdf,
+             (result.gaps_ms, cfg.budget_ms, "inter-token latency", f"budget {cfg.budget_ms:g} ms", out / "itl_cdf.png")),
+            ("ttft_cdf.png", PNG_COST, cdf,
+             ([r["ttft_ms"] for r in result.requests], cfg.workload.ttft_target_ms, "time to first token",
+              f"target {cfg.workload.ttft_target_ms:g} ms", out / "ttft_cdf.png")),
+            ("timeline.png", PNG_COST + 5e-5 * len(result.iterations), "hwsim.plots.serving:save_timeline_png",
+             (result.iterations, cfg.budget_ms, f"{s['model']} on {s['hardware']}: iterations over time",
+              out / "timeline.png")),
+        ]
     else:
         from hwsim.plots.gantt_view import step_view
 
         recorded = max((r.step for r in result.records), default=0)   # runtime.kernel_records
-        paths["gantt.png"] = out / "gantt.png"
         lanes, items = step_view(result.lanes, [r for r in result.records if r.step == recorded])
-        n = len(result.records)
-        tables = [("events.parquet", 8e-6 * n,
-                   lambda: write_parquet(records_columns(result.records), paths["events.parquet"])),
-                  ("breakdown.csv", 0.01, lambda: write_csv(breakdown_columns(result), paths["breakdown.csv"]))]
         figures = [("gantt.png", PNG_COST + 1e-5 * len(items), "hwsim.plots.gantt:save_gantt_png",
-                    (lanes, items, f"unit occupancy during one token (step {recorded})", paths["gantt.png"]))]
+                    (lanes, items, f"unit occupancy during one token (step {recorded})", out / "gantt.png"))]
+    channel_bytes = result.channel_bytes
     channel_title = (f"{s['model']} on {s['hardware']}: HBM bytes per channel "
-                     f"(max/mean {max(result.channel_bytes) / (sum(result.channel_bytes) / len(result.channel_bytes)):.2f})"
-                     if sum(result.channel_bytes) else "HBM bytes per channel")
-    figures += [("breakdown.png", PNG_COST, "hwsim.plots.breakdown:save_breakdown_png", (s, paths["breakdown.png"])),
-                ("channels.png", PNG_COST, "hwsim.plots.channels:save_channel_png",
-                 (result.channel_bytes, result.channels_per_stack, channel_title, paths["channels.png"]))]
+                     f"(max/mean {max(channel_bytes) / (sum(channel_bytes) / len(channel_bytes)):.2f})"
+                     if sum(channel_bytes) else "HBM bytes per channel")
+    return figures + [
+        ("breakdown.png", PNG_COST, "hwsim.plots.breakdown:save_breakdown_png", (s, out / "breakdown.png")),
+        ("channels.png", PNG_COST, "hwsim.plots.channels:save_channel_png",
+         (channel_bytes, result.channels_per_stack, channel_title, out / "channels.png"))]
+
+
+def write_bundle(result: RunResult, out: Path, manifest: dict, extra: dict | None = None,
+                 plots: bool = False, plotter=None) -> dict[str, Path]:
+    """Write the bundle to `out`, replacing an earlier bundle there whole. `extra` maps more
+    file names to writers (write(path)), e.g. trace.json. `plots`: draw the figures too; by
+    `plotter` (hwsim.io.plotter), if given. Returns the final paths."""
+    check_out(out)
+    # a big run holds millions of objects; the cyclic collector would rescan them on every
+    # burst of allocation while the tables and plots are built (hwsim.run.cyclic_gc_paused)
+    with replace_folder(out) as tmp, cyclic_gc_paused():
+        staged = _write_files(result, tmp, manifest, extra or {}, plots, plotter)
+    return {name: out / path.name for name, path in staged.items()}
+
+
+def _write_files(result: RunResult, out: Path, manifest: dict, extra: dict, plots: bool,
+                 plotter) -> dict[str, Path]:
+    from hwsim.io.forked import call, write_all
+
+    tables = _tables(result, out)
+    figures = _figures(result, out) if plots else []
     for name, write in extra.items():
-        paths[name] = out / name
-        tables.append((name, PNG_COST, lambda write=write, p=paths[name]: write(p)))
+        tables.append((name, PNG_COST, lambda write=write, p=out / name: write(p)))
     if plotter is not None:
         plotter.draw(figures)                  # drawn there while the tables are written here
         write_all(tables)
         plotter.wait()
     else:
-        # matplotlib imported once, before forking: children inherit it instead of each paying
-        # for the import (0.6 s of CPU) on a machine whose cores may be busy
-        import hwsim.plots.breakdown  # noqa: F401
+        if figures:
+            # matplotlib imported once, before forking: children inherit it instead of each
+            # paying for the import (0.6 s of CPU) on a machine whose cores may be busy
+            import hwsim.plots.breakdown  # noqa: F401
         write_all(tables + [(name, cost, call(target, args)) for name, cost, target, args in figures])
+    paths = {name: out / name for name in ["manifest.json", *(job[0] for job in tables + figures)]}
     files = {name: _sha256(path) for name, path in sorted(paths.items()) if name != "manifest.json"}
     paths["manifest.json"].write_text(json_text({**manifest, "files": files}), encoding="utf-8")
     return paths

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import pickle
 import signal
+import struct
 import threading
 import traceback
 from typing import Callable
@@ -39,21 +40,12 @@ def idle_cpus() -> float:
         return 1.0
 
 
-def shares(jobs: list[Job], n: int) -> list[list[Job]]:
-    """The jobs dealt into n shares of about equal cost (largest first, to the lightest share)."""
-    out: list[list[Job]] = [[] for _ in range(n)]
-    load = [0.0] * n
-    for job in sorted(jobs, key=lambda j: -j[1]):
-        i = load.index(min(load))
-        out[i].append(job)
-        load[i] += job[1]
-    return [s for s in out if s]
-
-
 def map_side_by_side(fn: Callable, items: list, costs: list[float], workers: int | None = None) -> list:
-    """[fn(item) for item in items], the items dealt by cost (as `shares` deals jobs) to this
-    process and up to `workers` - 1 forked children (default: one per CPU, at most 4), each
-    sending its results back pickled. For independent work with results worth more than
+    """[fn(item) for item in items], over this process and up to `workers` - 1 forked children
+    (default: one per CPU, at most 4), each sending its results back pickled. The items wait
+    in a queue, costliest first, and each process takes the next one as it finishes the last:
+    costs are estimates (a validate row's was off by 2.5x), so dealing them out beforehand left
+    one process a second behind the other. For independent work with results worth more than
     their pickling (a validate row: seconds of simulation, a small dict). A child's exception
     is raised here."""
     n = min(len(items), workers or min(_cpus(), 4))
@@ -61,19 +53,19 @@ def map_side_by_side(fn: Callable, items: list, costs: list[float], workers: int
     # a sweep point) could inherit a lock another thread held, and hang on it
     if n < 2 or not hasattr(os, "fork") or threading.active_count() > 1:
         return [fn(x) for x in items]
-    mine, *theirs = shares([(str(i), cost, i) for i, cost in enumerate(costs)], n)
+    queue = _queue(sorted(range(len(items)), key=lambda i: -costs[i]))
     results: list = [None] * len(items)
     children: dict[int, int] = {}                   # pid -> read end of its results pipe
     try:
-        for share in theirs:
+        for _ in range(n - 1):
             r, w = os.pipe()
             pid = os.fork()
             if pid == 0:
                 os.close(r)
-                _map_child(fn, items, [i for _, _, i in share], w)
+                _map_child(fn, items, queue, w)
             os.close(w)
             children[pid] = r
-        for _, _, i in mine:
+        for i in _taken(queue):
             results[i] = fn(items[i])
         for pid, r in list(children.items()):
             with os.fdopen(r, "rb") as fh:
@@ -86,14 +78,38 @@ def map_side_by_side(fn: Callable, items: list, costs: list[float], workers: int
                 results[i] = value
         return results
     finally:                                        # interrupted or failed: stop the rest
+        os.close(queue)
         _stop(children)
 
 
-def _map_child(fn: Callable, items: list, indices: list[int], w: int) -> None:
+_INDEX = struct.Struct("<I")
+
+
+def _queue(order: list[int]) -> int:
+    """A pipe holding the indices in `order`, its write end closed: processes that share its
+    read end take one index per read (the kernel serialises reads; all of it is written
+    before any read, so each read of an index's 4 bytes gets all 4), and read nothing once
+    it is empty. A pipe holds 64 KiB unread: 16,384 items (validate takes at most 10,000 rows)."""
+    r, w = os.pipe()
+    try:
+        data = b"".join(map(_INDEX.pack, order))
+        assert os.write(w, data) == len(data)
+    finally:
+        os.close(w)
+    return r
+
+
+def _taken(queue: int):
+    """The indices this process takes from the queue, one at a time, until it is empty."""
+    while len(data := os.read(queue, _INDEX.size)) == _INDEX.size:
+        yield _INDEX.unpack(data)[0]
+
+
+def _map_child(fn: Callable, items: list, queue: int, w: int) -> None:
     status = 1
     try:
         try:
-            data = pickle.dumps([(i, fn(items[i])) for i in indices], protocol=pickle.HIGHEST_PROTOCOL)
+            data = pickle.dumps([(i, fn(items[i])) for i in _taken(queue)], protocol=pickle.HIGHEST_PROTOCOL)
         except BaseException as exc:                # noqa: BLE001 - reported to the parent
             status = 130 if isinstance(exc, KeyboardInterrupt) else 1
             report(w, exc)

@@ -1,7 +1,7 @@
 """A process that imports matplotlib while the run simulates, then draws the bundle's figures.
 
-Importing matplotlib costs about 0.6 s of a 3 s `hwsim run`, and drawing the figures about
-1 s more; neither needs the simulation, only its results. So `hwsim run` forks this helper
+Importing matplotlib costs about 0.6 s of CPU, and drawing the figures about 1 s more;
+neither needs the simulation, only its results. So `hwsim run --plots` forks this helper
 first thing: it imports the plotting modules while the parent imports the engine and
 simulates, then receives each figure as (function, arguments) pickled, and draws them side by
 side (hwsim.io.forked) into the bundle's staging folder while the parent writes the tables.

@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import operator
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -19,6 +20,17 @@ from hwsim.metrics import Component
 EVENT_COLUMNS = ("step", "index", "kernel", "layer", "t_ready_us", "t_start_us", "t_end_us", "tiles",
                  "waves", "hbm_read_bytes", "hbm_write_bytes", "l2_bytes", "data",
                  *(f"{c.value}_us" for c in Component))
+
+
+class Coded(NamedTuple):
+    """A text column as its distinct values and each entry's index among them: a million
+    kernel records name a few hundred thousand kernels and a dozen components, and each
+    name is encoded once, not once a row."""
+    values: list
+    index: np.ndarray
+
+    def tolist(self) -> list:
+        return list(map(self.values.__getitem__, self.index.tolist()))
 
 
 def records_columns(records) -> dict:
@@ -39,18 +51,19 @@ def records_columns(records) -> dict:
     def per_kernel(fn):
         """fn of each distinct kernel, gathered per record; typed as pandas would type the
         values (int64 if all ints, float64 if any float; a missing value makes it float)."""
-        values = [fn(k) for k in uniq_k]
-        if any(v is None for v in values):
+        values = list(map(fn, uniq_k))
+        if None in values:
             values = [np.nan if v is None else v for v in values]
-        dtype = np.int64 if all(type(v) is int for v in values) else np.float64
+        dtype = np.int64 if set(map(type, values)) <= {int} else np.float64
         return np.array(values, dtype=dtype)[k_index] if n else np.array([], np.int64)
 
-    tiles = per_kernel(lambda k: k.tiles)
+    tiles = per_kernel(get("tiles"))
+    data_index, data = _index_by_identity(list(map(get("data"), uniq_k)))
     cols: dict = {
         "step": np.fromiter(map(get("step"), records), np.int64, n),
         "index": np.fromiter(map(get("index"), records), np.int64, n),
-        "kernel": [uniq_k[i].name for i in k_index],
-        "layer": per_kernel(lambda k: k.layer),
+        "kernel": Coded(list(map(get("name"), uniq_k)), k_index),
+        "layer": per_kernel(get("layer")),
         "t_ready_us": np.fromiter(map(get("t_ready"), records), np.float64, n) * 1e6,
         "t_start_us": np.fromiter(map(get("t_start"), records), np.float64, n) * 1e6,
         "t_end_us": np.fromiter(map(get("t_end"), records), np.float64, n) * 1e6,
@@ -60,7 +73,7 @@ def records_columns(records) -> dict:
         "hbm_read_bytes": per_kernel(lambda k: k.tiles * k.hbm_read),
         "hbm_write_bytes": per_kernel(lambda k: k.tiles * k.hbm_write),
         "l2_bytes": per_kernel(lambda k: k.tiles * (k.l2_read + k.l2_write)),
-        "data": [uniq_k[i].data.value for i in k_index],
+        "data": Coded([c.value for c in data], data_index[k_index]),
     }
     launch_s = np.fromiter(map(get("launch_s"), records), np.float64, n)
     wait_s = np.fromiter(map(get("wait_s"), records), np.float64, n)
@@ -90,6 +103,14 @@ def _arrow_column(values: list):
     only to ask whether the values are a pandas Series."""
     import pyarrow as pa
 
+    if isinstance(values, Coded) and len(values.index) and all(type(v) is str for v in values.values):
+        encoded = [v.encode("utf-8") for v in values.values]
+        offsets = np.zeros(len(values.index) + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded))[values.index], out=offsets[1:])
+        return pa.Array.from_buffers(pa.large_string(), len(values.index), [
+            None, pa.py_buffer(offsets), pa.py_buffer(b"".join(map(encoded.__getitem__, values.index.tolist())))])
+    if isinstance(values, Coded):
+        values = values.tolist()
     if isinstance(values, np.ndarray):                   # typed already: wrap its buffer
         data = np.ascontiguousarray(values)
         typ = pa.int64() if data.dtype.kind in "iu" else pa.float64()
