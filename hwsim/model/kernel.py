@@ -9,7 +9,6 @@ part of the replay cache's key (hwsim/engine/replay.py).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from operator import attrgetter
 
 from hwsim.metrics import Component
 
@@ -76,13 +75,24 @@ class Kernel:               # of them; nothing mutates a Kernel after the schedu
         return self.tiles * (self.hbm_read + self.hbm_write)
 
 
-_all_values = attrgetter(*(f.name for f in fields(Kernel)))
+def _slot_copier(cls):
+    """A function copying every field of a cls into a new one without calling __init__: one
+    straight-line assignment per field, 2.5x faster than cls(*values) (a ~30-argument call and
+    __post_init__, whose checks the original passed already)."""
+    body = "".join(f"    new.{f.name} = k.{f.name}\n" for f in fields(cls))
+    namespace = {"new_instance": object.__new__, "cls": cls}
+    exec(f"def copy(k):\n    new = new_instance(cls)\n{body}    return new\n", namespace)
+    return namespace["copy"]
+
+
+_copy_fields = _slot_copier(Kernel)
 
 
 def copy_kernel(k: Kernel, **changes) -> Kernel:
-    """dataclasses.replace(k, **changes), 5x faster (positional __init__, no per-field checks):
-    the L2 walk makes a variant of most per-expert kernels of every step."""
-    new = Kernel(*_all_values(k))
+    """dataclasses.replace(k, **changes), 8x faster (no __init__, no per-field checks): the
+    schedule copies a template for every routed expert, and the L2 walk makes a variant of most
+    of them, every step. `changes` must keep the Kernel valid (none changes `tiles`)."""
+    new = _copy_fields(k)
     for name, value in changes.items():
         setattr(new, name, value)
     return new
