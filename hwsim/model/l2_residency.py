@@ -78,7 +78,8 @@ class L2Residency:
                 self.partial_uses.pop(name, None)
         for name in k.partial:                          # what it touches in part: its rows only
             self.partial_uses.setdefault(name, []).append(clock)
-        evicted = round(evicted, 3)
+        if evicted % 1.0:                               # only partial reads make fractions; round()
+            evicted = round(evicted, 3)                 # is slow, and keeps whole numbers as they are
         code_trips = self._code_fetch(k, clock) if k.reads and not evicted else 0.0
         self.clock = clock + k.tiles * (k.hbm_read + k.hbm_write + k.l2_write - k.l2_atomic)
         return self._variant(k, evicted, code_trips) if evicted or code_trips else k
