@@ -11,14 +11,13 @@ says it cannot change timing: a new timing field can never be replayed stale.
 from __future__ import annotations
 
 from dataclasses import fields
-from operator import attrgetter
 
 from hwsim.engine.effect import Effect
 from hwsim.engine.timer import KernelTimer
-from hwsim.model.kernel import Kernel
+from hwsim.model.kernel import Kernel, fields_getter
 
 TIMING_FIELDS = tuple(f.name for f in fields(Kernel) if f.metadata.get("timing", True))
-_timing_values = attrgetter(*TIMING_FIELDS)
+_timing_values = fields_getter(TIMING_FIELDS)
 
 
 class _Key:

@@ -108,14 +108,15 @@ class L2Residency:
         key = (id(k), evicted, code_trips)
         hit = self._variants.get(key)
         if hit is None or hit[0] is not k:
-            changes = {"replay_key": None}
+            new = copy_kernel(k)                        # fields set one by one: faster than **changes
+            new.replay_key = None
             if evicted:
                 moved = k.l2_read * evicted / len(k.reads)
-                changes.update(l2_read=k.l2_read - moved, hbm_read=k.hbm_read + moved,
-                               address=k.address or self.spill_address,
-                               miss_trips=k.input_trips * min(1.0, evicted) if k.miss_trips < 0 and not k.hbm_read
-                               else k.miss_trips)
+                new.l2_read, new.hbm_read = k.l2_read - moved, k.hbm_read + moved
+                new.address = k.address or self.spill_address
+                if k.miss_trips < 0 and not k.hbm_read:
+                    new.miss_trips = k.input_trips * min(1.0, evicted)
             if code_trips:
-                changes["start_trips"] = k.start_trips + code_trips
-            hit = self._variants[key] = (k, copy_kernel(k, **changes))
+                new.start_trips = k.start_trips + code_trips
+            hit = self._variants[key] = (k, new)
         return hit[1]
