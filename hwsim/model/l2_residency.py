@@ -66,18 +66,20 @@ class L2Residency:
         return out
 
     def _run(self, k: Kernel) -> Kernel:
-        clock, last_use = self.clock, self.last_use     # locals: this runs for every kernel of every step
+        # locals: this runs for every kernel of every step
+        clock, last_use, capacity, partial = self.clock, self.last_use, self.capacity, k.partial
+        partial_uses = self.partial_uses
         evicted = 0.0                                   # reads' worth of bytes that come from HBM
         for name in k.reads:
             last = last_use.get(name)
-            if last is None or clock - last > self.capacity:
-                evicted += (1.0 - self._touched_share(name, k.row_overlap, clock)) if name in k.partial else 1.0
+            if last is None or clock - last > capacity:
+                evicted += (1.0 - self._touched_share(name, k.row_overlap, clock)) if name in partial else 1.0
         for name in k.reads + k.writes:                 # what it touches whole is resident now
-            if name not in k.partial:
+            if name not in partial:
                 last_use[name] = clock
-                self.partial_uses.pop(name, None)
-        for name in k.partial:                          # what it touches in part: its rows only
-            self.partial_uses.setdefault(name, []).append(clock)
+                partial_uses.pop(name, None)
+        for name in partial:                            # what it touches in part: its rows only
+            partial_uses.setdefault(name, []).append(clock)
         if evicted % 1.0:                               # only partial reads make fractions; round()
             evicted = round(evicted, 3)                 # is slow, and keeps whole numbers as they are
         code_trips = self._code_fetch(k, clock) if k.reads and not evicted else 0.0
