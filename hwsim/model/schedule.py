@@ -520,12 +520,13 @@ class Schedule:
             if self.moe_schedule == "per-expert":
                 # the combine buffer the experts scatter-add into starts zeroed
                 ks.append(self._ew("moe_zero", layer, 0, t * d * ops.ACT_BYTES, writes=("acc",)))
-                for e in np.flatnonzero(counts):
-                    plan = dispatch.plan(layer, int(e)) if dispatch else None
+                rows = counts.tolist()                   # Python ints: no numpy scalar per expert
+                for e in np.flatnonzero(counts).tolist():
+                    plan = dispatch.plan(layer, e) if dispatch else None
                     if plan and plan.wait:
                         ks.append(plan.wait)
                     on_chip, group = (plan.on_chip, plan.channel_group) if plan else (0.0, -1)
-                    ks += self._routed_expert(layer, int(e), int(counts[e]), on_chip, group)
+                    ks += self._routed_expert(layer, e, rows[e], on_chip, group)
                     if plan:
                         dispatch.account(layer, plan.channel_group,
                                               self.expert_bytes() * (1.0 - plan.on_chip))
