@@ -11,14 +11,13 @@ says it cannot change timing: a new timing field can never be replayed stale.
 from __future__ import annotations
 
 from dataclasses import fields
-from operator import attrgetter
 
 from hwsim.engine.effect import Effect
 from hwsim.engine.timer import KernelTimer
-from hwsim.model.kernel import Kernel
+from hwsim.model.kernel import Kernel, fields_getter
 
 TIMING_FIELDS = tuple(f.name for f in fields(Kernel) if f.metadata.get("timing", True))
-_timing_values = attrgetter(*TIMING_FIELDS)
+_timing_values = fields_getter(TIMING_FIELDS)
 
 
 class _Key:
@@ -44,15 +43,18 @@ class ReplayCache:
         hbm = timer.path.hbm
         self._interleave, self._channels = hbm.interleave, hbm.channels
         self.effects: dict[_Key, Effect] = {}
-        self.interned: dict[_Key, _Key] = {}
+        self.interned: dict[tuple, _Key] = {}   # parts -> the one _Key made of them
         self.misses = 0          # kernels timed (replays are counted by the streams)
 
     def key(self, k: Kernel) -> _Key:
         if k.replay_key is None:
             granule, offset = divmod(int(k.address), self._interleave)
             phase = (granule % self._channels, offset)
-            key = _Key((phase, _timing_values(k)))
-            k.replay_key = self.interned.setdefault(key, key)   # one object per distinct key
+            parts = (phase, _timing_values(k))
+            key = self.interned.get(parts)    # one object per distinct key; looked up by the
+            if key is None:                   # plain tuple (compared in C), made only when new
+                key = self.interned[parts] = _Key(parts)
+            k.replay_key = key
         return k.replay_key
 
     def effect(self, k: Kernel) -> tuple[Effect, bool]:

@@ -66,19 +66,22 @@ class L2Residency:
         return out
 
     def _run(self, k: Kernel) -> Kernel:
-        clock, last_use = self.clock, self.last_use     # locals: this runs for every kernel of every step
+        # locals: this runs for every kernel of every step
+        clock, last_use, capacity, partial = self.clock, self.last_use, self.capacity, k.partial
+        partial_uses = self.partial_uses
         evicted = 0.0                                   # reads' worth of bytes that come from HBM
         for name in k.reads:
             last = last_use.get(name)
-            if last is None or clock - last > self.capacity:
-                evicted += (1.0 - self._touched_share(name, k.row_overlap, clock)) if name in k.partial else 1.0
+            if last is None or clock - last > capacity:
+                evicted += (1.0 - self._touched_share(name, k.row_overlap, clock)) if name in partial else 1.0
         for name in k.reads + k.writes:                 # what it touches whole is resident now
-            if name not in k.partial:
+            if name not in partial:
                 last_use[name] = clock
-                self.partial_uses.pop(name, None)
-        for name in k.partial:                          # what it touches in part: its rows only
-            self.partial_uses.setdefault(name, []).append(clock)
-        evicted = round(evicted, 3)
+                partial_uses.pop(name, None)
+        for name in partial:                            # what it touches in part: its rows only
+            partial_uses.setdefault(name, []).append(clock)
+        if evicted % 1.0:                               # only partial reads make fractions; round()
+            evicted = round(evicted, 3)                 # is slow, and keeps whole numbers as they are
         code_trips = self._code_fetch(k, clock) if k.reads and not evicted else 0.0
         self.clock = clock + k.tiles * (k.hbm_read + k.hbm_write + k.l2_write - k.l2_atomic)
         return self._variant(k, evicted, code_trips) if evicted or code_trips else k
@@ -107,14 +110,15 @@ class L2Residency:
         key = (id(k), evicted, code_trips)
         hit = self._variants.get(key)
         if hit is None or hit[0] is not k:
-            changes = {"replay_key": None}
+            new = copy_kernel(k)                        # fields set one by one: faster than **changes
+            new.replay_key = None
             if evicted:
                 moved = k.l2_read * evicted / len(k.reads)
-                changes.update(l2_read=k.l2_read - moved, hbm_read=k.hbm_read + moved,
-                               address=k.address or self.spill_address,
-                               miss_trips=k.input_trips * min(1.0, evicted) if k.miss_trips < 0 and not k.hbm_read
-                               else k.miss_trips)
+                new.l2_read, new.hbm_read = k.l2_read - moved, k.hbm_read + moved
+                new.address = k.address or self.spill_address
+                if k.miss_trips < 0 and not k.hbm_read:
+                    new.miss_trips = k.input_trips * min(1.0, evicted)
             if code_trips:
-                changes["start_trips"] = k.start_trips + code_trips
-            hit = self._variants[key] = (k, copy_kernel(k, **changes))
+                new.start_trips = k.start_trips + code_trips
+            hit = self._variants[key] = (k, new)
         return hit[1]

@@ -137,7 +137,9 @@ class ExpertDispatch:
 
     def account(self, layer: int, group: int, hbm_bytes: float) -> None:
         """Expert weight bytes a layer streams from HBM, per stack (for hot-spot statistics)."""
-        per = self.stats.stack_bytes.setdefault((self._step, layer), np.zeros(self.stacks))
+        per = self.stats.stack_bytes.get((self._step, layer))
+        if per is None:                        # not setdefault: an array made per expert is costly
+            per = self.stats.stack_bytes[self._step, layer] = np.zeros(self.stacks)
         if group >= 0:
             per[group] += hbm_bytes
         else:

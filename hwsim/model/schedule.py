@@ -520,12 +520,13 @@ class Schedule:
             if self.moe_schedule == "per-expert":
                 # the combine buffer the experts scatter-add into starts zeroed
                 ks.append(self._ew("moe_zero", layer, 0, t * d * ops.ACT_BYTES, writes=("acc",)))
-                for e in np.flatnonzero(counts):
-                    plan = dispatch.plan(layer, int(e)) if dispatch else None
+                rows = counts.tolist()                   # Python ints: no numpy scalar per expert
+                for e in np.flatnonzero(counts).tolist():
+                    plan = dispatch.plan(layer, e) if dispatch else None
                     if plan and plan.wait:
                         ks.append(plan.wait)
                     on_chip, group = (plan.on_chip, plan.channel_group) if plan else (0.0, -1)
-                    ks += self._routed_expert(layer, int(e), int(counts[e]), on_chip, group)
+                    ks += self._routed_expert(layer, e, rows[e], on_chip, group)
                     if plan:
                         dispatch.account(layer, plan.channel_group,
                                               self.expert_bytes() * (1.0 - plan.on_chip))
@@ -574,8 +575,10 @@ class Schedule:
         ks = []
         for k in template:
             assert k.name.startswith(old) and k.layer == first, k.name
-            ks.append(copy_kernel(k, name=new + k.name[len(old):], layer=layer, address=address[k.address],
-                                  replay_key=None))
+            renamed = copy_kernel(k)                    # fields set one by one: faster than **changes
+            renamed.name, renamed.layer, renamed.address = new + k.name[len(old):], layer, address[k.address]
+            renamed.replay_key = None
+            ks.append(renamed)
         return ks
 
     @functools.cached_property
