@@ -33,6 +33,10 @@ CLUSTER_MULTICAST = 2    # Hopper GEMMs load shared operand tiles once per 2-CTA
 # bytes need. Modelled as an MMA of 64 rows x NARROW_MMA_N columns per block whatever the 8-16 columns
 # it keeps (the width fitted to those 6 isolated rows: 6.7 us against 6.5-7.5 measured).
 NARROW_MAX_ROWS = 8
+NARROW_MIN_TILES = 8
+NARROW_MAX_TILES = 32
+NARROW_BLOCKS = 96
+NARROW_MMA_N = 80
 # For more rows than one base tile, cuBLAS's sm90 kernels (nvjet) size the tile to the problem:
 # every recorded mid-size grid is one wave of 88-132 blocks, with tile sides such as 48, 80, 96,
 # 112, 144, 176 and 192 (calibration/data/h200_gemm_kernels.jsonl: 80x128 tiles for m=256,
@@ -45,10 +49,6 @@ WAVE_TILE_STEP = 16
 WAVE_TILE_MAX = 256
 WAVE_TILE_AREA_MAX = 256 * 128
 WGMMA_M = 64
-NARROW_MIN_TILES = 8
-NARROW_MAX_TILES = 32
-NARROW_BLOCKS = 96
-NARROW_MMA_N = 80
 ELEMENTWISE_TILE_BYTES = 16 * 1024   # bytes one element-wise thread block handles (4 warps x 16 B x 256)
 TI_BLOCK_ELEMS = 512     # PyTorch's non-vectorised elementwise_kernel<128, 4>: 128 threads x 4 elements
 TI_OPS_PER_ELEM = 40     # integer ops per element of that kernel (TensorIterator offset arithmetic per
