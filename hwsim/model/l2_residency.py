@@ -29,13 +29,14 @@ from __future__ import annotations
 
 import bisect
 
-from hwsim.model.kernel import Kernel, StreamItem, copy_kernel
+from hwsim.model.kernel import Kernel, StreamItem, TimingKey, copy_kernel, timing_of
 
 # Dependent instruction fetches before a cold kernel's first load, read off
 # calibration/data/h200_code_vs_data.jsonl (code cold, data warm, less resident: HBM latency
 # 345 ns a trip): vectorised kernels +0.35 us, PyTorch's strided elementwise_kernel +0.80 us
 CODE_FETCH_TRIPS = 1.0
 CODE_FETCH_TRIPS_STRIDED = 2.3
+VARIANTS_LIMIT = 100_000     # variants kept at once (memory; only their reuse is lost past it)
 
 
 def code_kind(name: str) -> str:
@@ -111,7 +112,6 @@ class L2Residency:
         hit = self._variants.get(key)
         if hit is None or hit[0] is not k:
             new = copy_kernel(k)                        # fields set one by one: faster than **changes
-            new.replay_key = None
             if evicted:
                 moved = k.l2_read * evicted / len(k.reads)
                 new.l2_read, new.hbm_read = k.l2_read - moved, k.hbm_read + moved
@@ -120,5 +120,18 @@ class L2Residency:
                     new.miss_trips = k.input_trips * min(1.0, evicted)
             if code_trips:
                 new.start_trips = k.start_trips + code_trips
+            new.timing = self._variant_timing(k, new, evicted, code_trips)
+            if len(self._variants) >= VARIANTS_LIMIT:
+                self._variants.clear()
             hit = self._variants[key] = (k, new)
         return hit[1]
+
+    @staticmethod
+    def _variant_timing(k: Kernel, new: Kernel, evicted: float, code_trips: float) -> TimingKey:
+        """new's TimingKey: its timing fields follow from k's and (evicted, code_trips) alone,
+        so it is read off its fields once per template timing, not once per expert and step."""
+        template = k.timing or timing_of(k)
+        timing = template.variants.get((evicted, code_trips))
+        if timing is None:
+            timing = template.variants[evicted, code_trips] = timing_of(new)
+        return timing

@@ -20,7 +20,7 @@ from hwsim.hw.chip import ChipSpec
 from hwsim.errors import ConfigError
 from hwsim.metrics import Component
 from hwsim.model import moe_kernels, ops
-from hwsim.model.kernel import Kernel, StreamItem, copy_kernel
+from hwsim.model.kernel import Kernel, StreamItem, relocated
 from hwsim.model.l2_residency import L2Residency
 from hwsim.model.onchip import OnChipState
 from hwsim.model.memory_map import MemoryMap
@@ -575,10 +575,7 @@ class Schedule:
         ks = []
         for k in template:
             assert k.name.startswith(old) and k.layer == first, k.name
-            renamed = copy_kernel(k)                    # fields set one by one: faster than **changes
-            renamed.name, renamed.layer, renamed.address = new + k.name[len(old):], layer, address[k.address]
-            renamed.replay_key = None
-            ks.append(renamed)
+            ks.append(relocated(k, new + k.name[len(old):], layer, address[k.address]))
         return ks
 
     @functools.cached_property
