@@ -69,6 +69,9 @@ class Kernel:               # of them; nothing mutates a Kernel after the schedu
     timing: TimingKey | None = field(default=None, init=False, repr=False, compare=False,
                                      metadata=NOT_TIMING)   # set once by timing_of(); not an
                                      # __init__ argument, so dataclasses.replace() drops it
+    l2_variants: dict | None = field(default=None, init=False, repr=False, compare=False,
+                                     metadata=NOT_TIMING)   # hwsim.model.l2_residency's copies
+                                     # of it, kept as long as it is
 
     def __post_init__(self):
         assert self.tiles >= 1, self.name
@@ -88,8 +91,10 @@ def _compiled(source: str, **namespace):
 
 def _slot_copier(cls):
     """A function copying every field of a cls into a new one without calling __init__ (whose
-    __post_init__ checks the original passed already)."""
-    body = "".join(f"    new.{f.name} = k.{f.name}\n" for f in fields(cls))
+    __post_init__ checks the original passed already); those not compared (what is cached on
+    the original: its keys, its variants) start empty."""
+    body = "".join(f"    new.{f.name} = k.{f.name}\n" if f.compare else f"    new.{f.name} = None\n"
+                   for f in fields(cls))
     return _compiled(f"def fn(k):\n    new = new_instance(cls)\n{body}    return new\n",
                      new_instance=object.__new__, cls=cls)
 
@@ -108,7 +113,6 @@ def copy_kernel(k: Kernel, **changes) -> Kernel:
     valid (none changes `tiles`). The copy has no timing or replay key: the caller may change
     timing fields on it after this returns."""
     new = _copy_fields(k)
-    new.replay_key = new.timing = None
     for name, value in changes.items():     # the hot callers set fields on the copy directly
         setattr(new, name, value)
     return new
@@ -119,7 +123,7 @@ def relocated(k: Kernel, name: str, layer: int, address: int) -> Kernel:
     k's TimingKey (the schedule copies a template for every routed expert, every step)."""
     new = _copy_fields(k)
     new.name, new.layer, new.address = name, layer, address
-    new.replay_key, new.timing = None, k.timing or timing_of(k)
+    new.timing = k.timing or timing_of(k)
     return new
 
 

@@ -36,7 +36,6 @@ from hwsim.model.kernel import Kernel, StreamItem, TimingKey, copy_kernel, timin
 # 345 ns a trip): vectorised kernels +0.35 us, PyTorch's strided elementwise_kernel +0.80 us
 CODE_FETCH_TRIPS = 1.0
 CODE_FETCH_TRIPS_STRIDED = 2.3
-VARIANTS_LIMIT = 100_000     # variants kept at once (memory; only their reuse is lost past it)
 
 
 def code_kind(name: str) -> str:
@@ -54,7 +53,6 @@ class L2Residency:
         self.partial_uses: dict[str, list[float]] = {}   # since its last whole use: each partial touch
         self.code_last_use: dict[str, float] = {}
         self.previous_kind = ""
-        self._variants: dict[tuple[int, float, float], tuple[Kernel, Kernel]] = {}
 
     def place(self, items: list[StreamItem]) -> list[StreamItem]:
         """The stream with each kernel that reads evicted activations replaced by a variant
@@ -108,10 +106,12 @@ class L2Residency:
         return trips * (self.miss_to_hit if from_hbm else 1.0)
 
     def _variant(self, k: Kernel, evicted: float, code_trips: float) -> Kernel:
-        key = (id(k), evicted, code_trips)
-        hit = self._variants.get(key)
-        if hit is None or hit[0] is not k:
-            new = copy_kernel(k)                        # fields set one by one: faster than **changes
+        # kept on k, so a memoised kernel's variants live (and die) with it
+        variants = k.l2_variants if k.l2_variants is not None else self._new_variants(k)
+        key = (evicted, code_trips, self.spill_address)
+        new = variants.get(key)
+        if new is None:
+            new = variants[key] = copy_kernel(k)        # fields set one by one: faster than **changes
             if evicted:
                 moved = k.l2_read * evicted / len(k.reads)
                 new.l2_read, new.hbm_read = k.l2_read - moved, k.hbm_read + moved
@@ -121,10 +121,12 @@ class L2Residency:
             if code_trips:
                 new.start_trips = k.start_trips + code_trips
             new.timing = self._variant_timing(k, new, evicted, code_trips)
-            if len(self._variants) >= VARIANTS_LIMIT:
-                self._variants.clear()
-            hit = self._variants[key] = (k, new)
-        return hit[1]
+        return new
+
+    @staticmethod
+    def _new_variants(k: Kernel) -> dict:
+        k.l2_variants = {}
+        return k.l2_variants
 
     @staticmethod
     def _variant_timing(k: Kernel, new: Kernel, evicted: float, code_trips: float) -> TimingKey:
