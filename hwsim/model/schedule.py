@@ -569,14 +569,19 @@ class Schedule:
                                 gather=True, on_chip=on_chip, channel_group=group)
         if (layer, e) == (first, 0):
             return template
-        old, new = f"L{first}.expert0.", f"L{layer}.expert{e}."
+        cut, prefix, address = self._expert_relocation(layer, e)
+        return [relocated(k, prefix + k.name[cut:], layer, address[k.address]) for k in template]
+
+    @_memo
+    def _expert_relocation(self, layer: int, e: int) -> tuple[int, str, dict[int, int]]:
+        """How the template expert's kernels become expert e's of `layer`: (the length of the
+        template's name prefix, e's prefix, template weight address -> e's), worked out once
+        per expert rather than once per expert and token count."""
+        first = self._first_moe_layer
+        old = f"L{first}.expert0."
         address = {0: 0, **{self._w(first, f"expert0.{w}"): self._w(layer, f"expert{e}.{w}")
                             for w in ("gate_up", "down")}}
-        ks = []
-        for k in template:
-            assert k.name.startswith(old) and k.layer == first, k.name
-            ks.append(relocated(k, new + k.name[len(old):], layer, address[k.address]))
-        return ks
+        return len(old), f"L{layer}.expert{e}.", address
 
     @functools.cached_property
     def _first_moe_layer(self) -> int:
