@@ -40,7 +40,7 @@ CODE_FETCH_TRIPS_STRIDED = 2.3
 
 def code_kind(name: str) -> str:
     """The kind of kernel (its code) a schedule name stands for: L3.expert12.silu -> silu."""
-    return name.rsplit(".", 1)[-1]
+    return name[name.rfind(".") + 1:]     # rsplit(".", 1)[-1] without a list: once per kernel
 
 
 class L2Residency:
@@ -57,12 +57,8 @@ class L2Residency:
     def place(self, items: list[StreamItem]) -> list[StreamItem]:
         """The stream with each kernel that reads evicted activations replaced by a variant
         that reads them from HBM; the L2's state carries over to the next call (next step)."""
-        out: list[StreamItem] = []
-        for item in items:
-            if isinstance(item, Kernel):
-                item = self._run(item)
-            out.append(item)
-        return out
+        run = self._run
+        return [run(item) if type(item) is Kernel else item for item in items]   # as the stream tells them
 
     def _run(self, k: Kernel) -> Kernel:
         # locals: this runs for every kernel of every step
