@@ -1,5 +1,6 @@
 """The h200-sxm profile held against H200 microbenchmarks (shared/calibration and calibration/data)."""
 
+import dataclasses
 import json
 import statistics
 from pathlib import Path
@@ -30,8 +31,7 @@ def test_decode_gemms_within_tolerance(h200):
 def test_per_block_bandwidth_is_bounded_like_little_says(h200):
     """A handful of thread blocks pull a small fraction of HBM; a full chip pulls most of it."""
     few = mb.stream_kernel(h200, 64 << 20)
-    few = few.__class__(**{**{f: getattr(few, f) for f in few.__dataclass_fields__},
-                           "tiles": 4, "hbm_read": float(16 << 20)})
+    few = dataclasses.replace(few, tiles=4, hbm_read=float(16 << 20))
     t_few, _ = mb.time_kernels(h200, [few])
     t_all, _ = mb.time_kernels(h200, [mb.stream_kernel(h200, 1 << 30)])
     measured_4 = [r for r in records("read_ctas") if r["series"] == "ctas" and r["G"] == 4][0]

@@ -11,7 +11,7 @@ from hwsim.engine.timer import KernelTimer
 from hwsim.hw.chip import ChipSpec
 from hwsim.hw.device import Device
 from hwsim.model import ops
-from hwsim.model.kernel import Kernel
+from hwsim.model.kernel import Kernel, copy_kernel, relocated
 from hwsim.run import run_scenario
 
 
@@ -27,10 +27,11 @@ def test_units_the_chip_lacks_do_not_exist(h200):
 
 def test_replay_key_covers_every_field_but_those_marked_not_timing(h200):
     excluded = {f.name for f in dataclasses.fields(Kernel)} - set(TIMING_FIELDS)
-    assert excluded == {"name", "layer", "address", "replay_key"}
+    assert excluded == {"name", "layer", "address", "replay_key", "timing", "l2_variants"}
     cache = ReplayCache(KernelTimer(h200, "kernel"))
     base = ops.elementwise("ew", 0, 4e6, 2e6, 0.5, h200)
-    key = cache.key(dataclasses.replace(base, replay_key=None))
+    keyed = dataclasses.replace(base, replay_key=None)
+    key = cache.key(keyed)
     assert cache.key(dataclasses.replace(base, name="other", layer=7, replay_key=None)) is key
     for name in TIMING_FIELDS:
         value = getattr(base, name)
@@ -40,6 +41,9 @@ def test_replay_key_covers_every_field_but_those_marked_not_timing(h200):
             changed = lambda v: next(m for m in type(v) if m is not v)  # noqa: E731
         variant = dataclasses.replace(base, replay_key=None, **{name: changed(value)})
         assert cache.key(variant) is not key, name
+        copied = copy_kernel(keyed, **{name: changed(value)})     # as the L2 walk copies
+        assert cache.key(copied) is not key, name
+    assert cache.key(relocated(keyed, "other", 7, 0)) is key
 
 
 def test_gantt_draws_one_bar_per_unit_interval_of_the_step():

@@ -1,5 +1,7 @@
 """Analytic checks: the resource model reaches, and never beats, its ceilings."""
 
+import dataclasses
+
 import pytest
 
 from hwsim import operators as mb
@@ -35,8 +37,7 @@ def test_small_kernels_are_slower_per_byte_than_large(h200):
 def test_few_sm_kernel_is_bounded_by_per_sm_pipes(h200):
     # One thread block streaming 1 MB: Little's law on one SM, far below HBM bandwidth.
     k = mb.stream_kernel(h200, 1 << 20)
-    one_block = k.__class__(**{**{f: getattr(k, f) for f in k.__dataclass_fields__},
-                               "tiles": 1, "hbm_read": float(1 << 20)})
+    one_block = dataclasses.replace(k, tiles=1, hbm_read=float(1 << 20))
     t, _ = mb.time_kernels(h200, [one_block])
     per_sm_rate = h200.inflight_bytes_per_block / h200.miss_latency_s
     assert (1 << 20) / t <= per_sm_rate * 1.0001

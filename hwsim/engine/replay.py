@@ -10,19 +10,14 @@ says it cannot change timing: a new timing field can never be replayed stale.
 
 from __future__ import annotations
 
-from dataclasses import fields
-
 from hwsim.engine.effect import Effect
 from hwsim.engine.timer import KernelTimer
-from hwsim.model.kernel import Kernel, fields_getter
-
-TIMING_FIELDS = tuple(f.name for f in fields(Kernel) if f.metadata.get("timing", True))
-_timing_values = fields_getter(TIMING_FIELDS)
+from hwsim.model.kernel import TIMING_FIELDS, Kernel, timing_of  # noqa: F401 (TIMING_FIELDS: the key's fields)
 
 
 class _Key:
-    """A key with its hash computed once: the same Kernel object comes back every step (the
-    schedule memoises them), and the lookup then matches it by identity."""
+    """A key with its hash computed once, one object per (channel phase, TimingKey): kernels
+    that time alike share it, and the lookup then matches it by identity."""
 
     __slots__ = ("hash", "parts")
 
@@ -43,17 +38,16 @@ class ReplayCache:
         hbm = timer.path.hbm
         self._interleave, self._channels = hbm.interleave, hbm.channels
         self.effects: dict[_Key, Effect] = {}
-        self.interned: dict[tuple, _Key] = {}   # parts -> the one _Key made of them
         self.misses = 0          # kernels timed (replays are counted by the streams)
 
     def key(self, k: Kernel) -> _Key:
         if k.replay_key is None:
+            timing = k.timing or timing_of(k)   # copies of a template mostly carry it already
             granule, offset = divmod(int(k.address), self._interleave)
             phase = (granule % self._channels, offset)
-            parts = (phase, _timing_values(k))
-            key = self.interned.get(parts)    # one object per distinct key; looked up by the
-            if key is None:                   # plain tuple (compared in C), made only when new
-                key = self.interned[parts] = _Key(parts)
+            key = timing.replay_keys.get(phase)
+            if key is None:
+                key = timing.replay_keys[phase] = _Key((phase, timing.values))
             k.replay_key = key
         return k.replay_key
 

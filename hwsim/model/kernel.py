@@ -66,6 +66,12 @@ class Kernel:               # of them; nothing mutates a Kernel after the schedu
     compute: Component = Component.ACTIVATION_IO   # charged when it is compute-bound
     replay_key: object = field(default=None, repr=False, compare=False,
                                metadata=NOT_TIMING)   # set once by ReplayCache
+    timing: TimingKey | None = field(default=None, init=False, repr=False, compare=False,
+                                     metadata=NOT_TIMING)   # set once by timing_of(); not an
+                                     # __init__ argument, so dataclasses.replace() drops it
+    l2_variants: dict | None = field(default=None, init=False, repr=False, compare=False,
+                                     metadata=NOT_TIMING)   # hwsim.model.l2_residency's copies
+                                     # of it, kept as long as it is
 
     def __post_init__(self):
         assert self.tiles >= 1, self.name
@@ -85,8 +91,10 @@ def _compiled(source: str, **namespace):
 
 def _slot_copier(cls):
     """A function copying every field of a cls into a new one without calling __init__ (whose
-    __post_init__ checks the original passed already)."""
-    body = "".join(f"    new.{f.name} = k.{f.name}\n" for f in fields(cls))
+    __post_init__ checks the original passed already); those not compared (what is cached on
+    the original: its keys, its variants) start empty."""
+    body = "".join(f"    new.{f.name} = k.{f.name}\n" if f.compare else f"    new.{f.name} = None\n"
+                   for f in fields(cls))
     return _compiled(f"def fn(k):\n    new = new_instance(cls)\n{body}    return new\n",
                      new_instance=object.__new__, cls=cls)
 
@@ -100,13 +108,62 @@ _copy_fields = _slot_copier(Kernel)
 
 
 def copy_kernel(k: Kernel, **changes) -> Kernel:
-    """dataclasses.replace(k, **changes), 8x faster (no __init__, no per-field checks): the
-    schedule copies a template for every routed expert, and the L2 walk makes a variant of most
-    of them, every step. `changes` must keep the Kernel valid (none changes `tiles`)."""
+    """dataclasses.replace(k, **changes), 8x faster (no __init__, no per-field checks): the L2
+    walk makes a variant of most per-expert kernels every step. `changes` must keep the Kernel
+    valid (none changes `tiles`). The copy has no timing or replay key: the caller may change
+    timing fields on it after this returns."""
     new = _copy_fields(k)
     for name, value in changes.items():     # the hot callers set fields on the copy directly
         setattr(new, name, value)
     return new
+
+
+def relocated(k: Kernel, name: str, layer: int, address: int) -> Kernel:
+    """k renamed and moved to `address`: fields that cannot change timing, so the copy shares
+    k's TimingKey (the schedule copies a template for every routed expert, every step)."""
+    new = _copy_fields(k)
+    new.name, new.layer, new.address = name, layer, address
+    new.timing = k.timing or timing_of(k)
+    return new
+
+
+TIMING_FIELDS = tuple(f.name for f in fields(Kernel) if f.metadata.get("timing", True))
+_timing_values = fields_getter(TIMING_FIELDS)
+TIMING_KEYS_LIMIT = 100_000     # distinct TimingKeys kept at once (only sharing is lost past it)
+_timing_keys: dict[tuple, TimingKey] = {}
+
+
+class TimingKey:
+    """A kernel's timing fields' values (TIMING_FIELDS), one object per distinct tuple: its
+    hash is computed once, and what depends only on these values hangs off it, so a copy
+    that keeps them (relocated) or derives them (the L2 walk's variants) reads no field."""
+
+    __slots__ = ("values", "hash", "replay_keys", "variants")
+
+    def __init__(self, values: tuple):
+        self.values = values
+        self.hash = hash(values)
+        self.replay_keys: dict = {}     # HBM channel phase -> replay key (hwsim.engine.replay)
+        self.variants: dict = {}        # L2 walk's change -> the variant's TimingKey
+
+    def __hash__(self) -> int:
+        return self.hash
+
+    def __eq__(self, other) -> bool:
+        return self.values == other.values
+
+
+def timing_of(k: Kernel) -> TimingKey:
+    """k's TimingKey, read off its fields the first time and kept on it."""
+    if k.timing is None:
+        values = _timing_values(k)
+        timing = _timing_keys.get(values)
+        if timing is None:
+            if len(_timing_keys) >= TIMING_KEYS_LIMIT:
+                _timing_keys.clear()
+            timing = _timing_keys[values] = TimingKey(values)
+        k.timing = timing
+    return k.timing
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import bisect
 
-from hwsim.model.kernel import Kernel, StreamItem, copy_kernel
+from hwsim.model.kernel import Kernel, StreamItem, TimingKey, copy_kernel, timing_of
 
 # Dependent instruction fetches before a cold kernel's first load, read off
 # calibration/data/h200_code_vs_data.jsonl (code cold, data warm, less resident: HBM latency
@@ -40,7 +40,7 @@ CODE_FETCH_TRIPS_STRIDED = 2.3
 
 def code_kind(name: str) -> str:
     """The kind of kernel (its code) a schedule name stands for: L3.expert12.silu -> silu."""
-    return name.rsplit(".", 1)[-1]
+    return name[name.rfind(".") + 1:]     # rsplit(".", 1)[-1] without a list: once per kernel
 
 
 class L2Residency:
@@ -53,17 +53,12 @@ class L2Residency:
         self.partial_uses: dict[str, list[float]] = {}   # since its last whole use: each partial touch
         self.code_last_use: dict[str, float] = {}
         self.previous_kind = ""
-        self._variants: dict[tuple[int, float, float], tuple[Kernel, Kernel]] = {}
 
     def place(self, items: list[StreamItem]) -> list[StreamItem]:
         """The stream with each kernel that reads evicted activations replaced by a variant
         that reads them from HBM; the L2's state carries over to the next call (next step)."""
-        out: list[StreamItem] = []
-        for item in items:
-            if isinstance(item, Kernel):
-                item = self._run(item)
-            out.append(item)
-        return out
+        run = self._run
+        return [run(item) if type(item) is Kernel else item for item in items]   # as the stream tells them
 
     def _run(self, k: Kernel) -> Kernel:
         # locals: this runs for every kernel of every step
@@ -107,11 +102,12 @@ class L2Residency:
         return trips * (self.miss_to_hit if from_hbm else 1.0)
 
     def _variant(self, k: Kernel, evicted: float, code_trips: float) -> Kernel:
-        key = (id(k), evicted, code_trips)
-        hit = self._variants.get(key)
-        if hit is None or hit[0] is not k:
-            new = copy_kernel(k)                        # fields set one by one: faster than **changes
-            new.replay_key = None
+        # kept on k, so a memoised kernel's variants live (and die) with it
+        variants = k.l2_variants if k.l2_variants is not None else self._new_variants(k)
+        key = (evicted, code_trips, self.spill_address)
+        new = variants.get(key)
+        if new is None:
+            new = variants[key] = copy_kernel(k)        # fields set one by one: faster than **changes
             if evicted:
                 moved = k.l2_read * evicted / len(k.reads)
                 new.l2_read, new.hbm_read = k.l2_read - moved, k.hbm_read + moved
@@ -120,5 +116,20 @@ class L2Residency:
                     new.miss_trips = k.input_trips * min(1.0, evicted)
             if code_trips:
                 new.start_trips = k.start_trips + code_trips
-            hit = self._variants[key] = (k, new)
-        return hit[1]
+            new.timing = self._variant_timing(k, new, evicted, code_trips)
+        return new
+
+    @staticmethod
+    def _new_variants(k: Kernel) -> dict:
+        k.l2_variants = {}
+        return k.l2_variants
+
+    @staticmethod
+    def _variant_timing(k: Kernel, new: Kernel, evicted: float, code_trips: float) -> TimingKey:
+        """new's TimingKey: its timing fields follow from k's and (evicted, code_trips) alone,
+        so it is read off its fields once per template timing, not once per expert and step."""
+        template = k.timing or timing_of(k)
+        timing = template.variants.get((evicted, code_trips))
+        if timing is None:
+            timing = template.variants[evicted, code_trips] = timing_of(new)
+        return timing

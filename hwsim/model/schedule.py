@@ -20,7 +20,7 @@ from hwsim.hw.chip import ChipSpec
 from hwsim.errors import ConfigError
 from hwsim.metrics import Component
 from hwsim.model import moe_kernels, ops
-from hwsim.model.kernel import Kernel, StreamItem, copy_kernel
+from hwsim.model.kernel import Kernel, StreamItem, relocated
 from hwsim.model.l2_residency import L2Residency
 from hwsim.model.onchip import OnChipState
 from hwsim.model.memory_map import MemoryMap
@@ -569,17 +569,19 @@ class Schedule:
                                 gather=True, on_chip=on_chip, channel_group=group)
         if (layer, e) == (first, 0):
             return template
-        old, new = f"L{first}.expert0.", f"L{layer}.expert{e}."
+        cut, prefix, address = self._expert_relocation(layer, e)
+        return [relocated(k, prefix + k.name[cut:], layer, address[k.address]) for k in template]
+
+    @_memo
+    def _expert_relocation(self, layer: int, e: int) -> tuple[int, str, dict[int, int]]:
+        """How the template expert's kernels become expert e's of `layer`: (the length of the
+        template's name prefix, e's prefix, template weight address -> e's), worked out once
+        per expert rather than once per expert and token count."""
+        first = self._first_moe_layer
+        old = f"L{first}.expert0."
         address = {0: 0, **{self._w(first, f"expert0.{w}"): self._w(layer, f"expert{e}.{w}")
                             for w in ("gate_up", "down")}}
-        ks = []
-        for k in template:
-            assert k.name.startswith(old) and k.layer == first, k.name
-            renamed = copy_kernel(k)                    # fields set one by one: faster than **changes
-            renamed.name, renamed.layer, renamed.address = new + k.name[len(old):], layer, address[k.address]
-            renamed.replay_key = None
-            ks.append(renamed)
-        return ks
+        return len(old), f"L{layer}.expert{e}.", address
 
     @functools.cached_property
     def _first_moe_layer(self) -> int:
