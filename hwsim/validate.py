@@ -187,8 +187,9 @@ def predict_ms(row: dict, sets: list[str] | None = None) -> float:
 def validate_rows(rows: list[dict], sets: list[str] | None = None, workers: int | None = None) -> dict:
     """Predict every row (with the scenario overrides `sets`, as `hwsim run --set` takes them).
     Rows are independent (each builds its own chip and draws its own routing from its seed),
-    so they run side by side on up to `workers` processes (default: one per CPU), dealt by
-    their estimated cost; the report is the same as row after row."""
+    so they run side by side on up to `workers` processes (default: one per CPU), each taking
+    the next row, costliest first by estimate, as it finishes the last; the report is the same
+    as row after row."""
     out = map_side_by_side(functools.partial(_predict_entry, sets=sets), rows,
                            [_row_cost(row, sets) for row in rows], workers)
     summary = error_summary([r["error_pct"] for r in out if r["error_pct"] is not None])
@@ -203,8 +204,8 @@ def validate_rows(rows: list[dict], sets: list[str] | None = None, workers: int 
 
 
 def _row_cost(row: dict, sets: list[str] | None) -> float:
-    """The row's estimated wall seconds (hwsim.config.cost), to deal rows out evenly; a row
-    that cannot be set up costs nothing here (it fails where it runs)."""
+    """The row's estimated wall seconds (hwsim.config.cost), to start the costliest rows
+    first; a row that cannot be set up costs nothing here (it fails where it runs)."""
     try:
         cfg, shape = _row_scenario(row, sets)
         passes = ROUTING_DRAWS if shape.phase == "decode" else 1

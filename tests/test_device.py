@@ -6,12 +6,12 @@ import dataclasses
 import pytest
 
 from hwsim.config.load import load_profile, load_scenario
-from hwsim.engine.replay import TIMING_FIELDS, ReplayCache
+from hwsim.engine.replay import ReplayCache
 from hwsim.engine.timer import KernelTimer
 from hwsim.hw.chip import ChipSpec
 from hwsim.hw.device import Device
 from hwsim.model import ops
-from hwsim.model.kernel import Kernel, copy_kernel, relocated
+from hwsim.model.kernel import TIMING_FIELDS, Kernel, copy_kernel, relocated
 from hwsim.run import run_scenario
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from hwsim.engine.effect import Effect
 from hwsim.engine.timer import KernelTimer
-from hwsim.model.kernel import TIMING_FIELDS, Kernel, timing_of  # noqa: F401 (TIMING_FIELDS: the key's fields)
+from hwsim.model.kernel import Kernel, timing_of
 
 
 class _Key:

@@ -97,13 +97,15 @@ class L2Residency:
         self.previous_kind = kind
         if not cold:
             return 0.0
-        trips = CODE_FETCH_TRIPS_STRIDED if k.alu_chain > 1.0 else CODE_FETCH_TRIPS   # strided: more code
+        # PyTorch's strided element-wise kernel (the one kernel with an integer chain) has more code
+        trips = CODE_FETCH_TRIPS_STRIDED if k.alu_chain > 1.0 else CODE_FETCH_TRIPS
         from_hbm = last is None or clock - last > self.capacity
         return trips * (self.miss_to_hit if from_hbm else 1.0)
 
     def _variant(self, k: Kernel, evicted: float, code_trips: float) -> Kernel:
-        # kept on k, so a memoised kernel's variants live (and die) with it
-        variants = k.l2_variants if k.l2_variants is not None else self._new_variants(k)
+        variants = k.l2_variants       # kept on k: a memoised kernel's variants live (and die) with it
+        if variants is None:
+            variants = k.l2_variants = {}
         key = (evicted, code_trips, self.spill_address)
         new = variants.get(key)
         if new is None:
@@ -118,11 +120,6 @@ class L2Residency:
                 new.start_trips = k.start_trips + code_trips
             new.timing = self._variant_timing(k, new, evicted, code_trips)
         return new
-
-    @staticmethod
-    def _new_variants(k: Kernel) -> dict:
-        k.l2_variants = {}
-        return k.l2_variants
 
     @staticmethod
     def _variant_timing(k: Kernel, new: Kernel, evicted: float, code_trips: float) -> TimingKey:
