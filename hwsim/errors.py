@@ -17,8 +17,16 @@ class ConfigError(Exception):
     def render(self) -> str:
         where = []
         if self.file:
-            where.append(f"{self.file}:{self.line}" if self.line else self.file)
+            where.append(f"{_printable(self.file)}:{self.line}" if self.line else _printable(self.file))
         if self.key:
-            where.append(f"key '{self.key}'")
+            where.append(f"key '{_printable(self.key)}'")
         prefix = ", ".join(where)
         return f"{prefix}: {self.message}" if prefix else self.message
+
+
+def _printable(text: str) -> str:
+    """A user's key or file name as one printable line: a YAML key may hold a newline or other
+    control characters, which are shown escaped ('\\n') so the error stays one line."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)

@@ -33,6 +33,21 @@ def test_unknown_key_names_file_line_and_path(tmp_path):
     assert str(p) in e.value.render() and "unknown key" in e.value.render()
 
 
+def test_a_key_with_a_newline_is_reported_on_one_line(tmp_path):
+    """Found by tests/test_bad_inputs_property.py: a quoted YAML key may hold a newline, and the
+    key path of the error then broke it over two lines."""
+    p = write(tmp_path, """\
+        hardware: h200-sxm
+        model: mixtral-8x7b
+        kv_cache: {"\\n": 0}
+        """)
+    with pytest.raises(ConfigError) as e:
+        load_scenario(p)
+    assert e.value.key == "kv_cache.\n" and e.value.line == 3
+    line = e.value.render()
+    assert "\n" not in line and "key 'kv_cache.\\n'" in line and "unknown key" in line
+
+
 def test_wrong_type_and_non_positive(tmp_path):
     p = write(tmp_path, "hardware: h200-sxm\nmodel: mixtral-8x7b\nworkload:\n  batch_size: lots\n")
     with pytest.raises(ConfigError) as e:
