@@ -124,7 +124,7 @@ def step_rows() -> list[dict]:
             if x not in passes:
                 b = build(cfg, sm_clock_hz=max_hz * x)
                 b.env.run()
-                passes[x] = simulate_pass(b, shape, 0, [])
+                passes[x] = simulate_pass(b, shape, 0, None)
             return passes[x]
         x = settled_x(lambda x: simulate(x).duration_s, measured_s / free_s) if watts > AT_LIMIT_W else 1.0
         rows.append({"name": r["case"], "watts": watts, "x": x, "seconds": measured_s,

@@ -6,7 +6,7 @@ Used by calibration/compare_h200.py and the tests to hold the profile against me
 
 from __future__ import annotations
 
-from hwsim.engine.records import KernelRecord, StreamTotals
+from hwsim.engine.records import RecordLog, StreamTotals
 from hwsim.engine.stream import Stream
 from hwsim.engine.timer import KernelTimer
 from hwsim.hw.chip import ChipSpec
@@ -20,12 +20,12 @@ GEMM_WEIGHT_ADDR = 1 << 30
 
 
 def time_kernels(chip: ChipSpec, kernels: list[Kernel], launch: str = "graph",
-                 fidelity: str = "wave") -> tuple[float, list[KernelRecord]]:
+                 fidelity: str = "wave") -> tuple[float, RecordLog]:
     """Seconds for `kernels` back to back on one stream, launch gaps included."""
     cluster = Cluster(chip)
     env = cluster.env
     stream = Stream(env, cluster.devices[0], cluster.arbiter, KernelTimer(chip, fidelity), launch=launch)
-    records: list[KernelRecord] = []
+    records = RecordLog()
     env.process(stream.run(kernels, 0, records, StreamTotals()))
     env.run()
     return env.now, records

@@ -14,7 +14,7 @@ from hwsim.build import Built, build
 from hwsim.config.scenario import Scenario
 from hwsim.errors import ConfigError
 from hwsim.hw.power import Activity, PowerModel, Settled, settle
-from hwsim.engine.records import KernelRecord
+from hwsim.engine.records import RecordLog
 from hwsim.metrics import percentiles
 from hwsim.model.schedule import StepShape
 from hwsim.step import StepResult, simulate_pass
@@ -27,7 +27,7 @@ from hwsim.workload.router import expected_distinct
 class RunResult:
     scenario: Scenario
     steps: list[StepResult]
-    records: list[KernelRecord]
+    records: RecordLog
     summary: dict
     channel_bytes: list[float] = field(default_factory=list)   # bytes served per HBM channel
     channels_per_stack: int = 1
@@ -148,7 +148,7 @@ def _simulate(cfg: Scenario, b: Built, wall0: float, progress, every_interval: b
     if cfg.workload.arrivals.kind != "none":
         return _run_serving(cfg, b, wall0, progress)
     w = cfg.workload
-    records: list[KernelRecord] = []
+    records = RecordLog()
     steps: list[StepResult] = []
     prefill = None
     drawn = drawn_step(cfg)
@@ -190,7 +190,7 @@ def _run_serving(cfg: Scenario, b: Built, wall0: float, progress) -> RunResult:
     summary["within_budget"] = served["serving"]["slo_attainment"]
     summary["sim"]["simulated_tokens"] = sum(len(r.token_times) for r in loop.finished)
     summary["sim"]["wall_s"] = time.perf_counter() - wall0
-    result = RunResult(scenario=cfg, steps=[], records=[], summary=summary,
+    result = RunResult(scenario=cfg, steps=[], records=RecordLog(), summary=summary,
                        channel_bytes=b.device.channel_bytes.tolist(),
                        channels_per_stack=b.chip.hbm_channels_per_stack,
                        requests=request_rows(loop), iterations=iters)

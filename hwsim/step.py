@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hwsim.build import Built
-from hwsim.engine.records import KernelRecord, StreamTotals
+from hwsim.engine.records import RecordLog, StreamTotals
 from hwsim.hw.power import Activity, activity_of
 from hwsim.metrics import Component, traffic_class
 from hwsim.model.schedule import StepShape
@@ -53,7 +53,7 @@ def plan_pass(b: Built, shape: StepShape, step: int) -> PassPlan:
     return PassPlan(routing, b.schedule.step(shape, routing, b.onchip))
 
 
-def simulate_pass(b: Built, shape: StepShape, step: int, records: list[KernelRecord],
+def simulate_pass(b: Built, shape: StepShape, step: int, records: RecordLog | None,
                   every_interval: bool = True, plan: PassPlan | None = None) -> StepResult:
     """`every_interval=False`: of the units' busy intervals, keep only each item's first run
     (hwsim.hw.device.Device.record_intervals), for a step that no chart draws. `plan`: the
@@ -68,7 +68,7 @@ def simulate_pass(b: Built, shape: StepShape, step: int, records: list[KernelRec
     t0 = b.env.now
     totals = StreamTotals()
     keep = b.scenario.runtime.kernel_records   # past this window the step's records are not made
-    recorded = keep < 0 or step < keep
+    recorded = records is not None and (keep < 0 or step < keep)
     b.device.record_intervals(recorded, first_runs_only=not every_interval)
     b.env.process(b.stream.run(kernels, step, records if recorded else None, totals))
     b.env.run()
@@ -90,7 +90,7 @@ def simulate_pass(b: Built, shape: StepShape, step: int, records: list[KernelRec
                       / b.schedule.weight_bytes_total(), activity=activity_of(kernels))
 
 
-def _parallel_pass(b: Built, shape: StepShape, step: int, records: list[KernelRecord]) -> StepResult:
+def _parallel_pass(b: Built, shape: StepShape, step: int, records: RecordLog | None) -> StepResult:
     """A pass on several GPUs (hwsim/parallel/multi.py): the breakdown averages the GPUs' kernels
     and adds the collectives and the wait for the slowest GPU; bytes and kernels are summed."""
     from hwsim.parallel import multi

@@ -173,7 +173,7 @@ def predict_ms(row: dict, sets: list[str] | None = None) -> float:
                 if b.parallel is None and len(plans) == draw:
                     plans.append(plan_pass(b, shape, draw))
                 plan = plans[draw] if b.parallel is None else None
-                passes[clock_hz].append(simulate_pass(b, shape, draw, [], plan=plan))
+                passes[clock_hz].append(simulate_pass(b, shape, draw, None, plan=plan))
         done = passes[clock_hz]
         return sum(p.duration_s for p in done), sum((p.activity for p in done), Activity())
 

@@ -35,7 +35,7 @@ def test_tile_rounds_match_one_process_per_block_slot():
     """The numpy rounds of tile fidelity against the SimPy process per block slot they
     replace agree to rounding on one wave, many waves, stream-K, per-stack experts and writes."""
     from hwsim.config.load import load_profile
-    from hwsim.engine.records import StreamTotals
+    from hwsim.engine.records import RecordLog, StreamTotals
     from hwsim.engine.stream import Stream
     from hwsim.engine.timer import KernelTimer
     from hwsim.hw.chip import ChipSpec
@@ -61,7 +61,7 @@ def test_tile_rounds_match_one_process_per_block_slot():
         env = cluster.env
         stream = Stream(env, cluster.devices[0], cluster.arbiter,
                         KernelTimer(chip, "tile", tile_processes=processes), launch="graph")
-        records = []
+        records = RecordLog()
         env.process(stream.run(kernels, 0, records, StreamTotals()))
         env.run()
         ends[processes] = [r.t_end - r.t_start for r in records]

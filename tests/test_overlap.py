@@ -7,7 +7,7 @@ import pytest
 
 from hwsim import operators
 from hwsim.engine.copy import CopyEngine
-from hwsim.engine.records import StreamTotals
+from hwsim.engine.records import RecordLog, StreamTotals
 from hwsim.engine.sharing import Arbiter
 from hwsim.engine.stream import Stream
 from hwsim.engine.timer import KernelTimer
@@ -182,7 +182,7 @@ def test_a_lone_kernel_through_the_arbiter_takes_its_time_alone(h200):
     cluster, device, (stream,), _ = _device_streams(h200, 1)
     env = cluster.env
     env.process((env.timeout(t_alone / 3) for _ in range(1)))   # an unrelated event mid-stream
-    records = []
+    records = RecordLog()
     env.process(stream.run(kernels, 0, records, StreamTotals()))
     env.run()
     assert records[-1].t_end == pytest.approx(t_alone, rel=1e-9)

@@ -142,8 +142,8 @@ def test_a_pass_planned_at_one_clock_runs_the_same_at_another():
     for draw in range(2):
         plan, own_plan = plan_pass(top, shape, draw), plan_pass(own, shape, draw)
         assert own_plan.items == plan.items                 # a second draw: on-chip state carried over
-        mine = simulate_pass(own, shape, draw, [], plan=own_plan)
-        replayed = simulate_pass(shared, shape, draw, [], plan=plan)
+        mine = simulate_pass(own, shape, draw, None, plan=own_plan)
+        replayed = simulate_pass(shared, shape, draw, None, plan=plan)
         assert (replayed.duration_s, replayed.activity, replayed.breakdown_s) == \
                (mine.duration_s, mine.activity, mine.breakdown_s)
-        assert mine.duration_s > simulate_pass(top, shape, draw, [], plan=plan).duration_s
+        assert mine.duration_s > simulate_pass(top, shape, draw, None, plan=plan).duration_s

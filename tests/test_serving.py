@@ -48,9 +48,9 @@ def test_vanishing_load_gives_one_prefill_and_batch_one_steps():
     cfg, r = serve("workload.arrivals.kind=poisson", "workload.arrivals.rate_per_s=0.01",
                    "workload.arrivals.requests=4", "workload.context_tokens=128")
     b = build(cfg)
-    prefill = simulate_pass(b, StepShape("prefill", 1, 128, 0), 0, []).duration_s * 1e3
+    prefill = simulate_pass(b, StepShape("prefill", 1, 128, 0), 0, None).duration_s * 1e3
     b.env.run()
-    step = simulate_pass(b, StepShape("decode", 1, 1, 512), 1, []).duration_s * 1e3
+    step = simulate_pass(b, StepShape("decode", 1, 1, 512), 1, None).duration_s * 1e3
     assert r.summary["ttft_ms"]["p50"] == pytest.approx(prefill, rel=0.02)
     assert r.summary["itl_ms"]["p50"] == pytest.approx(step, rel=0.02)
     assert r.summary["serving"]["queue_ms_p99"] == pytest.approx(0, abs=1e-9)

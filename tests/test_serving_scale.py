@@ -56,7 +56,7 @@ class EveryIteration(StepOracle):
 def served(cfg, oracle_of=None, warm=False):
     b = build(cfg)
     if warm:               # one pass first: the device's first pass runs cold (nothing in L2)
-        simulate_pass(b, StepShape("decode", 1, 1, 512), -1, [])
+        simulate_pass(b, StepShape("decode", 1, 1, 512), -1, None)
     loop = ServingLoop(b, oracle=oracle_of(b) if oracle_of else None)
     loop.run()
     return loop, request_rows(loop)

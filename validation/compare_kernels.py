@@ -21,6 +21,7 @@ import pandas as pd
 
 from hwsim.build import build
 from hwsim.config.scenario import Scenario
+from hwsim.engine.records import RecordLog
 from hwsim.model.schedule import StepShape
 from hwsim.step import simulate_pass
 
@@ -86,7 +87,7 @@ def simulate_case(case: str, profile: str) -> pd.DataFrame:
     built.model = built.model.model_copy(update={"layers": LAYERS})
     built.schedule.model = built.model
     shape = StepShape("decode", b, b, l) if phase == "decode" else StepShape("prefill", 1, t, 0)
-    records = []
+    records = RecordLog()
     simulate_pass(built, shape, 0, records)
     return pd.DataFrame({"kind": [kind_of(r.name, SIMULATED_KINDS) for r in records],
                          "dur_us": [(r.t_end - r.t_start) * 1e6 for r in records]})

@@ -70,6 +70,34 @@ class KernelRecord:
         return self.kernel.tiles * self.kernel.decoder_elements
 
 
+class RecordLog:
+    """A run's kernel records as streams write them: a tuple a kernel, KernelRecord's fields in
+    order (a KernelRecord costs five times a tuple to make, and a DeepSeek-V3 batch-64 run
+    keeps a million; the bundle's table reads the tuples column by column). Read back, as a
+    sequence, it gives KernelRecords, made on access."""
+
+    __slots__ = ("rows",)
+
+    def __init__(self, rows: list[tuple] | None = None):
+        self.rows: list[tuple] = rows if rows is not None else []
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __iter__(self):
+        return (KernelRecord(*row) for row in self.rows)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [KernelRecord(*row) for row in self.rows[i]]
+        return KernelRecord(*self.rows[i])
+
+    def renumber(self, first: int) -> None:
+        """Index the records from `first` on 0, 1, ... (a pass whose streams interleave)."""
+        rows = self.rows
+        rows[first:] = [(row[0], i, *row[2:]) for i, row in enumerate(rows[first:])]
+
+
 @dataclass
 class StreamTotals:
     """Where a stream's time went, the HBM bytes its kernels moved (by each kernel's data

@@ -23,7 +23,7 @@ from __future__ import annotations
 import simpy
 
 from hwsim.engine.copy import CopyEngine
-from hwsim.engine.records import KernelRecord, StreamTotals
+from hwsim.engine.records import RecordLog, StreamTotals
 from hwsim.engine.replay import ReplayCache
 from hwsim.engine.sharing import Arbiter
 from hwsim.engine.timer import KernelTimer
@@ -61,14 +61,16 @@ class Stream:
         self.replayed = 0
         self.private = False          # other processes never touch this device (see above)
 
-    def run(self, items: list[StreamItem], step: int, records: list[KernelRecord] | None,
+    def run(self, items: list[StreamItem], step: int, records: RecordLog | None,
             totals: StreamTotals):
-        """Process body: run the items in order; add each kernel to `totals`, and a
-        KernelRecord per kernel to `records` unless it is None."""
+        """Process body: run the items in order; add each kernel to `totals`, and a record
+        per kernel to `records` unless it is None."""
         env, device, arbiter, chip = self.env, self.device, self.arbiter, self.device.chip
         events_alone = self.timer.uses_events
         recording = device.recording
+        once = device.recorded_once     # items recorded already, when only first runs are kept
         replay = self.replay
+        record = records.rows.append if records is not None else None
         # replayed effects, looked up inline: this loop runs for every kernel of every step
         effects = replay.effects if replay else {}
         peek = _never if self.private else env.peek
@@ -81,6 +83,7 @@ class Stream:
         host_t = now                  # the host starts issuing when the step starts (after the last sync)
         waited = 0.0                  # expert-load wait since the previous kernel ended
         launch_total = wait_total = 0.0
+        graph, graph_launch_s = self.graph, chip.launch_graph_s
         i = -1
         for k in items:
             if type(k) is not Kernel:
@@ -98,12 +101,13 @@ class Stream:
                 continue
             i += 1
             ready = now - waited
-            if self.graph:
-                dispatch = now + chip.launch_graph_s
+            if graph:
+                dispatch = now + graph_launch_s
             else:
                 host_t = self.host.serve(host_t, chip.launch_eager_s)
                 dispatch = max(now, host_t)
-            effect = effects.get(k.replay_key) if k.replay_key is not None else None
+            key = k.replay_key
+            effect = effects.get(key) if key is not None else None
             if effect is not None:
                 replayed += 1
             elif replay is not None:
@@ -112,7 +116,7 @@ class Stream:
             else:
                 effect = self.timer.at_once(k)
             end = dispatch + effect.duration
-            shared = bool(in_flight or horizon < end)
+            shared = True if in_flight else horizon < end
             if not shared and not events_alone:
                 now = end
                 if effect is last_alone:      # runs of one shape (a layer's experts) count in one go
@@ -122,7 +126,7 @@ class Stream:
                         alone_counts[last_alone] = alone_counts.get(last_alone, 0) + run_length
                     last_alone, run_length = effect, 1
                 parts = effect.parts
-                if recording:
+                if recording and (once is None or effect not in once):
                     device.record(effect, dispatch, end, k.name)
             else:
                 if now > env.now:
@@ -146,9 +150,8 @@ class Stream:
             launch = dispatch - ready - waited
             launch_total += launch
             wait_total += waited
-            if records is not None:
-                records.append(KernelRecord(step, i, k, ready, dispatch, now, effect.waves, parts,
-                                            launch, waited, shared))
+            if record is not None:          # KernelRecord's fields, in order
+                record((step, i, k, ready, dispatch, now, effect.waves, parts, launch, waited, shared))
             waited = 0.0
         if last_alone is not None:
             alone_counts[last_alone] = alone_counts.get(last_alone, 0) + run_length

@@ -64,6 +64,7 @@ class Device:
         self.recording = False
         self._first_runs_only = False
         self._recorded: set = set()          # items recorded once (first_runs_only)
+        self.recorded_once: set | None = None   # that set while only first runs are kept, else None
 
     # -- units -----------------------------------------------------------------------------
     @property
@@ -80,6 +81,7 @@ class Device:
         lane the item ever uses as busy (the Gantt chart's rows), for the steps it does not draw."""
         self.recording = on
         self._first_runs_only = first_runs_only
+        self.recorded_once = self._recorded if first_runs_only else None
         if on:
             for u in self.units:
                 if u.intervals is None:

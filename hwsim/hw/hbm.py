@@ -13,6 +13,8 @@ import numpy as np
 
 from hwsim.hw.server import ServerBank
 
+LOADS_LIMIT = 10_000      # distinct ranges' channel loads kept (Hbm._channels_of)
+
 
 class Hbm:
     def __init__(self, *, stacks: int, channels_per_stack: int, peak_bytes_s: float,
@@ -22,6 +24,7 @@ class Hbm:
         self.channels_per_stack = channels_per_stack
         self.interleave = interleave_bytes
         self.write_scale = write_efficiency / read_efficiency
+        self._loads: dict = {}
         per_channel = peak_bytes_s * read_efficiency / self.channels
         self.bank = ServerBank("hbm", self.channels, per_channel)
         self.read_bytes = 0.0
@@ -62,11 +65,26 @@ class Hbm:
 
     def read(self, now: float, address: int, nbytes: float, stack: int = -1) -> float:
         self.read_bytes += nbytes
-        return self.bank.serve(now, self.spread(address, nbytes, stack))
+        return self.bank.serve_on(now, *self._channels_of(address, nbytes, stack))
 
     def write(self, now: float, address: int, nbytes: float, stack: int = -1) -> float:
         self.write_bytes += nbytes
-        return self.bank.serve(now, self.spread(address, nbytes, stack), rate_scale=self.write_scale)
+        return self.bank.serve_on(now, *self._channels_of(address, nbytes, stack), rate_scale=self.write_scale)
+
+    def _channels_of(self, address: int, nbytes: float, stack: int) -> tuple[np.ndarray, np.ndarray]:
+        """(the channels a range touches, in order; the bytes each serves): spread() without
+        its zeros, kept per (first channel, size, stack), the only things it depends on (a
+        kernel's waves read equal ranges, and numpy's per-call cost is most of a read)."""
+        n = self.channels_per_stack if stack >= 0 else self.channels
+        key = ((int(address) // self.interleave) % n, nbytes, stack)
+        hit = self._loads.get(key)
+        if hit is None:
+            if len(self._loads) >= LOADS_LIMIT:
+                self._loads.clear()
+            per = self.spread(address, nbytes, stack)
+            touched = np.flatnonzero(per > 0)
+            hit = self._loads[key] = (touched, per[touched])
+        return hit
 
     def imbalance(self) -> float:
         """max / mean bytes served per channel so far (1.0 = perfectly even)."""

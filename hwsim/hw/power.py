@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from hwsim.config.profile import Power
-from hwsim.model.kernel import Kernel, PrefetchLoad
+from hwsim.model.kernel import Kernel, PrefetchLoad, timing_of
 
 
 @dataclass(frozen=True)
@@ -48,10 +48,17 @@ class Activity:
 def activity_of(items: Iterable) -> Activity:
     flops = l2 = hbm = 0.0
     for k in items:
-        if isinstance(k, Kernel):
-            flops += k.tiles * k.tensor_flops
-            l2 += k.tiles * (k.l2_read + k.l2_write)
-            hbm += k.tiles * (k.hbm_read + k.hbm_write)
+        if type(k) is Kernel:
+            # the kernel's work follows from its timing fields: worked out once per TimingKey
+            # (a pass of a million kernels has a few thousand)
+            timing = k.timing or timing_of(k)
+            work = timing.work
+            if work is None:
+                work = timing.work = (k.tiles * k.tensor_flops, k.tiles * (k.l2_read + k.l2_write),
+                                      k.tiles * (k.hbm_read + k.hbm_write))
+            flops += work[0]
+            l2 += work[1]
+            hbm += work[2]
         elif isinstance(k, PrefetchLoad):
             hbm += sum(nbytes for _, _, nbytes, _ in k.loads)
     return Activity(flops, l2, hbm)

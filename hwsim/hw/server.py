@@ -55,15 +55,20 @@ class ServerBank:
 
     def serve(self, now: float, units: np.ndarray, rate_scale: float = 1.0) -> float:
         """Queue units[i] on server i at `now`; return when the last of them is done."""
-        touched = units > 0
-        if not touched.any():
+        touched = np.flatnonzero(units > 0)
+        return self.serve_on(now, touched, units[touched], rate_scale)
+
+    def serve_on(self, now: float, servers: np.ndarray, units: np.ndarray, rate_scale: float = 1.0) -> float:
+        """Queue units[j] on server servers[j] (distinct, each units[j] > 0) at `now`; return
+        when the last of them is done."""
+        if not len(servers):
             return now
-        start = np.maximum(self.free_at[touched], now)
-        service = units[touched] / (self.rate * rate_scale)
+        start = np.maximum(self.free_at[servers], now)
+        service = units / (self.rate * rate_scale)
         end = start + service
-        self.free_at[touched] = end
-        self.busy_s[touched] += service
-        self.units[touched] += units[touched]
+        self.free_at[servers] = end
+        self.busy_s[servers] += service
+        self.units[servers] += units
         last = float(end.max())
         if last > self.last_free:
             self.last_free = last

@@ -8,13 +8,14 @@ reader (pandas.read_parquet, pyarrow) sees the same table.
 from __future__ import annotations
 
 import csv
-import operator
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 
+from hwsim.engine.records import RecordLog
 from hwsim.metrics import Component
+from hwsim.model.kernel import fields_getter
 
 # events.parquet column order (README, "The run bundle")
 EVENT_COLUMNS = ("step", "index", "kernel", "layer", "t_ready_us", "t_start_us", "t_end_us", "tiles",
@@ -23,9 +24,9 @@ EVENT_COLUMNS = ("step", "index", "kernel", "layer", "t_ready_us", "t_start_us",
 
 
 class Coded(NamedTuple):
-    """A text column as its distinct values and each entry's index among them: a million
+    """A text column as a list of values and each entry's index among them: a million
     kernel records name a few hundred thousand kernels and a dozen components, and each
-    name is encoded once, not once a row."""
+    name is encoded once once, not once a row."""
     values: list
     index: np.ndarray
 
@@ -33,50 +34,45 @@ class Coded(NamedTuple):
         return list(map(self.values.__getitem__, self.index.tolist()))
 
 
-def records_columns(records) -> dict:
+def records_columns(records: RecordLog) -> dict:
     """One array per events.parquet column, one entry per kernel record (attribution in us).
 
     Vectorised: a DeepSeek-V3 batch-64 run keeps a million records, and a Python loop over
-    them cost tens of seconds. Kernels and their parts dicts are shared by every replay of a
-    shape, so their columns are computed once per distinct object and gathered; the floating
-    point operations are those of KernelRecord.attribution and its properties, element by
-    element, so the values are the same to the bit."""
-    n = len(records)
-    get = operator.attrgetter
-    kernels = list(map(get("kernel"), records))
+    them cost tens of seconds. The records' tuples are turned into columns in one go; kernels
+    and their parts dicts are shared by every replay of a shape, so their columns are computed
+    once per distinct object and gathered. The floating point operations are those of
+    KernelRecord.attribution and its properties, element by element, so the values are the
+    same to the bit."""
+    rows = records.rows
+    n = len(rows)
+    (step, index, kernels, t_ready, t_start, t_end, waves, parts_list, launch_s, wait_s,
+     _shared) = zip(*rows) if n else ((),) * 11
     k_index, uniq_k = _index_by_identity(kernels)
-    parts_list = list(map(get("parts"), records))
     p_index, uniq_p = _index_by_identity(parts_list)
-
-    def per_kernel(fn):
-        """fn of each distinct kernel, gathered per record; typed as pandas would type the
-        values (int64 if all ints, float64 if any float; a missing value makes it float)."""
-        values = list(map(fn, uniq_k))
-        if None in values:
-            values = [np.nan if v is None else v for v in values]
-        dtype = np.int64 if set(map(type, values)) <= {int} else np.float64
-        return np.array(values, dtype=dtype)[k_index] if n else np.array([], np.int64)
-
-    tiles = per_kernel(get("tiles"))
-    data_index, data = _index_by_identity(list(map(get("data"), uniq_k)))
+    # each distinct kernel's fields, as columns over the distinct kernels
+    names, layers, tiles, hbm_read, hbm_write, l2_read, l2_write, data = (
+        zip(*map(_record_fields, uniq_k)) if n else ((),) * 8)
+    tiles = np.array(tiles, dtype=np.int64)
+    data_index, data = _index_by_identity(data)
+    # tiles * bytes as the record's properties compute them (int * float, to the bit in
+    # float64), typed as pandas types the values: int64 where every one is an int
+    per_kernel = {"hbm_read_bytes": tiles * _typed(hbm_read), "hbm_write_bytes": tiles * _typed(hbm_write),
+                  "l2_bytes": tiles * (_typed(l2_read) + _typed(l2_write))}
     cols: dict = {
-        "step": np.fromiter(map(get("step"), records), np.int64, n),
-        "index": np.fromiter(map(get("index"), records), np.int64, n),
-        "kernel": Coded(list(map(get("name"), uniq_k)), k_index),
-        "layer": per_kernel(get("layer")),
-        "t_ready_us": np.fromiter(map(get("t_ready"), records), np.float64, n) * 1e6,
-        "t_start_us": np.fromiter(map(get("t_start"), records), np.float64, n) * 1e6,
-        "t_end_us": np.fromiter(map(get("t_end"), records), np.float64, n) * 1e6,
-        "tiles": tiles,
-        "waves": np.fromiter(map(get("waves"), records), np.int64, n),
-        # tiles * bytes as the record's properties compute them (int * float per kernel)
-        "hbm_read_bytes": per_kernel(lambda k: k.tiles * k.hbm_read),
-        "hbm_write_bytes": per_kernel(lambda k: k.tiles * k.hbm_write),
-        "l2_bytes": per_kernel(lambda k: k.tiles * (k.l2_read + k.l2_write)),
+        "step": np.array(step, dtype=np.int64),
+        "index": np.array(index, dtype=np.int64),
+        "kernel": Coded(list(names), k_index),
+        "layer": np.array(layers, dtype=np.int64)[k_index],
+        "t_ready_us": np.array(t_ready, dtype=np.float64) * 1e6,
+        "t_start_us": np.array(t_start, dtype=np.float64) * 1e6,
+        "t_end_us": np.array(t_end, dtype=np.float64) * 1e6,
+        "tiles": tiles[k_index],
+        "waves": np.array(waves, dtype=np.int64),
+        **{name: values[k_index] for name, values in per_kernel.items()},
         "data": Coded([c.value for c in data], data_index[k_index]),
     }
-    launch_s = np.fromiter(map(get("launch_s"), records), np.float64, n)
-    wait_s = np.fromiter(map(get("wait_s"), records), np.float64, n)
+    launch_s = np.array(launch_s, dtype=np.float64)
+    wait_s = np.array(wait_s, dtype=np.float64)
     for c in Component:
         v = (np.array([p.get(c, 0.0) for p in uniq_p], dtype=np.float64)[p_index] if n
              else np.array([], np.float64))
@@ -86,6 +82,14 @@ def records_columns(records) -> dict:
             v = np.where(wait_s != 0, v + wait_s, v)
         cols[f"{c.value}_us"] = v * 1e6
     return cols
+
+
+def _typed(values: tuple) -> np.ndarray:
+    """int64 if every value is an int, float64 otherwise."""
+    return np.array(values, dtype=np.int64 if all(type(v) is int for v in values) else np.float64)
+
+
+_record_fields = fields_getter(("name", "layer", "tiles", "hbm_read", "hbm_write", "l2_read", "l2_write", "data"))
 
 
 def _index_by_identity(objects: list) -> tuple[np.ndarray, list]:
@@ -144,7 +148,10 @@ def write_parquet(columns: dict[str, list], path: Path) -> None:
     import pyarrow.parquet as pq
 
     table = pa.Table.from_arrays([_arrow_column(v) for v in columns.values()], names=list(columns))
-    pq.write_table(table, path)
+    # dictionary pages for text only: numeric columns of a million rows (times, bytes) have few
+    # repeats, and trying them cost a third of the write; readers see the same table
+    text = [f.name for f in table.schema if pa.types.is_large_string(f.type) or pa.types.is_string(f.type)]
+    pq.write_table(table, path, use_dictionary=text)
 
 
 def rows_to_columns(rows: list[dict]) -> dict[str, list]:

@@ -72,6 +72,8 @@ class Kernel:               # of them; nothing mutates a Kernel after the schedu
     l2_variants: dict | None = field(default=None, init=False, repr=False, compare=False,
                                      metadata=NOT_TIMING)   # hwsim.model.l2_residency's copies
                                      # of it, kept as long as it is
+    walk_info: tuple | None = field(default=None, init=False, repr=False, compare=False,
+                                    metadata=NOT_TIMING)   # what the L2 walk reads of it, once
 
     def __post_init__(self):
         assert self.tiles >= 1, self.name
@@ -138,13 +140,14 @@ class TimingKey:
     hash is computed once, and what depends only on these values hangs off it, so a copy
     that keeps them (relocated) or derives them (the L2 walk's variants) reads no field."""
 
-    __slots__ = ("values", "hash", "replay_keys", "variants")
+    __slots__ = ("values", "hash", "replay_keys", "variants", "work")
 
     def __init__(self, values: tuple):
         self.values = values
         self.hash = hash(values)
         self.replay_keys: dict = {}     # HBM channel phase -> replay key (hwsim.engine.replay)
         self.variants: dict = {}        # L2 walk's change -> the variant's TimingKey
+        self.work: tuple | None = None  # (tensor flops, L2 bytes, HBM bytes): hwsim.hw.power
 
     def __hash__(self) -> int:
         return self.hash

@@ -43,6 +43,20 @@ def code_kind(name: str) -> str:
     return name[name.rfind(".") + 1:]     # rsplit(".", 1)[-1] without a list: once per kernel
 
 
+def _walk_info(k: Kernel) -> tuple:
+    """What the walk reads of k, kept on it: its reads (each with whether it reads only some
+    rows), what it touches whole, what it touches in part, its rows' overlap, the bytes it
+    streams through the L2, its code's kind and the dependent fetches its code takes cold."""
+    partial = k.partial
+    # PyTorch's strided element-wise kernel (the one kernel with an integer chain) has more code
+    trips = CODE_FETCH_TRIPS_STRIDED if k.alu_chain > 1.0 else CODE_FETCH_TRIPS
+    info = k.walk_info = (
+        tuple((name, name in partial) for name in k.reads),
+        tuple(name for name in k.reads + k.writes if name not in partial), partial, k.row_overlap,
+        k.tiles * (k.hbm_read + k.hbm_write + k.l2_write - k.l2_atomic), code_kind(k.name), trips)
+    return info
+
+
 class L2Residency:
     def __init__(self, capacity_bytes: float, spill_address: int, miss_to_hit: float = 1.0):
         self.capacity = capacity_bytes       # L2 bytes activations may use (less any pinned SRAM)
@@ -57,29 +71,43 @@ class L2Residency:
     def place(self, items: list[StreamItem]) -> list[StreamItem]:
         """The stream with each kernel that reads evicted activations replaced by a variant
         that reads them from HBM; the L2's state carries over to the next call (next step)."""
-        run = self._run
-        return [run(item) if type(item) is Kernel else item for item in items]   # as the stream tells them
+        walk = self.walk
+        return [walk(item) if type(item) is Kernel else item for item in items]   # as the stream tells them
 
-    def _run(self, k: Kernel) -> Kernel:
-        # locals: this runs for every kernel of every step
-        clock, last_use, capacity, partial = self.clock, self.last_use, self.capacity, k.partial
-        partial_uses = self.partial_uses
+    def walk(self, k: Kernel) -> Kernel:
+        """k, or its variant reading evicted activations from HBM (or waiting on its code),
+        with the L2's state moved past it: call it on each kernel in stream order."""
+        # locals, and what it reads of k worked out once per kernel: this runs for every
+        # kernel of every step
+        reads, whole, partial, overlap, streamed, kind, trips = k.walk_info or _walk_info(k)
+        clock, last_use, capacity = self.clock, self.last_use, self.capacity
         evicted = 0.0                                   # reads' worth of bytes that come from HBM
-        for name in k.reads:
+        for name, in_part in reads:
             last = last_use.get(name)
             if last is None or clock - last > capacity:
-                evicted += (1.0 - self._touched_share(name, k.row_overlap, clock)) if name in partial else 1.0
-        for name in k.reads + k.writes:                 # what it touches whole is resident now
-            if name not in partial:
-                last_use[name] = clock
-                partial_uses.pop(name, None)
+                evicted += (1.0 - self._touched_share(name, overlap, clock)) if in_part else 1.0
+        partial_uses = self.partial_uses
+        for name in whole:                              # what it touches whole is resident now
+            last_use[name] = clock
+            if name in partial_uses:
+                del partial_uses[name]
         for name in partial:                            # what it touches in part: its rows only
-            partial_uses.setdefault(name, []).append(clock)
+            uses = partial_uses.get(name)
+            if uses is None:
+                partial_uses[name] = [clock]
+            else:
+                uses.append(clock)
         if evicted % 1.0:                               # only partial reads make fractions; round()
             evicted = round(evicted, 3)                 # is slow, and keeps whole numbers as they are
-        code_trips = self._code_fetch(k, clock) if k.reads and not evicted else 0.0
-        self.clock = clock + k.tiles * (k.hbm_read + k.hbm_write + k.l2_write - k.l2_atomic)
-        return self._variant(k, evicted, code_trips) if evicted or code_trips else k
+        self.clock = clock + streamed
+        if evicted:
+            return self._variant(k, evicted, 0.0)
+        if reads and kind != self.previous_kind:         # its code, fetched again (_code_fetch)
+            code_trips = self._code_fetch(k, clock)
+            return self._variant(k, 0.0, code_trips) if code_trips else k
+        if reads:
+            self.code_last_use[kind] = clock            # warm: the SM still holds its code
+        return k
 
     def _touched_share(self, name: str, overlap: float, clock: float) -> float:
         """Share of a partial reader's rows still in L2: those another partial reader touched
@@ -90,15 +118,12 @@ class L2Residency:
 
     def _code_fetch(self, k: Kernel, clock: float) -> float:
         """Round trips (in L2-hit latencies) k waits for its code; 0 when the SM still holds it."""
-        kind = code_kind(k.name)
+        kind, trips = (k.walk_info or _walk_info(k))[5:]
         last = self.code_last_use.get(kind)
         self.code_last_use[kind] = clock
-        cold = kind != self.previous_kind
-        self.previous_kind = kind
-        if not cold:
+        if kind == self.previous_kind:
             return 0.0
-        # PyTorch's strided element-wise kernel (the one kernel with an integer chain) has more code
-        trips = CODE_FETCH_TRIPS_STRIDED if k.alu_chain > 1.0 else CODE_FETCH_TRIPS
+        self.previous_kind = kind
         from_hbm = last is None or clock - last > self.capacity
         return trips * (self.miss_to_hit if from_hbm else 1.0)
 

@@ -46,6 +46,7 @@ ACTIVATION_REGION_BYTES = 64 * 2**20
 CODE_BYTES = {"fp8": 1, "fp4": 0.5}   # activation bytes per element fed to an FP8 / FP4 MMA
 QUANT_OPS_PER_BYTE = 1.0        # activation cast: scale, convert, pack per bf16 element (2 bytes)
 KERNEL_MEMO_LIMIT = 100_000
+RELOCATIONS_LIMIT = 500_000     # routed experts' kernels kept for later passes (a few hundred MB)
 # The production MoE schedules' small kernels (CUPTI device times on the H200,
 # calibration/data/h200_moe_kernels.jsonl), as dependent L2 round trips (147 ns each):
 TOPK_TRIPS = 20          # gatherTopK: 4.6-8.2 us (a radix select over each token's scores)
@@ -71,6 +72,20 @@ def _memo(build):
             self._memo[key] = hit = tuple(hit) if isinstance(hit, list) else hit
         return hit
     return cached
+
+
+@dataclass(frozen=True, slots=True)
+class RoutedExpert:
+    """A routed expert's place in the stream until the L2 walk (walked): the template
+    expert's kernels and how they become this expert's (the length of the template's name
+    prefix, this expert's prefix, template weight address -> this expert's; no prefix: the
+    template is this expert)."""
+
+    template: tuple[Kernel, ...]
+    layer: int
+    name_cut: int
+    prefix: str
+    address: dict[int, int]
 
 
 @dataclass(frozen=True)
@@ -119,6 +134,7 @@ class Schedule:
                               "(DeepSeek's reference code); use flash or cudnn", key="runtime.attention_kernel")
         self.mem = MemoryMap()
         self._memo: dict = {}
+        self._relocations: dict = {}    # (expert's name prefix, id(walked kernel)) -> (it, the copy)
         self.wb = model.weight_bytes
         # stored bytes per weight of each tensor class (hwsim.model.weight_format); bf16 keeps
         # the model's own width so the measured schedule is untouched
@@ -298,7 +314,41 @@ class Schedule:
         kernels.append(self._norm("final_norm", -1, lm_rows))
         kernels += self._gemm("lm_head", -1, lm_rows, self.model.hidden, self.model.vocab,
                               "lm_head", Component.WEIGHT_READ, out=("logits",), cls="embeddings")
-        return state.l2.place(kernels)
+        return self._walked(kernels, state.l2)
+
+    def _walked(self, items: list, l2: L2Residency) -> list[StreamItem]:
+        """The stream after the L2 walk (hwsim.model.l2_residency), each routed expert's kernels
+        made then. The walk reads a kernel's timing fields and what it reads and writes, never
+        its name or its weights' address, so it walks the template's kernels (whose variants are
+        kept on them, step after step), and the expert's kernel is the result renamed and moved:
+        a copy kept for the next pass that routes the expert the same rows with the same result
+        (half the experts of a batch-64 DeepSeek-V3 step after a few steps)."""
+        walk, copies = l2.walk, self._relocations
+        out: list[StreamItem] = []
+        for item in items:
+            kind = type(item)
+            if kind is Kernel:
+                out.append(walk(item))
+            elif kind is RoutedExpert:
+                layer, cut, prefix, address = item.layer, item.name_cut, item.prefix, item.address
+                if not prefix:                          # the template expert itself
+                    out += map(walk, item.template)
+                    continue
+                for k in item.template:
+                    k = walk(k)
+                    key = (prefix, id(k))               # k is alive while its entry holds it
+                    copy = copies.get(key)
+                    if copy is None:
+                        if len(copies) >= RELOCATIONS_LIMIT:
+                            copies.clear()
+                        copy = relocated(k, prefix + k.name[cut:], layer, address.get(k.address, k.address))
+                        copies[key] = (k, copy)
+                    else:
+                        copy = copy[1]
+                    out.append(copy)
+            else:
+                out.append(item)
+        return out
 
     def _attention_block(self, layer: int, s: StepShape) -> list[Kernel]:
         a, d = self.model.attention, self.model.hidden
@@ -526,7 +576,7 @@ class Schedule:
                     if plan and plan.wait:
                         ks.append(plan.wait)
                     on_chip, group = (plan.on_chip, plan.channel_group) if plan else (0.0, -1)
-                    ks += self._routed_expert(layer, e, rows[e], on_chip, group)
+                    ks.append(self._routed_expert(layer, e, rows[e], on_chip, group))
                     if plan:
                         dispatch.account(layer, plan.channel_group,
                                               self.expert_bytes() * (1.0 - plan.on_chip))
@@ -559,18 +609,17 @@ class Schedule:
                            writes=("x",)))
         return ks
 
-    @_memo
-    def _routed_expert(self, layer: int, e: int, rows: int, on_chip: float, group: int) -> list[Kernel]:
+    def _routed_expert(self, layer: int, e: int, rows: int, on_chip: float, group: int) -> RoutedExpert:
         """A routed expert's kernels: the first MoE layer's expert 0's at these rows, renamed
-        and pointed at this expert's weights (the kernels depend on the shapes only). Copying
-        them costs a fifth of building them, and a batch-64 pass runs thousands of experts."""
+        and pointed at this expert's weights (the kernels depend on the shapes only), once the
+        L2 walk has placed them (Schedule._walked). Copying them costs a fifth of building them, and a
+        batch-64 pass runs thousands of experts."""
         first = self._first_moe_layer
         template = self._expert(first, "expert0", rows, self.model.moe.expert_ffn, Component.EXPERT_READ,
                                 gather=True, on_chip=on_chip, channel_group=group)
         if (layer, e) == (first, 0):
-            return template
-        cut, prefix, address = self._expert_relocation(layer, e)
-        return [relocated(k, prefix + k.name[cut:], layer, address[k.address]) for k in template]
+            return RoutedExpert(template, layer, 0, "", {})
+        return RoutedExpert(template, layer, *self._expert_relocation(layer, e))
 
     @_memo
     def _expert_relocation(self, layer: int, e: int) -> tuple[int, str, dict[int, int]]:

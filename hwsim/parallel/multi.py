@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hwsim.engine.records import KernelRecord, StreamTotals
+from hwsim.engine.records import RecordLog, StreamTotals
 from hwsim.engine.stream import Stream
 from hwsim.hw.cluster import Cluster
 from hwsim.metrics import CommComponent, Component
@@ -122,7 +122,7 @@ class PassStats:
         return hidden if hidden > 1e-9 else 0.0          # rounding, not overlap
 
 
-def simulate(b, shape: StepShape, step: int, records: list[KernelRecord]):
+def simulate(b, shape: StepShape, step: int, records: RecordLog | None):
     """Run one pass on every GPU; returns (t0, totals per GPU, PassStats, routing)."""
     run: ParallelRun = b.parallel
     layout, env = run.layout, b.cluster.env
@@ -136,13 +136,13 @@ def simulate(b, shape: StepShape, step: int, records: list[KernelRecord]):
     parts = run.micro_batches if shape.phase == "decode" else 1
     micro = [_micro_batch(b, shape, routing, owner, groups, tokens) for tokens in _split(owner, parts)]
     keep = b.scenario.runtime.kernel_records
-    recorded = keep < 0 or step < keep
+    recorded = records is not None and (keep < 0 or step < keep)
     for stream in run.streams:
         stream.device.record_intervals(recorded)
     totals = [StreamTotals() for _ in run.streams]
     busy: list[list[tuple[float, float]]] = [[] for _ in run.streams]
     calls: list[tuple[float, float, str]] = []
-    first = len(records)
+    first = len(records) if recorded else 0
     t0 = env.now
     n_seg = len(micro[0].segments[0])
     computed = [[[env.event() for _ in run.streams] for _ in range(n_seg)] for _ in micro]
@@ -153,8 +153,8 @@ def simulate(b, shape: StepShape, step: int, records: list[KernelRecord]):
     for m, mb in enumerate(micro):
         env.process(_comms(b, mb, computed[m], communicated[m], calls))
     env.run()
-    for i, r in enumerate(records[first:]):      # one index per kernel of GPU 0's pass
-        r.index = i
+    if recorded:
+        records.renumber(first)                  # one index per kernel of GPU 0's pass
     return t0, totals, _stats(t0, env.now, busy, calls, imbalance), routing
 
 

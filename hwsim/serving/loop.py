@@ -84,7 +84,7 @@ class StepOracle:
 
     def simulate(self, key: tuple):
         self.built.env.run()
-        step = simulate_pass(self.built, pass_shape(key), self.simulated, [])
+        step = simulate_pass(self.built, pass_shape(key), self.simulated, None)
         self.simulated += 1
         return step
 
