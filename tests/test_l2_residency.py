@@ -9,7 +9,7 @@ import pytest
 from hwsim import operators as mb
 from hwsim.config.load import load_model
 from hwsim.metrics import Component
-from hwsim.model.kernel import Kernel
+from hwsim.model.kernel import Kernel, named_kernels
 from hwsim.model.l2_residency import L2Residency
 from hwsim.model.schedule import Schedule, StepShape
 
@@ -47,7 +47,7 @@ def test_experts_weights_sweep_the_gather_input_out_of_l2(h200):
         s = Schedule(m, h200)
         layers = [layer for layer in range(m.layers) if m.is_moe_layer(layer)]
         routing = {layer: np.array([[0, 1]]) for layer in layers}
-        ks = s.step(StepShape("decode", 1, 1, 512), routing)
+        ks = named_kernels(s.step(StepShape("decode", 1, 1, 512), routing))
         gathers = [k for k in ks if k.name.startswith("L0.") and k.name.endswith(".gather")]
         silus = [k for k in ks if k.name.startswith("L0.") and k.name.endswith(".silu")]
         assert gathers[0].hbm_read == 0

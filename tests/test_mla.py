@@ -11,6 +11,7 @@ import pytest
 from hwsim import operators as mb
 from hwsim.config.load import load_model
 from hwsim.errors import ConfigError
+from hwsim.model.kernel import named_kernels
 from hwsim.model.schedule import Schedule, StepShape
 
 KERNELS = Path(__file__).resolve().parents[1] / "validation" / "data" / "h200_general_kernels.csv"
@@ -55,8 +56,8 @@ def test_mla_prefill_attends_over_every_head_at_the_query_key_dim(h200):
     """Prefill decompresses K and V (kv_b over every prompt token) and runs flash attention over
     all 16 heads at qk_nope + qk_rope = 192 (V padded to it), not over the 576-wide latent."""
     s = Schedule(load_model("deepseek-v2-lite"), h200)
-    ks = {k.name.split(".", 1)[1]: k for k in s.step(StepShape("prefill", 1, 512, 0),
-                                                     {ly: np.zeros((512, 6), int) for ly in range(1, 27)})
+    ks = {k.name.split(".", 1)[1]: k for k in named_kernels(s.step(StepShape("prefill", 1, 512, 0),
+                                                     {ly: np.zeros((512, 6), int) for ly in range(1, 27)}))
           if k.name.startswith("L3.")}
     assert {"kv_b", "k_cat", "v_pad", "attention", "attn_out_copy"} <= set(ks)
     assert ks["attention"].tiles == 4 * 16                       # 512 / 128 query blocks x 16 heads

@@ -21,6 +21,7 @@ import pandas as pd
 from hwsim import operators as mb
 from hwsim.build import build
 from hwsim.config.scenario import Scenario
+from hwsim.model.kernel import named_kernels
 from hwsim.model.schedule import StepShape
 
 DATA = Path(__file__).resolve().parent / "data" / "h200_moe_step_kernels.csv"
@@ -63,7 +64,7 @@ def simulate(case: str, counts: list[list[int]], profile: str) -> pd.DataFrame:
     for layer, c in enumerate(counts[:LAYERS]):
         ids = np.repeat(np.arange(len(c)), c)
         routing[layer] = ids.reshape(-1, k) if ids.size % k == 0 else ids.reshape(-1, 1)
-    kernels = built.schedule.step(StepShape("decode", b, b, ctx), routing)
+    kernels = named_kernels(built.schedule.step(StepShape("decode", b, b, ctx), routing))
     _, records = mb.time_kernels(built.chip, [x for x in kernels if hasattr(x, "tiles")])
     return pd.DataFrame({"kind": [sim_kind(r.name) for r in records],
                          "dur_us": [(r.t_end - r.t_start) * 1e6 for r in records]})

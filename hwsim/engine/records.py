@@ -6,13 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hwsim.metrics import Component
-from hwsim.model.kernel import Kernel
+from hwsim.model.kernel import ExpertBlock, Kernel
 
 
 @dataclass(slots=True)
 class KernelRecord:
     """What happened to one kernel: its timing and where its time went (critical path).
-    Its sizes are read off the kernel it ran (one object a shape, shared across steps)."""
+    Its sizes are read off the kernel it ran (one object a shape, shared across steps), its
+    name and layer off the routed expert it ran for (hwsim.model.kernel.ExpertBlock), if any."""
 
     step: int
     index: int
@@ -26,6 +27,7 @@ class KernelRecord:
     launch_s: float = 0.0    # waiting to be dispatched after the previous kernel ended
     wait_s: float = 0.0      # waiting on an expert prefetch before that
     shared: bool = False     # ran beside items of other streams (its time stretched by sharing)
+    owner: ExpertBlock | None = None   # the routed expert it ran for (which names it), if any
 
     @property
     def attribution(self) -> dict[Component, float]:
@@ -38,11 +40,11 @@ class KernelRecord:
 
     @property
     def name(self) -> str:
-        return self.kernel.name
+        return self.owner.name_of(self.kernel) if self.owner else self.kernel.name
 
     @property
     def layer(self) -> int:
-        return self.kernel.layer
+        return self.owner.layer if self.owner else self.kernel.layer
 
     @property
     def tiles(self) -> int:

@@ -30,7 +30,7 @@ from hwsim.engine.timer import KernelTimer
 from hwsim.hw.device import Device
 from hwsim.hw.server import Server
 from hwsim.metrics import Component
-from hwsim.model.kernel import Kernel, PrefetchLoad, StreamItem
+from hwsim.model.kernel import ExpertBlock, Kernel, PrefetchLoad, StreamItem
 
 
 def _never() -> float:
@@ -44,6 +44,16 @@ def _stretched(parts: dict[Component, float], extra: float) -> dict[Component, f
                default=Component.KERNEL_OVERHEAD)
     out[body] = out.get(body, 0.0) + extra
     return out
+
+
+def _with_owners(items: list[StreamItem]):
+    """(item, None) for each item, but (kernel, its block) for each kernel of an ExpertBlock."""
+    for item in items:
+        if type(item) is ExpertBlock:
+            for k in item.kernels:
+                yield k, item
+        else:
+            yield item, None
 
 
 class Stream:
@@ -85,7 +95,7 @@ class Stream:
         launch_total = wait_total = 0.0
         graph, graph_launch_s = self.graph, chip.launch_graph_s
         i = -1
-        for k in items:
+        for k, owner in _with_owners(items):
             if type(k) is not Kernel:
                 if now > env.now:
                     yield env.timeout(now - env.now)
@@ -127,14 +137,15 @@ class Stream:
                     last_alone, run_length = effect, 1
                 parts = effect.parts
                 if recording and (once is None or effect not in once):
-                    device.record(effect, dispatch, end, k.name)
+                    device.record(effect, dispatch, end, owner.name_of(k) if owner else k.name)
             else:
                 if now > env.now:
                     yield env.timeout(now - env.now)
                 if dispatch > env.now:
                     yield env.timeout(dispatch - env.now)
                 if shared:
-                    item = arbiter.submit(k.name, effect.duration, device.shares(effect))
+                    item = arbiter.submit(owner.name_of(k) if owner else k.name, effect.duration,
+                                          device.shares(effect))
                     yield item.done
                     now = env.now
                     parts = _stretched(effect.parts, (now - dispatch) - effect.duration)
@@ -145,13 +156,13 @@ class Stream:
                 device.account(effect)
                 totals.add(parts, k.data, k.hbm_bytes)
                 if recording:
-                    device.record(effect, dispatch, now, k.name)
+                    device.record(effect, dispatch, now, owner.name_of(k) if owner else k.name)
                 horizon = peek()
             launch = dispatch - ready - waited
             launch_total += launch
             wait_total += waited
             if record is not None:          # KernelRecord's fields, in order
-                record((step, i, k, ready, dispatch, now, effect.waves, parts, launch, waited, shared))
+                record((step, i, k, ready, dispatch, now, effect.waves, parts, launch, waited, shared, owner))
             waited = 0.0
         if last_alone is not None:
             alone_counts[last_alone] = alone_counts.get(last_alone, 0) + run_length

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from hwsim.config.profile import Power
-from hwsim.model.kernel import Kernel, PrefetchLoad, timing_of
+from hwsim.model.kernel import ExpertBlock, Kernel, PrefetchLoad, timing_of
 
 
 @dataclass(frozen=True)
@@ -47,8 +47,12 @@ class Activity:
 
 def activity_of(items: Iterable) -> Activity:
     flops = l2 = hbm = 0.0
-    for k in items:
-        if type(k) is Kernel:
+    for item in items:
+        for k in (item.kernels if type(item) is ExpertBlock else (item,)):
+            if type(k) is not Kernel:
+                if isinstance(k, PrefetchLoad):
+                    hbm += sum(nbytes for _, _, nbytes, _ in k.loads)
+                continue
             # the kernel's work follows from its timing fields: worked out once per TimingKey
             # (a pass of a million kernels has a few thousand)
             timing = k.timing or timing_of(k)
@@ -59,8 +63,6 @@ def activity_of(items: Iterable) -> Activity:
             flops += work[0]
             l2 += work[1]
             hbm += work[2]
-        elif isinstance(k, PrefetchLoad):
-            hbm += sum(nbytes for _, _, nbytes, _ in k.loads)
     return Activity(flops, l2, hbm)
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from hwsim.io import strict_json
 from hwsim.io.atomic import check_folder_target, replace_folder
-from hwsim.io.tables import EVENT_COLUMNS, Coded, records_columns, rows_to_columns, write_csv, write_parquet
+from hwsim.io.tables import EVENT_COLUMNS, Coded, Joined, records_columns, rows_to_columns, write_csv, write_parquet
 from hwsim.run import RunResult, cyclic_gc_paused
 
 
@@ -24,7 +24,7 @@ def records_frame(result: RunResult):
     import pandas as pd
 
     columns = records_columns(result.records)
-    return pd.DataFrame({name: v.tolist() if isinstance(v, Coded) else v for name, v in columns.items()},
+    return pd.DataFrame({name: v.tolist() if isinstance(v, (Coded, Joined)) else v for name, v in columns.items()},
                         columns=list(EVENT_COLUMNS))
 
 

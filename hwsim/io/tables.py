@@ -34,6 +34,16 @@ class Coded(NamedTuple):
         return list(map(self.values.__getitem__, self.index.tolist()))
 
 
+class Joined(NamedTuple):
+    """A text column whose entries are two coded columns' entries joined (a routed expert's
+    kernel: its expert's prefix, the kernel's suffix)."""
+    first: Coded
+    second: Coded
+
+    def tolist(self) -> list:
+        return [a + b for a, b in zip(self.first.tolist(), self.second.tolist())]
+
+
 def records_columns(records: RecordLog) -> dict:
     """One array per events.parquet column, one entry per kernel record (attribution in us).
 
@@ -46,12 +56,13 @@ def records_columns(records: RecordLog) -> dict:
     rows = records.rows
     n = len(rows)
     (step, index, kernels, t_ready, t_start, t_end, waves, parts_list, launch_s, wait_s,
-     _shared) = zip(*rows) if n else ((),) * 11
+     _shared, owners) = zip(*rows) if n else ((),) * 12
     k_index, uniq_k = _index_by_identity(kernels)
     p_index, uniq_p = _index_by_identity(parts_list)
+    names, layers = _names(k_index, uniq_k, owners)
     # each distinct kernel's fields, as columns over the distinct kernels
-    names, layers, tiles, hbm_read, hbm_write, l2_read, l2_write, data = (
-        zip(*map(_record_fields, uniq_k)) if n else ((),) * 8)
+    tiles, hbm_read, hbm_write, l2_read, l2_write, data = (
+        zip(*map(_record_fields, uniq_k)) if n else ((),) * 6)
     tiles = np.array(tiles, dtype=np.int64)
     data_index, data = _index_by_identity(data)
     # tiles * bytes as the record's properties compute them (int * float, to the bit in
@@ -61,8 +72,8 @@ def records_columns(records: RecordLog) -> dict:
     cols: dict = {
         "step": np.array(step, dtype=np.int64),
         "index": np.array(index, dtype=np.int64),
-        "kernel": Coded(list(names), k_index),
-        "layer": np.array(layers, dtype=np.int64)[k_index],
+        "kernel": names,
+        "layer": layers,
         "t_ready_us": np.array(t_ready, dtype=np.float64) * 1e6,
         "t_start_us": np.array(t_start, dtype=np.float64) * 1e6,
         "t_end_us": np.array(t_end, dtype=np.float64) * 1e6,
@@ -89,7 +100,28 @@ def _typed(values: tuple) -> np.ndarray:
     return np.array(values, dtype=np.int64 if all(type(v) is int for v in values) else np.float64)
 
 
-_record_fields = fields_getter(("name", "layer", "tiles", "hbm_read", "hbm_write", "l2_read", "l2_write", "data"))
+_record_fields = fields_getter(("tiles", "hbm_read", "hbm_write", "l2_read", "l2_write", "data"))
+
+
+def _names(k_index: np.ndarray, kernels: list, owners: tuple) -> tuple["Joined", np.ndarray]:
+    """(each record's kernel name, each record's layer). A routed expert's kernel is shared by
+    many experts and named by the one it ran for (ExpertBlock.name_of: its prefix, then the
+    kernel's name past the template's prefix), so the names are joined column-wise from the
+    owners' prefixes and the kernels' suffixes, not made one by one."""
+    o_index, uniq_o = _index_by_identity(owners)
+    named = [o is not None and bool(o.prefix) for o in uniq_o]
+    cut = np.array([o.cut if is_named else 0 for o, is_named in zip(uniq_o, named)], dtype=np.int64)
+    # a kernel's suffix depends on the cut its owner makes (0: its whole name)
+    cuts = cut[o_index]
+    pairs = k_index * (int(cut.max(initial=0)) + 1) + cuts
+    _, first, s_index = np.unique(pairs, return_index=True, return_inverse=True)
+    suffixes = [kernels[k].name[c:] for k, c in zip(k_index[first].tolist(), cuts[first].tolist())]
+    prefixes = [o.prefix if is_named else "" for o, is_named in zip(uniq_o, named)]
+    kernel_layer = np.array([k.layer for k in kernels], dtype=np.int64)
+    owner_layer = np.array([o.layer if o is not None else -1 for o in uniq_o], dtype=np.int64)
+    has_owner = np.array([o is not None for o in uniq_o], dtype=bool)[o_index]
+    layers = np.where(has_owner, owner_layer[o_index], kernel_layer[k_index])
+    return Joined(Coded(prefixes, o_index), Coded(suffixes, s_index.astype(np.int64, copy=False).reshape(-1))), layers
 
 
 def _index_by_identity(objects: list) -> tuple[np.ndarray, list]:
@@ -107,6 +139,10 @@ def _arrow_column(values: list):
     only to ask whether the values are a pandas Series."""
     import pyarrow as pa
 
+    if isinstance(values, Joined):
+        import pyarrow.compute as pc
+        return pc.binary_join_element_wise(_arrow_column(values.first), _arrow_column(values.second),
+                                           pa.scalar("", pa.large_string()))
     if isinstance(values, Coded) and len(values.index) and all(type(v) is str for v in values.values):
         encoded = [v.encode("utf-8") for v in values.values]
         offsets = np.zeros(len(values.index) + 1, dtype=np.int64)

@@ -185,4 +185,34 @@ class AwaitLoad:
     key: tuple[int, int]
 
 
-StreamItem = Kernel | PrefetchLoad | AwaitLoad
+@dataclass(frozen=True, slots=True)
+class ExpertBlock:
+    """A routed expert's kernels in a pass, as the stream runs them. The Kernel objects are
+    shared by every expert routed the same rows whose L2 walk came out the same: experts
+    differ only in name, layer and weights' address, and timing sees the address only as its
+    phase in the HBM channel interleave (a weight-reading kernel here has the phase of this
+    expert's weights). Its kernels are named by the block: `prefix` + the kernel's name past
+    its first `cut` characters (no prefix: the kernel's own name, the template expert's)."""
+
+    kernels: tuple[Kernel, ...]
+    layer: int
+    cut: int
+    prefix: str
+
+    def name_of(self, k: Kernel) -> str:
+        return self.prefix + k.name[self.cut:] if self.prefix else k.name
+
+
+StreamItem = Kernel | PrefetchLoad | AwaitLoad | ExpertBlock
+
+
+def named_kernels(items: list[StreamItem]) -> list[StreamItem]:
+    """The items with each ExpertBlock's kernels as Kernels of their own, named and numbered by
+    layer as the stream records them (for tools and tests that read a pass's kernels by name)."""
+    out: list[StreamItem] = []
+    for item in items:
+        if type(item) is ExpertBlock:
+            out += [relocated(k, item.name_of(k), item.layer, k.address) for k in item.kernels]
+        else:
+            out.append(item)
+    return out

@@ -20,7 +20,7 @@ from hwsim.hw.chip import ChipSpec
 from hwsim.errors import ConfigError
 from hwsim.metrics import Component
 from hwsim.model import moe_kernels, ops
-from hwsim.model.kernel import Kernel, StreamItem, relocated
+from hwsim.model.kernel import ExpertBlock, Kernel, StreamItem, relocated
 from hwsim.model.l2_residency import L2Residency
 from hwsim.model.onchip import OnChipState
 from hwsim.model.memory_map import MemoryMap
@@ -46,7 +46,7 @@ ACTIVATION_REGION_BYTES = 64 * 2**20
 CODE_BYTES = {"fp8": 1, "fp4": 0.5}   # activation bytes per element fed to an FP8 / FP4 MMA
 QUANT_OPS_PER_BYTE = 1.0        # activation cast: scale, convert, pack per bf16 element (2 bytes)
 KERNEL_MEMO_LIMIT = 100_000
-RELOCATIONS_LIMIT = 500_000     # routed experts' kernels kept for later passes (a few hundred MB)
+MOVED_LIMIT = 100_000           # routed experts' weight-reading kernels kept per channel phase
 # The production MoE schedules' small kernels (CUPTI device times on the H200,
 # calibration/data/h200_moe_kernels.jsonl), as dependent L2 round trips (147 ns each):
 TOPK_TRIPS = 20          # gatherTopK: 4.6-8.2 us (a radix select over each token's scores)
@@ -134,7 +134,7 @@ class Schedule:
                               "(DeepSeek's reference code); use flash or cudnn", key="runtime.attention_kernel")
         self.mem = MemoryMap()
         self._memo: dict = {}
-        self._relocations: dict = {}    # (expert's name prefix, id(walked kernel)) -> (it, the copy)
+        self._moved: dict = {}    # (id(walked kernel), channel phase) -> (it, its copy there)
         self.wb = model.weight_bytes
         # stored bytes per weight of each tensor class (hwsim.model.weight_format); bf16 keeps
         # the model's own width so the measured schedule is untouched
@@ -317,38 +317,43 @@ class Schedule:
         return self._walked(kernels, state.l2)
 
     def _walked(self, items: list, l2: L2Residency) -> list[StreamItem]:
-        """The stream after the L2 walk (hwsim.model.l2_residency), each routed expert's kernels
-        made then. The walk reads a kernel's timing fields and what it reads and writes, never
-        its name or its weights' address, so it walks the template's kernels (whose variants are
-        kept on them, step after step), and the expert's kernel is the result renamed and moved:
-        a copy kept for the next pass that routes the expert the same rows with the same result
-        (half the experts of a batch-64 DeepSeek-V3 step after a few steps)."""
-        walk, copies = l2.walk, self._relocations
+        """The stream after the L2 walk (hwsim.model.l2_residency), each routed expert an
+        ExpertBlock. The walk reads a kernel's timing fields and what it reads and writes,
+        never its name or its weights' address, so it walks the template expert's kernels
+        (whose variants are kept on them, step after step); a weight-reading result is then
+        moved to the expert's weights' channel phase (one copy per kernel and phase, kept)."""
+        walk, moved = l2.walk, self._moved
+        period = self._channel_period
         out: list[StreamItem] = []
         for item in items:
             kind = type(item)
             if kind is Kernel:
                 out.append(walk(item))
             elif kind is RoutedExpert:
-                layer, cut, prefix, address = item.layer, item.name_cut, item.prefix, item.address
-                if not prefix:                          # the template expert itself
-                    out += map(walk, item.template)
-                    continue
+                address = item.address
+                kernels = []
                 for k in item.template:
                     k = walk(k)
-                    key = (prefix, id(k))               # k is alive while its entry holds it
-                    copy = copies.get(key)
-                    if copy is None:
-                        if len(copies) >= RELOCATIONS_LIMIT:
-                            copies.clear()
-                        copy = relocated(k, prefix + k.name[cut:], layer, address.get(k.address, k.address))
-                        copies[key] = (k, copy)
-                    else:
-                        copy = copy[1]
-                    out.append(copy)
+                    to = address.get(k.address)
+                    if to is not None and to != k.address:      # its weights: at this expert's
+                        key = (id(k), to % period)               # k is alive while its entry holds it
+                        hit = moved.get(key)
+                        if hit is None:
+                            if len(moved) >= MOVED_LIMIT:
+                                moved.clear()
+                            hit = moved[key] = (k, relocated(k, k.name, k.layer, to))
+                        k = hit[1]
+                    kernels.append(k)
+                out.append(ExpertBlock(tuple(kernels), item.layer, item.name_cut, item.prefix))
             else:
                 out.append(item)
         return out
+
+    @functools.cached_property
+    def _channel_period(self) -> int:
+        """Bytes after which the HBM channel interleave repeats: addresses this far apart time alike."""
+        c = self.chip
+        return c.hbm_interleave_bytes * c.hbm_stacks * c.hbm_channels_per_stack
 
     def _attention_block(self, layer: int, s: StepShape) -> list[Kernel]:
         a, d = self.model.attention, self.model.hidden

@@ -28,7 +28,7 @@ from hwsim.engine.records import RecordLog, StreamTotals
 from hwsim.engine.stream import Stream
 from hwsim.hw.cluster import Cluster
 from hwsim.metrics import CommComponent, Component
-from hwsim.model.kernel import Kernel
+from hwsim.model.kernel import ExpertBlock, Kernel
 from hwsim.model.onchip import OnChipState
 from hwsim.model.schedule import StepShape
 from hwsim.parallel import collectives, layout as lay
@@ -74,7 +74,11 @@ def cut_points(items: list, layout: lay.Layout, moe_layers: set[int]) -> list[tu
         cur = []
 
     for k in items:
-        if type(k) is Kernel:
+        if type(k) is ExpertBlock:          # a routed expert: the layer's experts have begun
+            if k.layer in moe_layers and layout.all_to_all and k.layer not in dispatched:
+                cut("dispatch", k.layer)
+                dispatched.add(k.layer)
+        elif type(k) is Kernel:
             name, layer = k.name, k.layer
             moe = layer in moe_layers and layout.all_to_all
             if name == f"L{layer}.residual_add" and layout.tp > 1:
