@@ -10,26 +10,17 @@ says it cannot change timing: a new timing field can never be replayed stale.
 
 from __future__ import annotations
 
+import itertools
+
 from hwsim.engine.effect import Effect
 from hwsim.engine.timer import KernelTimer
 from hwsim.model.kernel import Kernel, timing_of
 
 
-class _Key:
-    """A key with its hash computed once, one object per (channel phase, TimingKey): kernels
-    that time alike share it, and the lookup then matches it by identity."""
-
-    __slots__ = ("hash", "parts")
-
-    def __init__(self, parts: tuple):
-        self.parts = parts
-        self.hash = hash(parts)
-
-    def __hash__(self) -> int:
-        return self.hash
-
-    def __eq__(self, other) -> bool:
-        return self.parts == other.parts
+# A replay key is an int, one per (channel phase, TimingKey) in the process: kernels that time
+# alike share it, and a dict lookup hashes an int in C (an object's own __hash__ is a Python
+# call per kernel).
+_next_key = itertools.count(1)
 
 
 class ReplayCache:
@@ -37,17 +28,17 @@ class ReplayCache:
         self.timer = timer
         hbm = timer.path.hbm
         self._interleave, self._channels = hbm.interleave, hbm.channels
-        self.effects: dict[_Key, Effect] = {}
+        self.effects: dict[int, Effect] = {}
         self.misses = 0          # kernels timed (replays are counted by the streams)
 
-    def key(self, k: Kernel) -> _Key:
+    def key(self, k: Kernel) -> int:
         if k.replay_key is None:
             timing = k.timing or timing_of(k)   # copies of a template mostly carry it already
             granule, offset = divmod(int(k.address), self._interleave)
             phase = (granule % self._channels, offset)
             key = timing.replay_keys.get(phase)
             if key is None:
-                key = timing.replay_keys[phase] = _Key((phase, timing.values))
+                key = timing.replay_keys[phase] = next(_next_key)
             k.replay_key = key
         return k.replay_key
 

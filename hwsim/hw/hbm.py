@@ -83,6 +83,8 @@ class Hbm:
                 self._loads.clear()
             per = self.spread(address, nbytes, stack)
             touched = np.flatnonzero(per > 0)
+            if len(touched) and touched[-1] - touched[0] == len(touched) - 1:   # a run: a slice
+                touched = slice(int(touched[0]), int(touched[-1]) + 1)          # indexes faster
             hit = self._loads[key] = (touched, per[touched])
         return hit
 

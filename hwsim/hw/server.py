@@ -58,10 +58,11 @@ class ServerBank:
         touched = np.flatnonzero(units > 0)
         return self.serve_on(now, touched, units[touched], rate_scale)
 
-    def serve_on(self, now: float, servers: np.ndarray, units: np.ndarray, rate_scale: float = 1.0) -> float:
-        """Queue units[j] on server servers[j] (distinct, each units[j] > 0) at `now`; return
-        when the last of them is done."""
-        if not len(servers):
+    def serve_on(self, now: float, servers: np.ndarray | slice, units: np.ndarray,
+                 rate_scale: float = 1.0) -> float:
+        """Queue units[j] on server servers[j] (distinct, each units[j] > 0; or a slice of the
+        servers) at `now`; return when the last of them is done."""
+        if not len(units):
             return now
         start = np.maximum(self.free_at[servers], now)
         service = units / (self.rate * rate_scale)

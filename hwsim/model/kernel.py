@@ -64,7 +64,7 @@ class Kernel:               # of them; nothing mutates a Kernel after the schedu
                                     # under top-k routing over E experts)
     data: Component = Component.ACTIVATION_IO      # charged when the tile is memory-bound
     compute: Component = Component.ACTIVATION_IO   # charged when it is compute-bound
-    replay_key: object = field(default=None, repr=False, compare=False,
+    replay_key: int | None = field(default=None, repr=False, compare=False,
                                metadata=NOT_TIMING)   # set once by ReplayCache
     timing: TimingKey | None = field(default=None, init=False, repr=False, compare=False,
                                      metadata=NOT_TIMING)   # set once by timing_of(); not an

@@ -135,6 +135,8 @@ class Schedule:
         self.mem = MemoryMap()
         self._memo: dict = {}
         self._moved: dict = {}    # (id(walked kernel), channel phase) -> (it, its copy there)
+        self._templates: dict = {}     # (rows, on-chip share, channel group) -> the template expert
+        self._relocations: dict = {}   # (layer, expert) -> Schedule._expert_relocation
         self.wb = model.weight_bytes
         # stored bytes per weight of each tensor class (hwsim.model.weight_format); bf16 keeps
         # the model's own width so the measured schedule is untouched
@@ -619,19 +621,24 @@ class Schedule:
         and pointed at this expert's weights (the kernels depend on the shapes only), once the
         L2 walk has placed them (Schedule._walked). Copying them costs a fifth of building them, and a
         batch-64 pass runs thousands of experts."""
-        first = self._first_moe_layer
-        template = self._expert(first, "expert0", rows, self.model.moe.expert_ffn, Component.EXPERT_READ,
-                                gather=True, on_chip=on_chip, channel_group=group)
-        if (layer, e) == (first, 0):
-            return RoutedExpert(template, layer, 0, "", {})
-        return RoutedExpert(template, layer, *self._expert_relocation(layer, e))
+        # plain dicts, not the memo: this runs for every routed expert of every pass
+        template = self._templates.get((rows, on_chip, group))
+        if template is None:
+            template = self._templates[rows, on_chip, group] = self._expert(
+                self._first_moe_layer, "expert0", rows, self.model.moe.expert_ffn, Component.EXPERT_READ,
+                gather=True, on_chip=on_chip, channel_group=group)
+        relocation = self._relocations.get((layer, e))
+        if relocation is None:
+            relocation = self._relocations[layer, e] = self._expert_relocation(layer, e)
+        return RoutedExpert(template, layer, *relocation)
 
-    @_memo
     def _expert_relocation(self, layer: int, e: int) -> tuple[int, str, dict[int, int]]:
         """How the template expert's kernels become expert e's of `layer`: (the length of the
         template's name prefix, e's prefix, template weight address -> e's), worked out once
-        per expert rather than once per expert and token count."""
+        per expert rather than once per expert and token count; none for the template itself."""
         first = self._first_moe_layer
+        if (layer, e) == (first, 0):
+            return 0, "", {}
         old = f"L{first}.expert0."
         address = {0: 0, **{self._w(first, f"expert0.{w}"): self._w(layer, f"expert{e}.{w}")
                             for w in ("gate_up", "down")}}
