@@ -146,7 +146,7 @@ def _memory(cfg: Scenario, model: ModelShape, schedule: Schedule, chip: ChipSpec
     KV cache at the run's longest context; the allocator's alignment padding not counted),
     less the experts it does not hold, plus its activations (hwsim/parallel/memory.py)."""
     weights = schedule.weight_bytes_total()
-    kv = sum(n for name, (_, n) in schedule.mem.regions.items() if name.endswith("kv_cache"))
+    kv = schedule.kv_bytes_total()
     if experts is not None:
         moe_layers = sum(model.is_moe_layer(layer) for layer in range(model.layers))
         weights -= (model.moe.experts - experts.slots) * schedule.expert_bytes() * moe_layers

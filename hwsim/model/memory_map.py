@@ -10,6 +10,11 @@ class MemoryMap:
         self._next = 0
         self.regions: dict[str, tuple[int, float]] = {}
 
+    def copy(self) -> "MemoryMap":
+        new = MemoryMap()
+        new._next, new.regions = self._next, dict(self.regions)
+        return new
+
     def place(self, name: str, nbytes: float) -> int:
         """Address of `name`, allocating it on first use."""
         region = self.regions.get(name)

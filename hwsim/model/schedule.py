@@ -118,6 +118,10 @@ class StepShape:
         return self.decodes + self.prefill_sequences
 
 
+WEIGHT_LAYOUTS_LIMIT = 16
+_WEIGHT_LAYOUTS: dict = {}     # (id(model), bytes per weight, per class) -> (model, its weights' MemoryMap)
+
+
 class Schedule:
     def __init__(self, model: ModelShape, chip: ChipSpec, *, kv: KvFormat | None = None,
                  dequant: str = "software", moe_schedule: str = "per-expert",
@@ -146,7 +150,6 @@ class Schedule:
         self._layout_weights()
         # evicted activations are re-read from HBM (any address: only the channel mapping needs one)
         self.activation_address = self.mem.place("activations", ACTIVATION_REGION_BYTES)
-        self._weight_bytes: float | None = None
         self.kv_bytes_per_token_layer = self.kv_token_bytes(max_context)
         # one cache tensor a layer, sized for the run's longest context (as serving engines
         # preallocate it), each its own 2 MiB-aligned allocation
@@ -161,6 +164,21 @@ class Schedule:
 
     # -- weights ---------------------------------------------------------------------------
     def _layout_weights(self):
+        """Every weight tensor's region, from address 0. It depends on the model and the stored
+        bytes per weight only, so a process lays out each (model, formats) once (validate's rows
+        share a model, and a MoE model has tens of thousands of expert tensors)."""
+        key = (id(self.model), self.wb, tuple(sorted(self.wb_cls.items())))
+        hit = _WEIGHT_LAYOUTS.get(key)
+        if hit is None or hit[0] is not self.model:
+            if len(_WEIGHT_LAYOUTS) >= WEIGHT_LAYOUTS_LIMIT:
+                _WEIGHT_LAYOUTS.clear()
+            self._place_weights()
+            weights = sum(n for _, n in self.mem.regions.values())
+            hit = _WEIGHT_LAYOUTS[key] = (self.model, self.mem.copy(), weights)   # the model kept: its id stays its own
+        self.mem = hit[1].copy()
+        self._weights_laid_out = hit[2]
+
+    def _place_weights(self):
         m, d = self.model, self.model.hidden
         for layer in range(m.layers):
             for name, nbytes in self._layer_weights(layer).items():
@@ -193,10 +211,12 @@ class Schedule:
         return self.model.attention.weight_elements(self.model.hidden)
 
     def weight_bytes_total(self) -> float:
-        if self._weight_bytes is None:
-            self._weight_bytes = sum(n for name, (_, n) in self.mem.regions.items()
-                                     if not name.endswith("kv_cache"))
-        return self._weight_bytes
+        """Bytes of every region but the KV caches: the weights, then the activations (summed
+        in the order they were placed, as a sum over the regions would)."""
+        return self._weights_laid_out + self.mem.regions["activations"][1]
+
+    def kv_bytes_total(self) -> float:
+        return sum(self.mem.regions[f"L{layer}.kv_cache"][1] for layer in range(self.model.layers))
 
     def expert_bytes(self) -> float:
         moe = self.model.moe
