@@ -21,7 +21,7 @@ from hwsim.model.expert_sram import ExpertCache
 from hwsim.workload.predictor import predict
 
 
-@dataclass
+@dataclass(slots=True)
 class ExpertPlan:
     on_chip: float          # share of the expert's weight bytes read from SRAM (0..1)
     channel_group: int

@@ -598,6 +598,7 @@ class Schedule:
                 # the combine buffer the experts scatter-add into starts zeroed
                 ks.append(self._ew("moe_zero", layer, 0, t * d * ops.ACT_BYTES, writes=("acc",)))
                 rows = counts.tolist()                   # Python ints: no numpy scalar per expert
+                expert_bytes = self.expert_bytes()
                 for e in np.flatnonzero(counts).tolist():
                     plan = dispatch.plan(layer, e) if dispatch else None
                     if plan and plan.wait:
@@ -605,8 +606,7 @@ class Schedule:
                     on_chip, group = (plan.on_chip, plan.channel_group) if plan else (0.0, -1)
                     ks.append(self._routed_expert(layer, e, rows[e], on_chip, group))
                     if plan:
-                        dispatch.account(layer, plan.channel_group,
-                                              self.expert_bytes() * (1.0 - plan.on_chip))
+                        dispatch.account(layer, plan.channel_group, expert_bytes * (1.0 - plan.on_chip))
             elif not counts.any():
                 pass     # expert parallelism: no token reached this GPU's experts (hwsim/parallel)
             elif self.moe_schedule == "grouped":
