@@ -82,3 +82,14 @@ def test_write_all_runs_every_job_once_across_processes(tmp_path):
     written = sorted(p.read_text().split() for p in tmp_path.iterdir())
     assert [w[0] for w in written] == [str(i) for i in range(5)]
     assert 2 <= len({w[1] for w in written}) <= 3            # in this process and its children
+
+
+def test_write_all_keeps_a_bundle_one_file_dominates_in_this_process(tmp_path):
+    """Side by side cannot end before the costliest file, so a bundle whose costliest file costs
+    as much as the rest together is written here, not in a child forked from the run's heap."""
+    def write(i):
+        time.sleep(0.2)                     # long enough for a forked child to take some
+        (tmp_path / f"f{i}").write_text(f"{os.getpid()}")
+    write_all([("big", 3.0, lambda: write(0)), ("a", 1.0, lambda: write(1)), ("b", 1.0, lambda: write(2))],
+              workers=3)
+    assert {p.read_text() for p in tmp_path.iterdir()} == {str(os.getpid())}
