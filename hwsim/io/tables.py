@@ -144,11 +144,15 @@ def _arrow_column(values: list):
         return pc.binary_join_element_wise(_arrow_column(values.first), _arrow_column(values.second),
                                            pa.scalar("", pa.large_string()))
     if isinstance(values, Coded) and len(values.index) and all(type(v) is str for v in values.values):
+        import pyarrow.compute as pc
+        # the distinct values as one array, gathered by the index in Arrow (C++), not row by row
         encoded = [v.encode("utf-8") for v in values.values]
-        offsets = np.zeros(len(values.index) + 1, dtype=np.int64)
-        np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded))[values.index], out=offsets[1:])
-        return pa.Array.from_buffers(pa.large_string(), len(values.index), [
-            None, pa.py_buffer(offsets), pa.py_buffer(b"".join(map(encoded.__getitem__, values.index.tolist())))])
+        offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)), out=offsets[1:])
+        distinct = pa.Array.from_buffers(pa.large_string(), len(encoded),
+                                         [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))])
+        index = np.ascontiguousarray(values.index, dtype=np.int64)
+        return pc.take(distinct, pa.Array.from_buffers(pa.int64(), len(index), [None, pa.py_buffer(index)]))
     if isinstance(values, Coded):
         values = values.tolist()
     if isinstance(values, np.ndarray):                   # typed already: wrap its buffer
