@@ -181,8 +181,9 @@ def _run(scenario, set_, out, json_out, trace, max_wall_s, max_gb, plots, plotte
                           highlight=False)
     started = time.time()
     with _progress(enabled=not json_out and sys.stderr.isatty()) as progress:
-        # the busy intervals of every step only for the trace; the Gantt chart draws one step
-        result = run_scenario(cfg, built, progress=progress, every_interval=trace)
+        # the busy intervals of every step only for the trace; the Gantt chart draws one step;
+        # without either, none
+        result = run_scenario(cfg, built, progress=progress, every_interval=trace, intervals=trace or plots)
     resolved = cfg.model_dump(mode="json")
     manifest = {
         "summary": result.summary,
@@ -320,6 +321,7 @@ def validate(
     load_scenario(None, sets)          # a bad override fails here, once, before any row runs
     rows = load_dataset(dataset)
     report = validate_rows(rows, sets)
+    _left_to_exit(report)              # what this process built for its rows: freed by the exit
     if json_out:
         _json_line(report)
     else:

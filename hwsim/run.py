@@ -70,15 +70,17 @@ def cyclic_gc_paused():
 
 
 def run_scenario(cfg: Scenario, built: Built | None = None, progress=None,
-                 every_interval: bool = True) -> RunResult:
+                 every_interval: bool = True, intervals: bool = True) -> RunResult:
     """Simulate the scenario: fixed-batch decode steps, or (workload.arrivals) a serving run.
     `progress(done, total)` is called as work completes (requests or steps).
     `every_interval=False`: the units' busy intervals (RunResult.lanes) in full for the step
     the Gantt chart draws only (drawn_step); of the other steps, each item's first run, which
     keeps every lane that was ever busy (the chart's rows). The same chart, at a fraction of
-    the cost: a DeepSeek-V3 batch-64 run recorded 4.6 million intervals over 8 steps."""
+    the cost: a DeepSeek-V3 batch-64 run recorded 4.6 million intervals over 8 steps.
+    `intervals=False`: none at all (RunResult.lanes empty), for a run that draws no chart and
+    writes no trace; every other result is the same."""
     with cyclic_gc_paused():
-        return _run_scenario(cfg, built, progress, every_interval)
+        return _run_scenario(cfg, built, progress, every_interval, intervals)
 
 
 def drawn_step(cfg: Scenario) -> int:
@@ -88,7 +90,8 @@ def drawn_step(cfg: Scenario) -> int:
     return steps - 1 if keep < 0 else min(steps, keep) - 1
 
 
-def _run_scenario(cfg: Scenario, built: Built | None, progress, every_interval: bool) -> RunResult:
+def _run_scenario(cfg: Scenario, built: Built | None, progress, every_interval: bool,
+                  intervals: bool) -> RunResult:
     """The run at the SM clock `runtime.sm_clock` asks for: under `settled`, first at the
     maximum clock, then, if its repeated passes draw more than the power limit, again at the
     clock the limit settles at (hwsim/hw/power.py)."""
@@ -99,12 +102,12 @@ def _run_scenario(cfg: Scenario, built: Built | None, progress, every_interval: 
                                        # settle() always ends on its last probe
 
     def simulate(clock_hz: float) -> tuple[float, Activity]:
-        latest[:] = [_simulate(cfg, b.at_sm_clock(clock_hz), wall0, progress, every_interval)]
+        latest[:] = [_simulate(cfg, b.at_sm_clock(clock_hz), wall0, progress, every_interval, intervals)]
         return steady_work(latest[0])
 
     settled = None
     if power is None or cfg.runtime.sm_clock != "settled":
-        result = _simulate(cfg, b, wall0, progress, every_interval)
+        result = _simulate(cfg, b, wall0, progress, every_interval, intervals)
     else:
         settled = settle(power, simulate)
         result = latest[0]
@@ -144,7 +147,8 @@ def power_summary(power: PowerModel | None, result: RunResult, settled: Settled 
             "joules_per_token": watts * seconds / tokens if tokens else None}
 
 
-def _simulate(cfg: Scenario, b: Built, wall0: float, progress, every_interval: bool = True) -> RunResult:
+def _simulate(cfg: Scenario, b: Built, wall0: float, progress, every_interval: bool = True,
+              intervals: bool = True) -> RunResult:
     if cfg.workload.arrivals.kind != "none":
         return _run_serving(cfg, b, wall0, progress)
     w = cfg.workload
@@ -154,10 +158,10 @@ def _simulate(cfg: Scenario, b: Built, wall0: float, progress, every_interval: b
     drawn = drawn_step(cfg)
     if w.prompt_tokens:
         prefill = simulate_pass(b, StepShape("prefill", 1, w.prompt_tokens, 0), -1, records,
-                                every_interval or drawn == -1)
+                                every_interval or drawn == -1, intervals=intervals)
     for i in range(w.decode_steps):
         shape = StepShape("decode", w.batch_size, w.batch_size, w.context_tokens + i)
-        steps.append(simulate_pass(b, shape, i, records, every_interval or i == drawn))
+        steps.append(simulate_pass(b, shape, i, records, every_interval or i == drawn, intervals=intervals))
         if progress:
             progress(i + 1, w.decode_steps)
     wall = time.perf_counter() - wall0

@@ -54,13 +54,15 @@ def plan_pass(b: Built, shape: StepShape, step: int) -> PassPlan:
 
 
 def simulate_pass(b: Built, shape: StepShape, step: int, records: RecordLog | None,
-                  every_interval: bool = True, plan: PassPlan | None = None) -> StepResult:
+                  every_interval: bool = True, plan: PassPlan | None = None,
+                  intervals: bool = True) -> StepResult:
     """`every_interval=False`: of the units' busy intervals, keep only each item's first run
     (hwsim.hw.device.Device.record_intervals), for a step that no chart draws. `plan`: the
     pass's kernels as plan_pass built them for this shape and step on an equal system (at
-    another SM clock); by default they are built here."""
+    another SM clock); by default they are built here. `intervals=False`: no busy intervals
+    (nothing draws or writes them)."""
     if b.parallel is not None:
-        return _parallel_pass(b, shape, step, records)
+        return _parallel_pass(b, shape, step, records, intervals)
     plan = plan or plan_pass(b, shape, step)
     routing, kernels = plan.routing, plan.items
     copies = b.stream.copies
@@ -69,7 +71,7 @@ def simulate_pass(b: Built, shape: StepShape, step: int, records: RecordLog | No
     totals = StreamTotals()
     keep = b.scenario.runtime.kernel_records   # past this window the step's records are not made
     recorded = records is not None and (keep < 0 or step < keep)
-    b.device.record_intervals(recorded, first_runs_only=not every_interval)
+    b.device.record_intervals(recorded and intervals, first_runs_only=not every_interval)
     b.env.process(b.stream.run(kernels, step, records if recorded else None, totals))
     b.env.run()
     by_component = dict.fromkeys(Component, 0.0)
@@ -90,11 +92,12 @@ def simulate_pass(b: Built, shape: StepShape, step: int, records: RecordLog | No
                       / b.schedule.weight_bytes_total(), activity=activity_of(kernels))
 
 
-def _parallel_pass(b: Built, shape: StepShape, step: int, records: RecordLog | None) -> StepResult:
+def _parallel_pass(b: Built, shape: StepShape, step: int, records: RecordLog | None,
+                   intervals: bool) -> StepResult:
     """A pass on several GPUs (hwsim/parallel/multi.py): the breakdown averages the GPUs' kernels
     and adds the collectives and the wait for the slowest GPU; bytes and kernels are summed."""
     from hwsim.parallel import multi
-    t0, totals, stats, routing = multi.simulate(b, shape, step, records)
+    t0, totals, stats, routing = multi.simulate(b, shape, step, records, intervals)
     moved = {"weights": 0.0, "kv": 0.0, "activations": 0.0}
     for t in totals:
         for comp, nbytes in t.moved.items():

@@ -34,3 +34,17 @@ def test_only_the_drawn_step_in_full_draws_the_same_chart(sets):
     assert chart(full) == chart(lean) and chart(full)
     kept, every = (sum(map(len, r.lanes.values())) for r in (lean, full))
     assert kept < every if drawn_step(cfg) > 0 else kept == every     # a step before the drawn one
+
+
+@pytest.mark.parametrize("scenario", [None, "scenarios/qwen3-235b-ep4.yaml"], ids=["one-gpu", "ep4"])
+def test_a_run_that_draws_nothing_keeps_no_intervals_and_the_same_results(scenario):
+    """`hwsim run` without --plots or --trace keeps no busy intervals at all (intervals=False):
+    nothing reads them, and every result but the lanes is the same."""
+    cfg = load_scenario(scenario, ["workload.decode_steps=2"])
+    full = run_scenario(cfg, build(cfg), every_interval=False)
+    bare = run_scenario(cfg, build(cfg), every_interval=False, intervals=False)
+    assert any(full.lanes.values()) and not any(bare.lanes.values())
+    for result in (full, bare):
+        result.summary["sim"].pop("wall_s")
+    assert bare.summary == full.summary
+    assert bare.records.rows == full.records.rows

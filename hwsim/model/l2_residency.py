@@ -101,13 +101,18 @@ class L2Residency:
             evicted = round(evicted, 3)                 # is slow, and keeps whole numbers as they are
         self.clock = clock + streamed
         if evicted:
-            return self._variant(k, evicted, 0.0)
-        if reads and kind != self.previous_kind:         # its code, fetched again (_code_fetch)
+            code_trips = 0.0
+        elif reads and kind != self.previous_kind:       # its code, fetched again
             code_trips = self._code_fetch(k, clock)
-            return self._variant(k, 0.0, code_trips) if code_trips else k
-        if reads:
-            self.code_last_use[kind] = clock            # warm: the SM still holds its code
-        return k
+            if not code_trips:
+                return k
+        else:
+            if reads:
+                self.code_last_use[kind] = clock        # warm: the SM still holds its code
+            return k
+        variants = k.l2_variants                        # the variant made before, looked up here
+        new = variants.get((evicted, code_trips, self.spill_address)) if variants is not None else None
+        return new or self._variant(k, evicted, code_trips)
 
     def _touched_share(self, name: str, overlap: float, clock: float) -> float:
         """Share of a partial reader's rows still in L2: those another partial reader touched

@@ -126,7 +126,7 @@ class PassStats:
         return hidden if hidden > 1e-9 else 0.0          # rounding, not overlap
 
 
-def simulate(b, shape: StepShape, step: int, records: RecordLog | None):
+def simulate(b, shape: StepShape, step: int, records: RecordLog | None, intervals: bool = True):
     """Run one pass on every GPU; returns (t0, totals per GPU, PassStats, routing)."""
     run: ParallelRun = b.parallel
     layout, env = run.layout, b.cluster.env
@@ -142,7 +142,7 @@ def simulate(b, shape: StepShape, step: int, records: RecordLog | None):
     keep = b.scenario.runtime.kernel_records
     recorded = records is not None and (keep < 0 or step < keep)
     for stream in run.streams:
-        stream.device.record_intervals(recorded)
+        stream.device.record_intervals(recorded and intervals)
     totals = [StreamTotals() for _ in run.streams]
     busy: list[list[tuple[float, float]]] = [[] for _ in run.streams]
     calls: list[tuple[float, float, str]] = []
