@@ -171,3 +171,28 @@ def test_deepseek_group_limited_routing_stays_in_top_groups():
     groups_used = [len(set((row // 32).tolist())) for row in choice]
     assert max(groups_used) <= 4
     assert len(np.unique(choice)) > 128          # different tokens still spread over the experts
+
+
+def test_routed_experts_are_recorded_under_their_own_names_and_layers():
+    """A routed expert's kernels are shared with every expert routed alike (ExpertBlock), but
+    each record names its own: the pass's kernels, named one by one (named_kernels), are the
+    records' names and layers in order, and every routed expert the routing chose is there."""
+    from hwsim.build import build
+    from hwsim.model.kernel import ExpertBlock, Kernel, named_kernels
+    from hwsim.model.schedule import StepShape
+    from hwsim.step import plan_pass, simulate_pass
+    from hwsim.engine.records import RecordLog
+
+    cfg = load_scenario(None, ["model=qwen3-30b-a3b", "workload.batch_size=8"])
+    b = build(cfg)
+    shape = StepShape("decode", 8, 8, cfg.workload.context_tokens)
+    plan = plan_pass(b, shape, 0)
+    assert any(type(item) is ExpertBlock for item in plan.items)
+    records = RecordLog()
+    simulate_pass(b, shape, 0, records, plan=plan)
+    named = [k for k in named_kernels(plan.items) if type(k) is Kernel]
+    assert [(r.name, r.layer) for r in records] == [(k.name, k.layer) for k in named]
+    for layer, choice in plan.routing.items():
+        chosen = {f"L{layer}.expert{e}.gate_up" for e in np.unique(choice[choice >= 0])}
+        assert chosen == {r.name for r in records if r.layer == layer and r.name.endswith(".gate_up")
+                          and ".expert" in r.name}

@@ -207,8 +207,8 @@ StreamItem = Kernel | PrefetchLoad | AwaitLoad | ExpertBlock
 
 
 def named_kernels(items: list[StreamItem]) -> list[StreamItem]:
-    """The items with each ExpertBlock's kernels as Kernels of their own, named and numbered by
-    layer as the stream records them (for tools and tests that read a pass's kernels by name)."""
+    """The items with each ExpertBlock's kernels as Kernels of their own, with the names and
+    layer the stream records them by (for tools and tests that read a pass's kernels by name)."""
     out: list[StreamItem] = []
     for item in items:
         if type(item) is ExpertBlock:

@@ -76,7 +76,7 @@ def _memo(build):
 
 @dataclass(frozen=True, slots=True)
 class RoutedExpert:
-    """A routed expert's place in the stream until the L2 walk (walked): the template
+    """A routed expert's place in the stream until the L2 walk (Schedule._walked): the template
     expert's kernels and how they become this expert's (the length of the template's name
     prefix, this expert's prefix, template weight address -> this expert's; no prefix: the
     template is this expert)."""
@@ -637,13 +637,14 @@ class Schedule:
         return ks
 
     def _routed_expert(self, layer: int, e: int, rows: int, on_chip: float, group: int) -> RoutedExpert:
-        """A routed expert's kernels: the first MoE layer's expert 0's at these rows, renamed
-        and pointed at this expert's weights (the kernels depend on the shapes only), once the
-        L2 walk has placed them (Schedule._walked). Copying them costs a fifth of building them, and a
-        batch-64 pass runs thousands of experts."""
+        """A routed expert's kernels: the first MoE layer's expert 0's at these rows (the
+        kernels depend on the shapes only), and how they become this expert's once the L2 walk
+        has placed them (Schedule._walked). A batch-64 pass runs thousands of experts."""
         # plain dicts, not the memo: this runs for every routed expert of every pass
         template = self._templates.get((rows, on_chip, group))
         if template is None:
+            if len(self._templates) >= MOVED_LIMIT:
+                self._templates.clear()
             template = self._templates[rows, on_chip, group] = self._expert(
                 self._first_moe_layer, "expert0", rows, self.model.moe.expert_ffn, Component.EXPERT_READ,
                 gather=True, on_chip=on_chip, channel_group=group)
