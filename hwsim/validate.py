@@ -153,8 +153,8 @@ def predict_ms(row: dict, sets: list[str] | None = None) -> float:
     SM clock the power limit settles it at when replayed back to back, as the row was measured
     (hwsim/hw/power.py; `runtime.sm_clock` says otherwise)."""
     cfg, shape = _row_scenario(row, sets)
-    # a row needs the pass's time only: no kernel records, no busy intervals per unit (those
-    # were 30% of a validate's wall time, and the predictions are the same to the bit)
+    # a row keeps no kernel records (its passes run with records=None): say so, so that the
+    # cost check does not count their memory
     cfg = cfg.model_copy(update={"runtime": cfg.runtime.model_copy(update={"kernel_records": 0})})
     check_cost(cfg, load_model(cfg.model))       # a row is one step: refuse one that takes hours
     draws = ROUTING_DRAWS if shape.phase == "decode" else 1

@@ -62,7 +62,6 @@ class Device:
         self.hbm_read_bytes = 0.0
         self.hbm_write_bytes = 0.0
         self.recording = False
-        self._first_runs_only = False
         self._recorded: set = set()          # items recorded once (first_runs_only)
         self.recorded_once: set | None = None   # that set while only first runs are kept, else None
 
@@ -80,7 +79,6 @@ class Device:
         `first_runs_only`: only the first run of each item is kept, which still marks every
         lane the item ever uses as busy (the Gantt chart's rows), for the steps it does not draw."""
         self.recording = on
-        self._first_runs_only = first_runs_only
         self.recorded_once = self._recorded if first_runs_only else None
         if on:
             for u in self.units:
@@ -162,10 +160,11 @@ class Device:
         """Busy intervals of one run: a unit is busy from the item's start until its last
         request there is served; an item stretched by sharing (end - start > duration alone)
         stretches its intervals in proportion."""
-        if self._first_runs_only:
-            if e in self._recorded:
+        once = self.recorded_once
+        if once is not None:
+            if e in once:
                 return
-            self._recorded.add(e)
+            once.add(e)
         if e.lanes is None:
             e.lanes = self._lanes(e)
         stretch = (end - start) / e.duration if e.duration > 0 else 1.0

@@ -27,7 +27,7 @@ EVENT_COLUMNS = ("step", "index", "kernel", "layer", "t_ready_us", "t_start_us",
 class Coded(NamedTuple):
     """A text column as a list of values and each entry's index among them: a million
     kernel records name a few hundred thousand kernels and a dozen components, and each
-    name is encoded once once, not once a row."""
+    name is encoded once, not once a row."""
     values: list
     index: np.ndarray
 
@@ -140,23 +140,10 @@ def _arrow_column(values: list):
     only to ask whether the values are a pandas Series."""
     import pyarrow as pa
 
-    if isinstance(values, Joined):
-        values = (values.first, values.second)
-    elif isinstance(values, Coded) and all(type(v) is str for v in values.values):
-        values = (values,)
-    if isinstance(values, tuple) and len(values[0].index):
-        # text: each entry the join of its parts' coded values, laid out in one pass (not with
-        # pyarrow.compute, whose first call in a process costs 0.4 s)
-        parts = [([v.encode("utf-8") for v in c.values], c.index) for c in values]
-        lengths = sum(np.fromiter(map(len, encoded), np.int64, len(encoded))[index] for encoded, index in parts)
-        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-        pieces = [map(encoded.__getitem__, index.tolist()) for encoded, index in parts]
-        data = b"".join(pieces[0] if len(pieces) == 1 else itertools.chain.from_iterable(zip(*pieces)))
-        return pa.Array.from_buffers(pa.large_string(), len(lengths), [None, pa.py_buffer(offsets), pa.py_buffer(data)])
-    if isinstance(values, tuple):
-        values = []
-    if isinstance(values, Coded):
+    if isinstance(values, (Coded, Joined)):
+        coded = (values.first, values.second) if isinstance(values, Joined) else (values,)
+        if len(coded[0].index) and all(type(v) is str for c in coded for v in c.values):
+            return _text_column(coded)
         values = values.tolist()
     if isinstance(values, np.ndarray):                   # typed already: wrap its buffer
         data = np.ascontiguousarray(values)
@@ -184,6 +171,20 @@ def _arrow_column(values: list):
     if nulls.any():                                 # pandas writes NaN as null
         return pa.array(data, mask=nulls)
     return pa.Array.from_buffers(pa.float64(), n, [None, pa.py_buffer(data)])
+
+
+def _text_column(coded: tuple[Coded, ...]):
+    """A large_string column whose entries are the coded columns' entries joined, laid out in
+    one pass (not with pyarrow.compute, whose first call in a process costs 0.4 s)."""
+    import pyarrow as pa
+
+    parts = [([v.encode("utf-8") for v in c.values], c.index) for c in coded]
+    lengths = sum(np.fromiter(map(len, encoded), np.int64, len(encoded))[index] for encoded, index in parts)
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    pieces = [map(encoded.__getitem__, index.tolist()) for encoded, index in parts]
+    data = b"".join(pieces[0] if len(pieces) == 1 else itertools.chain.from_iterable(zip(*pieces)))
+    return pa.Array.from_buffers(pa.large_string(), len(lengths), [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
 def write_parquet(columns: dict[str, list], path: Path) -> None:

@@ -79,7 +79,7 @@ class L2Residency:
         with the L2's state moved past it: call it on each kernel in stream order."""
         # locals, and what it reads of k worked out once per kernel: this runs for every
         # kernel of every step
-        reads, whole, partial, overlap, streamed, kind, trips = k.walk_info or _walk_info(k)
+        reads, whole, partial, overlap, streamed = (k.walk_info or _walk_info(k))[:5]
         clock, last_use, capacity = self.clock, self.last_use, self.capacity
         evicted = 0.0                                   # reads' worth of bytes that come from HBM
         for name, in_part in reads:
@@ -100,19 +100,8 @@ class L2Residency:
         if evicted % 1.0:                               # only partial reads make fractions; round()
             evicted = round(evicted, 3)                 # is slow, and keeps whole numbers as they are
         self.clock = clock + streamed
-        if evicted:
-            code_trips = 0.0
-        elif reads and kind != self.previous_kind:       # its code, fetched again
-            code_trips = self._code_fetch(k, clock)
-            if not code_trips:
-                return k
-        else:
-            if reads:
-                self.code_last_use[kind] = clock        # warm: the SM still holds its code
-            return k
-        variants = k.l2_variants                        # the variant made before, looked up here
-        new = variants.get((evicted, code_trips, self.spill_address)) if variants is not None else None
-        return new or self._variant(k, evicted, code_trips)
+        code_trips = self._code_fetch(k, clock) if reads and not evicted else 0.0
+        return self._variant(k, evicted, code_trips) if evicted or code_trips else k
 
     def _touched_share(self, name: str, overlap: float, clock: float) -> float:
         """Share of a partial reader's rows still in L2: those another partial reader touched

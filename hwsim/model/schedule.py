@@ -357,7 +357,7 @@ class Schedule:
                 for k in item.template:
                     k = walk(k)
                     to = address.get(k.address)
-                    if to is not None and to != k.address:      # its weights: at this expert's
+                    if to is not None:                          # its weights: at this expert's
                         key = (id(k), to % period)               # k is alive while its entry holds it
                         hit = moved.get(key)
                         if hit is None:
@@ -661,8 +661,7 @@ class Schedule:
         if (layer, e) == (first, 0):
             return 0, "", {}
         old = f"L{first}.expert0."
-        address = {0: 0, **{self._w(first, f"expert0.{w}"): self._w(layer, f"expert{e}.{w}")
-                            for w in ("gate_up", "down")}}
+        address = {self._w(first, f"expert0.{w}"): self._w(layer, f"expert{e}.{w}") for w in ("gate_up", "down")}
         return len(old), f"L{layer}.expert{e}.", address
 
     @functools.cached_property
