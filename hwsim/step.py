@@ -13,6 +13,7 @@ from hwsim.engine.records import RecordLog, StreamTotals
 from hwsim.hw.power import Activity, activity_of
 from hwsim.metrics import Component, traffic_class
 from hwsim.model.schedule import StepShape
+from hwsim.workload.router import experts_chosen
 
 
 @dataclass
@@ -83,13 +84,18 @@ def simulate_pass(b: Built, shape: StepShape, step: int, records: RecordLog | No
     if b.onchip.dispatch:
         b.onchip.dispatch.end_step()
     moved["expert_prefetch"] = copies.bytes - prefetched_before
-    active = [len(np.unique(r[r >= 0])) for r in routing.values()]
     return StepResult(step=step, phase=shape.phase, batch=shape.batch, context=shape.context,
                       t_start=t0, t_end=b.env.now, breakdown_s=breakdown, bytes=moved,
-                      kernels=totals.kernels, tokens=shape.tokens,
-                      active_experts_per_layer=float(np.mean(active)) if active else 0.0,
-                      active_weight_fraction=b.schedule.active_weight_bytes(routing)
-                      / b.schedule.weight_bytes_total(), activity=activity_of(kernels))
+                      kernels=totals.kernels, tokens=shape.tokens, **_active_experts(b, routing),
+                      activity=activity_of(kernels))
+
+
+def _active_experts(b: Built, routing: dict) -> dict[str, float]:
+    """StepResult's mean distinct experts per MoE layer and share of the weights touched."""
+    active = [experts_chosen(r) for r in routing.values()]
+    return {"active_experts_per_layer": float(np.mean(active)) if active else 0.0,
+            "active_weight_fraction": b.schedule.active_weight_bytes(active)
+            / b.schedule.weight_bytes_total()}
 
 
 def _parallel_pass(b: Built, shape: StepShape, step: int, records: RecordLog | None,
@@ -106,11 +112,7 @@ def _parallel_pass(b: Built, shape: StepShape, step: int, records: RecordLog | N
     for onchip in b.parallel.onchips:
         if onchip.dispatch:
             onchip.dispatch.end_step()
-    active = [len(np.unique(r[r >= 0])) for r in routing.values()]
     return StepResult(step=step, phase=shape.phase, batch=shape.batch, context=shape.context,
                       t_start=t0, t_end=b.env.now, breakdown_s=multi.breakdown(totals, stats),
                       bytes=moved, kernels=sum(t.kernels for t in totals), tokens=shape.tokens,
-                      active_experts_per_layer=float(np.mean(active)) if active else 0.0,
-                      active_weight_fraction=b.schedule.active_weight_bytes(routing)
-                      / b.schedule.weight_bytes_total(),
-                      parallel=stats)
+                      **_active_experts(b, routing), parallel=stats)

@@ -26,6 +26,24 @@ def test_uniform_routing_touches_the_expected_number_of_experts(batch):
     assert np.mean(distinct) == pytest.approx(expected_distinct(128, 8, batch), rel=0.05)
 
 
+def test_uniform_top_k_picks_the_lowest_scores_and_survives_a_tie():
+    """uniform_topk finds each token's k lowest scores without argpartition; a tie at the k-th
+    (which would give a token k+1 experts) falls back to argpartition's pick."""
+    from hwsim.workload.router import experts_chosen, uniform_topk
+    moe = Moe(experts=16, top_k=3, expert_ffn=8)
+    choice = uniform_topk(np.random.default_rng(5), 200, moe)
+    scores = np.random.default_rng(5).random((200, 16))
+    assert choice.shape == (200, 3)
+    assert (np.sort(choice, axis=1) == np.sort(np.argsort(scores, axis=1)[:, :3], axis=1)).all()
+    assert experts_chosen(choice) == len(np.unique(choice))
+
+    class Tied:                  # every score equal: all 16 are "at most the 3rd lowest"
+        def random(self, shape):
+            return np.full(shape, 0.5)
+    tied = uniform_topk(Tied(), 4, moe)
+    assert tied.shape == (4, 3) and all(len(set(row)) == 3 for row in tied.tolist())
+
+
 def test_zipf_concentrates_and_balance_flattens():
     moe = Moe(experts=128, top_k=8, expert_ffn=768)
     skewed = Router(Routing(kind="zipf", zipf_exponent=1.2), moe, [0], np.random.default_rng(0))
@@ -102,6 +120,28 @@ def test_zipf_raises_stack_imbalance_only_under_per_expert_placement():
     assert zipf_pe > uni_pe > 1.0
     assert zipf_il["expert_stack_imbalance"] == pytest.approx(1.0)
     assert zipf_il["channel_imbalance"] < 1.01
+
+
+@pytest.mark.parametrize("placement", ["interleaved", "per-expert"])
+def test_a_layer_planned_at_once_is_planned_as_expert_after_expert(placement):
+    """ExpertDispatch.plan_layer's shortcut (nothing on chip, nothing in flight) plans and
+    counts exactly what plan() does expert by expert, and the per-stack bytes follow."""
+    from hwsim.build import build
+
+    def dispatch():
+        return build(load_scenario(None, [*QWEN, f"moe.placement={placement}"])).onchip.dispatch
+    at_once, one_by_one = dispatch(), dispatch()
+    experts = [0, 3, 17, 64, 127]
+    plans, one_plans = at_once.plan_layer(5, experts), [one_by_one.plan(5, e) for e in experts]
+    assert plans == one_plans
+    at_once.account(5, plans)
+    one_by_one.account(5, one_plans)
+    assert at_once.stats.stack_bytes == one_by_one.stats.stack_bytes
+    assert at_once._this_step == one_by_one._this_step
+    a, b = at_once.cache, one_by_one.cache
+    assert (a.lookups, a.hits, a.hits_by_layer, a.uses) == (b.lookups, b.hits, b.hits_by_layer, b.uses)
+    assert {p.channel_group for p in plans} == ({-1} if placement == "interleaved" else
+                                                {one_by_one.channel_group(5, e) for e in experts})
 
 
 def test_caches_hit_when_hot_experts_repeat_and_lru_thrashes_when_they_do_not_fit():

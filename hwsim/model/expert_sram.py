@@ -49,6 +49,16 @@ class ExpertCache:
             self.admit(key, size)
         return hit
 
+    def count_misses(self, layer: int, experts: list[int]) -> None:
+        """lookup() of each of `experts` of `layer`, known to miss and not to be admitted."""
+        n = len(experts)
+        self.lookups += n
+        self.hits_by_layer.setdefault(layer, [0, 0])[1] += n
+        uses = self.uses
+        for e in experts:
+            key = (layer, e)
+            uses[key] = uses.get(key, 0) + 1
+
     def admit(self, key: tuple[int, int], size: float) -> bool:
         """Make `key` resident, evicting per the policy; False if it cannot fit."""
         if key in self.resident:

@@ -28,6 +28,9 @@ class ExpertPlan:
     wait: AwaitLoad | None
 
 
+FROM_HBM = ExpertPlan(0.0, -1, None)     # an expert streamed from HBM, over every stack (never changed)
+
+
 @dataclass
 class DispatchStats:
     predicted: int = 0
@@ -35,7 +38,7 @@ class DispatchStats:
     needed: int = 0
     wasted_bytes: float = 0.0
     prefetched_bytes: float = 0.0
-    stack_bytes: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)  # (step, layer) -> per stack
+    stack_bytes: dict[tuple[int, int], list[float]] = field(default_factory=dict)  # (step, layer) -> per stack
 
 
 class ExpertDispatch:
@@ -120,6 +123,19 @@ class ExpertDispatch:
         r = routing[layer]
         return set(np.unique(r[r >= 0]).tolist())
 
+    def plan_layer(self, layer: int, experts: list[int]) -> list[ExpertPlan]:
+        """plan() for each of a layer's routed experts, in order (a batch-64 pass plans
+        thousands). While nothing is or can become resident on chip and no copy is in flight
+        (no expert SRAM: the measured schedule), every expert streams from HBM."""
+        cache = self.cache
+        if cache.resident or cache.admit_on_use or self._in_flight:
+            return [self.plan(layer, e) for e in experts]
+        self._this_step.setdefault(layer, set()).update(experts)
+        cache.count_misses(layer, experts)
+        if self.cfg.placement != "per-expert":
+            return [FROM_HBM] * len(experts)
+        return [ExpertPlan(0.0, self.channel_group(layer, e), None) for e in experts]
+
     def plan(self, layer: int, expert: int) -> ExpertPlan:
         """Where expert `expert` of `layer` reads its weights from in this step."""
         key = (layer, expert)
@@ -135,19 +151,26 @@ class ExpertDispatch:
     def _fraction(self, key) -> float:
         return min(1.0, self.cache.resident.get(key, 0.0) / self.expert_bytes)
 
-    def account(self, layer: int, group: int, hbm_bytes: float) -> None:
-        """Expert weight bytes a layer streams from HBM, per stack (for hot-spot statistics)."""
+    def account(self, layer: int, plans: list[ExpertPlan]) -> None:
+        """The expert weight bytes a layer's plans stream from HBM, per stack (for hot-spot
+        statistics): an expert placed on one stack reads from it, any other from all alike."""
         per = self.stats.stack_bytes.get((self._step, layer))
-        if per is None:                        # not setdefault: an array made per expert is costly
-            per = self.stats.stack_bytes[self._step, layer] = np.zeros(self.stacks)
-        if group >= 0:
-            per[group] += hbm_bytes
-        else:
-            per += hbm_bytes / self.stacks
+        if per is None:
+            per = self.stats.stack_bytes[self._step, layer] = [0.0] * self.stacks
+        stacks = range(self.stacks)
+        for plan in plans:                     # floats, not an array: one add is a Python call
+            hbm_bytes = self.expert_bytes * (1.0 - plan.on_chip)
+            if plan.channel_group >= 0:
+                per[plan.channel_group] += hbm_bytes
+            else:
+                share = hbm_bytes / self.stacks
+                for s in stacks:
+                    per[s] += share
 
     def expert_stack_imbalance(self) -> float:
         """Mean over layers and steps of max/mean expert bytes per HBM stack (1.0 = even)."""
-        ratios = [v.max() / v.mean() for v in self.stats.stack_bytes.values() if v.mean() > 0]
+        per_stack = [np.array(v) for v in self.stats.stack_bytes.values()]
+        ratios = [v.max() / v.mean() for v in per_stack if v.mean() > 0]
         return float(np.mean(ratios)) if ratios else 1.0
 
     def end_step(self) -> None:

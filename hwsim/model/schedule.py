@@ -24,7 +24,7 @@ from hwsim.model.kernel import ExpertBlock, Kernel, StreamItem, relocated
 from hwsim.model.l2_residency import L2Residency
 from hwsim.model.onchip import OnChipState
 from hwsim.model.memory_map import MemoryMap
-from hwsim.model.moe_dispatch import ExpertDispatch
+from hwsim.model.moe_dispatch import FROM_HBM, ExpertDispatch
 from hwsim.model.shapes import MlaAttention, ModelShape
 from hwsim.model.weight_format import BF16, WeightPlan
 from hwsim.workload.kv_format import BF16_KV, KvFormat
@@ -74,7 +74,7 @@ def _memo(build):
     return cached
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, eq=False)    # not frozen: one is made per routed expert and pass
 class RoutedExpert:
     """A routed expert's place in the stream until the L2 walk (Schedule._walked): the template
     expert's kernels and how they become this expert's (the length of the template's name
@@ -119,7 +119,7 @@ class StepShape:
 
 
 WEIGHT_LAYOUTS_LIMIT = 16
-_WEIGHT_LAYOUTS: dict = {}     # (id(model), bytes per weight, per class) -> (model, its weights' MemoryMap)
+_WEIGHT_LAYOUTS: dict = {}     # (id(model), bytes per weight, per class) -> (model, its weights' MemoryMap, ...)
 
 
 class Schedule:
@@ -140,7 +140,7 @@ class Schedule:
         self._memo: dict = {}
         self._moved: dict = {}    # (id(walked kernel), channel phase) -> (it, its copy there)
         self._templates: dict = {}     # (rows, on-chip share, channel group) -> the template expert
-        self._relocations: dict = {}   # (layer, expert) -> Schedule._expert_relocation
+        self._relocations: dict = {}   # (layer, expert) -> Schedule._expert_relocation (per layout)
         self.wb = model.weight_bytes
         # stored bytes per weight of each tensor class (hwsim.model.weight_format); bf16 keeps
         # the model's own width so the measured schedule is untouched
@@ -174,9 +174,10 @@ class Schedule:
                 _WEIGHT_LAYOUTS.clear()
             self._place_weights()
             weights = sum(n for _, n in self.mem.regions.values())
-            hit = _WEIGHT_LAYOUTS[key] = (self.model, self.mem.copy(), weights)   # the model kept: its id stays its own
+            # the model kept: its id stays its own; the relocations follow from the layout alone
+            hit = _WEIGHT_LAYOUTS[key] = (self.model, self.mem.copy(), weights, {})
         self.mem = hit[1].copy()
-        self._weights_laid_out = hit[2]
+        self._weights_laid_out, self._relocations = hit[2], hit[3]
 
     def _place_weights(self):
         m, d = self.model, self.model.hidden
@@ -248,12 +249,12 @@ class Schedule:
     def expert_address(self, layer: int, expert: int) -> int:
         return self.mem.regions[f"L{layer}.expert{expert}.gate_up"][0]
 
-    def active_weight_bytes(self, routing: dict[int, np.ndarray]) -> float:
-        """Weight bytes one forward pass touches: everything but the experts nobody chose."""
+    def active_weight_bytes(self, chosen: list[int]) -> float:
+        """Weight bytes one forward pass touches: everything but the experts nobody chose
+        (`chosen`: each MoE layer's count of distinct experts chosen, in layer order)."""
         total = self.weight_bytes_total()
-        for choice in routing.values():
-            untouched = self.model.moe.experts - len(np.unique(choice[choice >= 0]))
-            total -= untouched * self.expert_bytes()
+        for n in chosen:
+            total -= (self.model.moe.experts - n) * self.expert_bytes()
         return total
 
     # -- kernels ---------------------------------------------------------------------------
@@ -598,15 +599,14 @@ class Schedule:
                 # the combine buffer the experts scatter-add into starts zeroed
                 ks.append(self._ew("moe_zero", layer, 0, t * d * ops.ACT_BYTES, writes=("acc",)))
                 rows = counts.tolist()                   # Python ints: no numpy scalar per expert
-                expert_bytes = self.expert_bytes()
-                for e in np.flatnonzero(counts).tolist():
-                    plan = dispatch.plan(layer, e) if dispatch else None
-                    if plan and plan.wait:
+                experts = np.flatnonzero(counts).tolist()
+                plans = dispatch.plan_layer(layer, experts) if dispatch else [FROM_HBM] * len(experts)
+                for e, plan in zip(experts, plans):
+                    if plan.wait:
                         ks.append(plan.wait)
-                    on_chip, group = (plan.on_chip, plan.channel_group) if plan else (0.0, -1)
-                    ks.append(self._routed_expert(layer, e, rows[e], on_chip, group))
-                    if plan:
-                        dispatch.account(layer, plan.channel_group, expert_bytes * (1.0 - plan.on_chip))
+                    ks.append(self._routed_expert(layer, e, rows[e], plan.on_chip, plan.channel_group))
+                if dispatch:
+                    dispatch.account(layer, plans)
             elif not counts.any():
                 pass     # expert parallelism: no token reached this GPU's experts (hwsim/parallel)
             elif self.moe_schedule == "grouped":

@@ -23,9 +23,17 @@ from hwsim.model.shapes import Moe
 
 
 def uniform_topk(rng: np.random.Generator, tokens: int, moe: Moe) -> np.ndarray:
-    """[tokens, top_k] distinct expert ids per token, uniformly at random (the measured schedule)."""
+    """[tokens, top_k] distinct expert ids per token, uniformly at random (the measured
+    schedule), each token's in ascending order. The k lowest of uniform scores: found as those
+    at most the k-th lowest (np.partition), which is half the cost of np.argpartition, whose
+    index shuffle is slow; a tie at the k-th score (chance ~1e-14) falls back to it."""
+    k = moe.top_k
     scores = rng.random((tokens, moe.experts))
-    return np.argpartition(scores, moe.top_k - 1, axis=1)[:, : moe.top_k]
+    chosen = scores <= np.partition(scores, k - 1, axis=1)[:, k - 1:k]
+    experts = np.nonzero(chosen)[1]
+    if experts.size != tokens * k:
+        return np.sort(np.argpartition(scores, k - 1, axis=1)[:, :k], axis=1)
+    return experts.reshape(tokens, k)
 
 
 def weighted_topk(rng: np.random.Generator, tokens: int, k: int, probs: np.ndarray,
@@ -143,6 +151,12 @@ class Router:
                 else:
                     out[t, j] = -1
         return out
+
+
+def experts_chosen(choice: np.ndarray) -> int:
+    """How many distinct experts a layer's tokens chose (dropped assignments, -1, aside):
+    np.unique's count without its sort, for every layer of every pass."""
+    return int(np.count_nonzero(np.bincount(choice[choice >= 0].ravel())))
 
 
 def tokens_per_expert(choice: np.ndarray, experts: int) -> np.ndarray:
