@@ -25,6 +25,15 @@ def reader():
     return Kernel(name="add", layer=0, tiles=4, l2_read=100.0, reads=("a", "b"), writes=("c",))
 
 
+def warm_data_walk(l2, k, clock):
+    """k walked at `clock` (bytes streamed so far) with what it reads just written: only its
+    code can be cold."""
+    l2.clock = clock
+    for name in k.reads:
+        l2.last_use[name] = clock
+    return l2.walk(k)
+
+
 def test_a_read_after_more_than_the_capacity_streamed_goes_to_hbm():
     l2 = L2Residency(50 * MIB, spill_address=1 << 30)
     near = l2.place([stream("w1", 0, ("a", "b")), stream("w2", 40 * MIB), reader()])[-1]
@@ -89,8 +98,9 @@ def test_cold_code_costs_what_the_h200_shows(h200):
         block = s._expert(0, "expert0", n, s.model.moe.expert_ffn, Component.EXPERT_READ, gather=True)
         silu = next(k for k in block if k.name.endswith(".silu"))
         l2 = s.cold_state().l2
-        trips = l2._code_fetch(silu, 0.0)                # never ran: its code comes from HBM
-        sim = (mb.device_time_s(h200, [l2._variant(silu, 0, trips)]) - mb.device_time_s(h200, [silu])) * 1e6
+        code_cold = warm_data_walk(l2, silu, 0.0)        # never ran: its code comes from HBM
+        assert code_cold.start_trips > silu.start_trips and code_cold.hbm_read == silu.hbm_read
+        sim = (mb.device_time_s(h200, [code_cold]) - mb.device_time_s(h200, [silu])) * 1e6
         assert sim == pytest.approx(code_cold_us - resident_us, rel=0.3)
 
 
@@ -102,13 +112,16 @@ def test_code_is_warm_for_a_kernel_of_the_kind_just_run(h200):
     silu = next(k for k in block if k.name.endswith(".silu"))
     mul = next(k for k in block if k.name.endswith(".mul"))
     l2 = s.cold_state().l2
-    first = l2._code_fetch(silu, 0.0)
-    assert l2._code_fetch(silu, 1.0) == 0                 # same kind again: warm
-    l2._code_fetch(mul, 2.0)
-    again = l2._code_fetch(silu, 3.0)                     # after a mul: cold, but in L2
+
+    def code_trips(k, clock):
+        return warm_data_walk(l2, k, clock).start_trips - k.start_trips
+    first = code_trips(silu, 0.0)
+    assert code_trips(silu, 1.0) == 0                     # same kind again: warm
+    code_trips(mul, 2.0)
+    again = code_trips(silu, 3.0)                         # after a mul: cold, but in L2
     assert 0 < again < first
-    l2._code_fetch(mul, 4.0)
-    assert l2._code_fetch(silu, 5.0 + 2 * l2.capacity) == first   # streamed out of L2: from HBM
+    code_trips(mul, 4.0)
+    assert code_trips(silu, 5.0 + 2 * l2.capacity) == first   # streamed out of L2: from HBM
 
 
 def test_atomics_take_l2_time_but_evict_nothing(h200):

@@ -27,7 +27,7 @@ of weights stay in L2, 2.5 us).
 
 from __future__ import annotations
 
-import bisect
+from bisect import bisect_left
 
 from hwsim.model.kernel import Kernel, StreamItem, TimingKey, copy_kernel, timing_of
 
@@ -57,6 +57,25 @@ def _walk_info(k: Kernel) -> tuple:
     return info
 
 
+_ROUNDED: dict[float, float] = {}     # an evicted share -> it to 3 decimals (round() is slow)
+
+
+def _rounded(evicted: float) -> float:
+    """The evicted share a variant is made for: to 3 decimals, so that partial reads whose
+    shares differ in the last bits share a variant. Memoised: the shares take few values."""
+    if len(_ROUNDED) >= 100_000:
+        _ROUNDED.clear()
+    r = _ROUNDED[evicted] = round(evicted, 3)
+    return r
+
+
+def _touched_share(overlap: float, recent: int) -> float:
+    """Share of a partial reader's rows still in L2: those another partial reader touched
+    within the L2's capacity of streamed bytes (`recent` readers, each touching a row with
+    chance `overlap`)."""
+    return 1.0 - (1.0 - overlap) ** recent
+
+
 class L2Residency:
     def __init__(self, capacity_bytes: float, spill_address: int, miss_to_hit: float = 1.0):
         self.capacity = capacity_bytes       # L2 bytes activations may use (less any pinned SRAM)
@@ -77,52 +96,58 @@ class L2Residency:
     def walk(self, k: Kernel) -> Kernel:
         """k, or its variant reading evicted activations from HBM (or waiting on its code),
         with the L2's state moved past it: call it on each kernel in stream order."""
-        # locals, and what it reads of k worked out once per kernel: this runs for every
-        # kernel of every step
-        reads, whole, partial, overlap, streamed = (k.walk_info or _walk_info(k))[:5]
+        return self.walk_all((k,))[0]
+
+    def walk_all(self, kernels) -> list[Kernel]:
+        """walk() of each of `kernels` in turn (a routed expert's, every pass), the state in
+        locals between them: this runs for every kernel of every step."""
         clock, last_use, capacity = self.clock, self.last_use, self.capacity
-        evicted = 0.0                                   # reads' worth of bytes that come from HBM
-        for name, in_part in reads:
-            last = last_use.get(name)
-            if last is None or clock - last > capacity:
-                evicted += (1.0 - self._touched_share(name, overlap, clock)) if in_part else 1.0
-        partial_uses = self.partial_uses
-        for name in whole:                              # what it touches whole is resident now
-            last_use[name] = clock
-            if name in partial_uses:
-                del partial_uses[name]
-        for name in partial:                            # what it touches in part: its rows only
-            uses = partial_uses.get(name)
-            if uses is None:
-                partial_uses[name] = [clock]
-            else:
-                uses.append(clock)
-        if evicted % 1.0:                               # only partial reads make fractions; round()
-            evicted = round(evicted, 3)                 # is slow, and keeps whole numbers as they are
-        self.clock = clock + streamed
-        code_trips = self._code_fetch(k, clock) if reads and not evicted else 0.0
-        return self._variant(k, evicted, code_trips) if evicted or code_trips else k
-
-    def _touched_share(self, name: str, overlap: float, clock: float) -> float:
-        """Share of a partial reader's rows still in L2: those another partial reader touched
-        within the L2's capacity of streamed bytes (each row with chance `overlap` per reader)."""
-        uses = self.partial_uses.get(name, ())          # in clock order
-        recent = len(uses) - bisect.bisect_left(uses, clock - self.capacity)
-        return 1.0 - (1.0 - overlap) ** recent
-
-    def _code_fetch(self, k: Kernel, clock: float) -> float:
-        """Round trips (in L2-hit latencies) k waits for its code; 0 when the SM still holds it."""
-        kind, trips = (k.walk_info or _walk_info(k))[5:]
-        last = self.code_last_use.get(kind)
-        self.code_last_use[kind] = clock
-        if kind == self.previous_kind:
-            return 0.0
-        self.previous_kind = kind
-        from_hbm = last is None or clock - last > self.capacity
-        return trips * (self.miss_to_hit if from_hbm else 1.0)
+        partial_uses, code_last_use, previous_kind = self.partial_uses, self.code_last_use, self.previous_kind
+        spill = self.spill_address
+        out = []
+        for k in kernels:
+            # what it reads of k, worked out once per kernel
+            reads, whole, partial, overlap, streamed, kind, trips = k.walk_info or _walk_info(k)
+            evicted = 0.0                               # reads' worth of bytes that come from HBM
+            for name, in_part in reads:
+                last = last_use.get(name)
+                if last is None or clock - last > capacity:
+                    if in_part:                         # the share of its rows touched since
+                        uses = partial_uses.get(name, ())
+                        recent = len(uses) - bisect_left(uses, clock - capacity)
+                        evicted += 1.0 - _touched_share(overlap, recent)
+                    else:
+                        evicted += 1.0
+            for name in whole:                          # what it touches whole is resident now
+                last_use[name] = clock
+                if name in partial_uses:
+                    del partial_uses[name]
+            for name in partial:                        # what it touches in part: its rows only
+                uses = partial_uses.get(name)
+                if uses is None:
+                    partial_uses[name] = [clock]
+                else:
+                    uses.append(clock)
+            if evicted % 1.0:                           # only partial reads make fractions
+                evicted = _ROUNDED.get(evicted) or _rounded(evicted)
+            code_trips = 0.0
+            if reads and not evicted:                   # its code: still on the SM, in L2 or in HBM
+                last = code_last_use.get(kind)
+                code_last_use[kind] = clock
+                if kind != previous_kind:
+                    previous_kind = kind
+                    from_hbm = last is None or clock - last > capacity
+                    code_trips = trips * (self.miss_to_hit if from_hbm else 1.0)
+            clock += streamed
+            if evicted or code_trips:
+                variants = k.l2_variants       # kept on k: a memoised kernel's variants live (and die) with it
+                k = (variants and variants.get((evicted, code_trips, spill))) or self._variant(k, evicted, code_trips)
+            out.append(k)
+        self.clock, self.previous_kind = clock, previous_kind
+        return out
 
     def _variant(self, k: Kernel, evicted: float, code_trips: float) -> Kernel:
-        variants = k.l2_variants       # kept on k: a memoised kernel's variants live (and die) with it
+        variants = k.l2_variants
         if variants is None:
             variants = k.l2_variants = {}
         key = (evicted, code_trips, self.spill_address)

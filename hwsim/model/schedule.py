@@ -345,7 +345,7 @@ class Schedule:
         never its name or its weights' address, so it walks the template expert's kernels
         (whose variants are kept on them, step after step); a weight-reading result is then
         moved to the expert's weights' channel phase (one copy per kernel and phase, kept)."""
-        walk, moved = l2.walk, self._moved
+        walk, walk_all, moved = l2.walk, l2.walk_all, self._moved
         period = self._channel_period
         out: list[StreamItem] = []
         for item in items:
@@ -354,9 +354,8 @@ class Schedule:
                 out.append(walk(item))
             elif kind is RoutedExpert:
                 address = item.address
-                kernels = []
-                for k in item.template:
-                    k = walk(k)
+                kernels = walk_all(item.template)
+                for i, k in enumerate(kernels):
                     to = address.get(k.address)
                     if to is not None:                          # its weights: at this expert's
                         key = (id(k), to % period)               # k is alive while its entry holds it
@@ -365,8 +364,7 @@ class Schedule:
                             if len(moved) >= MOVED_LIMIT:
                                 moved.clear()
                             hit = moved[key] = (k, relocated(k, k.name, k.layer, to))
-                        k = hit[1]
-                    kernels.append(k)
+                        kernels[i] = hit[1]
                 out.append(ExpertBlock(tuple(kernels), item.layer, item.name_cut, item.prefix))
             else:
                 out.append(item)
