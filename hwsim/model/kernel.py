@@ -185,7 +185,7 @@ class AwaitLoad:
     key: tuple[int, int]
 
 
-@dataclass(slots=True, eq=False)    # not frozen: a frozen __init__ sets each field by a call
+@dataclass(slots=True)     # not frozen: a frozen __init__ sets each field by a call
 class ExpertBlock:
     """A routed expert's kernels in a pass, as the stream runs them. The Kernel objects are
     shared by every expert routed the same rows whose L2 walk came out the same: experts
