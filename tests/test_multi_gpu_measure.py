@@ -85,9 +85,14 @@ def test_the_dispatch_plans_of_the_ranks_agree(ep):
     assert sum(p["n_recv"] for p in plans) == batch * cfg["k"]
 
 
-def test_an_ep_step_runs_on_one_gloo_rank_and_counts_its_collectives(ep, one_rank):
-    args = type("Args", (), dict(dry=True, out=str(one_rank / "steps.jsonl"), replays=1, budget_s=60.0,
+def step_args(out, solo=False):
+    """What measure_ep_steps.main hands a worker."""
+    return type("Args", (), dict(dry=True, out=str(out), replays=1, budget_s=60.0, solo=solo,
                                  t_start=__import__("time").time()))()
+
+
+def test_an_ep_step_runs_on_one_gloo_rank_and_counts_its_collectives(ep, one_rank):
+    args = step_args(one_rank / "steps.jsonl")
     ep.worker(0, 1, args, ("mixtral-8x22b", "tp", 1, "fp8"), [(2, 8, "cal")])
     (step,) = [json.loads(line) for line in open(args.out)]
     assert step["part"] == "step" and step["finite"] and step["ms"] > 0
@@ -97,6 +102,17 @@ def test_an_ep_step_runs_on_one_gloo_rank_and_counts_its_collectives(ep, one_ran
     assert kinds["gemm"] == 2 * 3 + 2 * active + 1        # qkv, o, router a layer; two per active expert; LM head
     assert kinds["index_select"] == active
     assert "all_reduce" not in kinds                      # one GPU: no collective
+
+
+def test_a_solo_step_runs_rank_0_s_shard_and_counts_the_collectives_left_out(ep, one_rank):
+    args = step_args(one_rank / "solo.jsonl", solo=True)
+    ep.worker(0, 1, args, ("mixtral-8x22b", "tp", 2, "fp8"), [(2, 8, "cal")])
+    (step,) = [json.loads(line) for line in open(args.out)]
+    layers = ep.DRY_MODELS["mixtral-8x22b"]["L"]
+    assert step["solo"] and step["gpus"] == 2 and step["tp"] == 2 and "rank0solo" in step["name"]
+    # two all-reduces a layer (attention out, expert sum); the logits' all-gather is not issued
+    assert step["collectives_left_out"] == {"all_reduce": 2 * layers}
+    assert "all_reduce" not in step["ops_by_kind"]
 
 
 def test_the_collectives_worker_writes_busbw_and_moe_counts(col, one_rank):
@@ -139,4 +155,6 @@ def test_the_converter_gives_validate_each_row_s_layout(ep):
     assert got == {"qwen3-235b-a22b-tp-ep4": (4, 4, 4, False, None),
                    "qwen3-235b-a22b-tp-ep8": (8, 8, 8, False, None),
                    "qwen3-235b-a22b-dp-ep8": (8, 1, 8, True, None),
-                   "mixtral-8x22b-tp2": (2, 2, 1, False, "fp8")}
+                   "mixtral-8x22b-tp2": (2, 2, 1, False, "fp8"),
+                   "qwen3-30b-a3b-tp-ep2": (2, 2, 2, False, None),
+                   "qwen3-30b-a3b-dp-ep2": (2, 1, 2, True, None)}

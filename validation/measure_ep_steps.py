@@ -4,6 +4,7 @@
 
     python3 validation/measure_ep_steps.py --setup qwen3-235b-a22b:tp-ep:4 --out $OUT/ep4.jsonl
     python3 validation/measure_ep_steps.py --dry          # gloo on the CPU, 2 ranks, tiny shapes
+    python3 validation/measure_ep_steps.py --solo --setup mixtral-8x22b:tp:2 --out $OUT/solo.jsonl
     python3 validation/ep_steps_to_csv.py $OUT/ep4.jsonl --out validation/data/h200x8_ep_steps.csv
 
 One process per GPU (torch.distributed, NCCL). Each rank holds its shard of a random-weight
@@ -24,6 +25,11 @@ collectives where hwsim places them (hwsim/parallel/multi.py):
 The whole step is captured as one CUDA graph per rank (collectives inside); each replay starts
 after a barrier and is timed with CUDA events; the step's time is the slowest rank's, per replay.
 Raw JSONL: a meta record, then one record per step (median, p10, p90, every replay, ops).
+
+`--solo` (for a machine of one GPU): one process runs rank 0's shard of the layout alone, with
+every collective left out (counted by kind in `collectives_left_out`): the step's computation on
+one of its GPUs, without the links. For `tp` it is every GPU's (their work is the same), which
+hwsim predicts as a single-GPU step of the shard's model (validation/shards/).
 """
 
 import argparse
@@ -49,14 +55,19 @@ MODELS = {
                             qk_norm=True, eps=1e-6),
     "mixtral-8x22b": dict(L=56, d=6144, H=48, KVH=8, hd=128, vocab=32768, E=8, k=2, ff=16384,
                           qk_norm=False, eps=1e-5),
+    # what fits on two GPUs of expert parallelism: 30 GB of bf16 a GPU
+    "qwen3-30b-a3b": dict(L=48, d=2048, H=32, KVH=4, hd=128, vocab=151936, E=128, k=8, ff=768,
+                          qk_norm=True, eps=1e-6),
 }
 DRY_MODELS = {
     "qwen3-235b-a22b": dict(L=2, d=256, H=8, KVH=2, hd=32, vocab=512, E=16, k=4, ff=64, qk_norm=True, eps=1e-6),
     "mixtral-8x22b": dict(L=2, d=256, H=4, KVH=2, hd=64, vocab=512, E=4, k=2, ff=128, qk_norm=False, eps=1e-5),
+    "qwen3-30b-a3b": dict(L=2, d=128, H=8, KVH=2, hd=16, vocab=512, E=16, k=4, ff=32, qk_norm=True, eps=1e-6),
 }
 # (model, layout, gpus, weights): hwsim's layouts (docs/multi_gpu.md)
 SETUPS = [("qwen3-235b-a22b", "tp-ep", 4, "bf16"), ("qwen3-235b-a22b", "tp-ep", 8, "bf16"),
-          ("qwen3-235b-a22b", "dp-ep", 8, "bf16"), ("mixtral-8x22b", "tp", 2, "fp8")]
+          ("qwen3-235b-a22b", "dp-ep", 8, "bf16"), ("mixtral-8x22b", "tp", 2, "fp8"),
+          ("qwen3-30b-a3b", "tp-ep", 2, "bf16"), ("qwen3-30b-a3b", "dp-ep", 2, "bf16")]
 DRY_SETUPS = [("qwen3-235b-a22b", "tp-ep", 2, "bf16"), ("qwen3-235b-a22b", "dp-ep", 2, "bf16"),
               ("mixtral-8x22b", "tp", 2, "fp8")]
 # (batch, context, split), fixed before anything is measured: the contexts shrink with the
@@ -154,7 +165,13 @@ def routing(sh, batch, dev, seed):
     return out
 
 
+SOLO = {"on": False, "left_out": {}}     # --solo: collectives left out, counted by kind
+
+
 def comm(kind, fn):
+    if SOLO["on"]:
+        SOLO["left_out"][kind] = SOLO["left_out"].get(kind, 0) + 1
+        return
     ms.OPS(kind)
     fn()
 
@@ -228,7 +245,7 @@ def decode_step(W, sh, st):
         h = ms.rms(x, lw["ln2"], eps)
         x = moe(x, h, lw, st["route"][li], sh)
     logits = ms.mm(ms.rms(x, W["lnf"], eps), W["lm"])
-    if sh.tp > 1:
+    if sh.tp > 1 and not SOLO["on"]:
         every = torch.empty((sh.tp * logits.shape[0], logits.shape[1]), dtype=logits.dtype, device=logits.device)
         comm("all_gather", lambda: de.ALL_GATHER(every, logits))
         return every
@@ -266,7 +283,8 @@ def worker(rank, world, args, setup, cases):
     else:
         backend = "default (CPU)"
     cfg = (DRY_MODELS if args.dry else MODELS)[model]
-    sh = Shard(cfg, layout, world, rank)
+    SOLO["on"] = args.solo
+    sh = Shard(cfg, layout, gpus if args.solo else world, rank)
     out = open(args.out, "a") if rank == 0 else None
     ms.mm = fp8_mm if fmt == "fp8" else ms.mm
     t0 = time.perf_counter()
@@ -274,7 +292,7 @@ def worker(rank, world, args, setup, cases):
     de.sync(dev)
     build_s = time.perf_counter() - t0
     for batch, ctx, split in cases:
-        name = f"{model}-{layout}{world}-{fmt}-decode-b{batch}-l{ctx}-graph"
+        name = f"{model}-{layout}{sh.world}-{fmt}-{'rank0solo-' if args.solo else ''}decode-b{batch}-l{ctx}-graph"
         late = de.max_over_ranks([time.time() - args.t_start > args.budget_s], dev)[0]
         if late or (layout == "dp-ep" and batch < world):
             out and out.write(json.dumps({"part": "skipped", "name": name,
@@ -289,13 +307,15 @@ def worker(rank, world, args, setup, cases):
 
         def step():
             ms.OPS.reset()                  # the ops of the last call: the captured one
+            SOLO["left_out"] = {}
             return decode_step(W, sh, st)
         times, info = time_step(step, dev, args.replays)
         slowest = de.max_over_ranks(times, dev)
         if out:
             med, p10, p90 = ms.pct([t * 1e3 for t in slowest])
             out.write(json.dumps({
-                "part": "step", "name": name, "model": model, "layout": layout, "gpus": world, "tp": sh.tp,
+                "part": "step", "name": name, "model": model, "layout": layout, "gpus": sh.world, "tp": sh.tp,
+                "solo": args.solo, "collectives_left_out": SOLO["left_out"],
                 "ep": sh.ep, "weights": fmt, "moe_schedule": "per-expert", "batch": batch, "context_tokens": ctx,
                 "split": split, "ms": med, "p10": p10, "p90": p90,
                 "replays_ms": [round(t * 1e3, 4) for t in slowest], "rank0_replays_ms": [round(t * 1e3, 4) for t in times],
@@ -325,6 +345,9 @@ def main():
     ap.add_argument("--batches", default=None, help="only these batches, e.g. 1,8")
     ap.add_argument("--replays", type=int, default=10)
     ap.add_argument("--budget-s", type=float, default=480.0, help="no new case after this many seconds")
+    ap.add_argument("--solo", action="store_true",
+                    help="one GPU runs rank 0's shard of each setup alone, its collectives left out "
+                         "(tp and tp-ep layouts): what a GPU of the step computes, without the links")
     args = ap.parse_args()
     args.t_start = time.time()
     if not args.dry and not torch.cuda.is_available():
@@ -339,17 +362,20 @@ def main():
                             else os.path.join(HERE, "data", "h200x8_ep_steps.jsonl"))
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     from device_env import jsonl_out, log, triton_version
-    with jsonl_out(args.out, "validation/measure_ep_steps.py", dry=args.dry, triton=triton_version(),
+    with jsonl_out(args.out, "validation/measure_ep_steps.py", dry=args.dry, solo=args.solo, triton=triton_version(),
                    setups=setups, gpus_here=torch.cuda.device_count(),
                    nccl=".".join(map(str, torch.cuda.nccl.version())) if torch.cuda.is_available() else None,
                    topology=de.topo_text() if torch.cuda.is_available() else None):
         pass                                            # the meta record; rank 0 appends the steps
     for setup in setups:
-        if not args.dry and setup[2] > torch.cuda.device_count():
+        if args.solo and setup[1] == "dp-ep":
+            log(f"skip {setup}: --solo leaves a dispatch's received tokens unwritten")
+            continue
+        if not args.dry and not args.solo and setup[2] > torch.cuda.device_count():
             log(f"skip {setup}: {torch.cuda.device_count()} GPUs here")
             continue
         log(f"{setup}")
-        de.spawn(worker, setup[2], args, setup, cases)
+        de.spawn(worker, 1 if args.solo else setup[2], args, setup, cases)
     log(f"done -> {args.out}")
 
 
