@@ -5,7 +5,9 @@ communication kernels are calibrated from figures others published (docs/multi_g
 - nccl-tests bus bandwidths on 8 x H100 HGX as NCCL's maintainers state them;
 - DeepEP's README tables (V1) for its normal (prefill) and low-latency (decode) kernels on H800.
 Each row says whether a number of hwsim/parallel/comm_kernels.py was fitted to it ("fit") or
-not ("held out"). Prints the table:
+not ("held out"), or whether a measurement on H200 replaced it ("superseded": nccl-ring's NVLink
+numbers are fitted to 2 x H200 up to 256 MB since 2026-12-04, calibration/fit_collectives.py;
+8 GiB calls on 8 GPUs reach more than that range shows, which hwsim does not model). Prints the table:
 `python calibration/published_collectives.py [--fast] [--markdown]` (--fast skips the EP64-256
 low-latency rows: 5 s to minutes each).
 """
@@ -40,7 +42,7 @@ class Row:
     what: str
     metric: str             # "busbw GB/s", "GB/s", "us"
     published: float
-    role: str               # "fit" or "held out"
+    role: str               # "fit", "held out" or "superseded"
     source: str
     simulate: object        # () -> simulated value in the metric
     slow: bool = False      # seconds to minutes (EP64 and up: the arbiter solves ~G items x G ports)
@@ -113,13 +115,13 @@ def _normal(ep: int, combine: bool) -> float:
 
 GB = 2**30
 ROWS = [
-    Row("8 x H100 HGX", "ring all-reduce, 8 GiB (NCCL_ALGO=Ring)", "busbw GB/s", 370, "fit",
+    Row("8 x H100 HGX", "ring all-reduce, 8 GiB (NCCL_ALGO=Ring)", "busbw GB/s", 370, "superseded",
         f"{NCCL_212}: ring busbw ~370 GB/s of the 450 GB/s line rate",
         lambda: _ring_busbw("all-reduce", 8 * GB, 8, "hgx-h100-8")),
-    Row("8 x H100 HGX", "ring all-gather, 8 GiB", "busbw GB/s", 370, "held out",
+    Row("8 x H100 HGX", "ring all-gather, 8 GiB", "busbw GB/s", 370, "superseded",
         f"{NCCL_212}: the same ~370 GB/s for non-allreduce operations",
         lambda: _ring_busbw("all-gather", 8 * GB, 8, "hgx-h100-8")),
-    Row("8 x H100 HGX", "ring reduce-scatter, 8 GiB", "busbw GB/s", 370, "held out",
+    Row("8 x H100 HGX", "ring reduce-scatter, 8 GiB", "busbw GB/s", 370, "superseded",
         f"{NCCL_212}: the same ~370 GB/s for non-allreduce operations",
         lambda: _ring_busbw("reduce-scatter", 8 * GB, 8, "hgx-h100-8")),
     Row("2 x 8 H100, NDR 400 Gb/s", "ring all-reduce, 8 GiB", "busbw GB/s", 47, "fit",

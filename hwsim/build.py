@@ -28,6 +28,7 @@ from hwsim.workload import kv_format
 from hwsim.workload.router import Router
 from hwsim.errors import ConfigError
 from hwsim.parallel import layout as lay, memory
+from hwsim.parallel.comm_kernels import KERNELS
 from hwsim.parallel.memory import GpuMemory
 from hwsim.parallel.multi import ParallelRun
 from hwsim.parallel.topology import for_chip, load_topology
@@ -117,7 +118,8 @@ def build(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelSha
     if layout:
         for s in streams:      # one micro-batch: nothing runs beside a GPU's segment (multi.py)
             s.private = p.micro_batches == 1
-        parallel = ParallelRun(layout, topology, streams, onchips, experts, mem, p.micro_batches)
+        parallel = ParallelRun(layout, topology, streams, onchips, experts, mem, p.micro_batches,
+                               KERNELS[p.dispatch_kernel])
     return Built(cfg, profile, model, chip, cluster, streams[0], schedule, onchips[0], router, warnings,
                  mem, parallel)
 

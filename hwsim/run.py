@@ -126,7 +126,7 @@ def steady_work(result: RunResult) -> tuple[float, Activity]:
 
 
 def power_model(b: Built) -> PowerModel | None:
-    if b.profile.power is None or b.parallel is not None:      # several GPUs: not yet modelled
+    if b.profile.power is None:
         return None
     return PowerModel.from_profile(b.profile.power, b.profile.sm.clock_mhz.value)
 

@@ -31,7 +31,7 @@ class StepResult:
     active_experts_per_layer: float
     active_weight_fraction: float
     parallel: object | None = None     # several GPUs: hwsim.parallel.multi.PassStats
-    activity: Activity = Activity()    # counted work, what its power is made of (one GPU)
+    activity: Activity = Activity()    # counted work, what its power is made of (one GPU: the busiest)
 
     @property
     def duration_s(self) -> float:
@@ -103,7 +103,7 @@ def _parallel_pass(b: Built, shape: StepShape, step: int, records: RecordLog | N
     """A pass on several GPUs (hwsim/parallel/multi.py): the breakdown averages the GPUs' kernels
     and adds the collectives and the wait for the slowest GPU; bytes and kernels are summed."""
     from hwsim.parallel import multi
-    t0, totals, stats, routing = multi.simulate(b, shape, step, records, intervals)
+    t0, totals, stats, routing, busiest = multi.simulate(b, shape, step, records, intervals)
     moved = {"weights": 0.0, "kv": 0.0, "activations": 0.0}
     for t in totals:
         for comp, nbytes in t.moved.items():
@@ -115,4 +115,4 @@ def _parallel_pass(b: Built, shape: StepShape, step: int, records: RecordLog | N
     return StepResult(step=step, phase=shape.phase, batch=shape.batch, context=shape.context,
                       t_start=t0, t_end=b.env.now, breakdown_s=multi.breakdown(totals, stats),
                       bytes=moved, kernels=sum(t.kernels for t in totals), tokens=shape.tokens,
-                      **_active_experts(b, routing), parallel=stats)
+                      **_active_experts(b, routing), parallel=stats, activity=busiest)

@@ -365,6 +365,10 @@ class Parallel(Strict):
                                   "with redundant copies of the hottest (DeepSeek's EPLB)")
     redundant_experts: int = Field(0, ge=0, description="redundant placement: extra expert copies in "
                                                         "all (a multiple of ep), on top of the experts")
+    dispatch_kernel: Literal["deepep-low-latency", "nccl-all-to-all"] = Field(
+        "deepep-low-latency", description="what dispatches and combines tokens under data-parallel "
+                                          "attention: DeepEP's low-latency kernels (FP8 dispatch) or "
+                                          "NCCL's all_to_all_single (bf16), hwsim/parallel/comm_kernels.py")
     micro_batches: int = Field(1, ge=1, le=2, description="2: the batch split in two micro-batches, one "
                                "communicating while the other computes (DeepSeek's and SGLang's overlap)")
 

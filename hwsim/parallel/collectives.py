@@ -42,7 +42,7 @@ def _sm_share(device: Device, kernel: CommKernel) -> float:
     return min(1.0, kernel.sms / device.chip.sms)
 
 
-def _fixed(cluster: Cluster, devices: Iterable[Device], kernel: CommKernel, label: str):
+def fixed_cost(cluster: Cluster, devices: Iterable[Device], kernel: CommKernel, label: str):
     """The kernel's fixed cost on every device at once, holding its SMs."""
     if kernel.fixed_us <= 0:
         return
@@ -60,11 +60,20 @@ def phase(cluster: Cluster, sends: Sequence[Send], kernel: CommKernel, label: st
     return (yield from flows.step(cluster, sends, kernel, label))
 
 
+def protocol(cluster: Cluster, kernel: CommKernel, sends: Sequence[Send], steps: int = 1) -> CommKernel:
+    """The protocol a call runs on: the one that would finish first alone, as NCCL chooses by its
+    own cost model (the choice ignores what else runs, as NCCL's does)."""
+    if not kernel.protocols:
+        return kernel
+    return min(kernel.protocols, key=lambda p: p.fixed_us * 1e-6 + steps * flows.alone_s(cluster, sends, p))
+
+
 def _ring(cluster: Cluster, devices: Sequence[Device], slice_bytes: float, steps: int,
           kernel: CommKernel, label: str):
-    yield from _fixed(cluster, devices, kernel, label)
     g = len(devices)
     hops = [(devices[i], devices[(i + 1) % g], slice_bytes) for i in range(g)]
+    kernel = protocol(cluster, kernel, hops, steps)
+    yield from fixed_cost(cluster, devices, kernel, label)
     for _ in range(steps):
         yield from phase(cluster, hops, kernel, label)
     return cluster.env.now
@@ -94,8 +103,9 @@ def reduce_scatter(cluster: Cluster, devices: Sequence[Device], nbytes: float,
 def all_to_all(cluster: Cluster, devices: Sequence[Device], matrix: Sequence[Sequence[float]],
                kernel: CommKernel = NCCL_RING, label: str = "all-to-all"):
     """matrix[i][j]: bytes device i sends to device j, all at once."""
-    yield from _fixed(cluster, devices, kernel, label)
     sends = [(devices[i], devices[j], matrix[i][j]) for i in range(len(devices)) for j in range(len(devices))]
+    kernel = protocol(cluster, kernel, sends)
+    yield from fixed_cost(cluster, devices, kernel, label)
     return (yield from phase(cluster, sends, kernel, label))
 
 
@@ -118,7 +128,7 @@ def moe_normal(cluster: Cluster, devices: Sequence[Device], rank_bytes: Sequence
     network to its relay in node n, and the relay forwards rank_bytes[i][j] to each j of node n
     (its own share stays). Combine is the same traffic reversed (the relay sums the node's
     partial outputs before the network hop), with the combine's bytes."""
-    yield from _fixed(cluster, devices, kernel, label)
+    yield from fixed_cost(cluster, devices, kernel, label)
     per_node = cluster.gpus_per_node
     nodes = len(devices) // per_node
     sends: list[Send] = []

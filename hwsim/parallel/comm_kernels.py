@@ -5,13 +5,18 @@ A kernel holds `sms` SMs while it runs (a share of the device's SM pool that com
 other streams then lack), pays `fixed_us` once per call (launch, setup, the flag handshakes
 that are not bytes), and carries payload at `efficiency` of a port's line rate (the rest is its
 protocol: headers, flags, chunk synchronisation). Each number says where it comes from;
-the ones fitted to a published figure name it, and docs/multi_gpu.md lists which published
-rows were fitted and which are held out.
+the ones fitted to a measurement or a published figure name it, and docs/multi_gpu.md lists
+which rows were fitted and which are held out.
+
+NCCL has several protocols (LL: flags in every 8 bytes, little latency, half the bandwidth or
+less; Simple: large chunks behind a fence, full bandwidth, more latency) and picks one per call
+by its own cost model (src/graph/tuning.cc). A kernel with `protocols` does the same: each call
+runs on the one that would finish first alone (hwsim/parallel/collectives.py).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 
 @dataclass(frozen=True)
@@ -22,23 +27,57 @@ class CommKernel:
     scaleout_efficiency: float     # payload / line rate on the NIC
     fixed_us: float                # once per call, on every participating device
     sources: dict[str, str]
+    protocols: tuple["CommKernel", ...] = field(default=(), compare=False)   # () : just this one
 
     def efficiency(self, port_kind: str) -> float:
         return self.scaleup_efficiency if port_kind == "scaleup" else self.scaleout_efficiency
 
 
-NCCL_RING = CommKernel(
-    "nccl-ring", sms=16, scaleup_efficiency=370 / 450, scaleout_efficiency=47 / 50, fixed_us=5.0,
+H200X2 = "calibration/data/h200x2_collectives.jsonl (2 x H200 on NVSwitch, NV18, NCCL 2.28.9, CUDA graph)"
+FIT = "fitted by calibration/fit_collectives.py"
+
+
+def _with_protocols(kernel: CommKernel, *others: CommKernel) -> CommKernel:
+    """The kernel as called: `kernel` is its bandwidth protocol (Simple), `others` the rest."""
+    return replace(kernel, protocols=(replace(kernel, name=f"{kernel.name}/Simple"), *others))
+
+
+NCCL_RING = _with_protocols(CommKernel(
+    "nccl-ring", sms=16, scaleup_efficiency=0.667, scaleout_efficiency=47 / 50, fixed_us=21.1,
     sources={
         "sms": "NCCL's default on NVLink-switched H100: 16 channels, one thread block (SM) each "
                "(NCCL_MIN/MAX_NCHANNELS defaults; assumption: not measured here)",
-        "scaleup_efficiency": "fit: NCCL maintainer, nvidia/nccl-tests#212 (2024-05-06): 8x H100 ring "
-                              "all-reduce / all-gather reach busbw ~370 GB/s of the 450 GB/s line rate "
-                              "(~20% protocol overhead)",
+        "scaleup_efficiency": f"{FIT} to the all-reduces of {H200X2}: Simple's share of the 450 GB/s "
+                              "port up to 256 MB (300 GB/s bus bandwidth there, still rising). Until "
+                              "2026-12-04 it was 370/450, nccl-tests' 8 GiB figure on 8 x H100 "
+                              "(nvidia/nccl-tests#212), which larger calls may reach: not modelled",
         "scaleout_efficiency": "fit: NCCL maintainer, nvidia/nccl-tests#290 (2025-03-03): 'for NDR @ "
                                "400Gbps you should see 46-48GB/s per NIC' (47 of 50 GB/s)",
-        "fixed_us": "assumption: kernel launch and the first flag round trip, a few microseconds",
-    })
+        "fixed_us": f"{FIT} to the all-reduces of {H200X2}: Simple's cost a call beside its link "
+                    "latencies (its chunk pipeline's fill and the fence)",
+    }), CommKernel(
+    "nccl-ring/LL", sms=16, scaleup_efficiency=0.244, scaleout_efficiency=0.244 * 47 / 50, fixed_us=7.1,
+    sources={
+        "scaleup_efficiency": f"{FIT} to the small all-reduces of {H200X2} (LL stores 4 data bytes "
+                              "and a 4-byte flag together: at most half the line rate)",
+        "scaleout_efficiency": "assumption: the NIC keeps the share of NVLink's that LL keeps",
+        "fixed_us": f"{FIT}: graph-launched all-reduces of 4-256 KB take 10-13 us",
+    }))
+
+NCCL_ALL_TO_ALL = _with_protocols(CommKernel(
+    "nccl-all-to-all", sms=16, scaleup_efficiency=0.584, scaleout_efficiency=47 / 50, fixed_us=15.2,
+    sources={
+        "sms": "as nccl-ring's (NCCL's grouped sends and receives run on the same channels)",
+        "scaleup_efficiency": f"{FIT} to the all-to-alls (all_to_all_single) of {H200X2}, Simple",
+        "scaleout_efficiency": "as nccl-ring's (the same NIC); not measured",
+        "fixed_us": f"{FIT} to the all-to-alls of {H200X2}, Simple",
+    }), CommKernel(
+    "nccl-all-to-all/LL", sms=16, scaleup_efficiency=0.2, scaleout_efficiency=0.2 * 47 / 50, fixed_us=11.3,
+    sources={
+        "scaleup_efficiency": f"{FIT} to the small all-to-alls of {H200X2}",
+        "scaleout_efficiency": "assumption: the NIC keeps the share of NVLink's that LL keeps",
+        "fixed_us": f"{FIT}: graph-launched all-to-alls of 4-256 KB take 12-13 us",
+    }))
 
 DEEPEP_NORMAL = CommKernel(
     "deepep-normal", sms=24, scaleup_efficiency=0.669, scaleout_efficiency=47 / 50, fixed_us=10.0,
@@ -69,4 +108,4 @@ DEEPEP_LOW_LATENCY = CommKernel(
                     "flag round trip); the 11 other rows are held out",
     })
 
-KERNELS = {k.name: k for k in (NCCL_RING, DEEPEP_NORMAL, DEEPEP_LOW_LATENCY)}
+KERNELS = {k.name: k for k in (NCCL_RING, NCCL_ALL_TO_ALL, DEEPEP_NORMAL, DEEPEP_LOW_LATENCY)}

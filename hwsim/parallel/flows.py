@@ -31,9 +31,10 @@ def _hbm(device: Device, nbytes: float, efficiency: float, duration: float, out:
         out[stack] = out.get(stack, 0.0) + min(1.0, seconds / duration)
 
 
-def flow(cluster: Cluster, src: Device, sends: Sequence[Send], kernel: CommKernel, label: str):
-    """Process body: src's sends of one step, as one arbiter item; returns when all have landed."""
-    port_bytes: dict[Unit, float] = defaultdict(float)     # wire bytes (payload / efficiency) per port
+def _plan(cluster: Cluster, src: Device, sends: Sequence[Send], kernel: CommKernel):
+    """src's sends of one step: wire bytes (payload / efficiency) and payload per port, bytes
+    into each receiver, and the seconds it takes alone."""
+    port_bytes: dict[Unit, float] = defaultdict(float)
     payload: dict[Unit, float] = defaultdict(float)
     into: dict[Device, float] = defaultdict(float)
     latency = 0.0
@@ -45,9 +46,19 @@ def flow(cluster: Cluster, src: Device, sends: Sequence[Send], kernel: CommKerne
             payload[port] += n
         into[dst] += n
         latency = max(latency, link.latency_s)
-    total = sum(into.values())
     out_ports = [p for p in port_bytes if p in (src.scaleup_tx, src.nic)]
-    duration = latency + max(port_bytes[p] / p.rate for p in out_ports)
+    return port_bytes, payload, into, latency + max(port_bytes[p] / p.rate for p in out_ports)
+
+
+def alone_s(cluster: Cluster, sends: Sequence[Send], kernel: CommKernel) -> float:
+    """Seconds one step of these sends takes with nothing else running: its slowest sender."""
+    return max((_plan(cluster, s, group, kernel)[3] for s, group in by_sender(sends).items()), default=0.0)
+
+
+def flow(cluster: Cluster, src: Device, sends: Sequence[Send], kernel: CommKernel, label: str):
+    """Process body: src's sends of one step, as one arbiter item; returns when all have landed."""
+    port_bytes, payload, into, duration = _plan(cluster, src, sends, kernel)
+    total = sum(into.values())
     shares = {p: min(1.0, b / p.rate / duration) for p, b in port_bytes.items()}
     _hbm(src, total, src.chip.hbm_read_efficiency, duration, shares)
     for dst, n in into.items():
@@ -81,13 +92,19 @@ def record_sms(device: Device, kernel: CommKernel, start: float, end: float, lab
         left -= used
 
 
+def by_sender(sends: Sequence[Send]) -> dict[Device, list[Send]]:
+    """The sends grouped by sender, without those a device keeps for itself or that are empty."""
+    out: dict[Device, list[Send]] = defaultdict(list)
+    for s, d, n in sends:
+        if s is not d and n > 0:
+            out[s].append((s, d, n))
+    return out
+
+
 def step(cluster: Cluster, sends: Sequence[Send], kernel: CommKernel, label: str):
     """Process body: one step of a collective, every sender at once; returns when the last
     byte has landed. Bytes a device keeps for itself are not sent."""
-    by_src: dict[Device, list[Send]] = defaultdict(list)
-    for s, d, n in sends:
-        if s is not d and n > 0:
-            by_src[s].append((s, d, n))
+    by_src = by_sender(sends)
     if not by_src:
         return cluster.env.now
     yield cluster.env.all_of([cluster.env.process(flow(cluster, s, group, kernel, label))

@@ -27,12 +27,13 @@ import numpy as np
 from hwsim.engine.records import RecordLog, StreamTotals
 from hwsim.engine.stream import Stream
 from hwsim.hw.cluster import Cluster
+from hwsim.hw.power import Activity, activity_of
 from hwsim.metrics import CommComponent, Component
 from hwsim.model.kernel import ExpertBlock, Kernel
 from hwsim.model.onchip import OnChipState
 from hwsim.model.schedule import StepShape
 from hwsim.parallel import collectives, layout as lay
-from hwsim.parallel.comm_kernels import DEEPEP_LOW_LATENCY, NCCL_RING
+from hwsim.parallel.comm_kernels import DEEPEP_LOW_LATENCY, NCCL_RING, CommKernel
 from hwsim.parallel.memory import GpuMemory
 
 ACT_BYTES = 2                               # hidden states and logits in bf16
@@ -57,6 +58,7 @@ class ParallelRun:
     experts: lay.ExpertMap | None
     memory: GpuMemory
     micro_batches: int = 1           # 2: one micro-batch communicates while the other computes
+    dispatch_kernel: CommKernel = DEEPEP_LOW_LATENCY     # MoE dispatch and combine (dp attention)
 
 
 Cut = tuple[str, int] | None                 # (collective, layer) after a segment, or None at the end
@@ -127,7 +129,8 @@ class PassStats:
 
 
 def simulate(b, shape: StepShape, step: int, records: RecordLog | None, intervals: bool = True):
-    """Run one pass on every GPU; returns (t0, totals per GPU, PassStats, routing)."""
+    """Run one pass on every GPU; returns (t0, totals per GPU, PassStats, routing, the work of
+    the GPU that does the most: what its power limit settles on, hwsim/hw/power.py)."""
     run: ParallelRun = b.parallel
     layout, env = run.layout, b.cluster.env
     routing = b.router.step(step, shape.tokens) if b.router else {}
@@ -159,7 +162,16 @@ def simulate(b, shape: StepShape, step: int, records: RecordLog | None, interval
     env.run()
     if recorded:
         records.renumber(first)                  # one index per kernel of GPU 0's pass
-    return t0, totals, _stats(t0, env.now, busy, calls, imbalance), routing
+    return t0, totals, _stats(t0, env.now, busy, calls, imbalance), routing, _busiest_work(micro)
+
+
+def _busiest_work(micro: list[MicroBatch]) -> Activity:
+    """Each kind of work (tensor flops, L2 bytes, HBM bytes) of the GPU that does the most of it:
+    under tensor parallelism every GPU's; under expert parallelism an upper bound on any one's."""
+    per_gpu = [activity_of(item for mb in micro for items, _ in mb.segments[g] for item in items)
+               for g in range(len(micro[0].segments))]
+    return Activity(max(a.tensor_flops for a in per_gpu), max(a.l2_bytes for a in per_gpu),
+                    max(a.hbm_bytes for a in per_gpu))
 
 
 def _split(owner: np.ndarray, parts: int) -> list[np.ndarray]:
@@ -237,11 +249,12 @@ def _collective(b, shape: StepShape, cut: tuple[str, int], owner, groups):
                                           "logits all-gather")
     else:
         counts = lay.dispatch_counts(run.layout, owner, groups[layer])
-        if what == "dispatch":
-            matrix = counts * ll_dispatch_bytes(d)
+        kernel = run.dispatch_kernel
+        if what == "dispatch":      # DeepEP sends FP8 tokens; all_to_all_single the bf16 activations
+            matrix = counts * (ll_dispatch_bytes(d) if kernel is DEEPEP_LOW_LATENCY else d * ACT_BYTES)
         else:
             matrix = counts.T * d * ACT_BYTES
-        yield from collectives.moe_low_latency(cluster, devices, matrix, DEEPEP_LOW_LATENCY, f"L{layer}.{what}")
+        yield from collectives.moe_low_latency(cluster, devices, matrix, kernel, f"L{layer}.{what}")
 
 
 def _stats(t0: float, t1: float, busy, calls, imbalance) -> PassStats:

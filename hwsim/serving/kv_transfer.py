@@ -16,35 +16,30 @@ are timed on their own by the hardware engine (hwsim/serving/loop.py StepOracle)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hwsim.config.scenario import Disaggregation
 from hwsim.errors import ConfigError
 from hwsim.hw.chip import ChipSpec
 from hwsim.hw.cluster import Cluster
-from hwsim.hw.device import Device
-from hwsim.parallel import flows
-from hwsim.parallel.comm_kernels import NCCL_RING, CommKernel
+from hwsim.parallel import collectives, flows
+from hwsim.parallel.comm_kernels import NCCL_ALL_TO_ALL
 from hwsim.parallel.topology import Topology, for_chip, load_topology
 
 KEY = "workload.disaggregation"
 
 # vLLM's P2pNcclConnector and Megatron-core's NCCL transfer backend send the KV blocks with
-# NCCL send/recv, which runs NCCL's protocol over the same ports as its ring: the ring's fitted
-# efficiencies and fixed cost are taken for it.
-KV_SEND = CommKernel(
-    "nccl-send-recv", sms=NCCL_RING.sms, scaleup_efficiency=NCCL_RING.scaleup_efficiency,
-    scaleout_efficiency=NCCL_RING.scaleout_efficiency, fixed_us=NCCL_RING.fixed_us,
-    sources={
-        "kernel": "vLLM docs, features/disagg_prefill.md (P2pNcclConnector) and Megatron-core "
-                  "core.inference.disaggregation.transfer_backends.nccl: KV blocks move by NCCL "
-                  "send/recv between the prefill and decode instances",
-        "sms": "assumption: as nccl-ring's (NCCL runs send/recv on the same channels, one SM each)",
-        "scaleup_efficiency": "held out: nccl-ring's fit (nvidia/nccl-tests#212), the same protocol "
-                              "over the same NVLink ports; no published send/recv figure found",
-        "scaleout_efficiency": "held out: nccl-ring's fit (nvidia/nccl-tests#290), the same NIC",
-        "fixed_us": "assumption: as nccl-ring's, launch and the first flag round trip",
-    })
+# NCCL send/recv, the calls NCCL's all-to-all is made of: its kernel, fitted to all_to_all_single
+# on 2 x H200 (hwsim/parallel/comm_kernels.py), under its own name.
+KV_SEND = replace(
+    NCCL_ALL_TO_ALL, name="nccl-send-recv",
+    protocols=tuple(replace(p, name=p.name.replace(NCCL_ALL_TO_ALL.name, "nccl-send-recv"))
+                    for p in NCCL_ALL_TO_ALL.protocols),
+    sources={**NCCL_ALL_TO_ALL.sources,
+             "kernel": "vLLM docs, features/disagg_prefill.md (P2pNcclConnector) and Megatron-core "
+                       "core.inference.disaggregation.transfer_backends.nccl: KV blocks move by NCCL "
+                       "send/recv between the prefill and decode instances; NCCL's all-to-all is "
+                       "grouped send/recv, so its measured kernel stands for them"})
 
 
 @dataclass(frozen=True)
@@ -125,17 +120,11 @@ class KvFabric:
         return self.cluster.env
 
     def alone_s(self, nbytes: float) -> float:
-        """A transfer's time on idle links: fixed cost + latency + bytes / (rate x efficiency)."""
-        link = self.cluster.link(self.prefill_gpus[0], self.decode_gpus[0])
-        rate = link.bytes_s * self.kernel.efficiency(link.ports[0].kind)
-        return self.kernel.fixed_us * 1e-6 + link.latency_s + nbytes / rate
-
-    def _fixed(self, devices: list[Device], label: str):
-        """The kernel's fixed cost on both ends, holding its SMs there."""
-        share = lambda d: {d.sm: min(1.0, self.kernel.sms / d.chip.sms)} if self.kernel.sms else {}  # noqa: E731
-        items = [self.cluster.arbiter.submit(f"{label} setup", self.kernel.fixed_us * 1e-6, share(d))
-                 for d in devices]
-        yield self.env.all_of([it.done for it in items])
+        """A transfer's time on idle links: fixed cost + latency + bytes / (rate x efficiency),
+        on the protocol NCCL would pick for it."""
+        sends = [(self.prefill_gpus[0], self.decode_gpus[0], nbytes)]
+        kernel = collectives.protocol(self.cluster, self.kernel, sends)
+        return kernel.fixed_us * 1e-6 + flows.alone_s(self.cluster, sends, kernel)
 
     def send(self, request: int, src: int, dst: int, nbytes: float):
         """Process body: request's KV (nbytes) from prefill GPU src to decode GPU dst; returns
@@ -143,8 +132,10 @@ class KvFabric:
         a, b = self.prefill_gpus[src], self.decode_gpus[dst]
         label = f"kv r{request}"
         start = self.env.now
-        yield from self._fixed([a, b], label)
-        yield from flows.step(self.cluster, [(a, b, nbytes)], self.kernel, label)
+        sends = [(a, b, nbytes)]
+        kernel = collectives.protocol(self.cluster, self.kernel, sends)
+        yield from collectives.fixed_cost(self.cluster, [a, b], kernel, label)
+        yield from flows.step(self.cluster, sends, kernel, label)
         t = Transfer(request, src, dst, nbytes, start, self.env.now)
         self.transfers.append(t)
         return t
