@@ -5,6 +5,7 @@
     python3 validation/measure_ep_steps.py --setup qwen3-235b-a22b:tp-ep:4 --out $OUT/ep4.jsonl
     python3 validation/measure_ep_steps.py --dry          # gloo on the CPU, 2 ranks, tiny shapes
     python3 validation/measure_ep_steps.py --solo --setup mixtral-8x22b:tp:2 --out $OUT/solo.jsonl
+    python3 validation/measure_ep_steps.py --cases fresh --out $OUT/fresh.jsonl   # 2 GPUs, test grid
     python3 validation/ep_steps_to_csv.py $OUT/ep4.jsonl --out validation/data/h200x8_ep_steps.csv
 
 One process per GPU (torch.distributed, NCCL). Each rank holds its shard of a random-weight
@@ -55,6 +56,8 @@ MODELS = {
                             qk_norm=True, eps=1e-6),
     "mixtral-8x22b": dict(L=56, d=6144, H=48, KVH=8, hd=128, vocab=32768, E=8, k=2, ff=16384,
                           qk_norm=False, eps=1e-5),
+    "mixtral-8x7b": dict(L=32, d=4096, H=32, KVH=8, hd=128, vocab=32000, E=8, k=2, ff=14336,
+                         qk_norm=False, eps=1e-5),
     # what fits on two GPUs of expert parallelism: 30 GB of bf16 a GPU
     "qwen3-30b-a3b": dict(L=48, d=2048, H=32, KVH=4, hd=128, vocab=151936, E=128, k=8, ff=768,
                           qk_norm=True, eps=1e-6),
@@ -75,6 +78,12 @@ DRY_SETUPS = [("qwen3-235b-a22b", "tp-ep", 2, "bf16"), ("qwen3-235b-a22b", "dp-e
 CASES = [(1, 4096, "cal"), (8, 4096, "held"), (32, 4096, "cal"), (64, 2048, "held"), (128, 2048, "cal"),
          (256, 1024, "held")]
 DRY_CASES = [(2, 16, "cal"), (4, 32, "held")]
+# --cases fresh: a test grid written down (validation/multi_gpu_grid.md, with hwsim's predictions)
+# after the collectives were re-calibrated on the first 2-GPU measurements and before these ran
+FRESH_CASES = [(2, 8192, "fresh"), (16, 2048, "fresh"), (48, 4096, "fresh"), (96, 1024, "fresh"),
+               (192, 512, "fresh")]
+FRESH_SETUPS = [("mixtral-8x22b", "tp", 2, "fp8"), ("mixtral-8x7b", "tp", 2, "bf16"),
+                ("qwen3-30b-a3b", "tp-ep", 2, "bf16"), ("qwen3-30b-a3b", "dp-ep", 2, "bf16")]
 
 
 class Shard:
@@ -343,6 +352,8 @@ def main():
     ap.add_argument("--setup", action="append", default=None,
                     help="model:layout:gpus[:weights], e.g. qwen3-235b-a22b:tp-ep:4 (repeatable; default: all)")
     ap.add_argument("--batches", default=None, help="only these batches, e.g. 1,8")
+    ap.add_argument("--cases", choices=("grid", "fresh"), default="grid",
+                    help="fresh: the test grid of validation/multi_gpu_grid.md (FRESH_CASES, FRESH_SETUPS)")
     ap.add_argument("--replays", type=int, default=10)
     ap.add_argument("--budget-s", type=float, default=480.0, help="no new case after this many seconds")
     ap.add_argument("--solo", action="store_true",
@@ -352,8 +363,10 @@ def main():
     args.t_start = time.time()
     if not args.dry and not torch.cuda.is_available():
         sys.exit("no CUDA device: use --dry")
-    setups = [parse_setup(s) for s in args.setup] if args.setup else (DRY_SETUPS if args.dry else SETUPS)
-    cases = DRY_CASES if args.dry else CASES
+    fresh = args.cases == "fresh"
+    setups = ([parse_setup(s) for s in args.setup] if args.setup
+              else DRY_SETUPS if args.dry else FRESH_SETUPS if fresh else SETUPS)
+    cases = DRY_CASES if args.dry else FRESH_CASES if fresh else CASES
     if args.batches:
         cases = [c for c in cases if c[0] in {int(b) for b in args.batches.split(",")}]
     if args.dry:
