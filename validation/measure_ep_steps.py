@@ -66,6 +66,7 @@ DRY_MODELS = {
     "qwen3-235b-a22b": dict(L=2, d=256, H=8, KVH=2, hd=32, vocab=512, E=16, k=4, ff=64, qk_norm=True, eps=1e-6),
     "mixtral-8x22b": dict(L=2, d=256, H=4, KVH=2, hd=64, vocab=512, E=4, k=2, ff=128, qk_norm=False, eps=1e-5),
     "qwen3-30b-a3b": dict(L=2, d=128, H=8, KVH=2, hd=16, vocab=512, E=16, k=4, ff=32, qk_norm=True, eps=1e-6),
+    "mixtral-8x7b": dict(L=2, d=128, H=4, KVH=2, hd=32, vocab=512, E=4, k=2, ff=64, qk_norm=False, eps=1e-5),
 }
 # (model, layout, gpus, weights): hwsim's layouts (docs/multi_gpu.md)
 SETUPS = [("qwen3-235b-a22b", "tp-ep", 4, "bf16"), ("qwen3-235b-a22b", "tp-ep", 8, "bf16"),
