@@ -158,3 +158,8 @@ def test_the_converter_gives_validate_each_row_s_layout(ep):
                    "mixtral-8x22b-tp2": (2, 2, 1, False, "fp8"),
                    "qwen3-30b-a3b-tp-ep2": (2, 2, 2, False, None),
                    "qwen3-30b-a3b-dp-ep2": (2, 1, 2, True, None)}
+
+
+def test_the_fresh_grid_predicted_is_the_grid_measured(ep):
+    predict = _load("validation/predict_ep_grid.py")
+    assert predict.FRESH_CASES == ep.FRESH_CASES and predict.FRESH_SETUPS == ep.FRESH_SETUPS
