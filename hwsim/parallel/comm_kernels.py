@@ -74,7 +74,8 @@ NCCL_ALL_TO_ALL = _with_protocols(CommKernel(
     }), CommKernel(
     "nccl-all-to-all/LL", sms=16, scaleup_efficiency=0.2, scaleout_efficiency=0.2 * 47 / 50, fixed_us=11.3,
     sources={
-        "scaleup_efficiency": f"{FIT} to the small all-to-alls of {H200X2}",
+        "scaleup_efficiency": f"{FIT} to the small all-to-alls of {H200X2}, at the fit's lower "
+                              "bound (an assumption: unbounded, a bump at 512 KB-1 MB drags it to 0.07)",
         "scaleout_efficiency": "assumption: the NIC keeps the share of NVLink's that LL keeps",
         "fixed_us": f"{FIT}: graph-launched all-to-alls of 4-256 KB take 12-13 us",
     }))
@@ -100,7 +101,9 @@ DEEPEP_LOW_LATENCY = CommKernel(
         "sms": "assumption: DeepEP's low-latency kernels launch one warp group per expert over "
                "every SM and hold them until the receive phase ends (hook mode, which holds none, "
                "is not modelled)",
-        "scaleup_efficiency": "as nccl-ring's (NVLink stores of whole tokens); held out",
+        "scaleup_efficiency": "NCCL's published ring figure, 370/450 (nvidia/nccl-tests#212; NVLink "
+                              "stores of whole tokens, large transfers), not the 2 x H200 fit of NCCL's "
+                              "protocols, which DeepEP does not use; held out",
         "scaleout_efficiency": "as nccl-ring's (RDMA puts of whole tokens); held out",
         "fixed_us": "fit: DeepEP README (V1) low-latency EP8 dispatch, 77 us for 128 tokens x top-8 "
                     "FP8 on H800: what its 6.6 MB over NVLink at the efficiency above and one "
