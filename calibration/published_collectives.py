@@ -62,7 +62,7 @@ def _ring_busbw(op: str, nbytes: float, gpus: int, topology: str, nic_gbs: float
         for d in cluster.devices:
             d.nic.rate = d.nic_rx.rate = nic_gbs * 1e9
     body = {"all-reduce": col.all_reduce, "all-gather": col.all_gather,
-            "reduce-scatter": col.reduce_scatter}[op](cluster, cluster.devices, nbytes, NCCL_RING)
+            "reduce-scatter": col.reduce_scatter}[op](cluster, cluster.devices, nbytes)
     t = col.time_alone(cluster, body)
     g = gpus
     factor = 2 * (g - 1) / g if op == "all-reduce" else (g - 1) / g    # nccl-tests' busbw factors

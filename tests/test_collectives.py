@@ -44,7 +44,7 @@ def test_ring_all_reduce_takes_2_g_minus_1_over_g_n_over_bandwidth_plus_latency(
 def test_all_gather_is_half_an_all_reduce_and_a_ring_is_as_slow_as_its_network_hop():
     cluster = _cluster(8)
     n = 1e9
-    ag = col.time_alone(cluster, col.all_gather(cluster, cluster.devices, n))
+    ag = col.time_alone(cluster, col.all_gather(cluster, cluster.devices, n, NCCL_RING))   # the same kernel
     ar = col.time_alone(cluster, col.all_reduce(cluster, cluster.devices, n))
     fixed = NCCL_RING.fixed_us * 1e-6
     assert (ar - fixed) == pytest.approx(2 * (ag - fixed), rel=1e-9)
@@ -126,10 +126,11 @@ def test_published_figures_within_15_percent():
     assert sum(r.role == "held out" for r, _, _ in rows) >= 12
     misses = {r.what: f"{err:+.1%}" for r, _, err in rows if abs(err) > 0.15 and r.role != "superseded"}
     assert not misses
-    # nccl-ring's NVLink rate is fitted to 2 x H200 up to 256 MB, where NCCL had not reached
-    # the 8 GiB figure of 8 x H100: those rows stay below it, by what the docs say
+    # NCCL's NVLink rates are fitted to 2 x H200 up to 256 MB, where NCCL had not reached the
+    # 8 GiB figure of 8 x H100: those rows stay below it, by what the docs say (-19% for the
+    # all-reduce, -36% for the all-gather and reduce-scatter, slower still on two GPUs)
     superseded = [err for r, _, err in rows if r.role == "superseded"]
-    assert len(superseded) == 3 and all(-0.25 < err < -0.1 for err in superseded)
+    assert len(superseded) == 3 and all(-0.4 < err < -0.1 for err in superseded)
 
 
 def _measured():
@@ -151,6 +152,8 @@ def test_the_measured_2_gpu_collectives_replay_within_the_fit_s_errors():
     assert {k: len(v) for k, v in errors.items()} == {"all_reduce": 17, "all_gather": 17, "reduce_scatter": 17,
                                                        "all_to_all": 17, "moe": 36}
     assert np.median(errors["all_reduce"]) < 0.05 and max(errors["all_reduce"]) < 0.15
+    gather_scatter = errors["all_gather"] + errors["reduce_scatter"]
+    assert np.median(gather_scatter) < 0.06 and max(gather_scatter) < 0.15
     assert np.median(errors["all_to_all"]) < 0.10
     assert np.median(errors["moe"]) < 0.10 and max(errors["moe"]) < 0.35      # held out
 

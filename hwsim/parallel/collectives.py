@@ -34,7 +34,7 @@ from typing import Iterable, Sequence
 from hwsim.hw.cluster import Cluster
 from hwsim.hw.device import Device
 from hwsim.parallel import flows
-from hwsim.parallel.comm_kernels import NCCL_RING, CommKernel
+from hwsim.parallel.comm_kernels import NCCL_GATHER_SCATTER, NCCL_RING, CommKernel
 from hwsim.parallel.flows import Send
 
 
@@ -87,14 +87,14 @@ def all_reduce(cluster: Cluster, devices: Sequence[Device], nbytes: float,
 
 
 def all_gather(cluster: Cluster, devices: Sequence[Device], nbytes: float,
-               kernel: CommKernel = NCCL_RING, label: str = "all-gather"):
+               kernel: CommKernel = NCCL_GATHER_SCATTER, label: str = "all-gather"):
     """Ring all-gather into an nbytes buffer (each device contributes nbytes/G): G-1 steps."""
     g = len(devices)
     return (yield from _ring(cluster, devices, nbytes / g, g - 1, kernel, label))
 
 
 def reduce_scatter(cluster: Cluster, devices: Sequence[Device], nbytes: float,
-                   kernel: CommKernel = NCCL_RING, label: str = "reduce-scatter"):
+                   kernel: CommKernel = NCCL_GATHER_SCATTER, label: str = "reduce-scatter"):
     """Ring reduce-scatter of an nbytes buffer (each device keeps nbytes/G): G-1 steps."""
     g = len(devices)
     return (yield from _ring(cluster, devices, nbytes / g, g - 1, kernel, label))

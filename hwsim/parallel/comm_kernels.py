@@ -64,6 +64,24 @@ NCCL_RING = _with_protocols(CommKernel(
         "fixed_us": f"{FIT}: graph-launched all-reduces of 4-256 KB take 10-13 us",
     }))
 
+NCCL_GATHER_SCATTER = _with_protocols(CommKernel(
+    "nccl-gather-scatter", sms=16, scaleup_efficiency=0.525, scaleout_efficiency=47 / 50, fixed_us=18.8,
+    sources={
+        "sms": "as nccl-ring's (the same channels)",
+        "scaleup_efficiency": f"{FIT} to the all-gathers and reduce-scatters of {H200X2}, Simple: "
+                              "NCCL's kernels for them move 11-15% fewer bytes a second than its "
+                              "all-reduce on two GPUs",
+        "scaleout_efficiency": "as nccl-ring's (the same NIC); not measured",
+        "fixed_us": f"{FIT} to the all-gathers and reduce-scatters of {H200X2}, Simple",
+    }), CommKernel(
+    "nccl-gather-scatter/LL", sms=16, scaleup_efficiency=0.236, scaleout_efficiency=0.236 * 47 / 50,
+    fixed_us=8.6,
+    sources={
+        "scaleup_efficiency": f"{FIT} to the small all-gathers and reduce-scatters of {H200X2}",
+        "scaleout_efficiency": "assumption: the NIC keeps the share of NVLink's that LL keeps",
+        "fixed_us": f"{FIT}: graph-launched calls of 4-256 KB take 10-12 us",
+    }))
+
 NCCL_ALL_TO_ALL = _with_protocols(CommKernel(
     "nccl-all-to-all", sms=16, scaleup_efficiency=0.584, scaleout_efficiency=47 / 50, fixed_us=15.2,
     sources={
@@ -111,4 +129,4 @@ DEEPEP_LOW_LATENCY = CommKernel(
                     "flag round trip); the 11 other rows are held out",
     })
 
-KERNELS = {k.name: k for k in (NCCL_RING, NCCL_ALL_TO_ALL, DEEPEP_NORMAL, DEEPEP_LOW_LATENCY)}
+KERNELS = {k.name: k for k in (NCCL_RING, NCCL_GATHER_SCATTER, NCCL_ALL_TO_ALL, DEEPEP_NORMAL, DEEPEP_LOW_LATENCY)}

@@ -33,7 +33,7 @@ from hwsim.model.kernel import ExpertBlock, Kernel
 from hwsim.model.onchip import OnChipState
 from hwsim.model.schedule import StepShape
 from hwsim.parallel import collectives, layout as lay
-from hwsim.parallel.comm_kernels import DEEPEP_LOW_LATENCY, NCCL_RING, CommKernel
+from hwsim.parallel.comm_kernels import DEEPEP_LOW_LATENCY, NCCL_GATHER_SCATTER, NCCL_RING, CommKernel
 from hwsim.parallel.memory import GpuMemory
 
 ACT_BYTES = 2                               # hidden states and logits in bf16
@@ -245,7 +245,7 @@ def _collective(b, shape: StepShape, cut: tuple[str, int], owner, groups):
                                           f"L{layer}.all-reduce")
     elif what == "all_gather":
         rows = max(shape.lm_rows, 1)
-        yield from collectives.all_gather(cluster, devices, rows * b.model.vocab * ACT_BYTES, NCCL_RING,
+        yield from collectives.all_gather(cluster, devices, rows * b.model.vocab * ACT_BYTES, NCCL_GATHER_SCATTER,
                                           "logits all-gather")
     else:
         counts = lay.dispatch_counts(run.layout, owner, groups[layer])
