@@ -87,7 +87,7 @@ def test_the_dispatch_plans_of_the_ranks_agree(ep):
 
 def step_args(out, solo=False):
     """What measure_ep_steps.main hands a worker."""
-    return type("Args", (), dict(dry=True, out=str(out), replays=1, budget_s=60.0, solo=solo,
+    return type("Args", (), dict(dry=True, out=str(out), replays=1, budget_s=60.0, solo=solo, cases="grid",
                                  t_start=__import__("time").time()))()
 
 
@@ -160,6 +160,7 @@ def test_the_converter_gives_validate_each_row_s_layout(ep):
                    "qwen3-30b-a3b-dp-ep2": (2, 1, 2, True, None)}
 
 
-def test_the_fresh_grid_predicted_is_the_grid_measured(ep):
+def test_the_grids_predicted_are_the_grids_measured(ep):
     predict = _load("validation/predict_ep_grid.py")
-    assert predict.FRESH_CASES == ep.FRESH_CASES and predict.FRESH_SETUPS == ep.FRESH_SETUPS
+    assert predict.GRIDS["fresh"] == (ep.FRESH_SETUPS, ep.FRESH_CASES, "decode")
+    assert predict.GRIDS["prefill"] == (ep.PREFILL_SETUPS, ep.PREFILL_CASES, "prefill")

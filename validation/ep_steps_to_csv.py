@@ -61,7 +61,8 @@ def rows(lines, hardware="h200-sxm"):
                  f"({rec['collectives_left_out']})" if rec.get("solo") else f"{rec['gpus']} GPUs, {rec['layout']}")
         out.append({
             "name": rec["name"], "hardware": f"dry-{hardware}" if dry else hardware, "model": model_of(rec),
-            "phase": "decode", "batch": rec["batch"], "context_tokens": rec["context_tokens"], "prompt_tokens": 0,
+            "phase": rec.get("phase", "decode"), "batch": rec["batch"], "context_tokens": rec["context_tokens"],
+            "prompt_tokens": rec.get("prompt_tokens", 0),
             "kv_bits": 16, "launch": "graph", "measured_ms": f"{rec['ms']:.4f}", "split": rec["split"],
             "overrides": overrides(rec),
             "notes": (f"{where}; slowest rank's graph replay, median of "

@@ -6,6 +6,7 @@
     python3 validation/measure_ep_steps.py --dry          # gloo on the CPU, 2 ranks, tiny shapes
     python3 validation/measure_ep_steps.py --solo --setup mixtral-8x22b:tp:2 --out $OUT/solo.jsonl
     python3 validation/measure_ep_steps.py --cases fresh --out $OUT/fresh.jsonl   # 2 GPUs, test grid
+    python3 validation/measure_ep_steps.py --cases prefill --out $OUT/prefill.jsonl
     python3 validation/ep_steps_to_csv.py $OUT/ep4.jsonl --out validation/data/h200x8_ep_steps.csv
 
 One process per GPU (torch.distributed, NCCL). Each rank holds its shard of a random-weight
@@ -85,6 +86,11 @@ FRESH_CASES = [(2, 8192, "fresh"), (16, 2048, "fresh"), (48, 4096, "fresh"), (96
                (192, 512, "fresh")]
 FRESH_SETUPS = [("mixtral-8x22b", "tp", 2, "fp8"), ("mixtral-8x7b", "tp", 2, "bf16"),
                 ("qwen3-30b-a3b", "tp-ep", 2, "bf16"), ("qwen3-30b-a3b", "dp-ep", 2, "bf16")]
+# --cases prefill: one prompt of that many tokens (context 0) under tensor parallelism, the
+# collectives' large-message regime inside a step; written down with its predictions first
+PREFILL_CASES = [(512, 0, "fresh"), (2048, 0, "fresh"), (8192, 0, "fresh")]
+PREFILL_SETUPS = FRESH_SETUPS[:3]
+DRY_PREFILL_CASES = [(16, 0, "fresh")]
 
 
 class Shard:
@@ -230,8 +236,25 @@ def moe(x, h, lw, route, sh):
     return x + y
 
 
-def decode_step(W, sh, st):
-    c, B, ctx = sh.cfg, st["B"], st["ctx"]
+def decode_attention(q, k, v, li, st):
+    """One new token a sequence: its K and V into the cache, attention over the cache."""
+    kc, vc = st["cache"][li][0], st["cache"][li][1]
+    ms.OPS("kv_copy", 2)
+    kc[:, :, st["ctx"]].copy_(k)
+    vc[:, :, st["ctx"]].copy_(v)
+    return ms.sdpa(q.unsqueeze(2), kc, vc, causal=False).transpose(1, 2)[:, 0]
+
+
+def prefill_attention(q, k, v, li, st):
+    """One prompt: causal attention over it (no KV cache kept, as validation/measure_steps.py)."""
+    a = ms.sdpa(q.transpose(0, 1).unsqueeze(0), k.transpose(0, 1).unsqueeze(0),
+                v.transpose(0, 1).unsqueeze(0), causal=True)
+    return a[0].transpose(0, 1)
+
+
+def step_pass(W, sh, st, attention):
+    """A pass of st["B"] rows (a decode batch, or a prompt's tokens) through every layer."""
+    c, B = sh.cfg, st["B"]
     H, KVH, hd, eps = sh.heads, sh.kv_heads, c["hd"], c["eps"]
     x = st["x"]
     for li, lw in enumerate(W["layers"]):
@@ -242,19 +265,15 @@ def decode_step(W, sh, st):
         v = qkv[:, (H + KVH) * hd:].view(B, KVH, hd)
         if c["qk_norm"]:
             q, k = ms.rms(q, lw["qn"], eps), ms.rms(k, lw["kn"], eps)
-        kc, vc = st["cache"][li][0], st["cache"][li][1]
-        ms.OPS("kv_copy", 2)
-        kc[:, :, ctx].copy_(k)
-        vc[:, :, ctx].copy_(v)
-        a = ms.sdpa(q.unsqueeze(2), kc, vc, causal=False)
-        o = ms.mm(ms.to_rows(a.transpose(1, 2)[:, 0], B), lw["wo"])
+        o = ms.mm(ms.to_rows(attention(q, k, v, li, st), B), lw["wo"])
         if sh.tp > 1:
             comm("all_reduce", lambda: dist.all_reduce(o))
         ms.OPS("add")
         x = x + o
         h = ms.rms(x, lw["ln2"], eps)
         x = moe(x, h, lw, st["route"][li], sh)
-    logits = ms.mm(ms.rms(x, W["lnf"], eps), W["lm"])
+    last = x if st["phase"] == "decode" else x[-1:]          # a prompt's LM head: its last token
+    logits = ms.mm(ms.rms(last, W["lnf"], eps), W["lm"])
     if sh.tp > 1 and not SOLO["on"]:
         every = torch.empty((sh.tp * logits.shape[0], logits.shape[1]), dtype=logits.dtype, device=logits.device)
         comm("all_gather", lambda: de.ALL_GATHER(every, logits))
@@ -301,24 +320,28 @@ def worker(rank, world, args, setup, cases):
     W = weights(sh, dev, fmt)
     de.sync(dev)
     build_s = time.perf_counter() - t0
-    for batch, ctx, split in cases:
-        name = f"{model}-{layout}{sh.world}-{fmt}-{'rank0solo-' if args.solo else ''}decode-b{batch}-l{ctx}-graph"
+    phase = "prefill" if args.cases == "prefill" else "decode"
+    for rows, ctx, split in cases:          # decode: a batch of sequences; prefill: a prompt's tokens
+        solo = "rank0solo-" if args.solo else ""
+        name = (f"{model}-{layout}{sh.world}-{fmt}-{solo}" +
+                (f"decode-b{rows}-l{ctx}-graph" if phase == "decode" else f"prefill-t{rows}-graph"))
         late = de.max_over_ranks([time.time() - args.t_start > args.budget_s], dev)[0]
-        if late or (layout == "dp-ep" and batch < world):
+        if late or (layout == "dp-ep" and rows < world):
             out and out.write(json.dumps({"part": "skipped", "name": name,
                                           "reason": "time budget" if late else "fewer sequences than GPUs"}) + "\n")
             continue
-        local = batch if sh.tp > 1 else int((sh.owner(batch) == rank).sum())
-        local_cfg = dict(cfg, KVH=sh.kv_heads)
+        local = rows if sh.tp > 1 else int((sh.owner(rows) == rank).sum())
         g = torch.Generator(device=dev).manual_seed(7 + rank)
-        st = {"B": local, "ctx": ctx, "route": routing(sh, batch, dev, seed=1000 + batch),
-              "x": torch.randn((local, cfg["d"]), dtype=torch.bfloat16, device=dev, generator=g),
-              "cache": ms.make_cache(local_cfg, local, ctx, dev)}
+        st = {"B": local, "ctx": ctx, "phase": phase, "route": routing(sh, rows, dev, seed=1000 + rows),
+              "x": torch.randn((local, cfg["d"]), dtype=torch.bfloat16, device=dev, generator=g)}
+        if phase == "decode":
+            st["cache"] = ms.make_cache(dict(cfg, KVH=sh.kv_heads), local, ctx, dev)
+        attention = decode_attention if phase == "decode" else prefill_attention
 
         def step():
             ms.OPS.reset()                  # the ops of the last call: the captured one
             SOLO["left_out"] = {}
-            return decode_step(W, sh, st)
+            return step_pass(W, sh, st, attention)
         times, info = time_step(step, dev, args.replays)
         slowest = de.max_over_ranks(times, dev)
         if out:
@@ -326,7 +349,9 @@ def worker(rank, world, args, setup, cases):
             out.write(json.dumps({
                 "part": "step", "name": name, "model": model, "layout": layout, "gpus": sh.world, "tp": sh.tp,
                 "solo": args.solo, "collectives_left_out": SOLO["left_out"],
-                "ep": sh.ep, "weights": fmt, "moe_schedule": "per-expert", "batch": batch, "context_tokens": ctx,
+                "ep": sh.ep, "weights": fmt, "moe_schedule": "per-expert", "phase": phase,
+                "batch": rows if phase == "decode" else 1, "context_tokens": ctx,
+                "prompt_tokens": rows if phase == "prefill" else 0,
                 "split": split, "ms": med, "p10": p10, "p90": p90,
                 "replays_ms": [round(t * 1e3, 4) for t in slowest], "rank0_replays_ms": [round(t * 1e3, 4) for t in times],
                 "sdpa_backend": backend, "weights_build_s": round(build_s, 1), **info}) + "\n")
@@ -353,8 +378,9 @@ def main():
     ap.add_argument("--setup", action="append", default=None,
                     help="model:layout:gpus[:weights], e.g. qwen3-235b-a22b:tp-ep:4 (repeatable; default: all)")
     ap.add_argument("--batches", default=None, help="only these batches, e.g. 1,8")
-    ap.add_argument("--cases", choices=("grid", "fresh"), default="grid",
-                    help="fresh: the test grid of validation/multi_gpu_grid.md (FRESH_CASES, FRESH_SETUPS)")
+    ap.add_argument("--cases", choices=("grid", "fresh", "prefill"), default="grid",
+                    help="fresh: the decode test grid of validation/multi_gpu_grid.md (FRESH_CASES, "
+                         "FRESH_SETUPS); prefill: its prefill grid (PREFILL_CASES, PREFILL_SETUPS)")
     ap.add_argument("--replays", type=int, default=10)
     ap.add_argument("--budget-s", type=float, default=480.0, help="no new case after this many seconds")
     ap.add_argument("--solo", action="store_true",
@@ -364,10 +390,11 @@ def main():
     args.t_start = time.time()
     if not args.dry and not torch.cuda.is_available():
         sys.exit("no CUDA device: use --dry")
-    fresh = args.cases == "fresh"
-    setups = ([parse_setup(s) for s in args.setup] if args.setup
-              else DRY_SETUPS if args.dry else FRESH_SETUPS if fresh else SETUPS)
-    cases = DRY_CASES if args.dry else FRESH_CASES if fresh else CASES
+    grids = {"grid": (SETUPS, CASES, DRY_CASES), "fresh": (FRESH_SETUPS, FRESH_CASES, DRY_CASES),
+             "prefill": (PREFILL_SETUPS, PREFILL_CASES, DRY_PREFILL_CASES)}
+    setups, cases, dry_cases = grids[args.cases]
+    setups = [parse_setup(s) for s in args.setup] if args.setup else DRY_SETUPS if args.dry else setups
+    cases = dry_cases if args.dry else cases
     if args.batches:
         cases = [c for c in cases if c[0] in {int(b) for b in args.batches.split(",")}]
     if args.dry:
