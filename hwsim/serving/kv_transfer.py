@@ -16,7 +16,7 @@ are timed on their own by the hardware engine (hwsim/serving/loop.py StepOracle)
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from hwsim.config.scenario import Disaggregation
 from hwsim.errors import ConfigError
@@ -28,18 +28,11 @@ from hwsim.parallel.topology import Topology, for_chip, load_topology
 
 KEY = "workload.disaggregation"
 
-# vLLM's P2pNcclConnector and Megatron-core's NCCL transfer backend send the KV blocks with
-# NCCL send/recv, the calls NCCL's all-to-all is made of: its kernel, fitted to all_to_all_single
-# on 2 x H200 (hwsim/parallel/comm_kernels.py), under its own name.
-KV_SEND = replace(
-    NCCL_ALL_TO_ALL, name="nccl-send-recv",
-    protocols=tuple(replace(p, name=p.name.replace(NCCL_ALL_TO_ALL.name, "nccl-send-recv"))
-                    for p in NCCL_ALL_TO_ALL.protocols),
-    sources={**NCCL_ALL_TO_ALL.sources,
-             "kernel": "vLLM docs, features/disagg_prefill.md (P2pNcclConnector) and Megatron-core "
-                       "core.inference.disaggregation.transfer_backends.nccl: KV blocks move by NCCL "
-                       "send/recv between the prefill and decode instances; NCCL's all-to-all is "
-                       "grouped send/recv, so its measured kernel stands for them"})
+# vLLM's P2pNcclConnector (vLLM docs, features/disagg_prefill.md) and Megatron-core's NCCL transfer
+# backend (core.inference.disaggregation.transfer_backends.nccl) send the KV blocks with NCCL
+# send/recv, the calls NCCL's all-to-all is made of: its kernel, fitted to all_to_all_single on
+# 2 x H200 (hwsim/parallel/comm_kernels.py), times them, protocol choice included.
+KV_SEND = NCCL_ALL_TO_ALL
 
 
 @dataclass(frozen=True)
