@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from hwsim.config.load import apply_hardware_overrides, load_model, load_profile
 from hwsim.config.profile import HardwareProfile
-from hwsim.config.scenario import Scenario
+from hwsim.config.scenario import Scenario, moe_schedule_problems
 from hwsim.hw.chip import ChipSpec
 from hwsim.engine.stream import Stream
 from hwsim.engine.timer import KernelTimer
@@ -70,6 +70,8 @@ def build(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelSha
     """The simulated system of a scenario; `sm_clock_hz` runs its SMs below their maximum clock
     (the clock a power limit settles them at: hwsim/hw/power.py), as a number in
     `runtime.sm_clock` (a locked clock, MHz) does."""
+    for key, problem in moe_schedule_problems(cfg):      # a scenario not loaded from a file (sweeps)
+        raise ConfigError(problem, key=key)
     profile = profile or apply_hardware_overrides(load_profile(cfg.hardware), cfg.hardware_overrides)
     model = model or load_model(cfg.model)
     chip = ChipSpec.from_profile(profile)

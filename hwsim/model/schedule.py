@@ -593,24 +593,20 @@ class Schedule:
             counts = tokens_per_expert(choice, moe.experts)
             if moe.shared_experts:
                 ks += self._shared_experts(layer, t)
+            experts = np.flatnonzero(counts).tolist()
+            plans = dispatch.plan_layer(layer, experts) if dispatch else [FROM_HBM] * len(experts)
             if self.moe_schedule == "per-expert":
                 # the combine buffer the experts scatter-add into starts zeroed
                 ks.append(self._ew("moe_zero", layer, 0, t * d * ops.ACT_BYTES, writes=("acc",)))
                 rows = counts.tolist()                   # Python ints: no numpy scalar per expert
-                experts = np.flatnonzero(counts).tolist()
-                plans = dispatch.plan_layer(layer, experts) if dispatch else [FROM_HBM] * len(experts)
                 for e, plan in zip(experts, plans):
                     if plan.wait:
                         ks.append(plan.wait)
                     ks.append(self._routed_expert(layer, e, rows[e], plan.on_chip, plan.channel_group))
-                if dispatch:
-                    dispatch.account(layer, plans)
-            elif not counts.any():
-                pass     # expert parallelism: no token reached this GPU's experts (hwsim/parallel)
-            elif self.moe_schedule == "grouped":
-                ks += self._grouped_moe(layer, t, tuple(int(c) for c in counts if c))
-            else:
-                ks += self._fused_moe(layer, t, tuple(int(c) for c in counts if c))
+            elif experts:      # none: expert parallelism sent no token to this GPU's experts (hwsim/parallel)
+                ks += self._one_kernel_moe(layer, t, tuple(int(c) for c in counts if c), plans)
+            if dispatch:
+                dispatch.account(layer, plans)
         ks.append(self._ew("ffn_residual_add", layer, 2 * t * d * ops.ACT_BYTES, t * d * ops.ACT_BYTES,
                            reads=("acc", "x"), writes=("x",)))
         return ks
@@ -730,8 +726,24 @@ class Schedule:
         f = self.wplan.experts
         return "native" if f.is_bf16 or f.tensor_dtype(self.chip.tensor_flops) != "bf16" else f.dequant
 
+    def _one_kernel_moe(self, layer: int, t: int, counts: tuple[int, ...], plans: list) -> list[StreamItem]:
+        """The grouped or fused MoE over the active experts (`counts`, their plans in the same
+        order). The expert SRAM is the L2's persisting share, which serves any kernel's loads of
+        the addresses it holds: each expert's resident share of its weights is read from there.
+        The stream waits for every copy still in flight before the first kernel that reads
+        expert weights (one kernel reads them all); the routing bookkeeping runs meanwhile."""
+        on_chip = tuple(p.on_chip for p in plans) if any(p.on_chip for p in plans) else None
+        build = self._grouped_moe if self.moe_schedule == "grouped" else self._fused_moe
+        ks: list[StreamItem] = list(build(layer, t, counts, on_chip))
+        waits = [p.wait for p in plans if p.wait]
+        if waits:
+            first = next(i for i, k in enumerate(ks) if k.data == Component.EXPERT_READ)
+            ks[first:first] = waits
+        return ks
+
     @_memo
-    def _grouped_moe(self, layer: int, t: int, counts: tuple[int, ...]) -> list[Kernel]:
+    def _grouped_moe(self, layer: int, t: int, counts: tuple[int, ...],
+                     on_chip: tuple[float, ...] | None = None) -> list[Kernel]:
         """torchtitan's MoE on torch._grouped_mm: the routing bookkeeping all on the GPU
         (top-k, a stable argsort of the expert ids, counts by scatter-add, int32 offsets by
         cumsum, token ids by division), one gather, two grouped GEMMs with a SiLU and a
@@ -761,7 +773,8 @@ class Schedule:
             ks.append(moe_kernels.grouped_gemm(f"L{layer}.experts.{proj}", layer, list(counts), k, nn,
                                                self.chip, weight_addr=self._w(layer, f"expert0.{proj}"),
                                                weight_bytes=fmt_b, data=Component.EXPERT_READ,
-                                               writes=out, dtype=dtype, dequant=self._expert_dequant()))
+                                               writes=out, dtype=dtype, dequant=self._expert_dequant(),
+                                               on_chip=on_chip))
             if proj == "gate_up":     # SiLU of the strided gate half, times the strided up half
                 ks.append(self._ew("experts.silu", layer, n * ff * ab, n * ff * ab, SILU_OPS_PER_BYTE,
                                    vectorized=False, reads=("gate",), writes=("gate_act",)))
@@ -779,7 +792,8 @@ class Schedule:
         return ks
 
     @_memo
-    def _fused_moe(self, layer: int, t: int, counts: tuple[int, ...]) -> list[Kernel]:
+    def _fused_moe(self, layer: int, t: int, counts: tuple[int, ...],
+                   on_chip: tuple[float, ...] | None = None) -> list[Kernel]:
         """The Triton fused MoE (vLLM's design, calibration/moe_impls.py): top-k, the int32
         expert ids, a sentinel fill and moe_align_block_size (one program), then per projection
         one kernel that gathers its own rows (the down one scales by the router weight), a fused
@@ -798,7 +812,7 @@ class Schedule:
             ks.append(moe_kernels.fused_moe_gemm(f"L{layer}.experts.{proj}", layer, list(counts), t, E, k,
                                                  nn, self.chip, weight_addr=self._w(layer, f"expert0.{proj}"),
                                                  weight_bytes=wb, data=Component.EXPERT_READ, writes=out,
-                                                 dequant=self._expert_dequant()))
+                                                 dequant=self._expert_dequant(), on_chip=on_chip))
             if proj == "gate_up":
                 ks.append(self._ew("experts.silu_mul", layer, 2 * n * ff * ab, n * ff * ab, SILU_OPS_PER_BYTE,
                                    reads=("gate", "up"), writes=("ffn_act",)))
