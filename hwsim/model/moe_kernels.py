@@ -124,8 +124,11 @@ def fused_moe_gemm(name: str, layer: int, rows: list[int], tokens: int, experts:
     weights = w_tile * n_tiles * sum(streamed)
     sram = weights * resident_share(streamed, on_chip)
     hbm = weights - sram
-    if bk * weight_bytes < L2_LINE_BYTES:
-        hbm *= SHORT_SEGMENT_HBM_FACTOR
+    # a piece shorter than a line costs HBM more time per byte, but it is still one load: the
+    # factor scales the bytes in flight alike, so a latency-bound program makes the same round
+    # trips (FP8 weights at BK 64 load as many pieces as bf16 does, each half as long)
+    short = SHORT_SEGMENT_HBM_FACTOR if bk * weight_bytes < L2_LINE_BYTES else 1.0
+    hbm *= short
     l2 = (w_tile * repeat * (not again_hbm) + blocks * min(max(active), bm) * k * ops.ACT_BYTES) * n_tiles + sram
     stage = bn * bk * weight_bytes + bm * bk * ops.ACT_BYTES
     resident = min(SM_THREADS // FUSED_THREADS, chip.smem_bytes_per_sm // (FUSED_STAGES * stage),
@@ -139,7 +142,7 @@ def fused_moe_gemm(name: str, layer: int, rows: list[int], tokens: int, experts:
     return Kernel(
         name=name, layer=layer, tiles=tiles, hbm_read=hbm / tiles, l2_read=l2 / tiles,
         l2_write=per * bm * bn * ops.ACT_BYTES, tensor_flops=per * 2.0 * bm * bn * k,
-        inflight_bytes=per * bn * bk * weight_bytes * FUSED_STAGES_IN_FLIGHT,   # masked rows load nothing
+        inflight_bytes=per * bn * bk * weight_bytes * short * FUSED_STAGES_IN_FLIGHT,   # masked rows load nothing
         round_trips=2,           # the sorted token ids, then the rows they name
         address=weight_addr, data=data, writes=writes,
         compute=Component.DEQUANT if dequant == "software" else Component.GEMM_COMPUTE, **expand_codes(dequant, per * bn * k, min(max(active), bm)))
