@@ -133,6 +133,7 @@ class Schedule:
         self.attention_kernel = attention_kernel
         self.kv = kv or BF16_KV
         self.dequant = "none" if self.kv.is_unquantized else dequant
+        self._sizes = {"dequant": dequant, "max_batch": max_batch, "max_context": max_context}
         if attention_kernel == "eager" and not (isinstance(model.attention, MlaAttention) and self.kv.is_unquantized):
             raise ConfigError("eager attention is modelled for MLA models over a bf16 KV cache only "
                               "(DeepSeek's reference code); use flash or cudnn", key="runtime.attention_kernel")
@@ -156,6 +157,11 @@ class Schedule:
         for layer in range(model.layers):
             held = min(max_context, model.attention.window_at(layer) or max_context)   # a window keeps its tail only
             self.mem.place(f"L{layer}.kv_cache", max_batch * held * self.kv_bytes_per_token_layer)
+
+    def with_kv(self, kv: KvFormat) -> "Schedule":
+        """The same schedule over another KV cache format (laid out for it)."""
+        return Schedule(self.model, self.chip, kv=kv, moe_schedule=self.moe_schedule,
+                        attention_kernel=self.attention_kernel, weights=self.wplan, **self._sizes)
 
     def kv_token_bytes(self, context: int) -> float:
         """Stored bytes of one token's K and V in one layer at this context length."""
@@ -396,19 +402,13 @@ class Schedule:
                                    writes=(which,)))
             ks.append(self._head_norm(which, layer, t * heads))
         (qk_dim, v_dim), kv_heads = a.dims, a.cached_heads
-        appends, o_in = a.appends, a.o_proj_in
         if s.decodes:
-            append_bytes_per_el = self.kv.append_bits() / 8
-            for name, elems in appends:
-                ks.append(self._kv_append(name, layer, s, elems, append_bytes_per_el))
-            window = a.window_at(layer)
-            attend = replace(s, context=min(s.context, window - 1)) if window else s
-            ks += self._decode_attention(layer, attend, kv_heads, qk_dim, v_dim)
+            ks += self.kv_path(layer, s)
         if s.prompt_tokens:
             ks.append(ops.prefill_attention(f"L{layer}.prefill_attention" if s.decodes else
                                             f"L{layer}.attention", layer, s.prompt_tokens, a.heads,
                                             kv_heads, qk_dim, v_dim, self.chip))
-        ks += self._gemm("o_proj", layer, t, o_in, d, "o_proj", Component.WEIGHT_READ, out=("o",),
+        ks += self._gemm("o_proj", layer, t, a.o_proj_in, d, "o_proj", Component.WEIGHT_READ, out=("o",),
                          cls="attention")
         ks.append(self._ew("residual_add", layer, 2 * t * d * ops.ACT_BYTES, t * d * ops.ACT_BYTES,
                            reads=("o", "x"), writes=("x",)))
@@ -442,11 +442,7 @@ class Schedule:
                                reads=("kv_a",), writes=("latent",)))
         ks.append(self._latent_norm("kv_a_norm", layer, t, latent, "latent"))
         if s.decodes:
-            append_bytes_per_el = self.kv.append_bits() / 8
-            appends = ([("kv_write", latent), ("pe_write", rope)] if self.attention_kernel == "eager"
-                       else a.appends)
-            for name, elems in appends:
-                ks.append(self._kv_append(name, layer, s, elems, append_bytes_per_el))
+            ks += self._kv_appends(layer, s)
             if self.attention_kernel == "eager":
                 ks += self._mla_eager_decode(layer, s.decodes, s.context)
             else:
@@ -467,6 +463,27 @@ class Schedule:
         ks += self._gemm("o_proj", layer, t, a.o_proj_in, d, "o_proj", Component.WEIGHT_READ, out=("o",), **attn)
         ks.append(self._ew("residual_add", layer, 2 * t * d * ab, t * d * ab, reads=("o", "x"), writes=("x",)))
         return ks
+
+    def kv_path(self, layer: int, s: StepShape) -> list[Kernel]:
+        """The kernels of a decode pass that write and read `layer`'s KV cache: its appends, then
+        (unfused) the expansion and the attention; an MLA model's latent attention without the
+        kv_b weights it is absorbed into (kv.attention_speedup times these)."""
+        a = self.model.attention
+        if isinstance(a, MlaAttention):
+            attend = (self._mla_eager_decode(layer, s.decodes, s.context) if self.attention_kernel == "eager"
+                      else self._decode_attention(layer, s, 1, *a.dims))
+            return self._kv_appends(layer, s) + list(attend)
+        window = a.window_at(layer)
+        attend = replace(s, context=min(s.context, window - 1)) if window else s
+        return self._kv_appends(layer, s) + list(self._decode_attention(layer, attend, a.cached_heads, *a.dims))
+
+    def _kv_appends(self, layer: int, s: StepShape) -> list[Kernel]:
+        a = self.model.attention
+        appends = a.appends
+        if isinstance(a, MlaAttention) and self.attention_kernel == "eager":
+            appends = [("kv_write", a.kv_lora_rank), ("pe_write", a.qk_rope_dim)]
+        per_el = self.kv.append_bits() / 8
+        return [self._kv_append(name, layer, s, elems, per_el) for name, elems in appends]
 
     @_memo
     def _latent_norm(self, name: str, layer: int, rows: int, width: int, source: str) -> Kernel:
