@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hwsim.config.inert import inert_keys
 from hwsim.config.load import apply_hardware_overrides, load_model, load_profile
 from hwsim.config.profile import HardwareProfile
 from hwsim.config.scenario import Scenario, moe_schedule_problems
@@ -112,7 +113,7 @@ def build(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelSha
             experts = lay.ExpertMap(p.expert_placement, model.moe.experts, p.ep, p.redundant_experts,
                                     {layer: router.popularity(layer) for layer in moe_layers})
     mem = _memory(cfg, model, schedule, chip, experts)
-    warnings = []
+    warnings = inert_keys(cfg, model)       # keys set where they cannot act: said, not ignored
     where = f"{p.gpus} x {profile.name}" if layout else profile.name
     if note := memory.check(mem, where, p.allow_overcommit):
         warnings.append(note)

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from hwsim.config.load import load_scenario
+from hwsim.config.inert import inert_keys, rule_for
+from hwsim.config.load import load_model, load_scenario
 from hwsim.config.scenario import Scenario
 from hwsim.errors import ConfigError
 from hwsim.run import run_scenario
@@ -291,3 +292,42 @@ def test_changing_a_key_changes_the_run(key, routing_traces):
     changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
     assert changed, f"{key}: {change} on top of {context} changes nothing in the summary"
     assert "error" not in after, after["error"]
+    assert not warned(after, key), f"{key} acts here, yet the run says it has no effect"
+
+
+def warned(flat: dict, key: str) -> bool:
+    return any(w.startswith(f"{key} has no effect") for w in json.loads(flat.get("warnings", "[]")))
+
+
+def inert_in_base() -> list[str]:
+    """The keys whose change, made on the tiny run alone (without the context it acts in),
+    the run reports as having no effect."""
+    keys = []
+    for key, (_, change) in CHANGES.items():
+        if rule_for(key) is None or key == "moe.routing.trace":
+            continue
+        try:
+            cfg = load_scenario(None, [*BASE, *change])
+        except ConfigError:
+            continue
+        said = inert_keys(cfg, load_model(cfg.model))
+        if all(any(w.startswith(f"{c.split('=')[0]} has no effect") for w in said) for c in change):
+            keys.append(key)      # (a change that sets a companion key too only if it is inert as well)
+    return keys
+
+
+INERT_IN_BASE = inert_in_base()
+
+
+def test_many_keys_are_reported_where_they_cannot_act():
+    assert len(INERT_IN_BASE) >= 40, INERT_IN_BASE
+
+
+@pytest.mark.parametrize("key", INERT_IN_BASE)
+def test_a_key_reported_as_having_no_effect_changes_nothing_else(key):
+    """hwsim.config.inert's warning is true: the change alone leaves the result as it was."""
+    _, change = CHANGES[key]
+    before, after = cached_result([]), cached_result(change)
+    assert warned(after, key)
+    changed = sorted(k for k in before.keys() | after.keys() if k != "warnings" and before.get(k) != after.get(k))
+    assert not changed, f"{key} is reported as having no effect, but {change} changes {changed}"
