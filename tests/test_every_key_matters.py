@@ -6,7 +6,13 @@ For each key of the schema (walked from hwsim.config.scenario.Scenario, so a new
 entry here fails test_every_key_is_covered), CHANGES gives the context it acts in (the keys it
 depends on: a zipf exponent needs zipf routing, an arrival rate a serving run) and the change.
 The run is a tiny MoE (4 layers) decoding one step, in process; its result is the summary less
-the echoes of the configuration (ECHOES) and the simulator's own bookkeeping (`sim`).
+the echoes of the configuration (ECHOES) and the simulator's own bookkeeping (`sim`). Keys whose
+effect needs KV memory pressure over many iterations name the test that shows it
+(COVERED_ELSEWHERE).
+
+The other half: a key changed where it cannot act is reported by the run (hwsim/config/inert.py,
+a warning). Every key the tiny run alone reports so is held to it: its change alters nothing
+but that warning; and no key is reported in the context where it acts.
 """
 
 from __future__ import annotations
