@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hwsim.config.inert import inert_keys
 from hwsim.config.load import apply_hardware_overrides, load_model, load_profile
 from hwsim.config.profile import HardwareProfile
-from hwsim.config.scenario import Scenario
+from hwsim.config.scenario import Scenario, moe_schedule_problems
 from hwsim.hw.chip import ChipSpec
 from hwsim.engine.stream import Stream
 from hwsim.engine.timer import KernelTimer
@@ -70,6 +71,8 @@ def build(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelSha
     """The simulated system of a scenario; `sm_clock_hz` runs its SMs below their maximum clock
     (the clock a power limit settles them at: hwsim/hw/power.py), as a number in
     `runtime.sm_clock` (a locked clock, MHz) does."""
+    for key, problem in moe_schedule_problems(cfg):      # a scenario not loaded from a file (sweeps)
+        raise ConfigError(problem, key=key)
     profile = profile or apply_hardware_overrides(load_profile(cfg.hardware), cfg.hardware_overrides)
     model = model or load_model(cfg.model)
     chip = ChipSpec.from_profile(profile)
@@ -110,7 +113,7 @@ def build(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelSha
             experts = lay.ExpertMap(p.expert_placement, model.moe.experts, p.ep, p.redundant_experts,
                                     {layer: router.popularity(layer) for layer in moe_layers})
     mem = _memory(cfg, model, schedule, chip, experts)
-    warnings = []
+    warnings = inert_keys(cfg, model)       # keys set where they cannot act: said, not ignored
     where = f"{p.gpus} x {profile.name}" if layout else profile.name
     if note := memory.check(mem, where, p.allow_overcommit):
         warnings.append(note)

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 from hwsim.config.cost import check_cost
 from hwsim.config.limits import model_problems, profile_problems
 from hwsim.config.profile import HardwareProfile
-from hwsim.config.scenario import Scenario
+from hwsim.config.scenario import Scenario, moe_schedule_problems
 from hwsim.config.yaml_lines import LoadedYaml, load_yaml_file, load_yaml_text
 from hwsim.errors import ConfigError
 from hwsim.model.shapes import MODEL_DIR, ModelShape
@@ -193,6 +193,7 @@ def cross_checks(cfg: Scenario, profile: HardwareProfile, model: ModelShape):
             yield "kv_cache.element", f"the decoder of '{profile.name}' supports {profile.decoder.formats}"
     from hwsim.model import weight_format    # weight formats the profile cannot run (docs/weights.md)
     yield from weight_format.problems(weight_format.plan(cfg.weights, model.weights), profile)
+    yield from moe_schedule_problems(cfg)
     from hwsim.serving import kv_transfer      # disaggregated tiers that do not fit their topology
     yield from kv_transfer.problems(cfg, profile.name)
     if kv.element != "fp8" and head_dim % kv.group_size and kv.group_size < head_dim:

@@ -133,6 +133,7 @@ class Schedule:
         self.attention_kernel = attention_kernel
         self.kv = kv or BF16_KV
         self.dequant = "none" if self.kv.is_unquantized else dequant
+        self._sizes = {"dequant": dequant, "max_batch": max_batch, "max_context": max_context}
         if attention_kernel == "eager" and not (isinstance(model.attention, MlaAttention) and self.kv.is_unquantized):
             raise ConfigError("eager attention is modelled for MLA models over a bf16 KV cache only "
                               "(DeepSeek's reference code); use flash or cudnn", key="runtime.attention_kernel")
@@ -156,6 +157,11 @@ class Schedule:
         for layer in range(model.layers):
             held = min(max_context, model.attention.window_at(layer) or max_context)   # a window keeps its tail only
             self.mem.place(f"L{layer}.kv_cache", max_batch * held * self.kv_bytes_per_token_layer)
+
+    def with_kv(self, kv: KvFormat) -> "Schedule":
+        """The same schedule over another KV cache format (laid out for it)."""
+        return Schedule(self.model, self.chip, kv=kv, moe_schedule=self.moe_schedule,
+                        attention_kernel=self.attention_kernel, weights=self.wplan, **self._sizes)
 
     def kv_token_bytes(self, context: int) -> float:
         """Stored bytes of one token's K and V in one layer at this context length."""
@@ -396,19 +402,13 @@ class Schedule:
                                    writes=(which,)))
             ks.append(self._head_norm(which, layer, t * heads))
         (qk_dim, v_dim), kv_heads = a.dims, a.cached_heads
-        appends, o_in = a.appends, a.o_proj_in
         if s.decodes:
-            append_bytes_per_el = self.kv.append_bits() / 8
-            for name, elems in appends:
-                ks.append(self._kv_append(name, layer, s, elems, append_bytes_per_el))
-            window = a.window_at(layer)
-            attend = replace(s, context=min(s.context, window - 1)) if window else s
-            ks += self._decode_attention(layer, attend, kv_heads, qk_dim, v_dim)
+            ks += self.kv_path(layer, s)
         if s.prompt_tokens:
             ks.append(ops.prefill_attention(f"L{layer}.prefill_attention" if s.decodes else
                                             f"L{layer}.attention", layer, s.prompt_tokens, a.heads,
                                             kv_heads, qk_dim, v_dim, self.chip))
-        ks += self._gemm("o_proj", layer, t, o_in, d, "o_proj", Component.WEIGHT_READ, out=("o",),
+        ks += self._gemm("o_proj", layer, t, a.o_proj_in, d, "o_proj", Component.WEIGHT_READ, out=("o",),
                          cls="attention")
         ks.append(self._ew("residual_add", layer, 2 * t * d * ops.ACT_BYTES, t * d * ops.ACT_BYTES,
                            reads=("o", "x"), writes=("x",)))
@@ -442,11 +442,7 @@ class Schedule:
                                reads=("kv_a",), writes=("latent",)))
         ks.append(self._latent_norm("kv_a_norm", layer, t, latent, "latent"))
         if s.decodes:
-            append_bytes_per_el = self.kv.append_bits() / 8
-            appends = ([("kv_write", latent), ("pe_write", rope)] if self.attention_kernel == "eager"
-                       else a.appends)
-            for name, elems in appends:
-                ks.append(self._kv_append(name, layer, s, elems, append_bytes_per_el))
+            ks += self._kv_appends(layer, s)
             if self.attention_kernel == "eager":
                 ks += self._mla_eager_decode(layer, s.decodes, s.context)
             else:
@@ -467,6 +463,27 @@ class Schedule:
         ks += self._gemm("o_proj", layer, t, a.o_proj_in, d, "o_proj", Component.WEIGHT_READ, out=("o",), **attn)
         ks.append(self._ew("residual_add", layer, 2 * t * d * ab, t * d * ab, reads=("o", "x"), writes=("x",)))
         return ks
+
+    def kv_path(self, layer: int, s: StepShape) -> list[Kernel]:
+        """The kernels of a decode pass that write and read `layer`'s KV cache: its appends, then
+        (unfused) the expansion and the attention; an MLA model's latent attention without the
+        kv_b weights it is absorbed into (kv.attention_speedup times these)."""
+        a = self.model.attention
+        if isinstance(a, MlaAttention):
+            attend = (self._mla_eager_decode(layer, s.decodes, s.context) if self.attention_kernel == "eager"
+                      else self._decode_attention(layer, s, 1, *a.dims))
+            return self._kv_appends(layer, s) + list(attend)
+        window = a.window_at(layer)
+        attend = replace(s, context=min(s.context, window - 1)) if window else s
+        return self._kv_appends(layer, s) + list(self._decode_attention(layer, attend, a.cached_heads, *a.dims))
+
+    def _kv_appends(self, layer: int, s: StepShape) -> list[Kernel]:
+        a = self.model.attention
+        appends = a.appends
+        if isinstance(a, MlaAttention) and self.attention_kernel == "eager":
+            appends = [("kv_write", a.kv_lora_rank), ("pe_write", a.qk_rope_dim)]
+        per_el = self.kv.append_bits() / 8
+        return [self._kv_append(name, layer, s, elems, per_el) for name, elems in appends]
 
     @_memo
     def _latent_norm(self, name: str, layer: int, rows: int, width: int, source: str) -> Kernel:
@@ -593,24 +610,20 @@ class Schedule:
             counts = tokens_per_expert(choice, moe.experts)
             if moe.shared_experts:
                 ks += self._shared_experts(layer, t)
+            experts = np.flatnonzero(counts).tolist()
+            plans = dispatch.plan_layer(layer, experts) if dispatch else [FROM_HBM] * len(experts)
             if self.moe_schedule == "per-expert":
                 # the combine buffer the experts scatter-add into starts zeroed
                 ks.append(self._ew("moe_zero", layer, 0, t * d * ops.ACT_BYTES, writes=("acc",)))
                 rows = counts.tolist()                   # Python ints: no numpy scalar per expert
-                experts = np.flatnonzero(counts).tolist()
-                plans = dispatch.plan_layer(layer, experts) if dispatch else [FROM_HBM] * len(experts)
                 for e, plan in zip(experts, plans):
                     if plan.wait:
                         ks.append(plan.wait)
                     ks.append(self._routed_expert(layer, e, rows[e], plan.on_chip, plan.channel_group))
-                if dispatch:
-                    dispatch.account(layer, plans)
-            elif not counts.any():
-                pass     # expert parallelism: no token reached this GPU's experts (hwsim/parallel)
-            elif self.moe_schedule == "grouped":
-                ks += self._grouped_moe(layer, t, tuple(int(c) for c in counts if c))
-            else:
-                ks += self._fused_moe(layer, t, tuple(int(c) for c in counts if c))
+            elif experts:      # none: expert parallelism sent no token to this GPU's experts (hwsim/parallel)
+                ks += self._one_kernel_moe(layer, t, tuple(int(c) for c in counts if c), plans)
+            if dispatch:
+                dispatch.account(layer, plans)
         ks.append(self._ew("ffn_residual_add", layer, 2 * t * d * ops.ACT_BYTES, t * d * ops.ACT_BYTES,
                            reads=("acc", "x"), writes=("x",)))
         return ks
@@ -730,8 +743,24 @@ class Schedule:
         f = self.wplan.experts
         return "native" if f.is_bf16 or f.tensor_dtype(self.chip.tensor_flops) != "bf16" else f.dequant
 
+    def _one_kernel_moe(self, layer: int, t: int, counts: tuple[int, ...], plans: list) -> list[StreamItem]:
+        """The grouped or fused MoE over the active experts (`counts`, their plans in the same
+        order). The expert SRAM is the L2's persisting share, which serves any kernel's loads of
+        the addresses it holds: each expert's resident share of its weights is read from there.
+        The stream waits for every copy still in flight before the first kernel that reads
+        expert weights (one kernel reads them all); the routing bookkeeping runs meanwhile."""
+        on_chip = tuple(p.on_chip for p in plans) if any(p.on_chip for p in plans) else None
+        build = self._grouped_moe if self.moe_schedule == "grouped" else self._fused_moe
+        ks: list[StreamItem] = list(build(layer, t, counts, on_chip))
+        waits = [p.wait for p in plans if p.wait]
+        if waits:
+            first = next(i for i, k in enumerate(ks) if k.data == Component.EXPERT_READ)
+            ks[first:first] = waits
+        return ks
+
     @_memo
-    def _grouped_moe(self, layer: int, t: int, counts: tuple[int, ...]) -> list[Kernel]:
+    def _grouped_moe(self, layer: int, t: int, counts: tuple[int, ...],
+                     on_chip: tuple[float, ...] | None = None) -> list[Kernel]:
         """torchtitan's MoE on torch._grouped_mm: the routing bookkeeping all on the GPU
         (top-k, a stable argsort of the expert ids, counts by scatter-add, int32 offsets by
         cumsum, token ids by division), one gather, two grouped GEMMs with a SiLU and a
@@ -761,7 +790,8 @@ class Schedule:
             ks.append(moe_kernels.grouped_gemm(f"L{layer}.experts.{proj}", layer, list(counts), k, nn,
                                                self.chip, weight_addr=self._w(layer, f"expert0.{proj}"),
                                                weight_bytes=fmt_b, data=Component.EXPERT_READ,
-                                               writes=out, dtype=dtype, dequant=self._expert_dequant()))
+                                               writes=out, dtype=dtype, dequant=self._expert_dequant(),
+                                               on_chip=on_chip))
             if proj == "gate_up":     # SiLU of the strided gate half, times the strided up half
                 ks.append(self._ew("experts.silu", layer, n * ff * ab, n * ff * ab, SILU_OPS_PER_BYTE,
                                    vectorized=False, reads=("gate",), writes=("gate_act",)))
@@ -779,7 +809,8 @@ class Schedule:
         return ks
 
     @_memo
-    def _fused_moe(self, layer: int, t: int, counts: tuple[int, ...]) -> list[Kernel]:
+    def _fused_moe(self, layer: int, t: int, counts: tuple[int, ...],
+                   on_chip: tuple[float, ...] | None = None) -> list[Kernel]:
         """The Triton fused MoE (vLLM's design, calibration/moe_impls.py): top-k, the int32
         expert ids, a sentinel fill and moe_align_block_size (one program), then per projection
         one kernel that gathers its own rows (the down one scales by the router weight), a fused
@@ -798,7 +829,7 @@ class Schedule:
             ks.append(moe_kernels.fused_moe_gemm(f"L{layer}.experts.{proj}", layer, list(counts), t, E, k,
                                                  nn, self.chip, weight_addr=self._w(layer, f"expert0.{proj}"),
                                                  weight_bytes=wb, data=Component.EXPERT_READ, writes=out,
-                                                 dequant=self._expert_dequant()))
+                                                 dequant=self._expert_dequant(), on_chip=on_chip))
             if proj == "gate_up":
                 ks.append(self._ew("experts.silu_mul", layer, 2 * n * ff * ab, n * ff * ab, SILU_OPS_PER_BYTE,
                                    reads=("gate", "up"), writes=("ffn_act",)))
