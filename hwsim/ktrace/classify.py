@@ -16,9 +16,10 @@ from dataclasses import dataclass, replace
 
 from hwsim.ktrace import ir
 from hwsim.ktrace.reader import CpuOp, DeviceEvent
-from hwsim.ktrace.shapes import (DTYPE_BYTES, DTYPE_NAMES, gemm_tile, numel, tensor_bytes, tensors,
-                                 weight_shapes)
+from hwsim.ktrace.shapes import (DTYPE_BYTES, DTYPE_NAMES, gemm_tile, is_tensor, numel, tensor_bytes,
+                                 tensors, weight_shapes)
 from hwsim.model.shapes import ModelShape
+from hwsim.workload.router import expected_distinct
 
 ELEMS_PER_THREAD = 4      # PyTorch's element-wise kernels: 4 elements a thread (vectorized 16 B of
                           # bf16 x 2 unrolls, or elementwise_kernel<128, 4>); Inductor's pointwise
@@ -122,17 +123,30 @@ def from_op(op: CpuOp, point: Point) -> ir.WorkItem | None:
         if len(w) == 3 and len(x) == 2:
             groups = w[0]
             k, n = (w[1], w[2]) if w[1] == x[1] else (w[2], w[1])
-            per = max(1, round(x[0] / groups))      # the offsets' values are not recorded: even split
-            return ir.GroupedGemm((per,) * groups, n, k, DTYPE_NAMES.get(wt, "bf16"))
+            return ir.GroupedGemm(grouped_rows(x[0], groups, point.top_k), n, k, DTYPE_NAMES.get(wt, "bf16"))
         return None
     if name in ATTN_OPS and len(ts) >= 2:
         return _attention(name, ts, point)
+    if name in CAT_OPS:               # its tensors come as one list input
+        ts = [(d, op.types[0].replace("GenericList[", "").rstrip("]") if op.types else "c10::BFloat16")
+              for d in (op.dims[0] if op.dims and isinstance(op.dims[0], tuple) else ()) if is_tensor(d) and d]
     item = _memory(name, op, ts)
     if item is not None and ts:
         big = max(ts, key=lambda t: numel(t[0]))[0]
-        item = replace(item, per_batch=bool(point.batch_dims() & set(big)),
-                       per_context=bool(point.context_dims() & set(big)))
+        # the batch is the leading dim, the context a middle one (never the last: a feature dim,
+        # which may equal the context by chance, as Mixtral's hidden 4096 at context 4096)
+        item = replace(item, per_batch=big[0] in point.batch_dims(),
+                       per_context=bool(point.context_dims() & set(big[1:-1])))
     return item
+
+
+def grouped_rows(rows: int, groups: int, top_k: int) -> tuple[int, ...]:
+    """Rows per group of a grouped GEMM over `rows` = tokens x top_k: the offsets' values are
+    not recorded, so the groups routed to are the expected distinct experts of uniform routing
+    (hwsim.workload.router.expected_distinct), sharing the rows evenly; the rest get none."""
+    tokens = max(1, round(rows / max(top_k, 1)))
+    active = max(1, min(groups, rows, round(expected_distinct(groups, min(top_k, groups), tokens))))
+    return (max(1, round(rows / active)),) * active + (0,) * (groups - active)
 
 
 def _gemm(name: str, ts: list) -> ir.Gemm | None:
@@ -183,8 +197,7 @@ def _memory(name: str, op: CpuOp, ts: list) -> ir.WorkItem | None:
         dst = first if name == "aten::copy_" else src
         return ir.Memory("copy", src, dst, vectorized=False)
     if name in CAT_OPS:
-        total = sum(tensor_bytes(d, op.types[i] if i < len(op.types) else "")
-                    for i, d in enumerate(op.dims) if isinstance(d, tuple))
+        total = sum(sizes)
         return ir.Memory("cat", total, total)
     if name in INDEX_OPS:
         idx = ts[-1][0]

@@ -20,7 +20,9 @@ class _Bounded:
         self.path, self.key = path, key
 
     def read(self, n: int = -1) -> bytes:
-        data = self.raw.read(n if n and n > 0 else 1 << 20)
+        if n == 0:                  # ijson probes read(0) for bytes or text
+            return b""
+        data = self.raw.read(n if n > 0 else 1 << 20)
         self.read_bytes += len(data)
         if self.read_bytes > self.limit:
             raise ConfigError(f"trace inflates past {self.limit / 2**30:.0f} GiB: profile fewer steps "

@@ -2,7 +2,8 @@
 
 Rules (docs/traces.md): a GEMM's rows equal to the traced batch become the new batch, equal to
 batch x top-k the new batch x top-k; a grouped GEMM's rows are the new batch x top-k spread
-evenly over its groups when they summed to the traced batch x top-k; an attention's batch
+over the expected distinct experts of uniform routing when they summed to the traced batch x
+top-k; an attention's batch
 becomes the new batch and a key length equal to the traced context (+1) the new one; a memory
 kernel's bytes scale with the batch and the context where a dim of its largest tensor was one of
 them. Anything else stays as traced and is counted as not rescaled (held kernels included)."""
@@ -12,7 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from hwsim.ktrace import ir
-from hwsim.ktrace.classify import Point
+from hwsim.ktrace.classify import Point, grouped_rows
 
 
 def retarget(item: ir.WorkItem, old: Point, new: Point) -> tuple[ir.WorkItem, bool]:
@@ -29,9 +30,9 @@ def retarget(item: ir.WorkItem, old: Point, new: Point) -> tuple[ir.WorkItem, bo
         return item, False
     if isinstance(item, ir.GroupedGemm):
         total = sum(item.rows)
-        if total in b:
-            groups = len(item.rows)
-            return replace(item, rows=(max(1, round(b[total] / groups)),) * groups), True
+        near = next((t for t in b if abs(total - t) <= len(item.rows)), None)   # rows were rounded
+        if near is not None:
+            return replace(item, rows=grouped_rows(b[near], len(item.rows), new.top_k)), True
         return item, False
     if isinstance(item, ir.Attention):
         if item.phase != "decode":
