@@ -155,7 +155,7 @@ def _keep(trace: Trace, ev: dict) -> int:
     cat, name = ev.get("cat", ""), str(ev.get("name", ""))
     args = ev.get("args") or {}
     ts, dur = float(ev.get("ts", 0.0)), float(ev.get("dur", 0.0))
-    ext = int(args.get("External id", -1))
+    ext = int(args.get("External id", args.get("external id", -1)))   # older Kineto: lower case
     if cat in DEVICE_CATS:
         corr = int(args.get("correlation", -1))
         trace.device.setdefault(corr, []).append(DeviceEvent(
