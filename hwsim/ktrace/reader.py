@@ -4,7 +4,7 @@ The trace is parsed event by event (ijson, over yajl2's C parser), so a multi-GB
 memory for the events kept only: each GPU kernel, copy and memset, the CUDA runtime and driver
 calls that launch or wait for them, the CPU ops they link to (External id) and the profiler's
 step annotations, each as a small record. Past MAX_KEPT records the read stops with one error
-line: a trace of one profiled step is ~10^3-10^5 of them.
+line.
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ import ijson
 from hwsim.errors import ConfigError
 from hwsim.ktrace.guard import open_bounded
 
-MAX_KEPT = 3_000_000             # records kept from one trace (about 0.5 GB of them at most)
+MAX_KEPT = 1_000_000             # records kept from one trace: ~600 B each with the parser's buffers
+                                 # (benchmarks/ktrace_stream.py), so 0.6 GB at most; a profiled step
+                                 # of the per-expert loop at batch 32 (105,000 kernels) keeps ~320,000
 KEY = "workload.kernel_trace.path"
 LAUNCHES = {"cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
             "cudaLaunchCooperativeKernel", "cudaLaunchCooperativeKernelMultiDevice"}
