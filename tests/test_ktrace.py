@@ -169,3 +169,29 @@ def test_validate_takes_a_kernel_trace_column(tmp_path):
     own = _run(path, "runtime.sm_clock=max", batch=1, context=128, model="llama-3.1-8b")
     assert rows[0]["predicted_ms"] == pytest.approx(own["itl_ms"]["mean"], rel=0.01)
     assert rows[1]["predicted_ms"] > rows[0]["predicted_ms"]
+
+
+REAL_CPU_TRACE = "tests/data/ktrace/hf-tiny-llama-cpu-b2-l64.json.gz"   # tests/data/ktrace/README.md
+
+
+def test_a_real_profiler_trace_is_read_with_its_shapes():
+    """torch.profiler's own output (HF Llama at tiny shapes on the CPU): the ops and their
+    shapes as the schema really writes them, the step window, every projection a GEMM."""
+    from hwsim.ktrace.classify import Point, from_op
+    t = reader.read_trace(REAL_CPU_TRACE)
+    assert t.has_shapes and len(t.steps) == 1 and t.kernels == 0
+    gemms = [from_op(op, Point(2, 64)) for op in t.ops.values() if op.name == "aten::mm"]
+    assert len(gemms) == 2 * 7 + 1                       # q, k, v, o, gate, up, down a layer; LM head
+    assert {(g.m, g.k, g.n) for g in gemms} == {(2, 256, 256), (2, 256, 512), (2, 512, 256), (2, 256, 1024)}
+    attn = [from_op(op, Point(2, 64)) for op in t.ops.values()
+            if op.name == "aten::_scaled_dot_product_flash_attention_for_cpu"]
+    assert {(a.phase, a.batch, a.heads, a.kv_heads, a.head_dim, a.kv_len) for a in attn} == \
+        {("decode", 2, 4, 4, 64, 65)}
+
+
+def test_a_trace_without_gpu_kernels_exits_2(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "hwsim.cli", "run", "--out", str(tmp_path / "out"), "--set",
+                        "workload.decode_steps=1", "--set", f"workload.kernel_trace.path={REAL_CPU_TRACE}",
+                        "--set", "workload.kernel_trace.batch_size=2", "--set",
+                        "workload.kernel_trace.context_tokens=64"], capture_output=True, text=True)
+    assert p.returncode == 2 and "no GPU kernels" in p.stderr and len(p.stderr.strip().splitlines()) == 1

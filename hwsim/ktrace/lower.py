@@ -34,8 +34,10 @@ class Lowering:
         s = self.schedule
         chip, model = s.chip, s.model
         if isinstance(item, ir.Gemm):
-            return self._gemm(name, item)
+            return self._gemm(name, item) if min(item.m, item.n, item.k, item.batch) > 0 else []
         if isinstance(item, ir.GroupedGemm):
+            if not any(item.rows) or not item.n or not item.k:
+                return []
             fmt = s.wplan.of("experts")
             return [moe_kernels.grouped_gemm(name, -1, list(item.rows), item.k, item.n, chip,
                                              weight_addr=self._addr(), weight_bytes=s.wb_cls["experts"],
