@@ -195,3 +195,34 @@ def test_a_trace_without_gpu_kernels_exits_2(tmp_path):
                         "--set", "workload.kernel_trace.batch_size=2", "--set",
                         "workload.kernel_trace.context_tokens=64"], capture_output=True, text=True)
     assert p.returncode == 2 and "no GPU kernels" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+def test_a_compiled_graph_trace_is_classified_from_names_and_launched_once(tmp_path):
+    path = _trace(tmp_path, batch=1, context=128, model="llama-3.1-8b", compiled=True)
+    s = _run(path, batch=1, context=128, model="llama-3.1-8b")
+    t = s["trace"]
+    assert t["fallback_kernels"] == 0 and t["classified_by"].get("op-shapes", 0) == 0
+    assert t["items"]["Gemm"] == 4 * LAYERS + 1 and t["items"]["Attention"] == LAYERS
+    assert s["host"]["launches"] == 2 and s["host"]["syncs"] == 1     # the graph and the .item() copy
+    eager = _run(_trace(tmp_path, "eager.json.gz", batch=1, context=128, model="llama-3.1-8b"),
+                 batch=1, context=128, model="llama-3.1-8b")
+    assert s["itl_ms"]["mean"] < eager["itl_ms"]["mean"]              # no host between the kernels
+
+
+@pytest.mark.parametrize("model, batch, context", [("llama-3.1-8b", 1, 128), ("mixtral-8x7b", 8, 4096)])
+def test_gemms_without_shapes_are_the_ones_with_shapes(tmp_path, model, batch, context):
+    """From names, grids, the model and the stream order alone, a compiled trace's GEMMs and
+    grouped GEMMs come out as the eager trace's op shapes say (an o_proj and a down projection
+    share N: the down projection is the one after the gate+up)."""
+    from hwsim.config.load import load_model
+    from hwsim.ktrace.classify import Point
+    from hwsim.ktrace.timeline import assemble
+    m = load_model(model)
+    point = Point(batch, context, m.moe.top_k if m.moe else 1)
+
+    def gemms(**kw):
+        path = _trace(tmp_path, f"{kw}.json.gz", batch=batch, context=context, model=model, **kw)
+        return [k.item for k in assemble(reader.read_trace(path), m, point, 1.15).kernels
+                if isinstance(k.item, (ir.Gemm, ir.GroupedGemm))]
+    eager, compiled = gemms(), gemms(compiled=True)
+    assert [(g.k, g.n) for g in compiled] == [(g.k, g.n) for g in eager] and len(eager) >= 4 * LAYERS

@@ -52,6 +52,7 @@ REDUCE_SMALL = {"aten::sum", "aten::mean", "aten::amax", "aten::max", "aten::arg
                 "aten::argmin", "aten::var_mean", "aten::norm", "aten::any", "aten::all", "aten::prod"}
 FILL_OPS = {"aten::fill_", "aten::zero_", "aten::zeros", "aten::ones", "aten::full", "aten::zeros_like"}
 
+NAME_GROUPED = re.compile(r"grouped|Grouped|fused_moe|moe_gemm|MoeGemm|_moe_", re.I)
 NAME_GEMM = re.compile(r"gemm|nvjet|xmma|s16816|s1688|wgmma|cutlass.*(?:Gemm|gemm|sm90)|Kernel2|gemv|"
                        r"triton_tem_fused_.*mm|_mm_kernel|matmul", re.I)
 NAME_COMBINE = re.compile(r"combine|splitKreduce|splitk_reduce|reduce_kernel.*splitK|merge_attn|"
@@ -80,8 +81,10 @@ class Point:
         return {self.context, self.context + 1}
 
 
-def classify(ev: DeviceEvent, op: CpuOp | None, model: ModelShape, point: Point) -> tuple[ir.WorkItem, str]:
-    """(item, how) for one device event."""
+def classify(ev: DeviceEvent, op: CpuOp | None, model: ModelShape, point: Point,
+             prev: tuple[int, int] | None = None) -> tuple[ir.WorkItem, str]:
+    """(item, how) for one device event; `prev` is the (K, N) of the GEMM before it in the
+    stream, which a GEMM without op shapes may consume (its K)."""
     if ev.kind == "memcpy":
         return ir.Memcpy(ev.nbytes, _direction(ev.name)), "copy"
     if ev.kind == "memset":
@@ -93,7 +96,7 @@ def classify(ev: DeviceEvent, op: CpuOp | None, model: ModelShape, point: Point)
         item = from_op(op, point)
         if item is not None:
             return item, "op-shapes"
-    item = from_name(ev, model, point)
+    item = from_name(ev, model, point, prev)
     if item is not None:
         return item, "name+grid+model"
     return ir.Unclassified("no op shapes and no rule for its name"), "fallback"
@@ -220,17 +223,20 @@ def _memory(name: str, op: CpuOp, ts: list) -> ir.WorkItem | None:
 
 
 # -- from the kernel's name, grid and the model ----------------------------------------------------
-def from_name(ev: DeviceEvent, model: ModelShape, point: Point) -> ir.WorkItem | None:
+def from_name(ev: DeviceEvent, model: ModelShape, point: Point,
+              prev: tuple[int, int] | None = None) -> ir.WorkItem | None:
     name = ev.name
     if NAME_COMBINE.search(name):
         return ir.Absorbed("split-K reduce or split-KV combine")
+    if model.moe and NAME_GROUPED.search(name):
+        return _grouped_from_model(model, point, prev)
     if NAME_ATTN.search(name) and not NAME_GEMM.search(name.replace("attention", "")):
         a = model.attention
         heads, kv_heads = a.heads, getattr(a, "kv_heads", a.heads)
         backend = "cudnn" if "cudnn" in name.lower() or "sdpa" in name.lower() else "flash"
         return ir.Attention("decode", point.batch, heads, kv_heads, a.head_dim, 1, point.context + 1, backend)
     if NAME_GEMM.search(name):
-        return _gemm_from_grid(ev, model, point)
+        return _gemm_from_grid(ev, model, point, prev)
     blocks = math.prod(ev.grid)
     threads = blocks * math.prod(ev.block)
     if m := NAME_TRITON.search(name):
@@ -258,21 +264,32 @@ def from_name(ev: DeviceEvent, model: ModelShape, point: Point) -> ir.WorkItem |
     return None
 
 
-def _gemm_from_grid(ev: DeviceEvent, model: ModelShape, point: Point) -> ir.Gemm:
+def _grouped_from_model(model: ModelShape, point: Point, prev: tuple[int, int] | None) -> ir.GroupedGemm:
+    """An MoE grouped GEMM without op shapes: the step's tokens x top-k over the expected
+    distinct experts; the down projection when it follows the gate+up (or up) projection."""
+    h, f, moe = model.hidden, model.moe.expert_ffn, model.moe
+    k, n = (f, h) if prev in ((h, 2 * f), (h, f)) else (h, 2 * f)
+    return ir.GroupedGemm(grouped_rows(point.batch * moe.top_k, moe.experts, moe.top_k), n, k)
+
+
+def _gemm_from_grid(ev: DeviceEvent, model: ModelShape, point: Point,
+                    prev: tuple[int, int] | None = None) -> ir.Gemm:
     """A GEMM without op shapes: M is the step's tokens (the declared batch; decode), N and K the
     model's weight whose tile count (the name's tile, else 128 x 128) best matches the grid; the
-    grid's z is its split-K. A persistent grid says nothing about N: the largest weight matching
-    is then the choice of least error over the candidates (the closest tile count)."""
+    grid's z is its split-K. Weights of equal N (an output projection and a down projection)
+    are told apart by the stream: the one whose K is the previous GEMM's N (or half of it, after
+    a gated MLP's gate+up) is taken, else the one reading the hidden state (K = hidden)."""
     tm, tn = gemm_tile(ev.name) or (128, 128)
     m = point.batch
     split = ev.grid[2] if ev.grid[2] > 1 else 1
     tiles = max(1, ev.grid[0] * ev.grid[1])
+    chained = {prev[1], prev[1] // 2} if prev else set()
 
     def mismatch(shape):
         k, n, _ = shape
         expect = min(math.ceil(m / tm) * math.ceil(n / tn), math.ceil(m / tn) * math.ceil(n / tm),
                      key=lambda e: abs(math.log(e / tiles)))
-        return abs(math.log(expect / tiles))
+        return (round(abs(math.log(expect / tiles)), 6), k not in chained, k != model.hidden)
 
     k, n, _ = min(weight_shapes(model), key=mismatch)
     return ir.Gemm(m, n, k, "bf16", split_k=split)

@@ -22,7 +22,9 @@ LAUNCH_US = 6.0
 
 
 class _Writer:
-    def __init__(self, gpu: str):
+    def __init__(self, gpu: str, graph: bool = False):
+        self.graph = graph            # compiled: every kernel replayed by one cudaGraphLaunch, no op shapes
+        self.pending: list[tuple] = []
         self.events: list[dict] = []
         self.t = 1000.0               # host clock (us)
         self.dev = 1000.0             # device clock (us)
@@ -32,6 +34,9 @@ class _Writer:
 
     def op(self, name: str, dims: list, types: list | None, kernels: list[tuple], shapes: bool = True):
         """One CPU op launching `kernels` [(name, grid, block, bytes)] in order."""
+        if self.graph:
+            self.pending += [(_compiled_name(k[0], len(self.pending)), *k[1:]) for k in kernels]
+            return
         self.ext += 1
         start = self.t
         self.t += HOST_GAP_US
@@ -55,6 +60,24 @@ class _Writer:
         self.events.append({"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": start,
                             "dur": self.t - start, "args": args})
 
+    def graph_launch(self):
+        """The pending kernels as one CUDA graph replay: one launch call, one correlation."""
+        self.ext += 1
+        self.corr += 1
+        self.events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaGraphLaunch", "pid": 1, "tid": 1,
+                            "ts": self.t, "dur": 12.0, "args": {"External id": self.ext, "correlation": self.corr}})
+        self.dev = max(self.dev, self.t + 14.0)
+        for kname, grid, block, nbytes in self.pending:
+            dur = nbytes / 3e6 + 2.0
+            self.events.append({"ph": "X", "cat": "kernel", "name": kname, "pid": 0, "tid": 7, "ts": self.dev,
+                                "dur": round(dur, 3), "args": {"External id": self.ext, "correlation": self.corr,
+                                                               "device": 0, "stream": 7, "grid": grid,
+                                                               "block": block, "registers per thread": 64,
+                                                               "shared memory": 0}})
+            self.dev += dur + 1.0
+        self.pending = []
+        self.t += 13.0
+
     def sync_copy(self):
         """.item(): a D2H copy and the stream sync behind it."""
         self.ext += 1
@@ -73,6 +96,15 @@ class _Writer:
         self.t += wait + HOST_GAP_US
 
 
+def _compiled_name(name: str, index: int) -> str:
+    """Inductor's name for an element-wise kernel it fused; library kernels keep theirs."""
+    if "elementwise" in name:
+        return f"triton_poi_fused_add_mul_{index}"
+    if "CatArray" in name:
+        return f"triton_poi_fused_index_copy_{index}"
+    return name
+
+
 def _gemm_kernel(m: int, n: int) -> tuple[str, list]:
     tm, tn = (64, 128) if m <= 64 else (128, 128)
     name = (f"sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize{tm}x{tn}x64_warpgroupsize1x1x1_"
@@ -81,12 +113,14 @@ def _gemm_kernel(m: int, n: int) -> tuple[str, list]:
 
 
 def decode_step(model_name: str, batch: int, context: int, *, layers: int | None = None,
-                shapes: bool = True, unknown: int = 0, gpu: str = "NVIDIA H200") -> dict:
+                shapes: bool = True, unknown: int = 0, gpu: str = "NVIDIA H200", compiled: bool = False) -> dict:
     """The trace of one HF-transformers-like eager decode step (DynamicCache: torch.cat of the
-    cache every step; SDPA flash split-KV; grouped_mm experts)."""
+    cache every step; SDPA flash split-KV; grouped_mm experts); `compiled`: the same kernels
+    replayed from one CUDA graph, element-wise ones named as Inductor's Triton kernels, and no
+    op shapes (as torch.compile(mode="reduce-overhead") records)."""
     m = load_model(model_name)
     a, h = m.attention, m.hidden
-    w = _Writer(gpu)
+    w = _Writer(gpu, graph=compiled)
     B, L, d = batch, context, a.head_dim
     qkv = (a.heads + 2 * a.kv_heads) * d
     act = [B, 1, h]
@@ -149,6 +183,8 @@ def decode_step(model_name: str, batch: int, context: int, *, layers: int | None
          [("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<c10::BFloat16, "
            "at::native::ArgMaxOps<c10::BFloat16>, unsigned int, long, 4> >(...)", [B, 1, 1], [512, 1, 1],
            B * m.vocab * 2)], shapes)
+    if compiled:
+        w.graph_launch()
     w.sync_copy()
     w.events.append({"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#3", "pid": 1, "tid": 1,
                      "ts": start - 1.0, "dur": w.t - start + 2.0, "args": {}})
@@ -183,8 +219,10 @@ def main() -> None:
     p.add_argument("--layers", type=int, default=None)
     p.add_argument("--no-shapes", action="store_true")
     p.add_argument("--gpu", default="NVIDIA H200")
+    p.add_argument("--compiled", action="store_true", help="one CUDA graph of Triton and library kernels")
     a = p.parse_args()
-    write(a.out, decode_step(a.model, a.batch, a.context, layers=a.layers, shapes=not a.no_shapes, gpu=a.gpu))
+    write(a.out, decode_step(a.model, a.batch, a.context, layers=a.layers, shapes=not a.no_shapes, gpu=a.gpu,
+                             compiled=a.compiled))
 
 
 if __name__ == "__main__":

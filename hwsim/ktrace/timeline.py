@@ -78,6 +78,7 @@ def assemble(trace: Trace, model: ModelShape, point: Point, profiler_overhead: f
     orphans = sorted((e for corr, evs in trace.device.items() if corr not in recorded for e in evs
                       if start <= e.ts <= end), key=lambda e: e.ts)
     seen_ops: set[int] = set()
+    prev: list = [None]               # (K, N) of the last GEMM: what the next one may consume
     kernels: list[ir.TraceKernel] = []
     steps: list[ir.HostStep] = []
     t = start
@@ -85,7 +86,9 @@ def assemble(trace: Trace, model: ModelShape, point: Point, profiler_overhead: f
 
     def classified(ev: DeviceEvent, ext: int) -> ir.TraceKernel:
         op = trace.ops.get(ext if ext >= 0 else ev.ext_id)
-        item, how = classify(ev, op, model, point)
+        item, how = classify(ev, op, model, point, prev[0])
+        if isinstance(item, (ir.Gemm, ir.GroupedGemm)):
+            prev[0] = (item.k, item.n)
         if how == "op-shapes" and isinstance(item, ITEM_ONCE):
             if ext in seen_ops:
                 item, how = ir.Absorbed(op.name), "op-shapes"
