@@ -19,7 +19,9 @@ StaticCache: CUDA graphs of Inductor's Triton kernels), all on DynamicCache but 
 """
 
 import argparse
+import functools
 import gzip
+import inspect
 import json
 import os
 import statistics
@@ -96,16 +98,17 @@ def decode_step(model, cache, batch, context, device):
     import torch
     ids = torch.randint(0, model.config.vocab_size, (batch, 1), device=device)
     pos = torch.tensor([context], device=device)
-    out = model(input_ids=ids, past_key_values=cache, use_cache=True, cache_position=pos)
+    kw = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+    out = model(input_ids=ids, use_cache=True, cache_position=pos, **{kw: cache})
     nxt = out.logits[:, -1].argmax(-1)
     nxt[0].item()
-    if hasattr(cache, "crop"):           # back to `context` tokens for the next repeat
-        cache.crop(context)
+    extra = cache.get_seq_length() - context if hasattr(cache, "crop") else 0
+    if extra > 0:                        # back to `context` tokens for the next repeat (a negative
+        cache.crop(-extra)               # count removes that many, in transformers 4 and 5)
 
 
 def profiled(step, path, cuda):
     """One profiled step (after warm-up steps) written as a gzip Kineto trace; the trace."""
-    import torch
     from torch.profiler import ProfilerActivity, profile, schedule
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     raw = path[:-3] if path.endswith(".gz") else path
@@ -139,7 +142,8 @@ def device_busy_ms(trace):
 def run(args):
     try:
         import torch
-        import transformers  # noqa: F401
+        import transformers
+        log(f"torch {torch.__version__}, transformers {transformers.__version__}")
     except ImportError:
         torch = None
     cuda = torch is not None and torch.cuda.is_available()
@@ -164,7 +168,7 @@ def run(args):
             fwd = torch.compile(model, mode="reduce-overhead") if stack == "compiled" else model
             for batch, context in points:
                 cache = filled_cache(model, cfg, batch, context, stack, device)
-                step = lambda: decode_step(fwd, cache, batch, context, device)   # noqa: E731
+                step = functools.partial(decode_step, fwd, cache, batch, context, device)
                 for _ in range(3):
                     step()
                 row = {"model": name, "stack": stack, "batch": batch, "context_tokens": context,

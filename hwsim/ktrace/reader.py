@@ -171,7 +171,7 @@ def _keep(trace: Trace, ev: dict) -> int:
                                         int(ev.get("tid", 0)) if str(ev.get("tid", 0)).isdigit() else 0))
             return 1
         return 0
-    if (m := STEP_NAME.fullmatch(name)) and cat in ("user_annotation", "cpu_op", "python_function"):
+    if STEP_NAME.fullmatch(name) and cat in ("user_annotation", "cpu_op", "python_function"):
         trace.steps.append((ts, ts + dur))
         return 1
     if cat in ("cpu_op", "operator") and ext >= 0:
