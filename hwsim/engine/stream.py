@@ -101,27 +101,27 @@ class Stream:
         syncs = held_launches = host_launches = 0
         i = -1
         for k, owner in _with_owners(items):
-            if type(k) is HostWork:         # an imported trace's host (hwsim/ktrace/host.py)
-                if not graph:
-                    if k.sync:
-                        syncs += 1
-                        host_t = max(host_t, now)
-                    host_t += k.cpu_s + k.launch_s
-                    host_busy += k.cpu_s + k.launch_s
-                    host_launch += k.launch_s
-                    host_launches += k.launches
-                continue
-            if type(k) is HeldWork:
-                if not graph:
-                    host_t = self.host.serve(host_t, launch_s)
-                    held_launches += 1
-                start = max(now, host_t) if not graph else now + graph_launch_s
-                host_gap += start - now
-                now = start + k.seconds
-                device_busy += k.seconds
-                totals.add_seconds(Component.ACTIVATION_IO, k.seconds)
-                continue
             if type(k) is not Kernel:
+                if type(k) is HostWork:         # an imported trace's host (hwsim/engine/host.py)
+                    if not graph:
+                        if k.sync:
+                            syncs += 1
+                            host_t = max(host_t, now)
+                        host_t += k.cpu_s + k.launch_s
+                        host_busy += k.cpu_s + k.launch_s
+                        host_launch += k.launch_s
+                        host_launches += k.launches
+                    continue
+                if type(k) is HeldWork:
+                    if not graph:
+                        host_t = self.host.serve(host_t, launch_s)
+                        held_launches += 1
+                    start = max(now, host_t) if not graph else now + graph_launch_s
+                    host_gap += start - now
+                    now = start + k.seconds
+                    device_busy += k.seconds
+                    totals.add_seconds(Component.ACTIVATION_IO, k.seconds)
+                    continue
                 if now > env.now:
                     yield env.timeout(now - env.now)
                 if isinstance(k, PrefetchLoad):
