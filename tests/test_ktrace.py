@@ -226,3 +226,20 @@ def test_gemms_without_shapes_are_the_ones_with_shapes(tmp_path, model, batch, c
                 if isinstance(k.item, (ir.Gemm, ir.GroupedGemm))]
     eager, compiled = gemms(), gemms(compiled=True)
     assert [(g.k, g.n) for g in compiled] == [(g.k, g.n) for g in eager] and len(eager) >= 4 * LAYERS
+
+
+def test_a_trace_of_another_model_is_flagged(tmp_path):
+    s = _run(_trace(tmp_path, model="llama-3.1-8b", batch=1, context=128), batch=1, context=128,
+             model="qwen3-30b-a3b")
+    assert any("is `model:` the traced model" in w for w in s["warnings"])
+    same = _run(_trace(tmp_path, "own.json.gz", model="llama-3.1-8b", batch=1, context=128), batch=1,
+                context=128, model="llama-3.1-8b")
+    assert not any("traced model" in w for w in same["warnings"])
+
+
+def test_a_gzip_trace_that_inflates_past_the_bound_is_refused(tmp_path, monkeypatch):
+    from hwsim.ktrace import guard
+    path = _trace(tmp_path)
+    monkeypatch.setattr(guard, "MAX_INFLATED_BYTES", 5_000)
+    with pytest.raises(ConfigError, match="inflates past"):
+        reader.read_trace(path)

@@ -10,10 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from hwsim.errors import ConfigError
+from hwsim.ktrace import ir
 from hwsim.ktrace.classify import Point
 from hwsim.ktrace.host import load_host
 from hwsim.ktrace.reader import read_trace
 from hwsim.ktrace.schedule import TraceSchedule
+from hwsim.ktrace.shapes import weight_shapes
 from hwsim.ktrace.timeline import assemble
 
 
@@ -29,10 +31,22 @@ def trace_schedule(cfg, base, streams) -> TraceSchedule:
     model = base.model
     point = Point(kt.batch_size, kt.context_tokens, model.moe.top_k if model.moe else 1)
     traced = assemble(trace, model, point, host.profiler_overhead.value)
-    warnings = _warnings(trace, cfg.hardware, traced)
+    warnings = _warnings(trace, cfg.hardware, traced) + _model_check(traced, model, cfg.model)
     for s in streams:
         s.launch_s = 0.0
     return TraceSchedule(base, traced, point, host, warnings)
+
+
+def _model_check(traced, model, name: str) -> list[str]:
+    """A warning when the trace's weight GEMMs (from op shapes) are not the model's weights."""
+    shapes = {(k, n) for k, n, _ in weight_shapes(model)}
+    gemms = [k.item for k in traced.kernels if isinstance(k.item, ir.Gemm) and k.item.weight
+             and k.how == "op-shapes"]
+    foreign = [g for g in gemms if (g.k, g.n) not in shapes and (g.n, g.k) not in shapes]
+    if gemms and len(foreign) > len(gemms) / 2:
+        return [f"{len(foreign)} of the trace's {len(gemms)} weight GEMMs match none of {name}'s weight "
+                f"shapes (e.g. K={foreign[0].k}, N={foreign[0].n}): is `model:` the traced model?"]
+    return []
 
 
 def _warnings(trace, hardware: str, traced) -> list[str]:
