@@ -243,3 +243,18 @@ def test_a_gzip_trace_that_inflates_past_the_bound_is_refused(tmp_path, monkeypa
     monkeypatch.setattr(guard, "MAX_INFLATED_BYTES", 5_000)
     with pytest.raises(ConfigError, match="inflates past"):
         reader.read_trace(path)
+
+
+def test_another_threads_launch_adds_its_kernel_not_host_time(tmp_path):
+    doc = synthetic.decode_step("llama-3.1-8b", 1, 128, layers=LAYERS)
+    synthetic.write(tmp_path / "one.json.gz", doc)
+    launch = next(e for e in doc["traceEvents"] if e["name"] == "cudaLaunchKernel")
+    kernel = next(e for e in doc["traceEvents"] if e.get("cat") == "kernel")
+    extra = [dict(launch, tid=9, ts=launch["ts"] + 1, args={"correlation": 1}),
+             dict(kernel, ts=kernel["ts"] + 1, args={**kernel["args"], "correlation": 1})]
+    synthetic.write(tmp_path / "two.json.gz", {**doc, "traceEvents": doc["traceEvents"] + extra})
+    one = _run(tmp_path / "one.json.gz", batch=1, context=128, model="llama-3.1-8b")
+    two = _run(tmp_path / "two.json.gz", batch=1, context=128, model="llama-3.1-8b")
+    assert two["trace"]["kernels"] == one["trace"]["kernels"] + 1
+    assert two["host"]["launches"] == one["host"]["launches"]
+    assert two["host"]["busy_ms"] == pytest.approx(one["host"]["busy_ms"], rel=1e-9)

@@ -53,6 +53,15 @@ def _window(trace: Trace) -> tuple[float, float]:
     return start, end
 
 
+def _issuing_thread(calls) -> int:
+    """The host thread that launched the most kernels: the one whose CPU time is the step's."""
+    counts: dict[int, int] = {}
+    for c in calls:
+        if c.name in LAUNCHES or c.name in GRAPH_LAUNCHES:
+            counts[c.tid] = counts.get(c.tid, 0) + 1
+    return max(counts, key=counts.get) if counts else (calls[0].tid if calls else 0)
+
+
 def _union(events: list[DeviceEvent]) -> float:
     busy, reach = 0.0, float("-inf")
     for e in sorted(events, key=lambda e: e.ts):
@@ -64,9 +73,10 @@ def _union(events: list[DeviceEvent]) -> float:
 
 
 def assemble(trace: Trace, model: ModelShape, point: Point, profiler_overhead: float) -> TraceStep:
-    """The host steps of the traced step. CPU gaps between calls are the host's own work,
-    divided by `profiler_overhead` (the profiler slows the host it records); a sync's duration is
-    the device's (the simulation waits instead), a launch's is the launch call's cost."""
+    """The host steps of the traced step. CPU gaps between the issuing thread's calls are the
+    host's own work, divided by `profiler_overhead` (the profiler slows the host it records); a
+    sync's duration is the device's (the simulation waits instead), a launch's is the launch
+    call's cost. Other threads' launches keep their kernels' place in time, at no host cost."""
     if not trace.device:
         raise ConfigError("the trace has no GPU kernels: record it with "
                           "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]", file=trace.path, key=KEY)
@@ -97,10 +107,16 @@ def assemble(trace: Trace, model: ModelShape, point: Point, profiler_overhead: f
         kernels.append(k)
         return k
 
+    main = _issuing_thread(calls)
     for c in calls:
         while oi < len(orphans) and orphans[oi].ts <= c.ts:
             steps.append(ir.HostStep(0.0, 0.0, 0, False, (classified(orphans[oi], -1),)))
             oi += 1
+        if c.tid != main:      # another thread's call: its kernels in time order, no host time here
+            steps.append(ir.HostStep(0.0, 0.0, 0, False,
+                                     tuple(classified(e, c.ext_id) for e in sorted(
+                                         trace.device.get(c.correlation, ()), key=lambda e: e.ts))))
+            continue
         gap = max(0.0, c.ts - t) * US / profiler_overhead
         evs = sorted(trace.device.get(c.correlation, ()), key=lambda e: e.ts)
         ks = tuple(classified(e, c.ext_id) for e in evs)
