@@ -47,11 +47,7 @@ class _Writer:
                                 "tid": 1, "ts": self.t, "dur": LAUNCH_US, "args": args})
             dur = nbytes / 3e6 + 3.0
             self.dev = max(self.dev, self.t + LAUNCH_US + 2.0)
-            self.events.append({"ph": "X", "cat": "kernel", "name": kname, "pid": 0, "tid": 7,
-                                "ts": self.dev, "dur": round(dur, 3),
-                                "args": {"External id": self.ext, "correlation": self.corr, "device": 0,
-                                         "stream": 7, "grid": grid, "block": block,
-                                         "registers per thread": 128, "shared memory": 49152}})
+            self.kernel(kname, grid, block, dur, registers=128, smem=49152)
             self.dev += dur
             self.t += LAUNCH_US + 1.0
         args = {"External id": self.ext}
@@ -59,6 +55,14 @@ class _Writer:
             args.update({"Input Dims": dims, "Input type": types or [BF16] * len(dims)})
         self.events.append({"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": start,
                             "dur": self.t - start, "args": args})
+
+    def kernel(self, name: str, grid: list, block: list, dur: float, *, registers: int, smem: int):
+        """A kernel event of the current op and launch, starting on the device clock."""
+        self.events.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": self.dev,
+                            "dur": round(dur, 3),
+                            "args": {"External id": self.ext, "correlation": self.corr, "device": 0,
+                                     "stream": 7, "grid": grid, "block": block,
+                                     "registers per thread": registers, "shared memory": smem}})
 
     def graph_launch(self):
         """The pending kernels as one CUDA graph replay: one launch call, one correlation."""
@@ -69,11 +73,7 @@ class _Writer:
         self.dev = max(self.dev, self.t + 14.0)
         for kname, grid, block, nbytes in self.pending:
             dur = nbytes / 3e6 + 2.0
-            self.events.append({"ph": "X", "cat": "kernel", "name": kname, "pid": 0, "tid": 7, "ts": self.dev,
-                                "dur": round(dur, 3), "args": {"External id": self.ext, "correlation": self.corr,
-                                                               "device": 0, "stream": 7, "grid": grid,
-                                                               "block": block, "registers per thread": 64,
-                                                               "shared memory": 0}})
+            self.kernel(kname, grid, block, dur, registers=64, smem=0)
             self.dev += dur + 1.0
         self.pending = []
         self.t += 13.0
