@@ -52,6 +52,9 @@ REDUCE_SMALL = {"aten::sum", "aten::mean", "aten::amax", "aten::max", "aten::arg
                 "aten::argmin", "aten::var_mean", "aten::norm", "aten::any", "aten::all", "aten::prod"}
 FILL_OPS = {"aten::fill_", "aten::zero_", "aten::zeros", "aten::ones", "aten::full", "aten::zeros_like"}
 
+# PyTorch's non-vectorised TensorIterator kernel (strided or broadcast operands: offsets computed
+# per element), as opposed to vectorized_/unrolled_elementwise_kernel
+STRIDED = re.compile(r"(?<![a-z_])elementwise_kernel<|elementwise_kernel_with_index")
 NAME_GROUPED = re.compile(r"grouped|Grouped|fused_moe|moe_gemm|MoeGemm|_moe_", re.I)
 NAME_GEMM = re.compile(r"gemm|nvjet|xmma|s16816|s1688|wgmma|cutlass.*(?:Gemm|gemm|sm90)|Kernel2|gemv|"
                        r"triton_tem_fused_.*mm|_mm_kernel|matmul", re.I)
@@ -94,6 +97,8 @@ def classify(ev: DeviceEvent, op: CpuOp | None, model: ModelShape, point: Point,
         return ir.Collective(_collective(m.group(1)), nbytes), "name"
     if op is not None and op.dims:
         item = from_op(op, point)
+        if isinstance(item, ir.Memory):        # the kernel's name says whether it is the strided one
+            item = replace(item, vectorized=not STRIDED.search(ev.name))
         if item is not None:
             return item, "op-shapes"
     item = from_name(ev, model, point, prev)
