@@ -102,6 +102,9 @@ def build(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelSha
                         moe_schedule=cfg.runtime.moe_schedule, attention_kernel=cfg.runtime.attention_kernel,
                         max_batch=max(layout.tokens_per_group(w.batch_size)) if layout else w.batch_size,
                         max_context=max_context, weights=weight_format.plan(cfg.weights, model.weights))
+    if w.kernel_trace is not None:        # an imported trace is the schedule (docs/traces.md)
+        from hwsim.ktrace import trace_schedule
+        schedule = trace_schedule(cfg, schedule, streams)
     rng = RandomStreams(cfg.seed)
     router = experts = None
     onchips = [schedule.cold_state() for _ in streams]
@@ -114,6 +117,7 @@ def build(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelSha
                                     {layer: router.popularity(layer) for layer in moe_layers})
     mem = _memory(cfg, model, schedule, chip, experts)
     warnings = inert_keys(cfg, model)       # keys set where they cannot act: said, not ignored
+    warnings += getattr(schedule, "warnings", [])           # an imported trace's
     where = f"{p.gpus} x {profile.name}" if layout else profile.name
     if note := memory.check(mem, where, p.allow_overcommit):
         warnings.append(note)

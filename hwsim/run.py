@@ -302,6 +302,28 @@ def kv_summary(cfg: Scenario, b: Built) -> dict:
     }
 
 
+def host_summary(cfg: Scenario, b: Built, steps: list[StepResult]) -> dict:
+    """The summary's device_busy_ms, host and (an imported kernel trace) trace blocks
+    (docs/traces.md): the device's busy time (union of its kernels) and the host's, its launches
+    and syncs, and the host's share of the critical path (the device waiting on it)."""
+    n = len(steps)
+    mean = lambda f: sum(f(s) for s in steps) / n      # noqa: E731
+    waited = mean(lambda s: s.breakdown_s.get("host", 0.0) + s.breakdown_s.get("launch_overhead", 0.0))
+    step_s = mean(lambda s: s.duration_s)
+    out = {"device_busy_ms": mean(lambda s: s.host.device_busy_s) * 1e3,
+           "host": {"busy_ms": mean(lambda s: s.host.busy_s) * 1e3,
+                    "launches": mean(lambda s: s.host.launches), "syncs": mean(lambda s: s.host.syncs),
+                    "critical_path_ms": waited * 1e3,
+                    "critical_share": waited / step_s if step_s else 0.0}}
+    kt = cfg.workload.kernel_trace
+    if kt is not None:
+        w = cfg.workload
+        out["trace"] = {**b.schedule.traced.report(), "path": kt.path, "host_profile": kt.host,
+                        "traced_point": {"batch_size": kt.batch_size, "context_tokens": kt.context_tokens},
+                        "not_rescaled": b.schedule.not_rescaled(w.batch_size, w.context_tokens)}
+    return out
+
+
 def _streams(b: Built) -> list:
     return b.parallel.streams if b.parallel else [b.stream]
 
@@ -338,6 +360,7 @@ def summarize(cfg: Scenario, b: Built, steps: list[StepResult], prefill: StepRes
         "topology": b.parallel.topology if b.parallel else None,     # the system of several GPUs
         "memory_per_gpu_gb": memory_summary(b),
         "warnings": b.warnings,
+        **host_summary(cfg, b, steps),
         "sim": {"events": b.env.processed, "kernels": sum(st.kernels for st in _streams(b)),
                 "replayed_kernels": sum(st.replayed for st in _streams(b)), "wall_s": wall_s,
                 "simulated_tokens": n * cfg.workload.batch_size, "version": __version__},

@@ -8,6 +8,8 @@ prompt_tokens tokens of one sequence. The simulator follows the measured softwar
 per-expert, uniform random top-k routing); no per-row or per-model factor is applied.
 Optional columns: `split` (e.g. cal / test) groups the summary; `overrides` holds scenario
 overrides the row was measured with, `key=value` pairs separated by `;` (as `--set` takes them).
+`kernel_trace` (with `trace_batch` and `trace_context_tokens`, default the row's batch and
+context) predicts the row from a profiler trace of the measured stack (docs/traces.md).
 """
 
 from __future__ import annotations
@@ -119,6 +121,8 @@ def _row_scenario(row: dict, sets: list[str] | None = None) -> tuple[Scenario, S
                      "decode_steps": 1, "prompt_tokens": prompt},
         "runtime": {"launch": row["launch"]}, "kv_cache": {"bits": float(row["kv_bits"])},
     }
+    if row.get("kernel_trace"):
+        data["workload"]["kernel_trace"] = trace_columns(row, batch, context)
     sets = [*(sets or []), *row_overrides(row)]
     if sets:    # --set overrides on every row (e.g. runtime.attention_kernel=cudnn), then the row's own
         apply_overrides(data, sets, LoadedYaml({}, {}, "--set"))
@@ -129,6 +133,17 @@ def _row_scenario(row: dict, sets: list[str] | None = None) -> tuple[Scenario, S
         key = ".".join(str(p) for p in err["loc"])
         raise ValueError(f"{key}: {err['msg']} (got {err.get('input')!r})") from None
     return cfg, shape
+
+
+def trace_columns(row: dict, batch: int, context: int) -> dict:
+    """The row's workload.kernel_trace: the trace and the point it was recorded at."""
+    def point(key: str, default: int) -> int:
+        value = row.get(key) or str(default)
+        if not (value.isascii() and value.isdigit()):
+            raise ValueError(f"{key}: expected a whole number, got {value!r}")
+        return int(value)
+    return {"path": row["kernel_trace"], "batch_size": point("trace_batch", batch),
+            "context_tokens": point("trace_context_tokens", context)}
 
 
 def row_overrides(row: dict) -> list[str]:

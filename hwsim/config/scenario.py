@@ -76,6 +76,15 @@ class Disaggregation(Strict):
                                                    "the hardware, hgx-h200-8 for h200-sxm)")
 
 
+class KernelTrace(Strict):
+    """A torch.profiler (Kineto) trace of one decode step of any engine, imported as the
+    schedule (docs/traces.md); batch_size and context_tokens say the point it was recorded at."""
+    path: str = Field(description="the trace, .json or .json.gz, as torch.profiler writes it")
+    batch_size: int = Field(ge=1, description="sequences the traced step decoded")
+    context_tokens: int = Field(ge=1, description="KV length each traced sequence held")
+    host: str = Field("as-traced", description="host profile (hardware_profiles/hosts/) that issues its ops")
+
+
 class Workload(Strict):
     batch_size: int = Field(1, ge=1, description="sequences decoded together in one step")
     context_tokens: int = Field(4096, ge=1, description="KV length each sequence holds at the first step")
@@ -106,6 +115,26 @@ class Workload(Strict):
     disaggregation: Disaggregation | None = Field(
         None, description="serving: prefill and decode on separate GPUs, the KV cache sent between "
                           "them (unset: every GPU does both, colocated)")
+    kernel_trace: KernelTrace | None = Field(
+        None, description="a profiler trace of your engine's decode step as the schedule "
+                          "(docs/traces.md); batch_size and context_tokens default to its point")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _trace_point(cls, data):
+        """The predicted point defaults to the trace's own."""
+        kt = data.get("kernel_trace") if isinstance(data, dict) else None
+        if isinstance(kt, dict):
+            data = {"batch_size": kt.get("batch_size", 1), "context_tokens": kt.get("context_tokens", 4096),
+                    **data}
+        return data
+
+    @model_validator(mode="after")
+    def _trace_decodes(self):
+        if self.kernel_trace is not None and (self.prompt_tokens or self.arrivals.kind != "none"):
+            raise ValueError("kernel_trace is one traced decode step: fixed-batch decode only "
+                             "(no prompt_tokens, no arrivals)")
+        return self
 
     @model_validator(mode="after")
     def _swap_needs_preemption(self):
@@ -412,6 +441,18 @@ class Scenario(Strict):
     moe: Moe = Moe()
     weights: Weights = Weights()
     parallel: Parallel = Parallel()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _trace_launch(cls, data):
+        """An imported trace's host issues its kernels as it did when traced (eager launches, or
+        its own cudaGraphLaunch calls), unless runtime.launch says graph: the host off the path."""
+        if isinstance(data, dict) and isinstance((data.get("workload") or {}), dict) \
+                and (data.get("workload") or {}).get("kernel_trace") is not None:
+            runtime = data.get("runtime") or {}
+            if isinstance(runtime, dict) and "launch" not in runtime:
+                data = {**data, "runtime": {**runtime, "launch": "eager"}}
+        return data
 
     @model_validator(mode="before")
     @classmethod
