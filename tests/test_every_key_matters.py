@@ -62,11 +62,16 @@ NO_EFFECT = {
 }
 
 # keys whose effect needs more than a tiny run (KV memory pressure over hundreds of decode
-# iterations): the test that shows it
+# iterations, a profiler trace): the test that shows it
 COVERED_ELSEWHERE = {
     "workload.kv_allocation": "tests/test_serving_mechanisms.py",
     "workload.preemption": "tests/test_serving_swap.py::test_swap_copies_kv_out_and_back_and_recomputes_nothing",
     "workload.host_link": "tests/test_serving_swap.py::test_a_faster_host_link_swaps_sooner",
+    # an imported trace needs a trace file of a real model's shapes (tests/test_ktrace.py makes them)
+    "workload.kernel_trace.path": "tests/test_ktrace.py::test_a_trace_retargeted_matches_one_recorded_at_that_point",
+    "workload.kernel_trace.batch_size": "tests/test_ktrace.py::test_a_trace_retargeted_matches_one_recorded_at_that_point",
+    "workload.kernel_trace.context_tokens": "tests/test_ktrace.py::test_a_trace_retargeted_matches_one_recorded_at_that_point",
+    "workload.kernel_trace.host": "tests/test_ktrace.py::test_a_faster_host_profile_shortens_a_host_bound_step",
 }
 
 SERVING = ["workload.arrivals.kind=poisson", "workload.arrivals.rate_per_s=5000", "workload.arrivals.requests=4",
