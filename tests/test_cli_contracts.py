@@ -109,3 +109,19 @@ def test_sweep_prints_the_dask_dashboard(tmp_path):
     res = hwsim("sweep", spec, "--out", tmp_path / "o", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert "Dask dashboard: http" in res.stderr
+
+
+def test_sm_lanes_are_labelled_slot_lanes_in_the_trace_and_the_gantt_chart():
+    from matplotlib.figure import Figure
+
+    from hwsim.metrics import Component
+    from hwsim.plots.gantt import plot_gantt
+    from hwsim.plots.gantt_view import Item, lane_label
+
+    assert lane_label("SMs 128-131") == "slot lane 8: 4 SMs' block slots, in fill order"
+    assert lane_label("GPU3 SMs 16-31") == "GPU3 slot lane 1: 16 SMs' block slots, in fill order"
+    assert lane_label("HBM stack 0") == "HBM stack 0"
+    lanes = {"SMs 0-15": [(0.0, 1e-3, "gemm", 1.0)], "HBM stack 0": [(0.0, 1e-3, "gemm", 0.5)]}
+    ax = Figure().subplots()
+    plot_gantt(ax, lanes, [Item("gemm", Component.GEMM_COMPUTE, 0.0, 1e-3)])
+    assert [t.get_text() for t in ax.get_yticklabels()] == [lane_label("SMs 0-15"), "HBM stack 0"]
