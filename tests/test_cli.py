@@ -95,7 +95,7 @@ def test_trace_export_has_a_slice_per_kernel_and_named_tracks(tmp_path):
     names = {e["args"]["name"] for e in trace["traceEvents"] if e["ph"] == "M" and e["name"] == "thread_name"}
     assert {"kernels", "bus", "copy engine 0", "HBM stack 0"} <= names
     # SM lanes hold block slots in fill order, and say so; none claims to be physical SMs (issue 28)
-    assert "slot lane 0: 16 SMs' block slots, in fill order" in names
+    assert "slot lane 0 (16 SMs' slots, fill order)" in names
     assert not any(n.startswith("SMs ") for n in names)
     assert "decoder" not in names and "NVLink out" not in names     # the H200 has no decoder; no link used
     tid = {e["args"]["name"]: e["tid"] for e in trace["traceEvents"] if e.get("name") == "thread_name"}

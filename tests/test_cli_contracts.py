@@ -118,8 +118,8 @@ def test_sm_lanes_are_labelled_slot_lanes_in_the_trace_and_the_gantt_chart():
     from hwsim.plots.gantt import plot_gantt
     from hwsim.plots.gantt_view import Item, lane_label
 
-    assert lane_label("SMs 128-131") == "slot lane 8: 4 SMs' block slots, in fill order"
-    assert lane_label("GPU3 SMs 16-31") == "GPU3 slot lane 1: 16 SMs' block slots, in fill order"
+    assert lane_label("SMs 128-131") == "slot lane 8 (4 SMs' slots, fill order)"
+    assert lane_label("GPU3 SMs 16-31") == "GPU3 slot lane 1 (16 SMs' slots, fill order)"
     assert lane_label("HBM stack 0") == "HBM stack 0"
     lanes = {"SMs 0-15": [(0.0, 1e-3, "gemm", 1.0)], "HBM stack 0": [(0.0, 1e-3, "gemm", 0.5)]}
     ax = Figure().subplots()

@@ -5,8 +5,8 @@ Tracks:
 - one track per unit of the device that was busy during the recorded steps (SM groups, the L2,
   the HBM stacks, the bus, the copy engine, a native decoder, ports), with the slices the
   unit recorded itself and the share of it each item used (hwsim/hw/units.py). An SM group's
-  track is named as the Gantt chart names its row, a slot lane ("slot lane 0: 16 SMs' block
-  slots, in fill order"): thread blocks take slots in order, so these are not physical SMs.
+  track is named as the Gantt chart names its row, a slot lane ("slot lane 0 (16 SMs' slots,
+  fill order)"): thread blocks take slots in order, so these are not physical SMs.
 """
 
 from __future__ import annotations

@@ -72,7 +72,9 @@ def plot_gantt(ax: Axes, lanes: dict[str, list], records):
     ax.set_yticks(range(len(rows)), [lane_label(r) for r in rows], fontsize=7)
     ax.set_ylim(len(rows) - 0.5, -0.5)
     ax.set_xlim(0, (t1 - t0) * 1e3)
-    ax.set_xlabel("time within the step (ms); bar height: share of the unit used")
+    slots = "\nslot lanes: the SMs' thread-block slots, taken in fill order (not physical SMs)" \
+        if any(lane_label(r) != r for r in rows) else ""
+    ax.set_xlabel(f"time within the step (ms); bar height: share of the unit used{slots}")
     return [bars]
 
 

@@ -44,15 +44,15 @@ def lane_label(lane: str) -> str:
     """A lane's name as the trace and the chart show it. An SM group's lane ("SMs 0-15",
     hwsim/hw/device.py) holds the thread-block slots of that many SMs taken in fill order, not
     those physical SMs: a 132-block GEMM fills the first lanes' slots while, on the chip, each
-    of 132 SMs runs one block. So it is labelled for what it is: "slot lane 0: 16 SMs' block
-    slots, in fill order" (issue 28)."""
+    of 132 SMs runs one block. So it is labelled for what it is: "slot lane 0 (16 SMs' slots,
+    fill order)" (issue 28)."""
     m = SM_GROUP_LANE.fullmatch(lane)
     if not m:
         return lane
     from hwsim.hw.device import SM_GROUP
 
     first, last = int(m.group(2)), int(m.group(3))
-    return f"{m.group(1) or ''}slot lane {first // SM_GROUP}: {last - first + 1} SMs' block slots, in fill order"
+    return f"{m.group(1) or ''}slot lane {first // SM_GROUP} ({last - first + 1} SMs' slots, fill order)"
 
 
 def gpu_of(lane: str) -> int | None:
