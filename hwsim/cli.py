@@ -177,7 +177,7 @@ def run(
 ):
     """Simulate a scenario and write a run bundle (replacing an earlier bundle there whole)."""
     _no_cycle_collection()
-    figures = "all" if plots else "none" if plots is False or dry_run else "breakdown"
+    figures = "none" if dry_run or plots is False else "all" if plots else "breakdown"
     plotter = None
     if figures != "none":
         import numpy  # noqa: F401 - before the fork: the plotting helper needs it too, imported once
