@@ -246,7 +246,8 @@ def _run(scenario, set_, out, json_out, trace, max_wall_s, max_gb, figures, plot
         if figures == "breakdown":
             png = _draw_breakdown(result.summary, Path(drawn), plotter)
             extra["breakdown.png"] = lambda p: shutil.copyfile(png, p)
-        paths = write_bundle(result, out, manifest, extra, plots=figures == "all", plotter=plotter)
+        everything = figures == "all"         # else the helper, if any, is done: breakdown.png only
+        paths = write_bundle(result, out, manifest, extra, plots=everything, plotter=plotter if everything else None)
     if default_out:
         from hwsim.io.run_folder import point_latest
         point_latest(out)

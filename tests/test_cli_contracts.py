@@ -125,3 +125,27 @@ def test_sm_lanes_are_labelled_slot_lanes_in_the_trace_and_the_gantt_chart():
     ax = Figure().subplots()
     plot_gantt(ax, lanes, [Item("gemm", Component.GEMM_COMPUTE, 0.0, 1e-3)])
     assert [t.get_text() for t in ax.get_yticklabels()] == [lane_label("SMs 0-15"), "HBM stack 0"]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="the plotting helper is forked")
+@pytest.mark.parametrize("idle", [0.0, 4.0])
+def test_default_breakdown_is_the_same_drawn_here_or_by_the_plotting_helper(tmp_path, monkeypatch, idle):
+    """With a CPU idle, the helper forked at the start draws breakdown.png; with none, this
+    process does: the same file either way, and nothing else drawn."""
+    from typer.testing import CliRunner
+
+    import hwsim.io.plotter as plotter
+    from hwsim.cli import app
+
+    monkeypatch.setattr(plotter, "idle_cpus", lambda: idle)
+    started = []
+    real_start = plotter.Plotter.start.__func__
+    monkeypatch.setattr(plotter.Plotter, "start", classmethod(lambda cls: started.append(real_start(cls)) or started[-1]))
+    res = CliRunner().invoke(app, ["run", *ONE_STEP, "--out", str(tmp_path / "b"), "--json"])
+    assert res.exit_code == 0, res.output
+    assert (started[0] is not None) == (idle > 0)
+    files = json.loads((tmp_path / "b" / "manifest.json").read_text())["files"]
+    assert sorted(files) == ["breakdown.csv", "breakdown.png", "events.parquet"]
+    drawn = hwsim("run", *ONE_STEP, "--plots", "--out", tmp_path / "all", cwd=tmp_path)
+    assert drawn.returncode == 0, drawn.stderr
+    assert (tmp_path / "b" / "breakdown.png").read_bytes() == (tmp_path / "all" / "breakdown.png").read_bytes()
