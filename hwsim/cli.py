@@ -28,7 +28,6 @@ from hwsim import __version__
 from hwsim.errors import ConfigError
 
 
-
 class _FlagsAsFlags:
     """Help shows an on/off option as the bare flag it is (`--json`; `--json true` is an
     error): typer 0.29 writes `<bool>` after each flag, as if it took a value (issue 28)."""
