@@ -206,11 +206,11 @@ def _run(scenario, set_, out, json_out, trace, max_wall_s, max_gb, figures, plot
     if default_out:
         from hwsim.io.run_folder import default_folder
         out = default_folder(cfg.name, set_)
+    check_out(out)                  # reads only: a dry run is refused where the run would be
     if dry_run:
         _print_dry_run(cfg, scenario_file, set_, out, json_out)
         return
     _writable_parent(out)
-    check_out(out)
     built = build(cfg)
     cost = estimate(cfg, built.model)
     if cost.wall_s > LONG_RUN_S:

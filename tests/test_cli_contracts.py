@@ -76,6 +76,12 @@ def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path):
     assert not list(tmp_path.iterdir())
     bad = hwsim("run", "voice-agent", "--set", "workload.batch_size=0", "--dry-run", cwd=tmp_path)
     assert bad.returncode == 2 and "workload.batch_size" in bad.stderr
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "notes.txt").write_text("mine")
+    refused = hwsim("run", "--dry-run", "--out", theirs, cwd=tmp_path)      # as the run would be
+    assert refused.returncode == 2 and "--out" in refused.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["theirs"] and (theirs / "notes.txt").read_text() == "mine"
 
 
 def test_list_names_what_can_be_run(tmp_path):
