@@ -206,6 +206,9 @@ def _run(scenario, set_, out, json_out, trace, max_wall_s, max_gb, figures, plot
     if default_out:
         from hwsim.io.run_folder import default_folder
         out = default_folder(cfg.name, set_)
+    if out.is_symlink():            # e.g. reports/latest: replacing it would replace the link
+        raise ConfigError("is a symbolic link; give the folder it points to, or a new one",
+                          file=str(out), key="--out")
     check_out(out)                  # reads only: a dry run is refused where the run would be
     if dry_run:
         _print_dry_run(cfg, scenario_file, set_, out, json_out)

@@ -51,6 +51,11 @@ def test_each_variant_of_a_scenario_gets_its_own_folder_and_latest_links_the_las
     res = hwsim("run", *ONE_STEP, "--no-plots", "--out", tmp_path / "mine", cwd=tmp_path)
     assert res.returncode == 0 and (tmp_path / "mine" / "manifest.json").is_file()
     assert (tmp_path / "reports" / "latest").resolve() == latest
+    # --out naming the link itself is refused: the link and the bundle it names are left as they were
+    res = hwsim("run", *ONE_STEP, "--no-plots", "--out", Path("reports") / "latest", cwd=tmp_path)
+    assert res.returncode == 2 and "symbolic link" in res.stderr
+    assert (tmp_path / "reports" / "latest").is_symlink() and (tmp_path / "reports" / "latest").resolve() == latest
+    assert len(list((tmp_path / "reports").iterdir())) == 3
 
 
 def test_latest_that_is_a_real_folder_is_left_alone(tmp_path):
