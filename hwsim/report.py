@@ -69,7 +69,7 @@ def bundle_file(folder: Path, name: str) -> bytes:
             raise Refused("not a regular file")
         data = fh.read(limit + 1)
     if len(data) > limit:
-        raise Refused(f"larger than {limit // 2**20} MiB")
+        raise Refused(f"larger than {limit / 2**20:g} MiB")
     return data
 
 

@@ -132,3 +132,14 @@ def test_report_refuses_a_manifest_that_is_a_link(default_bundle, tmp_path):
                          text=True, timeout=60)
     assert res.returncode == 2 and "manifest.json is refused: a symbolic link" in res.stderr
     assert not (copy / "index.html").exists()
+
+
+def test_a_figure_over_the_size_bound_is_read_no_further(tmp_path, monkeypatch):
+    import hwsim.report as report
+
+    (tmp_path / "big.png").write_bytes(report.PNG_SIGNATURE + bytes(4 * 2**20))
+    monkeypatch.setitem(report.MAX_BYTES, ".png", 2**20)
+    with pytest.raises(report.Refused, match="larger than 1 MiB"):
+        report.bundle_file(tmp_path, "big.png")
+    (tmp_path / "small.png").write_bytes(report.PNG_SIGNATURE + bytes(2**20 - 8))
+    assert len(report.bundle_file(tmp_path, "small.png")) == 2**20
