@@ -35,9 +35,6 @@ SERVING_PLOTS = ["breakdown.png", "channels.png", "itl_cdf.png", "ttft_cdf.png",
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 MAX_BYTES = {".png": 32 * 2**20, ".json": 256 * 2**20, ".parquet": 1024 * 2**20}
 
-
-class Refused(Exception):
-    """A file of the bundle that is not read: the reason, for the page and stderr."""
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}
 h1{font-size:1.5em}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;font-size:.85em}td,th{border:1px solid #ddd;padding:3px 7px;text-align:right}
@@ -47,6 +44,10 @@ CHECK = """<script>window.addEventListener('load',()=>{const im=[...document.ima
 const ok=im.filter(i=>i.complete&&i.naturalWidth>0).length;
 document.title='hwsim report: '+ok+'/'+im.length+' images loaded';
 document.body.dataset.images=ok+'/'+im.length;});</script>"""
+
+
+class Refused(Exception):
+    """A file of the bundle that is not read: the reason, for the page and stderr."""
 
 
 def bundle_file(folder: Path, name: str) -> bytes:
