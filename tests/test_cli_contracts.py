@@ -120,6 +120,12 @@ def test_sweep_prints_the_dask_dashboard(tmp_path):
     res = hwsim("sweep", spec, "--out", tmp_path / "o", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert "Dask dashboard: http" in res.stderr
+    # the sweep's report embeds the figures its manifest lists, each a PNG of the folder
+    drawn = json.loads((tmp_path / "o" / "manifest.json").read_text())["plots"]
+    res = hwsim("report", tmp_path / "o", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    page = (tmp_path / "o" / "index.html").read_text()
+    assert page.count("data:image/png;base64,") == len(drawn) and "not in this bundle" not in page
 
 
 def test_sm_lanes_are_labelled_slot_lanes_in_the_trace_and_the_gantt_chart():
