@@ -145,10 +145,14 @@ def _positive(value: float | None, key: str) -> float | None:
 
 def _writable_parent(out: Path) -> None:
     """Fail before simulating if the folder that will hold `out` cannot be written."""
+    _check_out_name(out)
     parent = out.parent
     parent.mkdir(parents=True, exist_ok=True)
     if not os.access(parent, os.W_OK | os.X_OK):
         raise ConfigError("cannot write here (permission denied)", file=str(parent), key="--out")
+
+
+def _check_out_name(out: Path) -> None:
     if len(out.name.encode()) > 200:
         raise ConfigError(f"the folder name is {len(out.name)} characters long (at most 200)",
                           file=str(out)[:80] + "...", key="--out")
@@ -206,6 +210,7 @@ def _run(scenario, set_, out, json_out, trace, max_wall_s, max_gb, figures, plot
     if default_out:
         from hwsim.io.run_folder import default_folder
         out = default_folder(cfg.name, set_)
+    _check_out_name(out)
     if out.is_symlink():            # e.g. reports/latest: replacing it would replace the link
         raise ConfigError("is a symbolic link; give the folder it points to, or a new one",
                           file=str(out), key="--out")
