@@ -158,6 +158,18 @@ def _check_out_name(out: Path) -> None:
                           file=str(out)[:80] + "...", key="--out")
 
 
+def _check_bundle_target(out: Path) -> None:
+    """Fail, reading only (a dry run is refused where the run would be), if `out` can never
+    take a run bundle."""
+    from hwsim.io.bundle import check_out
+
+    _check_out_name(out)
+    if out.is_symlink():            # e.g. reports/latest: replacing it would replace the link
+        raise ConfigError("is a symbolic link; give the folder it points to, or a new one",
+                          file=str(out), key="--out")
+    check_out(out)
+
+
 def _json_line(obj) -> None:
     from hwsim.io.strict_json import dumps
     sys.stdout.write(dumps(obj) + "\n")
@@ -199,7 +211,7 @@ def _run(scenario, set_, out, json_out, trace, max_wall_s, max_gb, figures, plot
     from hwsim.config.cost import estimate
     from hwsim.config.fingerprint import fingerprint
     from hwsim.config.load import load_scenario, scenario_path
-    from hwsim.io.bundle import check_out, write_bundle
+    from hwsim.io.bundle import write_bundle
     from hwsim.provenance import provenance
     from hwsim.run import run_scenario
 
@@ -210,11 +222,7 @@ def _run(scenario, set_, out, json_out, trace, max_wall_s, max_gb, figures, plot
     if default_out:
         from hwsim.io.run_folder import default_folder
         out = default_folder(cfg.name, set_)
-    _check_out_name(out)
-    if out.is_symlink():            # e.g. reports/latest: replacing it would replace the link
-        raise ConfigError("is a symbolic link; give the folder it points to, or a new one",
-                          file=str(out), key="--out")
-    check_out(out)                  # reads only: a dry run is refused where the run would be
+    _check_bundle_target(out)
     if dry_run:
         _print_dry_run(cfg, scenario_file, set_, out, json_out)
         return
