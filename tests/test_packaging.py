@@ -1,5 +1,7 @@
 """After `pip install .`, profiles and scenarios are found from any working folder."""
 
+import json
+import os
 import shutil
 import subprocess
 import sys
@@ -13,28 +15,41 @@ import hwsim.config.load as load
 REPO = Path(__file__).resolve().parents[1]
 
 
-def test_profiles_are_found_under_the_install_prefix(tmp_path, monkeypatch):
-    prefix = tmp_path / "prefix"
-    shutil.copytree(REPO / "hardware_profiles", prefix / "share" / "hwsim" / "hardware_profiles")
+def test_profiles_are_found_in_the_package_data(tmp_path, monkeypatch):
+    data = tmp_path / "site" / "hwsim" / "data"
+    shutil.copytree(REPO / "hardware_profiles", data / "hardware_profiles")
     monkeypatch.setattr(load, "REPO_ROOT", tmp_path / "no-source-tree")
-    monkeypatch.setattr(sys, "prefix", str(prefix))
+    monkeypatch.setattr(load, "PACKAGE_DATA", data)
     monkeypatch.delenv("HWSIM_HOME", raising=False)
     monkeypatch.chdir(tmp_path)
     assert load.load_profile("h200-sxm").name
     assert "h200-sxm" in load.builtin_profiles()
     from hwsim.parallel.topology import load_topology
     assert load_topology("hgx-h200-8").chip == "h200-sxm"        # topologies too (issue 18)
-    monkeypatch.setattr(sys, "prefix", str(tmp_path / "empty"))
-    monkeypatch.setattr(load.site, "getuserbase", lambda: str(tmp_path / "empty"))
+    monkeypatch.setattr(load, "PACKAGE_DATA", tmp_path / "empty")
     with pytest.raises(load.ConfigError, match="known: none found"):
         load.load_profile("h200-sxm")
+
+
+def test_a_scenario_is_found_by_name_from_any_folder(tmp_path, monkeypatch):
+    monkeypatch.delenv("HWSIM_HOME", raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert load.scenario_path("voice-agent") == REPO / "scenarios" / "voice-agent.yaml"
+    assert load.scenario_path("voice-agent.yaml") == REPO / "scenarios" / "voice-agent.yaml"
+    assert load.load_scenario("voice-agent").name == "voice-agent"
+    with pytest.raises(load.ConfigError, match="no scenario of that name"):
+        load.scenario_path("no-such-scenario")
+    with pytest.raises(load.ConfigError, match="file not found"):
+        load.load_scenario("sub/voice-agent.yaml")      # a path is never looked up by name
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git to list the tracked files")
 def test_the_wheel_ships_the_profiles_scenarios_and_models(tmp_path):
     src = tmp_path / "src"
-    files = subprocess.run(["git", "-C", str(REPO), "ls-files", "pyproject.toml", "README.md", "hwsim",
-                            "hardware_profiles", "scenarios"], capture_output=True, text=True).stdout.split()
+    files = subprocess.run(["git", "-C", str(REPO), "ls-files", "pyproject.toml", "setup.py", "MANIFEST.in",
+                            "README.md", "hwsim", "hardware_profiles", "scenarios"],
+                           capture_output=True, text=True).stdout.split()
+    assert "setup.py" in files
     for f in files:
         if (REPO / f).is_file():
             (src / f).parent.mkdir(parents=True, exist_ok=True)
@@ -42,11 +57,25 @@ def test_the_wheel_ships_the_profiles_scenarios_and_models(tmp_path):
     res = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
                           "-w", str(tmp_path / "dist"), str(src)], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
-    names = zipfile.ZipFile(next((tmp_path / "dist").glob("hwsim-*.whl"))).namelist()
-    data = [n for n in names if ".data/data/share/hwsim/" in n]
-    assert {Path(n).name for n in data if n.split("/")[-2] == "hardware_profiles"} == \
-        {p.name for p in (REPO / "hardware_profiles").glob("*.yaml")}
-    assert {Path(n).name for n in data if n.split("/")[-2] == "topologies"} == \
-        {p.name for p in (REPO / "hardware_profiles" / "topologies").glob("*.yaml")}
-    assert any(n.endswith("/scenarios/default.yaml") for n in data)
-    assert any(n.endswith("hwsim/data/models/mixtral-8x7b.yaml") for n in names)
+    wheel = zipfile.ZipFile(next((tmp_path / "dist").glob("hwsim-*.whl")))
+    names = wheel.namelist()
+    for folder in ("hardware_profiles", "hardware_profiles/topologies", "scenarios"):
+        shipped = {Path(n).name for n in names if n.startswith(f"hwsim/data/{folder}/") and n.count("/") ==
+                   folder.count("/") + 3}
+        assert shipped >= {p.name for p in (REPO / folder).glob("*.yaml")}, folder
+    assert "hwsim/data/models/mixtral-8x7b.yaml" in names
+    assert not (src / "hwsim" / "data" / "scenarios").exists()     # copied into the build, not the source
+    # installed (a pure-python wheel unpacked on the path) and run from a folder without
+    # scenarios/: a scenario is found by name (issue 28)
+    site = tmp_path / "site"
+    wheel.extractall(site)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "HWSIM_HOME"} | {"PYTHONPATH": str(site)}
+    res = subprocess.run([sys.executable, "-m", "hwsim.cli", "run", "voice-agent", "--dry-run", "--json"],
+                         cwd=elsewhere, env=env, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    plan = json.loads(res.stdout)
+    assert plan["scenario_file"] == str(site / "hwsim" / "data" / "scenarios" / "voice-agent.yaml")
+    assert plan["resolved_config"]["name"] == "voice-agent"
+    assert not any(elsewhere.iterdir())                             # a dry run writes nothing

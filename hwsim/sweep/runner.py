@@ -126,7 +126,9 @@ def _quiet_dask() -> None:
 
 
 def run_sweep(points: list[dict], out: Path, *, scheduler: str | None = None, workers: int | None = None,
-              progress=None) -> dict:
+              progress=None, announce=None) -> dict:
+    """Run the points not yet in `out`; `announce(link)` is told the Dask dashboard's address
+    once the cluster is up."""
     from dask.distributed import Client, LocalCluster, as_completed
 
     (out / "results").mkdir(parents=True, exist_ok=True)
@@ -152,6 +154,8 @@ def run_sweep(points: list[dict], out: Path, *, scheduler: str | None = None, wo
                 cluster = LocalCluster(n_workers=workers or 1, threads_per_worker=1, processes=True,
                                        dashboard_address=":0")
             client = Client(cluster)
+        if announce:
+            announce(client.dashboard_link)
         try:
             futures = client.map(run_point, todo, pure=False)
             for i, future in enumerate(as_completed(futures), start=1):
