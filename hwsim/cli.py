@@ -390,8 +390,11 @@ def _print_summary(s: dict, paths: dict, figures: str) -> None:
         console.print(line)
     if s["kv"]["effective_bits_per_element"] < 16:
         k = s["kv"]
+        speedup = k.get("attention_speedup")
+        verdict = (f"; its attention path {speedup:.2f}x the speed of a bf16 cache's"
+                   if speedup is not None else "")
         console.print(f"KV cache: {k['effective_bits_per_element']:.2f} bits per element "
-                      f"({k['effective_bandwidth_multiplier']:.1f}x fewer bytes), {k['dequant']} dequant, "
+                      f"({k['byte_ratio']:.1f}x fewer bytes{verdict}), {k['dequant']} dequant, "
                       f"attention output error {k['attention_rel_error']:.3f}")
     if p := s.get("power"):
         clock = (f"settled at {p['sm_clock_mhz']:.0f} MHz (the limit; {p['watts_at_max_clock']:.0f} W "
