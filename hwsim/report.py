@@ -17,7 +17,7 @@ import pandas as pd
 from hwsim.errors import ConfigError
 
 PLOTS = ["breakdown.png", "heatmap.png", "pareto.png", "gantt.png", "channels.png", "itl_cdf.png",
-         "ttft_cdf.png", "timeline.png"]
+         "ttft_cdf.png", "timeline.png", "tornado.png", "frontier.png"]
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}
 h1{font-size:1.5em}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;font-size:.85em}td,th{border:1px solid #ddd;padding:3px 7px;text-align:right}
