@@ -22,7 +22,7 @@ from hwsim.hw.chip import ChipSpec
 FIELDS = frozenset(f.name for f in dataclasses.fields(ChipSpec))
 _HWSIM = Path(__file__).resolve().parents[1]
 PLAN_CODE = tuple(str(_HWSIM / p) for p in ("model", "workload", "build.py", "step.py", "parallel"))
-CHIP_CODE = str(_HWSIM / "hw" / "chip.py")
+CHIP_CODE = (str(_HWSIM / "hw" / "chip.py"), __file__)    # a property's frames, and this recorder's
 
 
 class _Reads:
@@ -37,7 +37,7 @@ class _RecordingChip(ChipSpec):
     def __getattribute__(self, name):
         if _Reads.active and name in FIELDS:
             frame = sys._getframe(1)
-            while frame is not None and frame.f_code.co_filename == CHIP_CODE:
+            while frame is not None and frame.f_code.co_filename in CHIP_CODE:
                 frame = frame.f_back
             if frame is not None and frame.f_code.co_filename.startswith(PLAN_CODE):
                 _Reads.seen.add(name)
@@ -85,9 +85,11 @@ class SharedPlans:
         self.plans: dict = {}
         with recording_plan_reads() as seen:
             built = build(cfg, base.profile, base.model)
-            # the expert SRAM's and prefetcher's state is advanced by making plans: not replayed
-            self.enabled = (built.parallel is None and built.onchip.dispatch is None
-                            and cfg.workload.arrivals.kind == "none")
+            # an expert SRAM cache's and a prefetcher's state is advanced by making plans, and
+            # what they hold depends on timing: their runs make their own
+            moe = cfg.moe
+            self.enabled = (built.parallel is None and cfg.workload.arrivals.kind == "none"
+                            and moe.cache.policy == "none" and not moe.prefetch.enabled)
             self.summary = run_scenario(cfg, built, intervals=False,
                                         plans=self.plans if self.enabled else None).summary
         self.fields = frozenset(seen)

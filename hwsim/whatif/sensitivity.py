@@ -18,7 +18,7 @@ import math
 import time
 
 from hwsim.errors import ConfigError
-from hwsim.whatif.numbers import Base, Number, evaluate, metric, profile_numbers, scenario_number
+from hwsim.whatif.numbers import Base, Number, evaluate, find_number, metric, profile_numbers, scenario_number
 from hwsim.whatif.reuse import SharedPlans
 
 STEP = 0.05
@@ -105,14 +105,14 @@ def _elasticity(m_lo: float | None, m_hi: float | None, lo: float, hi: float) ->
 
 
 def sensitivity(base: Base, *, step: float = STEP, workers: int | None = None,
-                scheduler: str | None = None) -> tuple[dict, dict]:
+                scheduler: str | None = None, keys: list[str] | None = None) -> tuple[dict, dict]:
     """Every number's elasticity and ms gained by +10%, sorted by |ITL elasticity|; and the
-    unchanged run's summary."""
+    unchanged run's summary. `keys`: only these numbers (default: all, numbers_of)."""
     t0 = time.perf_counter()
     shared = SharedPlans(base)
     summary = shared.summary
     base_m = {name: metric(summary, path) for name, path in METRICS.items()}
-    nums = numbers_of(base)
+    nums = [find_number(base, k) for k in keys] if keys else numbers_of(base)
     jobs, plan = [], []
     for n in nums:
         lo, hi = probes(n, step)
