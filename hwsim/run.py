@@ -165,19 +165,33 @@ def _simulate(cfg: Scenario, b: Built, wall0: float, progress, every_interval: b
         shape = StepShape("prefill", 1, w.prompt_tokens, 0)
         prefill = simulate_pass(b, shape, -1, records, every_interval or drawn == -1, intervals=intervals,
                                 plan=_kept_plan(plans, b, shape, -1))
+    spec = _speculation(cfg, b)
     for i in range(w.decode_steps):
-        shape = StepShape("decode", w.batch_size, w.batch_size, w.context_tokens + i)
-        steps.append(simulate_pass(b, shape, i, records, every_interval or i == drawn, intervals=intervals,
-                                   plan=_kept_plan(plans, b, shape, i)))
+        if spec:
+            steps.append(spec.simulate_step(b, i, records, every_interval or i == drawn, intervals))
+        else:
+            shape = StepShape("decode", w.batch_size, w.batch_size, w.context_tokens + i)
+            steps.append(simulate_pass(b, shape, i, records, every_interval or i == drawn, intervals=intervals,
+                                       plan=_kept_plan(plans, b, shape, i)))
         if progress:
             progress(i + 1, w.decode_steps)
     wall = time.perf_counter() - wall0
     summary = summarize(cfg, b, steps, prefill, wall)
+    if spec:
+        summary["speculative"] = spec.summary(steps)
     all_steps = ([prefill] if prefill else []) + steps
     return RunResult(scenario=cfg, steps=all_steps, records=records, summary=summary,
                      channel_bytes=b.device.channel_bytes.tolist(),
                      channels_per_stack=b.chip.hbm_channels_per_stack,
                      sms=b.chip.sms, stacks=b.chip.hbm_stacks, lanes=lanes_of(b))
+
+
+def _speculation(cfg: Scenario, b: Built):
+    """workload.speculative's drafts and verification steps (hwsim/whatif/speculative.py), or None."""
+    if cfg.workload.speculative is None:
+        return None
+    from hwsim.whatif.speculative import Speculation
+    return Speculation(cfg, b)
 
 
 def _kept_plan(plans: dict | None, b: Built, shape: StepShape, step: int) -> PassPlan | None:

@@ -118,6 +118,8 @@ def scenario_number(cfg: Scenario, key: str) -> Number:
             high = m.le
     if key == "runtime.sm_clock":         # a locked clock in MHz: above 0
         low, low_open = 0.0, True
+    if key == "workload.speculative.acceptance":    # a probability (its validator, not its Field)
+        low, high = 0.0, 1.0
     if low == -math.inf:                  # a count or a rate without a bound: above 0
         low, low_open = 0.0, True
     return Number(key, "scenario", float(node), isinstance(node, int), float(low), float(high), low_open)
