@@ -132,3 +132,18 @@ def test_sensitivity_cli_writes_the_sorted_table_and_tornado(hbm_bound, tmp_path
     assert (out / "tornado.png").stat().st_size > 1000
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["sensitivity"]["rows"] == result["rows"] and manifest["summary"]["itl_ms"]
+
+
+def test_frontier_of_bandwidth_and_efficiency_keeps_their_product(hbm_bound):
+    """An HBM-bound step depends on peak bandwidth x read efficiency alone: the frontier of the
+    two at a target is the hyperbola a x b = constant (where the efficiency stays <= 1)."""
+    from hwsim.whatif.goal import frontier
+    base = load_base(hbm_bound, [])
+    target = 0.8 * evaluate(base, {})["itl_ms"]["p50"]
+    front = frontier(base, "hbm.peak_bandwidth_gbps", "hbm.read_efficiency", "itl_ms.p50", target, points=4)
+    products = [p["hbm.peak_bandwidth_gbps"] * p["hbm.read_efficiency"] for p in front["points"]
+                if p["hbm.read_efficiency"] is not None]
+    assert len(products) >= 2
+    assert max(products) == pytest.approx(min(products), rel=0.01)
+    # where the efficiency would have to pass 1, no value can: said, not invented
+    assert front["points"][0]["hbm.read_efficiency"] is None

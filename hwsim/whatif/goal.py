@@ -1,8 +1,9 @@
 """`hwsim goal`: the value of one number that brings a metric to a target, and (two numbers) the
 frontier of the pairs that do.
 
-The search (docs/whatif.md): from the number's present value, a probe a factor 2 either way
-says which way moves the metric toward the target; the bracket then grows by a factor
+The search (docs/whatif.md): from the number's present value, probes a factor 2, 8, 32 and
+100 either way (nearest first; DIRECTION_PROBES) find which way moves the metric toward the
+target (a number that limits only far from its value moves nothing nearby); the bracket then grows by a factor
 BRACKET_GROWTH that way, every sample checked to move the metric the same way (monotone),
 until the metric crosses the target or the number reaches its bounds (the schema's, at most
 SEARCH_DECADES decades from its value: hwsim/whatif/numbers.py). Inside the bracket,
@@ -19,6 +20,8 @@ from hwsim.whatif.numbers import Base, Number, changed, dominant, evaluate, find
 from hwsim.whatif.reuse import SharedPlans
 
 BRACKET_GROWTH = 4.0
+# the probes that find which way moves the metric toward the target, nearest first
+DIRECTION_PROBES = (2.0, 0.5, 8.0, 1 / 8, 32.0, 1 / 32, 100.0, 1 / 100)
 XTOL = 1e-5            # relative, on the number
 INTERIOR_SAMPLES = 3
 MAX_ITER = 60
@@ -94,9 +97,9 @@ def _bracket(s: _Search, lo_b: float, hi_b: float) -> tuple[float, float]:
         return v0, v0
     want = math.copysign(1.0, s.target - m0)          # the way the metric must move
     best = None
-    for factor in (2.0, 0.5):
-        x = n.cast(min(max(v0 * factor, lo_b), hi_b))
-        if x == v0:
+    for factor in DIRECTION_PROBES:                   # a number that limits only far from its
+        x = n.cast(min(max(v0 * factor, lo_b), hi_b))  # value moves nothing nearby: look further
+        if x == v0 or x in s.summaries:
             continue
         m = s.metric_at(x, "direction")
         if (m - m0) * want > 0:
