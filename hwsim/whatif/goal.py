@@ -126,11 +126,12 @@ def _unreachable(s: _Search, x: float, lo_b: float, hi_b: float, why: str | None
     summary = s.summaries[s.n.cast(x)]
     comp, share = dominant(summary)
     m = metric(summary, s.path)
-    why = why or f"at {x:g} (its bound) {s.path} is {m:.4g}"
+    side = "below" if m < s.target else "above"
+    why = why or f"it stays {side} {s.target:g} over the whole range ({m:.4g} at {x:g}, its bound)"
     message = (f"no value of {s.n.key} in [{lo_b:.4g}, {hi_b:.4g}] brings {s.path} to {s.target:g}: {why}; "
                f"there {comp} takes {share:.0%} of the token")
     raise Unreachable(message, {"reachable": False, "key": s.n.key, "bounds": [lo_b, hi_b],
-                                "best_value": x, "best_metric": m, "dominant": comp,
+                                "best_value": x, "best_metric": m, "side": side, "dominant": comp,
                                 "dominant_share": share, "steps": s.steps})
 
 
