@@ -483,7 +483,7 @@ def goal(
     """The value of one number that brings a metric to a target (exit 2 when none in its bounds
     can, naming what then dominates); two --vary: the frontier of pairs, drawn (frontier.png)."""
     from hwsim.whatif.goal import Unreachable, frontier, goal as run_goal, parse_target
-    from hwsim.whatif.numbers import load_base
+    from hwsim.whatif.numbers import evaluate, load_base
 
     if len(vary) > 2:
         raise ConfigError(f"--vary is given {len(vary)} times; at most 2 (a frontier)", key="--vary")
@@ -497,7 +497,7 @@ def goal(
         out = out or Path("reports") / f"{base.cfg.name}-goal"
         _writable_parent(out)
         title = f"{base.cfg.model} on {base.cfg.hardware}: {path} = {value:g}"
-        _whatif_folder(out, base, set_, None, {"frontier": front},
+        _whatif_folder(out, base, set_, evaluate(base, {}), {"frontier": front},
                        lambda p: __import__("hwsim.plots.tornado", fromlist=["x"]).save_frontier_png(front, p, title),
                        "frontier.png")
         if json_out:

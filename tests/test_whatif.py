@@ -50,9 +50,11 @@ def hbm_bound(tmp_path_factory) -> Path:
 
 def test_hbm_bound_step_elasticities_are_minus_one_and_zero(hbm_bound):
     keys = ["hbm.peak_bandwidth_gbps", "sm.clock_mhz", "launch.graph_us"]
-    result, _ = sensitivity(load_base(hbm_bound, []), keys=keys)
+    # with a short prefill (weight-bound too): the same for TTFT
+    result, _ = sensitivity(load_base(hbm_bound, ["workload.prompt_tokens=16"]), keys=keys)
     rows = {r["key"]: r for r in result["rows"]}
     assert rows["hbm.peak_bandwidth_gbps"]["itl_elasticity"] == pytest.approx(-1.0, abs=0.02)
+    assert rows["hbm.peak_bandwidth_gbps"]["ttft_elasticity"] == pytest.approx(-1.0, abs=0.02)
     # the SM clock and the launch cost never limit it: no effect at all, or an elasticity of 0
     for key in ("sm.clock_mhz", "launch.graph_us"):
         assert key in result["no_effect"] or abs(rows[key]["itl_elasticity"]) < 0.02
@@ -132,6 +134,9 @@ def test_sensitivity_cli_writes_the_sorted_table_and_tornado(hbm_bound, tmp_path
     assert (out / "tornado.png").stat().st_size > 1000
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["sensitivity"]["rows"] == result["rows"] and manifest["summary"]["itl_ms"]
+    assert run("report", str(out)).returncode == 0
+    page = (out / "index.html").read_text()
+    assert 'alt="tornado.png"' in page and "hbm.peak_bandwidth_gbps" in page
 
 
 def test_frontier_of_bandwidth_and_efficiency_keeps_their_product(hbm_bound):
