@@ -29,8 +29,9 @@ def main():
     t0 = time.perf_counter()
     result, _ = sensitivity(base, keys=keys, workers=args.workers)
     wall = time.perf_counter() - t0
+    plans = "rebuilt" if args.no_replay else "replayed where they hold"
     print(f"sensitivity of {base.cfg.name} over {len(keys)} profile numbers: {result['runs']} runs in "
-          f"{wall:.2f} s (workers {args.workers}, plans {'rebuilt' if args.no_replay else 'replayed where they hold'}); "
+          f"{wall:.2f} s (workers {args.workers}, plans {plans}); "
           f"{len(result['rows'])} ranked, {len(result['no_effect'])} no effect, {len(result['failed'])} not run")
 
 

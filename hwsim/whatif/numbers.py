@@ -45,9 +45,9 @@ class Number:
         """The values goal-seek may try: the schema's bounds, and at most SEARCH_DECADES decades
         from the present value."""
         span = 10 ** SEARCH_DECADES
-        lo = max(self.value / span, self.low if not self.low_open else self.low + (1 if self.integer else 0))
-        if self.low_open and not self.integer and lo <= self.low:
-            lo = self.low + self.value / span
+        lo = max(self.value / span, self.low)
+        if self.low_open and lo <= self.low:          # an open bound: just inside it
+            lo = self.low + (1 if self.integer else self.value / span)
         hi = min(self.value * span, self.high)
         if self.integer:
             lo, hi = max(1.0, math.ceil(lo)), math.floor(hi)

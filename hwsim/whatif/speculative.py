@@ -49,7 +49,7 @@ class Speculation:
     """The draft work and the verification of one scenario's steps, and what they came to."""
 
     def __init__(self, cfg: Scenario, b: Built):
-        spec, w = cfg.workload.speculative, cfg.workload
+        spec = cfg.workload.speculative
         if b.parallel is not None:
             raise ConfigError("workload.speculative is simulated on one GPU", key="workload.speculative")
         if cfg.runtime.attention_kernel == "eager":
@@ -81,7 +81,8 @@ class Speculation:
             weights = b.schedule.wplan
         schedule = Schedule(model, b.chip, kv=kv_format.from_config(cfg.kv_cache), dequant=cfg.kv_cache.dequant,
                             moe_schedule=cfg.runtime.moe_schedule, attention_kernel=cfg.runtime.attention_kernel,
-                            max_batch=w.batch_size, max_context=w.context_tokens + 2 * w.decode_steps * self.queries,
+                            max_batch=w.batch_size,
+                            max_context=w.context_tokens + 2 * w.decode_steps * self.queries,
                             weights=weights)
         router = None
         if model.moe:
