@@ -80,3 +80,15 @@ def test_a_draft_model_drafts():
 def test_bad_speculative_keys_are_config_errors(sets, words):
     with pytest.raises(ConfigError, match=words):
         load_scenario(None, sets)
+
+
+def test_acceptance_elasticity_of_the_accepted_token_is_the_closed_form():
+    """One drafted token: a step yields 1 + a tokens in the same time, so the ms per accepted
+    token has the elasticity -a / (1 + a) to the acceptance rate a."""
+    from hwsim.whatif.numbers import load_base
+    from hwsim.whatif.sensitivity import sensitivity
+    base = load_base(None, ["workload.decode_steps=1", "workload.speculative.method=mtp",
+                            "workload.speculative.tokens=1", "workload.speculative.acceptance=0.8"])
+    result, summary = sensitivity(base, keys=["workload.speculative.acceptance"])
+    assert result["itl_ms"] == summary["speculative"]["ms_per_accepted_token"]
+    assert result["rows"][0]["itl_elasticity"] == pytest.approx(-0.8 / 1.8, rel=0.01)

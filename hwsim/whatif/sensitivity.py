@@ -2,7 +2,8 @@
 
 Each number is changed alone, by STEP either way (a central difference), and its elasticity is
     e = (ln m(x(1+STEP)) - ln m(x(1-STEP))) / (ln(1+STEP) - ln(1-STEP)),
-m the mean decode step (ITL) or the prefill (TTFT): -1 for a step wholly bound by the number
+m the mean decode step (ITL; in a speculative run the ms per accepted token, the step over the
+tokens it yields) or the prefill (TTFT): -1 for a step wholly bound by the number
 (a bandwidth), 0 for one it never limits. The ms gained by +10% is read off the elasticity,
 m (1 - 1.1^e) (the log-linear extrapolation; positive = faster). Where a step either way would
 leave the number's schema bounds (a fraction at 1, a count of 1) the difference is one-sided;
@@ -26,6 +27,12 @@ STEP = 0.05
 SCENARIO_KEYS = ("workload.batch_size", "workload.context_tokens", "workload.prompt_tokens",
                  "runtime.sm_clock", "workload.speculative.acceptance")
 METRICS = {"itl": "itl_ms.mean", "ttft": "ttft_ms.p50"}
+# a speculative run's token is the accepted one: its step over the tokens a step yields
+SPECULATIVE_ITL = "speculative.ms_per_accepted_token"
+
+
+def metrics_of(base: Base) -> dict[str, str]:
+    return {**METRICS, "itl": SPECULATIVE_ITL} if base.cfg.workload.speculative else METRICS
 
 
 def numbers_of(base: Base) -> list[Number]:
@@ -63,7 +70,7 @@ def run_changes(base: Base, jobs: list[tuple[str, float]], shared: SharedPlans |
     for key, value in jobs:
         try:
             s = evaluate(base, {key: value}, shared)
-            out.append({name: metric(s, path) for name, path in METRICS.items()})
+            out.append({name: metric(s, path) for name, path in metrics_of(base).items()})
         except ConfigError as exc:          # the change makes the profile inconsistent
             out.append({"error": exc.message})
     return out
@@ -111,7 +118,8 @@ def sensitivity(base: Base, *, step: float = STEP, workers: int | None = None,
     t0 = time.perf_counter()
     shared = SharedPlans(base)
     summary = shared.summary
-    base_m = {name: metric(summary, path) for name, path in METRICS.items()}
+    paths = metrics_of(base)
+    base_m = {name: metric(summary, path) for name, path in paths.items()}
     nums = [find_number(base, k) for k in keys] if keys else numbers_of(base)
     jobs, plan = [], []
     for n in nums:
@@ -145,7 +153,7 @@ def sensitivity(base: Base, *, step: float = STEP, workers: int | None = None,
         "step": step,
         "method": (f"one number at a time, x (1 -/+ {step:g}); elasticity = d ln metric / d ln value "
                    f"(central difference; one-sided at a schema bound); ms gained by +10% = "
-                   f"metric (1 - 1.1^elasticity); ITL = itl_ms.mean, TTFT = ttft_ms.p50"),
+                   f"metric (1 - 1.1^elasticity); ITL = {paths['itl']}, TTFT = {paths['ttft']}"),
         "rows": rows, "no_effect": no_effect, "failed": failed,
         "numbers": len(nums), "runs": len(jobs) + 1,
         "plans_replayed": "the base run's kernels and routing replayed for numbers no plan reads "
