@@ -485,8 +485,9 @@ def goal(
     from hwsim.whatif.goal import Unreachable, frontier, goal as run_goal, parse_target
     from hwsim.whatif.numbers import evaluate, load_base
 
-    if len(vary) > 2:
-        raise ConfigError(f"--vary is given {len(vary)} times; at most 2 (a frontier)", key="--vary")
+    if len(vary) > 2 or len(set(vary)) < len(vary):
+        raise ConfigError(f"--vary names {', '.join(vary)}: one number, or two different ones (a frontier)",
+                          key="--vary")
     path, value = parse_target(target)
     span = _bracket_option(bracket) if bracket else None
     base = load_base(scenario, set_)

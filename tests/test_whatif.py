@@ -104,6 +104,8 @@ def run(*args):
     (["--vary", "hbm.peak_bandwidth_gbps", "--target", "itl_ms.p50=ten"], "METRIC=VALUE"),
     (["--vary", "hbm.peak_bandwidth_gbps", "--target", "itl_ms.p50=2"], "no value of hbm.peak_bandwidth_gbps"),
     (["--vary", "sm.count", "--target", "itl_ms.p50=9", "--bracket", "8,264"], "not monotone"),
+    (["--vary", "sm.count", "--target", "ttft_ms.p50=9"], "reports no number 'ttft_ms.p50'"),
+    (["--vary", "sm.count", "--vary", "sm.count", "--target", "itl_ms.p50=9"], "two different ones"),
 ])
 def test_goal_bad_input_is_one_line_and_exit_2(args, words):
     p = run("goal", "--set", "workload.decode_steps=1", *args)
