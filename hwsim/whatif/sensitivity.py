@@ -145,6 +145,10 @@ def sensitivity(base: Base, *, step: float = STEP, workers: int | None = None,
             row[f"{name}_elasticity"] = e
             row[f"{name}_ms_gained_10pct"] = (base_m[name] * (1 - 1.1 ** e)
                                               if e is not None and base_m[name] else None)
+        # each side's own: far apart, the metric steps rather than slopes here (a library's
+        # heuristic switching: FlashAttention's context splits, cuBLAS's split-K)
+        row["itl_elasticity_below"] = _elasticity(got[lo]["itl"], base_m["itl"], lo, n.value)
+        row["itl_elasticity_above"] = _elasticity(base_m["itl"], got[hi]["itl"], n.value, hi)
         rows.append(row)
     rows.sort(key=lambda r: -abs(r["itl_elasticity"] or 0.0))
     return {
