@@ -92,3 +92,16 @@ def test_acceptance_elasticity_of_the_accepted_token_is_the_closed_form():
     result, summary = sensitivity(base, keys=["workload.speculative.acceptance"])
     assert result["itl_ms"] == summary["speculative"]["ms_per_accepted_token"]
     assert result["rows"][0]["itl_elasticity"] == pytest.approx(-0.8 / 1.8, rel=0.01)
+
+
+def test_mla_verification_reads_the_latent_cache_once_for_all_queries():
+    """DeepSeek's MLA (deepseek-v2-lite, 27 layers): the K+1 queries of a sequence share one read
+    of its latent cache, while the absorbed kv_b GEMM and the MoE see K+1 rows each; each of the
+    K MTP passes reads its one layer's cache."""
+    def mla(k):
+        return run("model=deepseek-v2-lite", "workload.speculative.method=mtp",
+                   f"workload.speculative.tokens={k}")
+    plain, spec = mla(0), mla(2)
+    assert spec["bytes"]["kv"] == pytest.approx(plain["bytes"]["kv"] * (1 + 2 / 27), rel=0.01)
+    assert spec["speculative"]["verify_ms_per_step"] > plain["itl_ms"]["p50"]
+    assert spec["speculative"]["experts_per_layer"] > plain["moe"]["distinct_experts_per_layer"]
