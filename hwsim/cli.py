@@ -436,8 +436,10 @@ def sensitivity(
     workers: Optional[int] = typer.Option(None, "--workers", help="workers of an embedded Dask LocalCluster"),
     scheduler: Optional[str] = typer.Option(None, "--scheduler", help="address of a running Dask scheduler"),
 ):
-    """The elasticity of the token (and the prefill) to every number the run reads, one at a
-    time +/-5%, sorted; a tornado figure (tornado.png) in the folder."""
+    """Rank every number the run reads by the token's elasticity to it; tornado.png.
+
+    Each number changed alone by 5% either way (docs/whatif.md); the prefill's too where the
+    scenario has one."""
     from hwsim.whatif.numbers import load_base
     from hwsim.whatif.sensitivity import sensitivity as run_sensitivity
 
@@ -480,8 +482,9 @@ def goal(
     out: Optional[Path] = typer.Option(None, "--out", help="folder for a frontier (default: reports/<scenario name>-goal)"),
     json_out: bool = typer.Option(False, "--json", help="print one JSON object on stdout"),
 ):
-    """The value of one number that brings a metric to a target (exit 2 when none in its bounds
-    can, naming what then dominates); two --vary: the frontier of pairs, drawn (frontier.png)."""
+    """Find the value of a number that meets a target; two --vary: a frontier (frontier.png).
+
+    Exit 2 when no value in its bounds can, naming what then dominates (docs/whatif.md)."""
     from hwsim.whatif.goal import Unreachable, frontier, goal as run_goal, parse_target
     from hwsim.whatif.numbers import evaluate, load_base
 
