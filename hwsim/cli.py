@@ -553,6 +553,137 @@ def list_(json_out: bool = typer.Option(False, "--json", help="print one JSON ob
     console = Console()
     for kind, names in found.items():
         console.print(f"[bold]{kind}[/] ({len(names)}): {', '.join(names)}", highlight=False, soft_wrap=True)
+# -- what would change it (issue 34, docs/whatif.md): sensitivity and goal-seek ---------------
+
+@app.command(cls=FlagCommand)
+@cli_errors
+def sensitivity(
+    scenario: Optional[Path] = typer.Argument(None, help="scenario YAML (default: scenarios/default.yaml)"),
+    set_: list[str] = typer.Option([], "--set", help="override a key: dotted.key=value (repeatable)"),
+    out: Optional[Path] = typer.Option(None, "--out", help="folder (default: reports/<scenario name>-sensitivity)"),
+    json_out: bool = typer.Option(False, "--json", help="print one JSON object on stdout"),
+    workers: Optional[int] = typer.Option(None, "--workers", help="workers of an embedded Dask LocalCluster"),
+    scheduler: Optional[str] = typer.Option(None, "--scheduler", help="address of a running Dask scheduler"),
+):
+    """Rank every number the run reads by the token's elasticity to it; tornado.png.
+
+    Each number changed alone by 5% either way (docs/whatif.md); the prefill's too where the
+    scenario has one."""
+    from hwsim.whatif.numbers import load_base
+    from hwsim.whatif.sensitivity import sensitivity as run_sensitivity
+
+    if workers is not None and not 1 <= workers <= MAX_WORKERS:
+        raise ConfigError(f"expected 1 to {MAX_WORKERS} workers, got {workers}", key="--workers")
+    base = load_base(scenario, set_)
+    out = out or Path("reports") / f"{base.cfg.name}-sensitivity"
+    _writable_parent(out)
+    result, summary = run_sensitivity(base, workers=workers, scheduler=scheduler)
+    _whatif_folder(out, base, set_, summary, {"sensitivity": result},
+                   lambda path: __import__("hwsim.plots.tornado", fromlist=["x"]).save_tornado_png(result, path),
+                   "tornado.png")
+    if json_out:
+        _json_line(result)
+        return
+    table = Table(title=f"what moves the token ({result['itl_ms']:.3f} ms; each number +/-5%)", show_edge=False)
+    for col in ("number", "elasticity", "ms gained by +10%", "TTFT elasticity"):
+        table.add_column(col, justify="left" if col == "number" else "right")
+    for r in result["rows"]:
+        ttft = r["ttft_elasticity"]
+        table.add_row(r["key"], f"{r['itl_elasticity']:+.3f}", f"{r['itl_ms_gained_10pct']:+.3f}",
+                      "" if ttft is None else f"{ttft:+.3f}")
+    console = Console()
+    console.print(table)
+    console.print(f"[dim]no effect: {', '.join(result['no_effect']) or 'none'}[/]")
+    for f in result["failed"]:
+        console.print(f"[yellow]not run:[/] {f['key']}: {f['error']}")
+    console.print(f"folder: {out}/ ({result['runs']} runs in {result['wall_s']:.1f} s)")
+
+
+@app.command(cls=FlagCommand)
+@cli_errors
+def goal(
+    scenario: Optional[Path] = typer.Argument(None, help="scenario YAML (default: scenarios/default.yaml)"),
+    vary: list[str] = typer.Option(..., "--vary", help="the number to find: a profile path "
+                                   "(hbm.peak_bandwidth_gbps) or a scenario key; twice: a frontier"),
+    target: str = typer.Option(..., "--target", help="METRIC=VALUE, e.g. itl_ms.p50=10"),
+    set_: list[str] = typer.Option([], "--set", help="override a key: dotted.key=value (repeatable)"),
+    bracket: Optional[str] = typer.Option(None, "--bracket", help="LO,HI: search only here (one --vary)"),
+    out: Optional[Path] = typer.Option(None, "--out", help="folder for a frontier (default: reports/<scenario name>-goal)"),
+    json_out: bool = typer.Option(False, "--json", help="print one JSON object on stdout"),
+):
+    """Find the value of a number that meets a target; two --vary: a frontier (frontier.png).
+
+    Exit 2 when no value in its bounds can, naming what then dominates (docs/whatif.md)."""
+    from hwsim.whatif.goal import Unreachable, frontier, goal as run_goal, parse_target
+    from hwsim.whatif.numbers import evaluate, load_base
+
+    if len(vary) > 2 or len(set(vary)) < len(vary):
+        raise ConfigError(f"--vary names {', '.join(vary)}: one number, or two different ones (a frontier)",
+                          key="--vary")
+    path, value = parse_target(target)
+    span = _bracket_option(bracket) if bracket else None
+    base = load_base(scenario, set_)
+    if len(vary) == 2:
+        if span:
+            raise ConfigError("--bracket is for one --vary", key="--bracket")
+        front = frontier(base, vary[0], vary[1], path, value)
+        out = out or Path("reports") / f"{base.cfg.name}-goal"
+        _writable_parent(out)
+        title = f"{base.cfg.model} on {base.cfg.hardware}: {path} = {value:g}"
+        _whatif_folder(out, base, set_, evaluate(base, {}), {"frontier": front},
+                       lambda p: __import__("hwsim.plots.tornado", fromlist=["x"]).save_frontier_png(front, p, title),
+                       "frontier.png")
+        if json_out:
+            _json_line(front)
+            return
+        a, b = front["keys"]
+        for p in front["points"]:
+            Console().print(f"{a} = {p[a]:.5g}: {b} = " + ("[red]none in its bounds[/]" if p[b] is None
+                                                         else f"{p[b]:.5g}"))
+        Console().print(f"figure: {out / 'frontier.png'}")
+        return
+    try:
+        result = run_goal(base, vary[0], path, value, span)
+    except Unreachable as exc:
+        if json_out:
+            _json_line(exc.report)
+        raise
+    if json_out:
+        _json_line(result)
+        return
+    Console().print(f"{result['key']} = {result['value']:.6g} (now {result['present_value']:.6g}, "
+                    f"x{result['change']:.3f}) gives {path} = {result['metric']:.4f}; there "
+                    f"{result['dominant']} takes {result['dominant_share']:.0%} of the token "
+                    f"[dim]({result['runs']} runs, bracket {result['bracket'][0]:.5g}..{result['bracket'][1]:.5g})[/]")
+
+
+def _bracket_option(text: str) -> tuple[float, float]:
+    import math
+    try:
+        lo, hi = (float(x) for x in text.split(","))
+    except ValueError:
+        lo = hi = math.nan
+    if not (math.isfinite(lo) and math.isfinite(hi)) or lo == hi:
+        raise ConfigError(f"expected LO,HI (two different numbers), got '{text}'", key="--bracket")
+    return lo, hi
+
+
+def _whatif_folder(out: Path, base, sets: list[str], summary: dict | None, result: dict, draw, figure: str) -> None:
+    """A what-if's folder: manifest.json (the result, the unchanged run's summary, the resolved
+    scenario, profile and provenance: `hwsim report` renders it) and its figure."""
+    from hwsim.io.atomic import atomic_write
+    from hwsim.io.bundle import json_text
+    from hwsim.provenance import provenance
+
+    out.mkdir(exist_ok=True)
+    manifest = {**result, "scenario_file": base.scenario_file, "overrides": sets,
+                "resolved_config": base.cfg.model_dump(mode="json"),
+                "hardware_profile": base.profile.model_dump(mode="json"), "seed": base.cfg.seed,
+                "provenance": provenance()}
+    if summary is not None:
+        manifest["summary"] = summary
+    atomic_write(out / figure, draw)
+    atomic_write(out / "manifest.json", lambda p: Path(p).write_text(json_text(manifest), encoding="utf-8"))
 
 
 # Set by main(): this process ends when its one command does (not so under CliRunner or a

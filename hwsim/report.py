@@ -28,7 +28,7 @@ import pandas as pd
 from hwsim.errors import ConfigError
 
 PLOTS = ["breakdown.png", "heatmap.png", "pareto.png", "gantt.png", "channels.png", "itl_cdf.png",
-         "ttft_cdf.png", "timeline.png"]
+         "ttft_cdf.png", "timeline.png", "tornado.png", "frontier.png"]
 # the figures `hwsim run --plots` draws (a sweep's manifest lists the ones it drew)
 RUN_PLOTS = ["breakdown.png", "gantt.png", "channels.png"]
 SERVING_PLOTS = ["breakdown.png", "channels.png", "itl_cdf.png", "ttft_cdf.png", "timeline.png"]
@@ -180,6 +180,12 @@ def _run_sections(m: dict) -> list[str]:
            f"<h2>where a token's time goes</h2><table><tr><th>component</th><th>ms</th></tr>{breakdown}</table>"]
     if s.get("serving"):
         out.append("<h2>serving</h2>" + _kv_table(s["serving"]))
+    if sens := m.get("sensitivity"):          # hwsim sensitivity's folder (docs/whatif.md)
+        rows = "".join(f"<tr><td>{html.escape(r['key'])}</td><td>{r['itl_elasticity']:+.3f}</td>"
+                       f"<td>{r['itl_ms_gained_10pct']:+.3f}</td></tr>" for r in sens["rows"])
+        out.append(f"<h2>sensitivity (each number +/-{sens['step']:.0%})</h2><table><tr><th>number</th>"
+                   f"<th>ITL elasticity</th><th>ms gained by +10%</th></tr>{rows}</table>"
+                   f"<p>no effect: {html.escape(', '.join(sens['no_effect']) or 'none')}</p>")
     return out
 
 

@@ -83,6 +83,39 @@ class KernelTrace(Strict):
     batch_size: int = Field(ge=1, description="sequences the traced step decoded")
     context_tokens: int = Field(ge=1, description="KV length each traced sequence held")
     host: str = Field("as-traced", description="host profile (hardware_profiles/hosts/) that issues its ops")
+class Speculative(Strict):
+    """Speculative decoding (a draft model) or multi-token prediction (DeepSeek-V3's MTP module):
+    each decode step drafts `tokens` tokens per sequence, then the model verifies all of them
+    and the sequence's own next token in one pass of tokens + 1 query tokens per sequence
+    (docs/whatif.md). Fixed-batch decode on one GPU."""
+    method: Literal["draft", "mtp"] = Field(
+        description="draft: a smaller model drafts, one decode step per drafted token; mtp: the "
+                    "model's own multi-token-prediction module (one extra transformer layer, its "
+                    "embedding and LM head shared) runs once per drafted token")
+    tokens: int = Field(ge=0, le=16, description="K: tokens drafted per sequence and step (0: plain decode)")
+    acceptance: float | list[float] = Field(
+        0.8, description="the chance a drafted token is accepted given every one before it was: one "
+                         "rate for every position, or one per position (K of them)")
+    draft: str | None = Field(None, description="draft: the draft model, a built-in name or a model-shape YAML")
+
+    @model_validator(mode="after")
+    def _check(self):
+        rates = self.acceptance if isinstance(self.acceptance, list) else [self.acceptance]
+        if any(not 0 <= a <= 1 for a in rates):
+            raise ValueError("every acceptance rate must be between 0 and 1")
+        if isinstance(self.acceptance, list) and len(self.acceptance) != self.tokens:
+            raise ValueError(f"acceptance lists {len(self.acceptance)} rates for {self.tokens} drafted tokens; "
+                             f"give one per position, or one rate")
+        if self.method == "draft" and not self.draft:
+            raise ValueError("method draft needs draft: the draft model's name")
+        if self.method == "mtp" and self.draft:
+            raise ValueError("method mtp drafts with the model's own MTP module; draft: is for method draft")
+        return self
+
+    def rates(self) -> list[float]:
+        """The acceptance rate of each drafted position."""
+        a = self.acceptance
+        return list(a) if isinstance(a, list) else [a] * self.tokens
 
 
 class Workload(Strict):
@@ -135,11 +168,20 @@ class Workload(Strict):
             raise ValueError("kernel_trace is one traced decode step: fixed-batch decode only "
                              "(no prompt_tokens, no arrivals)")
         return self
+    speculative: Speculative | None = Field(
+        None, description="speculative decoding or MTP: each step verifies drafted tokens (unset: one "
+                          "token per sequence and step)")
 
     @model_validator(mode="after")
     def _swap_needs_preemption(self):
         if self.preemption == "swap" and self.kv_allocation != "as_needed":
             raise ValueError("preemption: swap needs kv_allocation: as_needed (with whole, nothing is preempted)")
+        return self
+
+    @model_validator(mode="after")
+    def _speculative_is_fixed_batch(self):
+        if self.speculative and self.arrivals.kind != "none":
+            raise ValueError("workload.speculative is simulated for fixed-batch decode; not with arrivals")
         return self
 
     @model_validator(mode="after")

@@ -102,6 +102,8 @@ class StepShape:
     context: int               # cached tokens each decoding sequence attends over (mean)
     prefill_tokens: int = 0    # mixed: prompt tokens in this pass
     prefill_sequences: int = 0  # mixed: prompts whose last chunk is in this pass (LM head rows)
+    queries: int = 1           # query tokens per decoding sequence: a speculative step verifies its
+                               # drafted tokens and its own next one (hwsim/whatif/speculative.py)
 
     @property
     def decodes(self) -> int:
@@ -115,7 +117,7 @@ class StepShape:
     def lm_rows(self) -> int:
         if self.phase == "prefill":
             return 1                                   # the last token only
-        return self.decodes + self.prefill_sequences
+        return self.decodes * self.queries + self.prefill_sequences
 
 
 WEIGHT_LAYOUTS_LIMIT = 16
@@ -446,7 +448,7 @@ class Schedule:
             if self.attention_kernel == "eager":
                 ks += self._mla_eager_decode(layer, s.decodes, s.context)
             else:
-                ks += self._gemm("kv_b", layer, s.decodes, latent, heads * (a.qk_nope_dim + a.v_head_dim), "kv_b",
+                ks += self._gemm("kv_b", layer, s.decodes * s.queries, latent, heads * (a.qk_nope_dim + a.v_head_dim), "kv_b",
                                  Component.WEIGHT_READ, out=("q_latent",), **attn)
                 ks += self._decode_attention(layer, s, 1, *a.dims)
         if p := s.prompt_tokens:
@@ -552,7 +554,7 @@ class Schedule:
 
     @_memo
     def _kv_append(self, name: str, layer: int, s: StepShape, elems: int, bytes_per_el: float) -> Kernel:
-        return ops.kv_append(f"L{layer}.{name}", layer, s.batch, elems, bytes_per_el,
+        return ops.kv_append(f"L{layer}.{name}", layer, s.batch * s.queries, elems, bytes_per_el,
                              self._kv_addr(layer), self.chip)
 
     @_memo
@@ -581,7 +583,8 @@ class Schedule:
             per_token_head = elems * ops.ACT_BYTES
         if "block_m" not in kw:      # a bf16 cache (or one expanded to bf16 first)
             kw["library"] = self.attention_kernel
-        ks += ops.decode_attention(f"L{layer}.attention", layer, s.batch, a.heads, kv_heads, qk_dim,
+        # several query tokens of a sequence are packed as rows beside its query heads
+        ks += ops.decode_attention(f"L{layer}.attention", layer, s.batch, a.heads * s.queries, kv_heads, qk_dim,
                                    v_dim, context, per_token_head, addr, self.chip, **kw)
         return ks
 
