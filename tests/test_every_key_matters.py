@@ -84,6 +84,8 @@ KV4 = ["kv_cache.bits=4"]
 VQ = ["kv_cache.element=vq", "kv_cache.bits=2"]
 ZIPF = ["moe.routing.kind=zipf", "workload.batch_size=8"]
 TWO_STEPS = ["workload.decode_steps=2"]
+MTP = ["workload.speculative.method=mtp", "workload.speculative.tokens=1"]
+DRAFT = ["workload.speculative.method=draft", "workload.speculative.tokens=1", f"workload.speculative.draft={TINY}"]
 PREFETCH = ["moe.prefetch.enabled=true", "moe.prefetch.predictor=previous-token", *TWO_STEPS]
 INT4 = ["weights.format=int4"]
 TP2 = ["parallel.gpus=2", "parallel.tp=2"]
@@ -138,6 +140,10 @@ CHANGES: dict[str, tuple[list[str], list[str]]] = {
     "workload.disaggregation.link": (DISAGG, ["workload.disaggregation.link=network"]),
     "workload.disaggregation.topology": (DISAGG, ["workload.disaggregation.topology=gb200-nvl72",
                                                   "hardware=b200"]),      # a topology of its chip
+    "workload.speculative.method": (MTP, ["workload.speculative.method=draft", f"workload.speculative.draft={TINY}"]),
+    "workload.speculative.tokens": (MTP, ["workload.speculative.tokens=2"]),
+    "workload.speculative.acceptance": (MTP, ["workload.speculative.acceptance=0.3"]),
+    "workload.speculative.draft": (DRAFT, ["workload.speculative.draft=olmoe-1b-7b"]),
     "runtime.launch": ([], ["runtime.launch=eager"]),
     "runtime.fidelity": ([], ["runtime.fidelity=tile"]),
     "runtime.attention_kernel": ([], ["runtime.attention_kernel=cudnn"]),
