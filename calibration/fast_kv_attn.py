@@ -1,0 +1,405 @@
+"""Fast fused split-KV decode attention over a low-bit KV cache (Triton; issue 31, item 1).
+
+What makes it fast where shared/calibration/qkv_attn.py (the naive kernel hwsim is calibrated
+on) is slow, each against that kernel:
+- Codes are packed offline in the order the tiles consume them: a container (uint8 at 2 bits,
+  int16 at 4, int32 at 8) holds the codes of head-dim columns j, j + D/4, j + D/2, j + 3D/4,
+  so shifting by i * BITS yields slice i, a contiguous [BLOCK, D/4] tile. No reshape, no
+  broadcast shift, no layout conversion between the load and the dot.
+- Int -> half by the magic number: (code | 0x6400) bitcast to fp16 is 1024 + code exactly, and
+  one fp16 subtract leaves the code (LOP3 + HADD2; no I2F, no F2F, no fp32 round trip).
+- Scales and zeros never touch the elements. K is grouped per channel over GK tokens
+  (KIVI/QServe): q * scale is formed once per token block and the zero term q . zero is one
+  [GP] vector per block. V is grouped per token over GV channels: the scale is folded into the
+  softmax weights p, the zero term is p @ zero. The dot runs on the integer codes themselves.
+- tl.dot over the GQA query group, its rows padded to GP = 16 (the mma.sync M floor; the
+  measurement script varies the real rows 1-16 to measure that floor).
+- Split-KV over segments of the mixed-class layout in ONE launch: tokens of each storage width
+  (sinks/outliers at 8 or 4 bits, routine at 2 or 4, a recent window at 16) are a separate
+  segment (attention does not care about token order; outliers' positions matter only to the
+  cache's writer), each with its own splits; a combine kernel merges all partials.
+
+Layout of one segment at BITS < 16, per (sequence, KV head) row bh of B * KVH:
+  kc, vc   [BH, Ls, D/4]        containers, codes as above
+  ks, kz   [BH, ceil(Ls/GK), D] fp16 K scale and zero per channel and GK-token group
+  vs, vz   [BH, Ls, D/GV]       fp16 V scale and zero per token and GV-channel group
+At BITS = 16: kc, vc are fp16 [BH, Ls, D] and the scales are unused.
+Codes cover 2, 4 and 8 bits; 3-, 1.5- and 1-bit layouts are not implemented.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+SLICES = 4                       # codes per container = head-dim slices per tile
+CONTAINER = {2: torch.uint8, 4: torch.int16, 8: torch.int32}
+LOG2E = 1.4426950408889634
+
+
+# --------------------------------------------------------------------------- kernel
+@triton.jit
+def _codes_to_half(w, I: tl.constexpr, BITS: tl.constexpr):
+    """Slice I of a tile of containers -> the integer codes as exact fp16 (magic number 0x6400)."""
+    if BITS == 2:
+        w = w.to(tl.int16)                       # uint8 -> 16 bits, zero-extended (PRMT)
+    c = ((w >> (I * BITS)) & ((1 << BITS) - 1)) | 0x6400   # SHF + LOP3
+    if BITS == 8:
+        c = c.to(tl.int16)                       # int32 container: keep the low half
+    return c.to(tl.float16, bitcast=True) - 1024.0          # HADD2: 1024 + code - 1024
+
+
+@triton.jit
+def _load_slice(ptr, rows, lm, offs_s, I: tl.constexpr, D: tl.constexpr, BITS: tl.constexpr):
+    """[BLOCK, D/4] fp16 tile of slice I (the codes, or the fp16 values at 16 bits)."""
+    SW: tl.constexpr = D // 4
+    if BITS == 16:
+        return tl.load(ptr + rows[:, None] * D + I * SW + offs_s[None, :], mask=lm[:, None], other=0.0)
+    w = tl.load(ptr + rows[:, None] * SW + offs_s[None, :], mask=lm[:, None], other=0)
+    return _codes_to_half(w, I, BITS)
+
+
+@triton.jit
+def _v_slice(acc, p, vtile, vs_ptr, vz_ptr, rows, lm, I: tl.constexpr, D: tl.constexpr,
+             BITS: tl.constexpr, GV: tl.constexpr):
+    """acc [GP, D/4] += p @ v for slice I, the V scale folded into p and the zero as p @ zero."""
+    if BITS == 16:
+        return acc + tl.dot(p.to(tl.float16), vtile)
+    SW: tl.constexpr = D // 4
+    NG: tl.constexpr = D // GV
+    g = (I * SW) // GV
+    vsc = tl.load(vs_ptr + rows * NG + g, mask=lm, other=0.0).to(tl.float32)
+    vzp = tl.load(vz_ptr + rows * NG + g, mask=lm, other=0.0).to(tl.float32)
+    acc += tl.dot((p * vsc[None, :]).to(tl.float16), vtile)
+    return acc + tl.sum(p * vzp[None, :], 1)[:, None]
+
+
+@triton.jit
+def _segment(q_ptr, kc_ptr, vc_ptr, ks_ptr, kz_ptr, vs_ptr, vz_ptr, m_ptr, l_ptr, acc_ptr,
+             bh, split, n_splits, part, total_parts, Ls, qk_scale,
+             G: tl.constexpr, GP: tl.constexpr, D: tl.constexpr, BITS: tl.constexpr,
+             BLOCK: tl.constexpr, GK: tl.constexpr, GV: tl.constexpr):
+    """One split of one segment for one (sequence, KV head): online softmax over its tokens,
+    partial (m, l, acc) written to slot `part` of this row's partials."""
+    SW: tl.constexpr = D // 4
+    offs_g = tl.arange(0, GP)
+    offs_s = tl.arange(0, SW)
+    gm = offs_g[:, None] < G
+    qrow = q_ptr + (bh * G + offs_g[:, None]) * D + offs_s[None, :]
+    # q pre-scaled by 1/sqrt(D) * log2(e): the softmax runs on exp2
+    q0 = tl.load(qrow + 0 * SW, mask=gm, other=0.0).to(tl.float32) * qk_scale
+    q1 = tl.load(qrow + 1 * SW, mask=gm, other=0.0).to(tl.float32) * qk_scale
+    q2 = tl.load(qrow + 2 * SW, mask=gm, other=0.0).to(tl.float32) * qk_scale
+    q3 = tl.load(qrow + 3 * SW, mask=gm, other=0.0).to(tl.float32) * qk_scale
+    chunk = tl.cdiv(tl.cdiv(Ls, n_splits), BLOCK) * BLOCK      # whole blocks: one K group per block
+    start = split * chunk
+    stop = tl.minimum(start + chunk, Ls)
+    m_i = tl.full([GP], float("-inf"), tl.float32)
+    l_i = tl.zeros([GP], tl.float32)
+    a0 = tl.zeros([GP, SW], tl.float32)
+    a1 = tl.zeros([GP, SW], tl.float32)
+    a2 = tl.zeros([GP, SW], tl.float32)
+    a3 = tl.zeros([GP, SW], tl.float32)
+    base = bh.to(tl.int64) * Ls
+    ngk = tl.cdiv(Ls, GK)
+    for s in range(start, stop, BLOCK):
+        offs_l = s + tl.arange(0, BLOCK)
+        lm = offs_l < stop
+        rows = base + offs_l
+        k0 = _load_slice(kc_ptr, rows, lm, offs_s, 0, D, BITS)
+        k1 = _load_slice(kc_ptr, rows, lm, offs_s, 1, D, BITS)
+        k2 = _load_slice(kc_ptr, rows, lm, offs_s, 2, D, BITS)
+        k3 = _load_slice(kc_ptr, rows, lm, offs_s, 3, D, BITS)
+        if BITS == 16:
+            sc = tl.dot(q0.to(tl.float16), tl.trans(k0))
+            sc += tl.dot(q1.to(tl.float16), tl.trans(k1))
+            sc += tl.dot(q2.to(tl.float16), tl.trans(k2))
+            sc += tl.dot(q3.to(tl.float16), tl.trans(k3))
+        else:
+            # per-channel K group of this block: q * scale on the codes, q . zero once
+            grow = (bh.to(tl.int64) * ngk + s // GK) * D + offs_s
+            ks0 = tl.load(ks_ptr + grow + 0 * SW).to(tl.float32)
+            ks1 = tl.load(ks_ptr + grow + 1 * SW).to(tl.float32)
+            ks2 = tl.load(ks_ptr + grow + 2 * SW).to(tl.float32)
+            ks3 = tl.load(ks_ptr + grow + 3 * SW).to(tl.float32)
+            kz0 = tl.load(kz_ptr + grow + 0 * SW).to(tl.float32)
+            kz1 = tl.load(kz_ptr + grow + 1 * SW).to(tl.float32)
+            kz2 = tl.load(kz_ptr + grow + 2 * SW).to(tl.float32)
+            kz3 = tl.load(kz_ptr + grow + 3 * SW).to(tl.float32)
+            sc = tl.dot((q0 * ks0[None, :]).to(tl.float16), tl.trans(k0))
+            sc += tl.dot((q1 * ks1[None, :]).to(tl.float16), tl.trans(k1))
+            sc += tl.dot((q2 * ks2[None, :]).to(tl.float16), tl.trans(k2))
+            sc += tl.dot((q3 * ks3[None, :]).to(tl.float16), tl.trans(k3))
+            zq = tl.sum(q0 * kz0[None, :] + q1 * kz1[None, :] + q2 * kz2[None, :] + q3 * kz3[None, :], 1)
+            sc += zq[:, None]
+        sc = tl.where(lm[None, :], sc, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(sc, 1))
+        alpha = tl.exp2(m_i - m_new)
+        p = tl.exp2(sc - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, 1)
+        m_i = m_new
+        v0 = _load_slice(vc_ptr, rows, lm, offs_s, 0, D, BITS)
+        v1 = _load_slice(vc_ptr, rows, lm, offs_s, 1, D, BITS)
+        v2 = _load_slice(vc_ptr, rows, lm, offs_s, 2, D, BITS)
+        v3 = _load_slice(vc_ptr, rows, lm, offs_s, 3, D, BITS)
+        a0 = _v_slice(a0 * alpha[:, None], p, v0, vs_ptr, vz_ptr, rows, lm, 0, D, BITS, GV)
+        a1 = _v_slice(a1 * alpha[:, None], p, v1, vs_ptr, vz_ptr, rows, lm, 1, D, BITS, GV)
+        a2 = _v_slice(a2 * alpha[:, None], p, v2, vs_ptr, vz_ptr, rows, lm, 2, D, BITS, GV)
+        a3 = _v_slice(a3 * alpha[:, None], p, v3, vs_ptr, vz_ptr, rows, lm, 3, D, BITS, GV)
+    o = (bh * total_parts + part) * GP + offs_g
+    tl.store(m_ptr + o, m_i)
+    tl.store(l_ptr + o, l_i)
+    arow = acc_ptr + o[:, None] * D + offs_s[None, :]
+    tl.store(arow + 0 * SW, a0)
+    tl.store(arow + 1 * SW, a1)
+    tl.store(arow + 2 * SW, a2)
+    tl.store(arow + 3 * SW, a3)
+
+
+@triton.jit
+def _lowbit_decode(q_ptr, m_ptr, l_ptr, acc_ptr, qk_scale,
+                   akc, avc, aks, akz, avs, avz, a_len, a_splits,
+                   bkc, bvc, bks, bkz, bvs, bvz, b_len, b_splits,
+                   ckc, cvc, cks, ckz, cvs, cvz, c_len, c_splits,
+                   G: tl.constexpr, GP: tl.constexpr, D: tl.constexpr, BLOCK: tl.constexpr,
+                   A_BITS: tl.constexpr, B_BITS: tl.constexpr, C_BITS: tl.constexpr,
+                   GK: tl.constexpr, GV: tl.constexpr):
+    """Grid (B * KVH, a_splits + b_splits + c_splits): program (bh, j) runs split j of the
+    concatenated segments A, B, C (each a storage width; an empty one has 0 splits)."""
+    bh = tl.program_id(0)
+    j = tl.program_id(1)
+    total = a_splits + b_splits + c_splits
+    if j < a_splits:
+        _segment(q_ptr, akc, avc, aks, akz, avs, avz, m_ptr, l_ptr, acc_ptr, bh, j, a_splits, j,
+                 total, a_len, qk_scale, G, GP, D, A_BITS, BLOCK, GK, GV)
+    elif j < a_splits + b_splits:
+        _segment(q_ptr, bkc, bvc, bks, bkz, bvs, bvz, m_ptr, l_ptr, acc_ptr, bh, j - a_splits,
+                 b_splits, j, total, b_len, qk_scale, G, GP, D, B_BITS, BLOCK, GK, GV)
+    else:
+        _segment(q_ptr, ckc, cvc, cks, ckz, cvs, cvz, m_ptr, l_ptr, acc_ptr, bh,
+                 j - a_splits - b_splits, c_splits, j, total, c_len, qk_scale,
+                 G, GP, D, C_BITS, BLOCK, GK, GV)
+
+
+@triton.jit
+def _combine(m_ptr, l_ptr, acc_ptr, out_ptr, total_parts,
+             G: tl.constexpr, GP: tl.constexpr, D: tl.constexpr):
+    """Grid (B * KVH,): merge one row's partial softmax results into out [B*KVH*G, D] fp16."""
+    bh = tl.program_id(0)
+    offs_g = tl.arange(0, GP)
+    offs_d = tl.arange(0, D)
+    m = tl.full([GP], float("-inf"), tl.float32)
+    l = tl.zeros([GP], tl.float32)
+    acc = tl.zeros([GP, D], tl.float32)
+    for j in range(0, total_parts):
+        o = (bh * total_parts + j) * GP + offs_g
+        mj = tl.load(m_ptr + o)
+        m_new = tl.maximum(m, mj)
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)   # empty splits carry -inf
+        a = tl.exp2(m - m_safe)
+        b = tl.exp2(mj - m_safe)
+        l = l * a + tl.load(l_ptr + o) * b
+        acc = acc * a[:, None] + tl.load(acc_ptr + o[:, None] * D + offs_d[None, :]) * b[:, None]
+        m = m_new
+    out = acc / l[:, None]
+    tl.store(out_ptr + (bh * G + offs_g[:, None]) * D + offs_d[None, :], out.to(tl.float16),
+             mask=offs_g[:, None] < G)
+
+
+# --------------------------------------------------------------------------- packing (offline, torch)
+def _wrap(x: torch.Tensor, bits: int) -> torch.Tensor:
+    """int64 container values -> the signed container dtype, two's complement (int16/int32)."""
+    dtype = CONTAINER[bits]
+    width = 8 * torch.tensor([], dtype=dtype).element_size()
+    if dtype.is_signed:
+        x = torch.where(x >= 1 << (width - 1), x - (1 << width), x)
+    return x.to(dtype)
+
+
+def pack_codes(codes: torch.Tensor, bits: int) -> torch.Tensor:
+    """Integer codes [..., D] in [0, 2**bits) -> containers [..., D/4]: container j holds
+    columns j + i*D/4 at bit offset i*bits (the slice order the kernel's tiles unpack)."""
+    d = codes.shape[-1]
+    sw = d // SLICES
+    c = codes.to(torch.int64)
+    out = torch.zeros(*codes.shape[:-1], sw, dtype=torch.int64, device=codes.device)
+    for i in range(SLICES):
+        out |= c[..., i * sw:(i + 1) * sw] << (i * bits)
+    return _wrap(out, bits)
+
+
+def unpack_codes(packed: torch.Tensor, bits: int) -> torch.Tensor:
+    """Inverse of pack_codes (int64 codes [..., D])."""
+    w = packed.to(torch.int64) & ((1 << (8 * packed.element_size())) - 1)
+    return torch.cat([(w >> (i * bits)) & ((1 << bits) - 1) for i in range(SLICES)], -1)
+
+
+def _minmax_codes(x: torch.Tensor, dim: int, bits: int):
+    """Asymmetric round-to-nearest over `dim`: (codes, fp16 scale, fp16 zero), the scale and
+    zero rounded to fp16 first so that codes * scale + zero is what the kernel computes."""
+    lo = x.amin(dim, keepdim=True)
+    hi = x.amax(dim, keepdim=True)
+    scale = ((hi - lo) / (2 ** bits - 1)).clamp_min(1e-4).half()
+    zero = lo.half()
+    codes = ((x - zero.float()) / scale.float()).round().clamp(0, 2 ** bits - 1)
+    return codes.to(torch.int64), scale, zero
+
+
+def quantize_segment(k: torch.Tensor, v: torch.Tensor, bits: int, gk: int, gv: int) -> dict:
+    """K/V [BH, Ls, D] float of one storage width -> the kernel's packed segment (module doc)."""
+    bh, ls, d = k.shape
+    if bits == 16:
+        return {"bits": 16, "len": ls, "kc": k.half().contiguous(), "vc": v.half().contiguous()}
+    n_groups = -(-ls // gk)
+    pad = n_groups * gk - ls
+    kp = torch.cat([k, k[:, -1:].expand(bh, pad, d)], 1) if pad else k
+    kcodes, ks, kz = _minmax_codes(kp.float().view(bh, n_groups, gk, d), 2, bits)
+    vcodes, vs, vz = _minmax_codes(v.float().view(bh, ls, d // gv, gv), 3, bits)
+    return {"bits": bits, "len": ls,
+            "kc": pack_codes(kcodes.view(bh, n_groups * gk, d)[:, :ls], bits).contiguous(),
+            "vc": pack_codes(vcodes.view(bh, ls, d), bits).contiguous(),
+            "ks": ks.view(bh, n_groups, d).contiguous(), "kz": kz.view(bh, n_groups, d).contiguous(),
+            "vs": vs.view(bh, ls, d // gv).contiguous(), "vz": vz.view(bh, ls, d // gv).contiguous()}
+
+
+def dequantize_segment(seg: dict, gk: int, gv: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The float K and V a packed segment stands for (what the reference attends over)."""
+    if seg["bits"] == 16:
+        return seg["kc"].float(), seg["vc"].float()
+    bits, ls = seg["bits"], seg["len"]
+    kcodes = unpack_codes(seg["kc"], bits).float()
+    vcodes = unpack_codes(seg["vc"], bits).float()
+    bh, _, d = kcodes.shape
+    token_group = torch.arange(ls, device=kcodes.device) // gk
+    k = kcodes * seg["ks"].float()[:, token_group] + seg["kz"].float()[:, token_group]
+    chan_group = torch.arange(d, device=kcodes.device) // gv
+    v = vcodes * seg["vs"].float()[:, :, chan_group] + seg["vz"].float()[:, :, chan_group]
+    return k, v
+
+
+def class_widths(context: int, bits: int, sinks: int = 0, sink_bits: int = 8,
+                 outlier_fraction: float = 0.0, outlier_bits: int = 8,
+                 recent: int = 0, recent_bits: int = 16) -> dict[str, tuple[int, int]]:
+    """Tokens and width of each class (hwsim.workload.kv_format's classes at this context)."""
+    n_sinks = min(sinks, context)
+    n_recent = min(recent, context - n_sinks)
+    rest = context - n_sinks - n_recent
+    n_out = int(round(rest * outlier_fraction))
+    return {"sinks": (n_sinks, sink_bits), "outliers": (n_out, outlier_bits),
+            "routine": (rest - n_out, bits), "recent": (n_recent, recent_bits)}
+
+
+def pack_cache(k: torch.Tensor, v: torch.Tensor, classes: dict[str, tuple[int, int]],
+               gk: int = 128, gv: int = 128) -> list[dict]:
+    """K/V [B, KVH, L, D] -> up to three packed segments, one per storage width, in class order.
+
+    Sinks are the first tokens and the recent window the last; outliers are the middle tokens
+    with the largest key norm (per sequence and KV head). Classes of one width share a
+    segment: attention over a set of tokens does not depend on their order."""
+    b, kvh, length, d = k.shape
+    k = k.reshape(b * kvh, length, d)
+    v = v.reshape(b * kvh, length, d)
+    n_sinks, n_recent, n_out = classes["sinks"][0], classes["recent"][0], classes["outliers"][0]
+    middle = slice(n_sinks, length - n_recent)
+    norms = k[:, middle].float().norm(dim=-1)
+    order = norms.argsort(dim=1, descending=True, stable=True) + n_sinks
+    rows = torch.arange(b * kvh, device=k.device)[:, None]
+    token_sets = {"sinks": torch.arange(n_sinks, device=k.device).expand(b * kvh, n_sinks),
+                  "outliers": order[:, :n_out],
+                  "routine": order[:, n_out:].sort(dim=1).values,
+                  "recent": torch.arange(length - n_recent, length, device=k.device).expand(b * kvh, n_recent)}
+    by_width: dict[int, list[torch.Tensor]] = {}
+    for name, (count, bits) in classes.items():
+        if count:
+            by_width.setdefault(bits, []).append(token_sets[name])
+    if len(by_width) > 3:
+        raise ValueError(f"the kernel takes at most 3 storage widths, got {sorted(by_width)}")
+    segments = []
+    for bits, sets in by_width.items():
+        idx = torch.cat(sets, 1)
+        segments.append(quantize_segment(k[rows, idx], v[rows, idx], bits, gk, gv))
+    return segments
+
+
+# --------------------------------------------------------------------------- launch
+def default_splits(tokens: int, rows: int, block: int, sms: int = 132, waves: int = 4) -> int:
+    """Splits of a segment: enough programs to fill the SMs `waves` times, whole blocks each."""
+    if tokens == 0:
+        return 0
+    return max(1, min(triton.cdiv(tokens, block), triton.cdiv(waves * sms, rows)))
+
+
+class FastKVAttention:
+    """Decode attention of q [B, H, D] over packed segments, with preallocated partials.
+
+    One launch runs every split of every segment; a second combines. `splits` (per segment,
+    in segment order) defaults to default_splits of its length."""
+
+    def __init__(self, segments: list[dict], batch: int, heads: int, kv_heads: int, head_dim: int,
+                 gk: int = 128, gv: int = 128, block: int = 64, warps: int = 4, stages: int = 2,
+                 splits: list[int] | None = None, group_rows: int = 16):
+        if not 1 <= len(segments) <= 3:
+            raise ValueError("1 to 3 segments")
+        if gk % block or head_dim % (SLICES * 16) or gv % (head_dim // SLICES) or head_dim % gv:
+            raise ValueError(f"block {block} must divide gk {gk}; gv {gv} must be a multiple of "
+                             f"D/4 = {head_dim // SLICES} dividing D")
+        self.segments = segments
+        self.B, self.H, self.KVH, self.D = batch, heads, kv_heads, head_dim
+        self.G = heads // kv_heads
+        self.GP = max(group_rows, triton.next_power_of_2(self.G))
+        self.gk, self.gv, self.block, self.warps, self.stages = gk, gv, block, warps, stages
+        rows = batch * kv_heads
+        self.splits = splits or [default_splits(s["len"], rows, block) for s in segments]
+        self.total = sum(self.splits)
+        dev = segments[0]["kc"].device
+        n = rows * self.total * self.GP
+        self.m = torch.empty(n, dtype=torch.float32, device=dev)
+        self.l = torch.empty(n, dtype=torch.float32, device=dev)
+        self.acc = torch.empty(n, head_dim, dtype=torch.float32, device=dev)
+        self.out = torch.empty(batch, heads, head_dim, dtype=torch.float16, device=dev)
+        self._dummy = torch.zeros(1, dtype=torch.float16, device=dev)
+
+    def _slot(self, i: int):
+        """Kernel arguments of segment slot i (an empty slot: 0 tokens, 0 splits, 16 bits)."""
+        if i >= len(self.segments):
+            d = self._dummy
+            return (d, d, d, d, d, d, 0, 0), 16
+        s = self.segments[i]
+        scales = [s.get(key, self._dummy) for key in ("ks", "kz", "vs", "vz")]
+        return (s["kc"], s["vc"], *scales, s["len"], self.splits[i]), s["bits"]
+
+    def __call__(self, q: torch.Tensor) -> torch.Tensor:
+        (a, a_bits), (b, b_bits), (c, c_bits) = (self._slot(i) for i in range(3))
+        rows = self.B * self.KVH
+        qk_scale = LOG2E / math.sqrt(self.D)
+        _lowbit_decode[(rows, self.total)](
+            q, self.m, self.l, self.acc, qk_scale, *a, *b, *c,
+            G=self.G, GP=self.GP, D=self.D, BLOCK=self.block, A_BITS=a_bits, B_BITS=b_bits,
+            C_BITS=c_bits, GK=self.gk, GV=self.gv, num_warps=self.warps, num_stages=self.stages)
+        _combine[(rows,)](self.m, self.l, self.acc, self.out, self.total,
+                          G=self.G, GP=self.GP, D=self.D, num_warps=self.warps)
+        return self.out
+
+    def bytes_read(self) -> int:
+        """HBM bytes the attention must read: every segment's codes, scales and zeros, and q."""
+        total = self.B * self.H * self.D * 2
+        for s in self.segments:
+            total += sum(s[key].numel() * s[key].element_size()
+                         for key in ("kc", "vc", "ks", "kz", "vs", "vz") if key in s)
+        return total
+
+
+# --------------------------------------------------------------------------- reference
+def reference(q: torch.Tensor, segments: list[dict], kv_heads: int, gk: int = 128,
+              gv: int = 128) -> torch.Tensor:
+    """Pure-torch decode attention in fp32 over the dequantized segments: q [B, H, D] -> [B, H, D]."""
+    b, h, d = q.shape
+    parts = [dequantize_segment(s, gk, gv) for s in segments]
+    k = torch.cat([p[0] for p in parts], 1).view(b, kv_heads, -1, d)
+    v = torch.cat([p[1] for p in parts], 1).view(b, kv_heads, -1, d)
+    qg = q.float().view(b, kv_heads, h // kv_heads, d)
+    p = torch.softmax(torch.einsum("bkgd,bkld->bkgl", qg, k) / math.sqrt(d), -1)
+    return torch.einsum("bkgl,bkld->bkgd", p, v).reshape(b, h, d)
