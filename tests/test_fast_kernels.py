@@ -1,5 +1,5 @@
-"""The fast low-bit KV decode-attention kernel (calibration/fast_kv_attn.py, issue 31) against
-its pure-torch reference, on CPU through Triton's interpreter at tiny shapes. Skipped where
+"""The fast low-bit kernels of issue 31 (calibration/fast_kv_attn.py: decode attention over a
+low-bit KV cache; calibration/fast_w4a16.py: the W4A16 GEMM) against their pure-torch references, on CPU through Triton's interpreter at tiny shapes. Skipped where
 torch or triton is not installed (they are optional: `pip install hwsim[kernels]`)."""
 
 import os
@@ -19,6 +19,7 @@ pytest.importorskip("triton")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "calibration"))
 import fast_kv_attn as kv  # noqa: E402
+import fast_w4a16 as w4  # noqa: E402
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
 B, H, KVH, L, D = 1, 4, 1, 64, 64       # one KV head, 4 query heads, D/4 = 16-wide slices
@@ -95,3 +96,30 @@ def test_bad_group_shapes_are_refused():
                              kv.class_widths(32, 4), 32, 16)
     with pytest.raises(ValueError, match="must divide gk"):
         kv.FastKVAttention(segments, 1, 4, 1, 64, gk=32, gv=16, block=64)
+
+
+def _rel_err(out, ref):
+    return ((out.float() - ref).norm() / ref.norm()).item()
+
+
+@pytest.mark.parametrize("n,k,rows,split_k", [(128, 256, 3, None), (64, 512, 1, 1), (128, 384, 17, 2)])
+def test_w4a16_matches_reference(n, k, rows, split_k):
+    gen = torch.Generator().manual_seed(n + k + rows)
+    w = torch.randn(n, k, generator=gen).to(DEV)
+    x = torch.randn(rows, k, generator=gen).half().to(DEV)
+    lin = w4.W4A16Linear(w, rows, bn=64, split_k=split_k)
+    lin.out.fill_(float("nan"))
+    y = lin(x)
+    assert y.shape == (rows, n) and not y.isnan().any()
+    assert _rel_err(y, lin.reference(x)) < 2e-3                   # fp16 output rounding
+    assert _rel_err(y, x.float() @ w.float().t()) < 0.2             # and it is W, 4-bit coarse (a wrong layout: ~1.4)
+
+
+def test_w4a16_tiles_are_contiguous_in_consumption_order():
+    """Tile (n-block 1, k-block 0) is the second block of the packed buffer, and its first
+    container holds k = 0, 32, 64, 96 of row 64 in nibbles 0-3."""
+    codes = torch.randint(0, 16, (128, 256))
+    packed = w4.pack(codes, bn=64)
+    assert packed.shape == (2, 2, 64, 32)
+    word = int(packed[1, 0, 0, 0]) & 0xFFFF
+    assert [(word >> (4 * i)) & 0xF for i in range(4)] == [int(codes[64, 32 * i]) for i in range(4)]
