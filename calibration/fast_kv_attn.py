@@ -324,19 +324,52 @@ def pack_cache(k: torch.Tensor, v: torch.Tensor, classes: dict[str, tuple[int, i
     return segments
 
 
+def random_cache(batch: int, kv_heads: int, head_dim: int, classes: dict[str, tuple[int, int]],
+                 gk: int = 128, gv: int = 128, device: str = "cpu", seed: int = 0) -> list[dict]:
+    """Segments as pack_cache lays them out, filled with random codes, scales and zeros: what a
+    timing needs at 128k tokens without quantizing a float cache first (never zeros)."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    bh, d = batch * kv_heads, head_dim
+    by_width: dict[int, int] = {}
+    for count, bits in classes.values():
+        if count:
+            by_width[bits] = by_width.get(bits, 0) + count
+    segments = []
+    for bits, ls in by_width.items():
+        if bits == 16:
+            kc, vc = (torch.randn(bh, ls, d, generator=gen, device=device, dtype=torch.float16)
+                      for _ in range(2))
+            segments.append({"bits": 16, "len": ls, "kc": kc, "vc": vc})
+            continue
+        info = torch.iinfo(CONTAINER[bits])
+        codes = lambda: torch.randint(info.min, info.max, (bh, ls, d // SLICES), generator=gen,  # noqa: E731
+                                      device=device, dtype=CONTAINER[bits])
+        uniform = lambda *shape, lo, hi: (torch.rand(*shape, generator=gen, device=device)  # noqa: E731
+                                          * (hi - lo) + lo).half()
+        n_groups = -(-ls // gk)
+        segments.append({"bits": bits, "len": ls, "kc": codes(), "vc": codes(),
+                         "ks": uniform(bh, n_groups, d, lo=0.5 / 2 ** bits, hi=2.0 / 2 ** bits),
+                         "kz": uniform(bh, n_groups, d, lo=-1.0, hi=-0.5),
+                         "vs": uniform(bh, ls, d // gv, lo=0.5 / 2 ** bits, hi=2.0 / 2 ** bits),
+                         "vz": uniform(bh, ls, d // gv, lo=-1.0, hi=-0.5)})
+    return segments
+
+
 # --------------------------------------------------------------------------- launch
-def default_splits(tokens: int, rows: int, block: int, sms: int = 132, waves: int = 4) -> int:
-    """Splits of a segment: enough programs to fill the SMs `waves` times, whole blocks each."""
-    if tokens == 0:
-        return 0
-    return max(1, min(triton.cdiv(tokens, block), triton.cdiv(waves * sms, rows)))
+def plan_splits(segments: list[dict], rows: int, block: int, sms: int = 132, waves: int = 4) -> list[int]:
+    """Splits per segment: about `waves` programs per SM in all, shared in proportion to each
+    segment's bytes (a tiny sink segment gets one), whole blocks each."""
+    weight = [s["len"] * s["bits"] for s in segments]
+    target = max(1, triton.cdiv(waves * sms, rows))
+    return [max(1, min(triton.cdiv(s["len"], block), round(target * w / sum(weight))))
+            for s, w in zip(segments, weight)]
 
 
 class FastKVAttention:
     """Decode attention of q [B, H, D] over packed segments, with preallocated partials.
 
     One launch runs every split of every segment; a second combines. `splits` (per segment,
-    in segment order) defaults to default_splits of its length."""
+    in segment order) defaults to plan_splits."""
 
     def __init__(self, segments: list[dict], batch: int, heads: int, kv_heads: int, head_dim: int,
                  gk: int = 128, gv: int = 128, block: int = 64, warps: int = 4, stages: int = 2,
@@ -352,7 +385,7 @@ class FastKVAttention:
         self.GP = max(group_rows, triton.next_power_of_2(self.G))
         self.gk, self.gv, self.block, self.warps, self.stages = gk, gv, block, warps, stages
         rows = batch * kv_heads
-        self.splits = splits or [default_splits(s["len"], rows, block) for s in segments]
+        self.splits = splits or plan_splits(segments, rows, block)
         self.total = sum(self.splits)
         dev = segments[0]["kc"].device
         n = rows * self.total * self.GP

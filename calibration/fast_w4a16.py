@@ -143,6 +143,13 @@ class W4A16Linear:
             return self.out[:m]
         return self.partial.view(-1)[:self.split_k * m * self.n].view(self.split_k, m, self.n).sum(0).half()
 
+    def replica(self) -> "W4A16Linear":
+        """The same layer over its own copy of the weights (to rotate copies past the L2)."""
+        twin = object.__new__(W4A16Linear)
+        twin.__dict__.update(self.__dict__)
+        twin.packed, twin.scale, twin.zero = (t.clone() for t in (self.packed, self.scale, self.zero))
+        return twin
+
     def weight_bytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in (self.packed, self.scale, self.zero))
 
