@@ -47,8 +47,9 @@ def _codes_to_half(w, I: tl.constexpr, BITS: tl.constexpr):
     if BITS == 2:
         w = w.to(tl.int16)                       # uint8 -> 16 bits, zero-extended (PRMT)
     c = ((w >> (I * BITS)) & ((1 << BITS) - 1)) | 0x6400   # SHF + LOP3
-    if BITS == 8:
-        c = c.to(tl.int16)                       # int32 container: keep the low half
+    # int32 container (8 bits): keep the low half; int16: a no-op (or the truncation of a
+    # promotion to int32, should a Triton version type the literals so)
+    c = c.to(tl.int16)
     return c.to(tl.float16, bitcast=True) - 1024.0          # HADD2: 1024 + code - 1024
 
 
@@ -63,11 +64,14 @@ def _load_slice(ptr, rows, lm, offs_s, I: tl.constexpr, D: tl.constexpr, BITS: t
 
 
 @triton.jit
-def _v_slice(acc, p, vtile, vs_ptr, vz_ptr, rows, lm, I: tl.constexpr, D: tl.constexpr,
+def _v_slice(acc, alpha, p, pv, vtile, vs_ptr, vz_ptr, rows, lm, I: tl.constexpr, D: tl.constexpr,
              BITS: tl.constexpr, GV: tl.constexpr):
-    """acc [GP, D/4] += p @ v for slice I, the V scale folded into p and the zero as p @ zero."""
-    if BITS == 16:
-        return acc + tl.dot(p.to(tl.float16), vtile)
+    """acc [GP, D/4] * alpha + p @ v for slice I. With one V group per token (GV = D, or 16
+    bits) `pv` is p already scaled and cast once for all slices (the zero term is kept apart);
+    with narrower groups each slice scales p by its own group and adds its own p @ zero."""
+    acc = acc * alpha[:, None]
+    if BITS == 16 or GV >= D:
+        return acc + tl.dot(pv, vtile)
     SW: tl.constexpr = D // 4
     NG: tl.constexpr = D // GV
     g = (I * SW) // GV
@@ -103,6 +107,7 @@ def _segment(q_ptr, kc_ptr, vc_ptr, ks_ptr, kz_ptr, vs_ptr, vz_ptr, m_ptr, l_ptr
     a1 = tl.zeros([GP, SW], tl.float32)
     a2 = tl.zeros([GP, SW], tl.float32)
     a3 = tl.zeros([GP, SW], tl.float32)
+    z_i = tl.zeros([GP], tl.float32)            # sum of p * V zero (one V group per token)
     base = bh.to(tl.int64) * Ls
     ngk = tl.cdiv(Ls, GK)
     for s in range(start, stop, BLOCK):
@@ -141,22 +146,32 @@ def _segment(q_ptr, kc_ptr, vc_ptr, ks_ptr, kz_ptr, vs_ptr, vz_ptr, m_ptr, l_ptr
         p = tl.exp2(sc - m_new[:, None])
         l_i = l_i * alpha + tl.sum(p, 1)
         m_i = m_new
+        if BITS == 16:
+            pv = p.to(tl.float16)
+        elif GV >= D:      # one V scale and zero per token: fold them once for all four slices
+            vsc = tl.load(vs_ptr + rows, mask=lm, other=0.0).to(tl.float32)
+            vzp = tl.load(vz_ptr + rows, mask=lm, other=0.0).to(tl.float32)
+            pv = (p * vsc[None, :]).to(tl.float16)
+            z_i = z_i * alpha + tl.sum(p * vzp[None, :], 1)
+        else:
+            pv = p.to(tl.float16)          # unused: each slice scales p by its own group
         v0 = _load_slice(vc_ptr, rows, lm, offs_s, 0, D, BITS)
         v1 = _load_slice(vc_ptr, rows, lm, offs_s, 1, D, BITS)
         v2 = _load_slice(vc_ptr, rows, lm, offs_s, 2, D, BITS)
         v3 = _load_slice(vc_ptr, rows, lm, offs_s, 3, D, BITS)
-        a0 = _v_slice(a0 * alpha[:, None], p, v0, vs_ptr, vz_ptr, rows, lm, 0, D, BITS, GV)
-        a1 = _v_slice(a1 * alpha[:, None], p, v1, vs_ptr, vz_ptr, rows, lm, 1, D, BITS, GV)
-        a2 = _v_slice(a2 * alpha[:, None], p, v2, vs_ptr, vz_ptr, rows, lm, 2, D, BITS, GV)
-        a3 = _v_slice(a3 * alpha[:, None], p, v3, vs_ptr, vz_ptr, rows, lm, 3, D, BITS, GV)
+        a0 = _v_slice(a0, alpha, p, pv, v0, vs_ptr, vz_ptr, rows, lm, 0, D, BITS, GV)
+        a1 = _v_slice(a1, alpha, p, pv, v1, vs_ptr, vz_ptr, rows, lm, 1, D, BITS, GV)
+        a2 = _v_slice(a2, alpha, p, pv, v2, vs_ptr, vz_ptr, rows, lm, 2, D, BITS, GV)
+        a3 = _v_slice(a3, alpha, p, pv, v3, vs_ptr, vz_ptr, rows, lm, 3, D, BITS, GV)
     o = (bh * total_parts + part) * GP + offs_g
     tl.store(m_ptr + o, m_i)
     tl.store(l_ptr + o, l_i)
     arow = acc_ptr + o[:, None] * D + offs_s[None, :]
-    tl.store(arow + 0 * SW, a0)
-    tl.store(arow + 1 * SW, a1)
-    tl.store(arow + 2 * SW, a2)
-    tl.store(arow + 3 * SW, a3)
+    z = z_i[:, None]
+    tl.store(arow + 0 * SW, a0 + z)
+    tl.store(arow + 1 * SW, a1 + z)
+    tl.store(arow + 2 * SW, a2 + z)
+    tl.store(arow + 3 * SW, a3 + z)
 
 
 @triton.jit

@@ -31,8 +31,8 @@ SLICES = 4                 # codes per int16 container = k slices per tile
 @triton.jit
 def _nibbles_to_half(w, I: tl.constexpr):
     """Slice I of an int16 container tile -> the 4-bit codes as exact fp16."""
-    c = ((w >> (I * 4)) & 0xF) | 0x6400          # SHF + LOP3
-    return c.to(tl.float16, bitcast=True) - 1024.0  # HADD2
+    c = (((w >> (I * 4)) & 0xF) | 0x6400).to(tl.int16)   # SHF + LOP3 (the cast: a no-op on int16)
+    return c.to(tl.float16, bitcast=True) - 1024.0          # HADD2
 
 
 @triton.jit

@@ -55,7 +55,7 @@ def test_packing_puts_slice_i_at_bit_offset_i(bits):
     assert (word >> (3 * bits)) & (2 ** bits - 1) == int(codes[0, 0, 1 + 3 * 16])   # column j + 3*D/4
 
 
-@pytest.mark.parametrize("bits,gk,gv", [(2, 32, 16), (4, 16, 32)])
+@pytest.mark.parametrize("bits,gk,gv", [(2, 32, 16), (4, 16, 32), (2, 16, 64)])   # gv = D: one V group a token
 def test_uniform_cache_matches_reference(bits, gk, gv):
     out, ref, segments = _attend(kv.class_widths(L, bits), gk, gv, splits=[3])
     assert len(segments) == 1 and segments[0]["bits"] == bits
@@ -74,7 +74,7 @@ def test_mixed_class_layout_matches_reference():
 
 def test_recent_window_at_16_bits_matches_reference():
     """kivi-2's layout: 2-bit routine codes and a 16-bit recent window."""
-    out, ref, segments = _attend(kv.class_widths(L, 2, recent=16), 16, 16, splits=[2, 1])
+    out, ref, segments = _attend(kv.class_widths(L, 2, recent=16), 16, 64, splits=[2, 1])
     assert [s["bits"] for s in segments] == [2, 16]
     assert (out - ref).abs().max().item() < 5e-3
 
