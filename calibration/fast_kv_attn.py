@@ -35,6 +35,8 @@ import torch
 import triton
 import triton.language as tl
 
+from fast_grid import class_widths, plan_splits, segment_widths  # noqa: F401  (class_widths: for callers)
+
 SLICES = 4                       # codes per container = head-dim slices per tile
 CONTAINER = {2: torch.uint8, 4: torch.int16, 8: torch.int32}
 LOG2E = 1.4426950408889634
@@ -295,18 +297,6 @@ def dequantize_segment(seg: dict, gk: int, gv: int) -> tuple[torch.Tensor, torch
     return k, v
 
 
-def class_widths(context: int, bits: int, sinks: int = 0, sink_bits: int = 8,
-                 outlier_fraction: float = 0.0, outlier_bits: int = 8,
-                 recent: int = 0, recent_bits: int = 16) -> dict[str, tuple[int, int]]:
-    """Tokens and width of each class (hwsim.workload.kv_format's classes at this context)."""
-    n_sinks = min(sinks, context)
-    n_recent = min(recent, context - n_sinks)
-    rest = context - n_sinks - n_recent
-    n_out = int(round(rest * outlier_fraction))
-    return {"sinks": (n_sinks, sink_bits), "outliers": (n_out, outlier_bits),
-            "routine": (rest - n_out, bits), "recent": (n_recent, recent_bits)}
-
-
 def pack_cache(k: torch.Tensor, v: torch.Tensor, classes: dict[str, tuple[int, int]],
                gk: int = 128, gv: int = 128) -> list[dict]:
     """K/V [B, KVH, L, D] -> up to three packed segments, one per storage width, in class order.
@@ -345,12 +335,8 @@ def random_cache(batch: int, kv_heads: int, head_dim: int, classes: dict[str, tu
     timing needs at 128k tokens without quantizing a float cache first (never zeros)."""
     gen = torch.Generator(device=device).manual_seed(seed)
     bh, d = batch * kv_heads, head_dim
-    by_width: dict[int, int] = {}
-    for count, bits in classes.values():
-        if count:
-            by_width[bits] = by_width.get(bits, 0) + count
     segments = []
-    for bits, ls in by_width.items():
+    for bits, ls in segment_widths(classes):
         if bits == 16:
             kc, vc = (torch.randn(bh, ls, d, generator=gen, device=device, dtype=torch.float16)
                       for _ in range(2))
@@ -371,15 +357,6 @@ def random_cache(batch: int, kv_heads: int, head_dim: int, classes: dict[str, tu
 
 
 # --------------------------------------------------------------------------- launch
-def plan_splits(segments: list[dict], rows: int, block: int, sms: int = 132, waves: int = 4) -> list[int]:
-    """Splits per segment: about `waves` programs per SM in all, shared in proportion to each
-    segment's bytes (a tiny sink segment gets one), whole blocks each."""
-    weight = [s["len"] * s["bits"] for s in segments]
-    target = max(1, triton.cdiv(waves * sms, rows))
-    return [max(1, min(triton.cdiv(s["len"], block), round(target * w / sum(weight))))
-            for s, w in zip(segments, weight)]
-
-
 class FastKVAttention:
     """Decode attention of q [B, H, D] over packed segments, with preallocated partials.
 
@@ -400,7 +377,7 @@ class FastKVAttention:
         self.GP = max(group_rows, triton.next_power_of_2(self.G))
         self.gk, self.gv, self.block, self.warps, self.stages = gk, gv, block, warps, stages
         rows = batch * kv_heads
-        self.splits = splits or plan_splits(segments, rows, block)
+        self.splits = splits or plan_splits([(s["bits"], s["len"]) for s in segments], rows, block)
         self.total = sum(self.splits)
         dev = segments[0]["kc"].device
         n = rows * self.total * self.GP

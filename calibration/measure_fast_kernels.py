@@ -29,7 +29,6 @@ line; `gbps` is the bytes the call must read (codes, scales, zeros, q; or weight
 """
 
 import argparse
-import math
 import os
 import statistics
 import sys
@@ -40,26 +39,19 @@ if "--dry" in sys.argv:
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-import yaml  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import fast_kv_attn as kv  # noqa: E402
+from fast_grid import (BATCHES, CONTEXTS, FLOOR_GROUPS, FLOOR_SHAPES, GEMM_MODELS, GEMM_ROWS,  # noqa: E402
+                       GQA, KV_BLOCK, LAYOUTS, layout, model_shapes)
 import fast_w4a16 as w4  # noqa: E402
 import moe_impls  # noqa: E402
 from device_env import jsonl_out, log, time_replays, triton_version  # noqa: E402
 
-MODELS_DIR = os.path.join(os.path.dirname(HERE), "hwsim", "data", "models")
 COPIES_BYTES = 256 * 2 ** 20        # distinct copies per replay: past the 60 MB L2
 MAX_COPIES = 128
 REPLAYS, WARM = 20, 3
-GQA = dict(H=32, KVH=8, D=128)
-BATCHES = [1, 4, 16, 64]
-CONTEXTS = [4096, 16384, 32768, 131072]
-FLOOR_SHAPES = [(16, 32768), (64, 32768)]
-FLOOR_GROUPS = [1, 4, 8, 16]
-GEMM_ROWS = [1, 4, 16, 32, 64]
-GEMM_MODELS = ["mixtral-8x7b", "qwen3-30b-a3b", "deepseek-v3"]
 KV_TUNE_SHAPES = [(16, 32768), (64, 32768), (1, 131072)]
 KV_TUNE = [(b, w, 2) for b in (32, 64, 128) for w in (4, 8)] + [(64, 4, 3), (128, 8, 3)]
 GEMM_TUNE = [(bn, w) for bn in (64, 128) for w in (4, 8)]
@@ -67,22 +59,6 @@ GEMM_TUNE = [(bn, w) for bn in (64, 128) for w in (4, 8)]
 DRY = dict(GQA=dict(H=8, KVH=2, D=64), BATCHES=[1], CONTEXTS=[96], FLOOR_SHAPES=[(1, 64)],
            FLOOR_GROUPS=[2], GEMM_ROWS=[5], KV_TUNE_SHAPES=[(1, 64)], KV_TUNE=[(16, 4, 2)],
            GEMM_TUNE=[(64, 4)], REPLAYS=1, WARM=0)
-
-# KV layouts: name -> classes at a context (hwsim's presets), K token group, V channel group
-# (group 128 = the whole head of V at D = 128; capped at D for the dry run's D = 64)
-LAYOUTS = {
-    "fast16": (dict(bits=16), 128),
-    "fast2": (dict(bits=2), 128),
-    "fast4": (dict(bits=4), 128),
-    "adaptive2": (dict(bits=2, sinks=4, sink_bits=8, outlier_fraction=0.02, outlier_bits=4), 128),
-    "kivi2": (dict(bits=2, recent=128, recent_bits=16), 32),
-}
-
-
-def layout(name, context, head_dim):
-    """(classes, gk, gv) of a named layout at this context."""
-    widths, group = LAYOUTS[name]
-    return kv.class_widths(context, **widths), group, min(group, head_dim)
 
 
 # ----------------------------------------------------------------------------- timing
@@ -144,7 +120,7 @@ def flash_attn_calls(B, L, H, KVH, D, dev):
     return [lambda k=k, v=v: flash_attn_with_kvcache(q, k, v) for k, v in caches], nbytes
 
 
-def fast_kv(name, B, L, H, KVH, D, dev, block=64, warps=4, stages=2, seed=0):
+def fast_kv(name, B, L, H, KVH, D, dev, block=KV_BLOCK, warps=4, stages=2, seed=0):
     """FastKVAttention objects over enough random caches of `layout`, and one call's bytes."""
     classes, gk, gv = layout(name, L, D)
     block = min(block, gk)
@@ -197,21 +173,6 @@ def fast_layout_impl(name):
 
 
 # ----------------------------------------------------------------------------- GEMMs
-def model_shapes(name):
-    """(label, k, n) of one model's weight GEMMs: experts' gate+up and down, a dense FFN's,
-    and GQA attention's fused QKV and output projections (MLA's are not included)."""
-    m = yaml.safe_load(open(os.path.join(MODELS_DIR, f"{name}.yaml")))
-    d = m["hidden"]
-    out = [("expert_gate_up", d, 2 * m["moe"]["expert_ffn"]), ("expert_down", m["moe"]["expert_ffn"], d)]
-    if m.get("ffn"):
-        out += [("dense_gate_up", d, 2 * m["ffn"]), ("dense_down", m["ffn"], d)]
-    att = m["attention"]
-    if att["kind"] == "gqa":
-        hd = att["head_dim"]
-        out += [("attn_qkv", d, (att["heads"] + 2 * att["kv_heads"]) * hd), ("attn_o", att["heads"] * hd, d)]
-    return out
-
-
 def gemm_calls(impl, m, k, n, dev, bn=64, warps=4):
     """Closures over enough weight copies, and the weight bytes one call reads."""
     per_copy = {"bf16": 2 * k * n, "fp8": k * n, "int4_tinygemm": k * n // 2, "fast_w4a16": k * n // 2}[impl]
