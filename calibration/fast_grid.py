@@ -61,12 +61,13 @@ def layout(name: str, context: int, head_dim: int):
 
 
 def plan_splits(widths: list[tuple[int, int]], rows: int, block: int, sms: int = SMS,
-                waves: int = 4) -> list[int]:
+                waves: int = 4, min_blocks: int = 4) -> list[int]:
     """Splits per segment: about `waves` programs per SM in all, shared in proportion to each
-    segment's bytes (a tiny sink segment gets one), whole blocks each."""
+    segment's bytes (a tiny sink segment gets one), at least `min_blocks` blocks each (so a
+    program's setup, q and its scales, is spread over some work)."""
     weight = [bits * tokens for bits, tokens in widths]
     target = max(1, math.ceil(waves * sms / rows))
-    return [max(1, min(math.ceil(tokens / block), round(target * w / sum(weight))))
+    return [max(1, min(math.ceil(tokens / (min_blocks * block)), round(target * w / sum(weight))))
             for (_, tokens), w in zip(widths, weight)]
 
 

@@ -166,14 +166,15 @@ def _segment(q_ptr, kc_ptr, vc_ptr, ks_ptr, kz_ptr, vs_ptr, vz_ptr, m_ptr, l_ptr
         a2 = _v_slice(a2, alpha, p, pv, v2, vs_ptr, vz_ptr, rows, lm, 2, D, BITS, GV)
         a3 = _v_slice(a3, alpha, p, pv, v3, vs_ptr, vz_ptr, rows, lm, 3, D, BITS, GV)
     o = (bh * total_parts + part) * GP + offs_g
-    tl.store(m_ptr + o, m_i)
-    tl.store(l_ptr + o, l_i)
+    real = offs_g < G                            # the padded rows' partials are never read
+    tl.store(m_ptr + o, m_i, mask=real)
+    tl.store(l_ptr + o, l_i, mask=real)
     arow = acc_ptr + o[:, None] * D + offs_s[None, :]
     z = z_i[:, None]
-    tl.store(arow + 0 * SW, a0 + z)
-    tl.store(arow + 1 * SW, a1 + z)
-    tl.store(arow + 2 * SW, a2 + z)
-    tl.store(arow + 3 * SW, a3 + z)
+    tl.store(arow + 0 * SW, a0 + z, mask=gm)
+    tl.store(arow + 1 * SW, a1 + z, mask=gm)
+    tl.store(arow + 2 * SW, a2 + z, mask=gm)
+    tl.store(arow + 3 * SW, a3 + z, mask=gm)
 
 
 @triton.jit
@@ -203,27 +204,23 @@ def _lowbit_decode(q_ptr, m_ptr, l_ptr, acc_ptr, qk_scale,
 
 @triton.jit
 def _combine(m_ptr, l_ptr, acc_ptr, out_ptr, total_parts,
-             G: tl.constexpr, GP: tl.constexpr, D: tl.constexpr):
-    """Grid (B * KVH,): merge one row's partial softmax results into out [B*KVH*G, D] fp16."""
-    bh = tl.program_id(0)
-    offs_g = tl.arange(0, GP)
+             G: tl.constexpr, GP: tl.constexpr, D: tl.constexpr, SP: tl.constexpr):
+    """Grid (B * KVH * G,): one query head merges its partials, all splits loaded at once
+    ([SP] maxima and sums, an [SP, D] tile of accumulators), into out [B*KVH*G, D] fp16."""
+    row = tl.program_id(0)
+    bh = row // G
+    g = row % G
+    offs_s = tl.arange(0, SP)
     offs_d = tl.arange(0, D)
-    m = tl.full([GP], float("-inf"), tl.float32)
-    l = tl.zeros([GP], tl.float32)
-    acc = tl.zeros([GP, D], tl.float32)
-    for j in range(0, total_parts):
-        o = (bh * total_parts + j) * GP + offs_g
-        mj = tl.load(m_ptr + o)
-        m_new = tl.maximum(m, mj)
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)   # empty splits carry -inf
-        a = tl.exp2(m - m_safe)
-        b = tl.exp2(mj - m_safe)
-        l = l * a + tl.load(l_ptr + o) * b
-        acc = acc * a[:, None] + tl.load(acc_ptr + o[:, None] * D + offs_d[None, :]) * b[:, None]
-        m = m_new
-    out = acc / l[:, None]
-    tl.store(out_ptr + (bh * G + offs_g[:, None]) * D + offs_d[None, :], out.to(tl.float16),
-             mask=offs_g[:, None] < G)
+    valid = offs_s < total_parts
+    o = (bh * total_parts + offs_s) * GP + g
+    m = tl.load(m_ptr + o, mask=valid, other=float("-inf"))
+    l = tl.load(l_ptr + o, mask=valid, other=0.0)
+    acc = tl.load(acc_ptr + o[:, None] * D + offs_d[None, :], mask=valid[:, None], other=0.0)
+    w = tl.exp2(m - tl.max(m, 0))                 # empty splits carry m = -inf: weight 0
+    w = tl.where(valid, w, 0.0)
+    out = tl.sum(acc * w[:, None], 0) / tl.sum(l * w, 0)
+    tl.store(out_ptr + row * D + offs_d, out.to(tl.float16))
 
 
 # --------------------------------------------------------------------------- packing (offline, torch)
@@ -404,8 +401,8 @@ class FastKVAttention:
             q, self.m, self.l, self.acc, qk_scale, *a, *b, *c,
             G=self.G, GP=self.GP, D=self.D, BLOCK=self.block, A_BITS=a_bits, B_BITS=b_bits,
             C_BITS=c_bits, GK=self.gk, GV=self.gv, num_warps=self.warps, num_stages=self.stages)
-        _combine[(rows,)](self.m, self.l, self.acc, self.out, self.total,
-                          G=self.G, GP=self.GP, D=self.D, num_warps=self.warps)
+        _combine[(rows * self.G,)](self.m, self.l, self.acc, self.out, self.total, G=self.G, GP=self.GP,
+                                   D=self.D, SP=triton.next_power_of_2(self.total), num_warps=4)
         return self.out
 
     def bytes_read(self) -> int:
