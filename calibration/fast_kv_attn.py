@@ -59,10 +59,12 @@ def _codes_to_half(w, I: tl.constexpr, BITS: tl.constexpr):
 def _load_slice(ptr, rows, lm, offs_s, I: tl.constexpr, D: tl.constexpr, BITS: tl.constexpr):
     """[BLOCK, D/4] fp16 tile of slice I (the codes, or the fp16 values at 16 bits)."""
     SW: tl.constexpr = D // 4
-    if BITS == 16:
-        return tl.load(ptr + rows[:, None] * D + I * SW + offs_s[None, :], mask=lm[:, None], other=0.0)
-    w = tl.load(ptr + rows[:, None] * SW + offs_s[None, :], mask=lm[:, None], other=0)
-    return _codes_to_half(w, I, BITS)
+    if BITS == 16:      # (if/else, not an early return: the compiler would still build the rest)
+        tile = tl.load(ptr + rows[:, None] * D + I * SW + offs_s[None, :], mask=lm[:, None], other=0.0)
+    else:
+        w = tl.load(ptr + rows[:, None] * SW + offs_s[None, :], mask=lm[:, None], other=0)
+        tile = _codes_to_half(w, I, BITS)
+    return tile
 
 
 @triton.jit
@@ -73,14 +75,16 @@ def _v_slice(acc, alpha, p, pv, vtile, vs_ptr, vz_ptr, rows, lm, I: tl.constexpr
     with narrower groups each slice scales p by its own group and adds its own p @ zero."""
     acc = acc * alpha[:, None]
     if BITS == 16 or GV >= D:
-        return acc + tl.dot(pv, vtile)
-    SW: tl.constexpr = D // 4
-    NG: tl.constexpr = D // GV
-    g = (I * SW) // GV
-    vsc = tl.load(vs_ptr + rows * NG + g, mask=lm, other=0.0).to(tl.float32)
-    vzp = tl.load(vz_ptr + rows * NG + g, mask=lm, other=0.0).to(tl.float32)
-    acc += tl.dot((p * vsc[None, :]).to(tl.float16), vtile)
-    return acc + tl.sum(p * vzp[None, :], 1)[:, None]
+        acc += tl.dot(pv, vtile)
+    else:
+        SW: tl.constexpr = D // 4
+        NG: tl.constexpr = D // GV
+        g = (I * SW) // GV
+        vsc = tl.load(vs_ptr + rows * NG + g, mask=lm, other=0.0).to(tl.float32)
+        vzp = tl.load(vz_ptr + rows * NG + g, mask=lm, other=0.0).to(tl.float32)
+        acc += tl.dot((p * vsc[None, :]).to(tl.float16), vtile)
+        acc += tl.sum(p * vzp[None, :], 1)[:, None]
+    return acc
 
 
 @triton.jit
