@@ -35,36 +35,125 @@ import torch
 import triton
 import triton.language as tl
 
-from fast_grid import class_widths, plan_splits, segment_widths  # noqa: F401  (class_widths: for callers)
+from fast_grid import class_widths, plan_splits, segment_bytes, segment_widths  # noqa: F401  (class_widths: for callers)
 
 SLICES = 4                       # codes per container = head-dim slices per tile
+ROW_PAD = 128                    # stored rows per (sequence, KV head): a multiple of the largest block
 CONTAINER = {2: torch.uint8, 4: torch.int16, 8: torch.int32}
 LOG2E = 1.4426950408889634
 
 
 # --------------------------------------------------------------------------- kernel
 @triton.jit
-def _codes_to_half(w, I: tl.constexpr, BITS: tl.constexpr):
-    """Slice I of a tile of containers -> the integer codes as exact fp16 (magic number 0x6400)."""
-    if BITS == 2:
-        w = w.to(tl.int16)                       # uint8 -> 16 bits, zero-extended (PRMT)
-    c = ((w >> (I * BITS)) & ((1 << BITS) - 1)) | 0x6400   # SHF + LOP3
-    # int32 container (8 bits): keep the low half; int16: a no-op (or the truncation of a
-    # promotion to int32, should a Triton version type the literals so)
-    c = c.to(tl.int16)
-    return c.to(tl.float16, bitcast=True) - 1024.0          # HADD2: 1024 + code - 1024
+def _codes_to_half(w, I: tl.constexpr, BITS: tl.constexpr, ASM: tl.constexpr = False):
+    """Slice I of a tile of containers -> the integer codes as exact fp16 (magic number 0x6400).
+    ASM (GPU only; the interpreter has no inline PTX): Marlin's sequence on packed pairs."""
+    if ASM:
+        h = _codes_to_half_asm(w, I, BITS)
+    else:
+        if BITS == 2:
+            w = w.to(tl.int16)                       # uint8 -> 16 bits, zero-extended (PRMT)
+        c = ((w >> (I * BITS)) & ((1 << BITS) - 1)) | 0x6400   # SHF + LOP3
+        # int32 container (8 bits): keep the low half; int16: a no-op (or the truncation of a
+        # promotion to int32, should a Triton version type the literals so)
+        c = c.to(tl.int16)
+        h = c.to(tl.float16, bitcast=True) - 1024.0          # HADD2: 1024 + code - 1024
+    return h
+
+
+# Inline PTX per (bits, slice), Marlin's sequence on packed pairs: shift the containers, mask two
+# codes into the mantissas of 0x6400|0x6400 with one LOP3 (2 bits: spread four bytes over two
+# registers with PRMT first; 8 bits: gather byte I of two containers with one PRMT), then one
+# HSUB2 of 1024. Literal strings per branch: Triton takes no computed asm text.
+@triton.jit
+def _codes_to_half_asm(w, I: tl.constexpr, BITS: tl.constexpr):
+    if BITS == 4 and I == 0:
+        h = tl.inline_asm_elementwise(
+                "{.reg .b32 t, m; shr.b32 t, $1, 0; lop3.b32 t, t, 0x000F000F, 0x64006400, 0xea; "
+                "mov.b32 m, 0x64006400; sub.f16x2 $0, t, m;}",
+                "=r,r", [w], dtype=tl.float16, is_pure=True, pack=2)
+    elif BITS == 4 and I == 1:
+        h = tl.inline_asm_elementwise(
+                "{.reg .b32 t, m; shr.b32 t, $1, 4; lop3.b32 t, t, 0x000F000F, 0x64006400, 0xea; "
+                "mov.b32 m, 0x64006400; sub.f16x2 $0, t, m;}",
+                "=r,r", [w], dtype=tl.float16, is_pure=True, pack=2)
+    elif BITS == 4 and I == 2:
+        h = tl.inline_asm_elementwise(
+                "{.reg .b32 t, m; shr.b32 t, $1, 8; lop3.b32 t, t, 0x000F000F, 0x64006400, 0xea; "
+                "mov.b32 m, 0x64006400; sub.f16x2 $0, t, m;}",
+                "=r,r", [w], dtype=tl.float16, is_pure=True, pack=2)
+    elif BITS == 4 and I == 3:
+        h = tl.inline_asm_elementwise(
+                "{.reg .b32 t, m; shr.b32 t, $1, 12; lop3.b32 t, t, 0x000F000F, 0x64006400, 0xea; "
+                "mov.b32 m, 0x64006400; sub.f16x2 $0, t, m;}",
+                "=r,r", [w], dtype=tl.float16, is_pure=True, pack=2)
+    elif BITS == 2 and I == 0:
+        h = tl.inline_asm_elementwise(
+                "{.reg .b32 t, lo, hi, z, m; mov.b32 z, 0; mov.b32 m, 0x64006400; shr.b32 t, $2, 0; "
+                "prmt.b32 lo, t, z, 0x4140; prmt.b32 hi, t, z, 0x4342; "
+                "lop3.b32 lo, lo, 0x00030003, 0x64006400, 0xea; lop3.b32 hi, hi, 0x00030003, 0x64006400, 0xea; "
+                "sub.f16x2 $0, lo, m; sub.f16x2 $1, hi, m;}",
+                "=r,=r,r", [w], dtype=tl.float16, is_pure=True, pack=4)
+    elif BITS == 2 and I == 1:
+        h = tl.inline_asm_elementwise(
+                "{.reg .b32 t, lo, hi, z, m; mov.b32 z, 0; mov.b32 m, 0x64006400; shr.b32 t, $2, 2; "
+                "prmt.b32 lo, t, z, 0x4140; prmt.b32 hi, t, z, 0x4342; "
+                "lop3.b32 lo, lo, 0x00030003, 0x64006400, 0xea; lop3.b32 hi, hi, 0x00030003, 0x64006400, 0xea; "
+                "sub.f16x2 $0, lo, m; sub.f16x2 $1, hi, m;}",
+                "=r,=r,r", [w], dtype=tl.float16, is_pure=True, pack=4)
+    elif BITS == 2 and I == 2:
+        h = tl.inline_asm_elementwise(
+                "{.reg .b32 t, lo, hi, z, m; mov.b32 z, 0; mov.b32 m, 0x64006400; shr.b32 t, $2, 4; "
+                "prmt.b32 lo, t, z, 0x4140; prmt.b32 hi, t, z, 0x4342; "
+                "lop3.b32 lo, lo, 0x00030003, 0x64006400, 0xea; lop3.b32 hi, hi, 0x00030003, 0x64006400, 0xea; "
+                "sub.f16x2 $0, lo, m; sub.f16x2 $1, hi, m;}",
+                "=r,=r,r", [w], dtype=tl.float16, is_pure=True, pack=4)
+    elif BITS == 2 and I == 3:
+        h = tl.inline_asm_elementwise(
+                "{.reg .b32 t, lo, hi, z, m; mov.b32 z, 0; mov.b32 m, 0x64006400; shr.b32 t, $2, 6; "
+                "prmt.b32 lo, t, z, 0x4140; prmt.b32 hi, t, z, 0x4342; "
+                "lop3.b32 lo, lo, 0x00030003, 0x64006400, 0xea; lop3.b32 hi, hi, 0x00030003, 0x64006400, 0xea; "
+                "sub.f16x2 $0, lo, m; sub.f16x2 $1, hi, m;}",
+                "=r,=r,r", [w], dtype=tl.float16, is_pure=True, pack=4)
+    elif BITS == 8 and I == 0:
+        h = tl.inline_asm_elementwise(
+                "{.reg .b32 t, m; prmt.b32 t, $1, $2, 0x4400; lop3.b32 t, t, 0x00FF00FF, 0x64006400, 0xea; "
+                "mov.b32 m, 0x64006400; sub.f16x2 $0, t, m;}",
+                "=r,r,r", [w], dtype=tl.float16, is_pure=True, pack=2)
+    elif BITS == 8 and I == 1:
+        h = tl.inline_asm_elementwise(
+                "{.reg .b32 t, m; prmt.b32 t, $1, $2, 0x5511; lop3.b32 t, t, 0x00FF00FF, 0x64006400, 0xea; "
+                "mov.b32 m, 0x64006400; sub.f16x2 $0, t, m;}",
+                "=r,r,r", [w], dtype=tl.float16, is_pure=True, pack=2)
+    elif BITS == 8 and I == 2:
+        h = tl.inline_asm_elementwise(
+                "{.reg .b32 t, m; prmt.b32 t, $1, $2, 0x6622; lop3.b32 t, t, 0x00FF00FF, 0x64006400, 0xea; "
+                "mov.b32 m, 0x64006400; sub.f16x2 $0, t, m;}",
+                "=r,r,r", [w], dtype=tl.float16, is_pure=True, pack=2)
+    elif BITS == 8 and I == 3:
+        h = tl.inline_asm_elementwise(
+                "{.reg .b32 t, m; prmt.b32 t, $1, $2, 0x7733; lop3.b32 t, t, 0x00FF00FF, 0x64006400, 0xea; "
+                "mov.b32 m, 0x64006400; sub.f16x2 $0, t, m;}",
+                "=r,r,r", [w], dtype=tl.float16, is_pure=True, pack=2)
+    return h
 
 
 @triton.jit
-def _load_slice(ptr, rows, lm, offs_s, I: tl.constexpr, D: tl.constexpr, BITS: tl.constexpr):
-    """[BLOCK, D/4] fp16 tile of slice I (the codes, or the fp16 values at 16 bits)."""
-    SW: tl.constexpr = D // 4
-    if BITS == 16:      # (if/else, not an early return: the compiler would still build the rest)
-        tile = tl.load(ptr + rows[:, None] * D + I * SW + offs_s[None, :], mask=lm[:, None], other=0.0)
+def _load_tile(ptr, BITS: tl.constexpr, SW: tl.constexpr, ASM: tl.constexpr):
+    """A [BLOCK, D] tile as four [BLOCK, D/4] fp16 slices: codes load their containers once and
+    unpack each slice from them; 16-bit values load the four column ranges."""
+    if BITS == 16:
+        t0 = tl.load(ptr)
+        t1 = tl.load(ptr + SW)
+        t2 = tl.load(ptr + 2 * SW)
+        t3 = tl.load(ptr + 3 * SW)
     else:
-        w = tl.load(ptr + rows[:, None] * SW + offs_s[None, :], mask=lm[:, None], other=0)
-        tile = _codes_to_half(w, I, BITS)
-    return tile
+        w = tl.load(ptr)
+        t0 = _codes_to_half(w, 0, BITS, ASM)
+        t1 = _codes_to_half(w, 1, BITS, ASM)
+        t2 = _codes_to_half(w, 2, BITS, ASM)
+        t3 = _codes_to_half(w, 3, BITS, ASM)
+    return t0, t1, t2, t3
 
 
 @triton.jit
@@ -80,8 +169,8 @@ def _v_slice(acc, alpha, p, pv, vtile, vs_ptr, vz_ptr, rows, lm, I: tl.constexpr
         SW: tl.constexpr = D // 4
         NG: tl.constexpr = D // GV
         g = (I * SW) // GV
-        vsc = tl.load(vs_ptr + rows * NG + g, mask=lm, other=0.0).to(tl.float32)
-        vzp = tl.load(vz_ptr + rows * NG + g, mask=lm, other=0.0).to(tl.float32)
+        vsc = tl.load(vs_ptr + rows * NG + g).to(tl.float32)
+        vzp = tl.load(vz_ptr + rows * NG + g).to(tl.float32)
         acc += tl.dot((p * vsc[None, :]).to(tl.float16), vtile)
         acc += tl.sum(p * vzp[None, :], 1)[:, None]
     return acc
@@ -89,9 +178,9 @@ def _v_slice(acc, alpha, p, pv, vtile, vs_ptr, vz_ptr, rows, lm, I: tl.constexpr
 
 @triton.jit
 def _segment(q_ptr, kc_ptr, vc_ptr, ks_ptr, kz_ptr, vs_ptr, vz_ptr, m_ptr, l_ptr, acc_ptr,
-             bh, split, n_splits, part, total_parts, Ls, qk_scale,
+             bh, split, n_splits, part, total_parts, Ls, stride, qk_scale,
              G: tl.constexpr, GP: tl.constexpr, D: tl.constexpr, BITS: tl.constexpr,
-             BLOCK: tl.constexpr, GK: tl.constexpr, GV: tl.constexpr):
+             BLOCK: tl.constexpr, GK: tl.constexpr, GV: tl.constexpr, ASM: tl.constexpr):
     """One split of one segment for one (sequence, KV head): online softmax over its tokens,
     partial (m, l, acc) written to slot `part` of this row's partials."""
     SW: tl.constexpr = D // 4
@@ -114,16 +203,21 @@ def _segment(q_ptr, kc_ptr, vc_ptr, ks_ptr, kz_ptr, vs_ptr, vz_ptr, m_ptr, l_ptr
     a2 = tl.zeros([GP, SW], tl.float32)
     a3 = tl.zeros([GP, SW], tl.float32)
     z_i = tl.zeros([GP], tl.float32)            # sum of p * V zero (one V group per token)
-    base = bh.to(tl.int64) * Ls
-    ngk = tl.cdiv(Ls, GK)
+    # rows are padded to whole blocks (stride), so tiles load unmasked; lm masks the scores
+    if BITS == 16:
+        row_elems = D
+    else:
+        row_elems = SW
+    base = bh.to(tl.int64) * stride
+    tile = (base + start + tl.arange(0, BLOCK))[:, None] * row_elems + offs_s[None, :]
+    kp = kc_ptr + tile
+    vp = vc_ptr + tile
+    ngk = stride // GK
     for s in range(start, stop, BLOCK):
         offs_l = s + tl.arange(0, BLOCK)
         lm = offs_l < stop
         rows = base + offs_l
-        k0 = _load_slice(kc_ptr, rows, lm, offs_s, 0, D, BITS)
-        k1 = _load_slice(kc_ptr, rows, lm, offs_s, 1, D, BITS)
-        k2 = _load_slice(kc_ptr, rows, lm, offs_s, 2, D, BITS)
-        k3 = _load_slice(kc_ptr, rows, lm, offs_s, 3, D, BITS)
+        k0, k1, k2, k3 = _load_tile(kp, BITS, SW, ASM)
         if BITS == 16:
             sc = tl.dot(q0.to(tl.float16), tl.trans(k0))
             sc += tl.dot(q1.to(tl.float16), tl.trans(k1))
@@ -155,16 +249,15 @@ def _segment(q_ptr, kc_ptr, vc_ptr, ks_ptr, kz_ptr, vs_ptr, vz_ptr, m_ptr, l_ptr
         if BITS == 16:
             pv = p.to(tl.float16)
         elif GV >= D:      # one V scale and zero per token: fold them once for all four slices
-            vsc = tl.load(vs_ptr + rows, mask=lm, other=0.0).to(tl.float32)
-            vzp = tl.load(vz_ptr + rows, mask=lm, other=0.0).to(tl.float32)
+            vsc = tl.load(vs_ptr + rows).to(tl.float32)
+            vzp = tl.load(vz_ptr + rows).to(tl.float32)
             pv = (p * vsc[None, :]).to(tl.float16)
             z_i = z_i * alpha + tl.sum(p * vzp[None, :], 1)
         else:
             pv = p.to(tl.float16)          # unused: each slice scales p by its own group
-        v0 = _load_slice(vc_ptr, rows, lm, offs_s, 0, D, BITS)
-        v1 = _load_slice(vc_ptr, rows, lm, offs_s, 1, D, BITS)
-        v2 = _load_slice(vc_ptr, rows, lm, offs_s, 2, D, BITS)
-        v3 = _load_slice(vc_ptr, rows, lm, offs_s, 3, D, BITS)
+        v0, v1, v2, v3 = _load_tile(vp, BITS, SW, ASM)
+        kp += BLOCK * row_elems
+        vp += BLOCK * row_elems
         a0 = _v_slice(a0, alpha, p, pv, v0, vs_ptr, vz_ptr, rows, lm, 0, D, BITS, GV)
         a1 = _v_slice(a1, alpha, p, pv, v1, vs_ptr, vz_ptr, rows, lm, 1, D, BITS, GV)
         a2 = _v_slice(a2, alpha, p, pv, v2, vs_ptr, vz_ptr, rows, lm, 2, D, BITS, GV)
@@ -183,12 +276,12 @@ def _segment(q_ptr, kc_ptr, vc_ptr, ks_ptr, kz_ptr, vs_ptr, vz_ptr, m_ptr, l_ptr
 
 @triton.jit
 def _lowbit_decode(q_ptr, m_ptr, l_ptr, acc_ptr, qk_scale,
-                   akc, avc, aks, akz, avs, avz, a_len, a_splits,
-                   bkc, bvc, bks, bkz, bvs, bvz, b_len, b_splits,
-                   ckc, cvc, cks, ckz, cvs, cvz, c_len, c_splits,
+                   akc, avc, aks, akz, avs, avz, a_len, a_stride, a_splits,
+                   bkc, bvc, bks, bkz, bvs, bvz, b_len, b_stride, b_splits,
+                   ckc, cvc, cks, ckz, cvs, cvz, c_len, c_stride, c_splits,
                    G: tl.constexpr, GP: tl.constexpr, D: tl.constexpr, BLOCK: tl.constexpr,
                    A_BITS: tl.constexpr, B_BITS: tl.constexpr, C_BITS: tl.constexpr,
-                   GK: tl.constexpr, GV: tl.constexpr):
+                   GK: tl.constexpr, GV: tl.constexpr, ASM: tl.constexpr):
     """Grid (B * KVH, a_splits + b_splits + c_splits): program (bh, j) runs split j of the
     concatenated segments A, B, C (each a storage width; an empty one has 0 splits)."""
     bh = tl.program_id(0)
@@ -196,14 +289,14 @@ def _lowbit_decode(q_ptr, m_ptr, l_ptr, acc_ptr, qk_scale,
     total = a_splits + b_splits + c_splits
     if j < a_splits:
         _segment(q_ptr, akc, avc, aks, akz, avs, avz, m_ptr, l_ptr, acc_ptr, bh, j, a_splits, j,
-                 total, a_len, qk_scale, G, GP, D, A_BITS, BLOCK, GK, GV)
+                 total, a_len, a_stride, qk_scale, G, GP, D, A_BITS, BLOCK, GK, GV, ASM)
     elif j < a_splits + b_splits:
         _segment(q_ptr, bkc, bvc, bks, bkz, bvs, bvz, m_ptr, l_ptr, acc_ptr, bh, j - a_splits,
-                 b_splits, j, total, b_len, qk_scale, G, GP, D, B_BITS, BLOCK, GK, GV)
+                 b_splits, j, total, b_len, b_stride, qk_scale, G, GP, D, B_BITS, BLOCK, GK, GV, ASM)
     else:
         _segment(q_ptr, ckc, cvc, cks, ckz, cvs, cvz, m_ptr, l_ptr, acc_ptr, bh,
-                 j - a_splits - b_splits, c_splits, j, total, c_len, qk_scale,
-                 G, GP, D, C_BITS, BLOCK, GK, GV)
+                 j - a_splits - b_splits, c_splits, j, total, c_len, c_stride, qk_scale,
+                 G, GP, D, C_BITS, BLOCK, GK, GV, ASM)
 
 
 @triton.jit
@@ -266,36 +359,51 @@ def _minmax_codes(x: torch.Tensor, dim: int, bits: int):
     return codes.to(torch.int64), scale, zero
 
 
+def padded(ls: int) -> int:
+    """Rows a segment stores per (sequence, KV head): whole ROW_PAD-token blocks, so that the
+    kernel's tiles load without masks (the padding's scores are masked instead)."""
+    return -(-ls // ROW_PAD) * ROW_PAD
+
+
+def _pad_rows(x: torch.Tensor, rows: int) -> torch.Tensor:
+    """x [BH, n, ...] -> [BH, rows, ...], zero rows appended."""
+    extra = rows - x.shape[1]
+    return torch.cat([x, x.new_zeros(x.shape[0], extra, *x.shape[2:])], 1).contiguous() if extra else x.contiguous()
+
+
 def quantize_segment(k: torch.Tensor, v: torch.Tensor, bits: int, gk: int, gv: int) -> dict:
     """K/V [BH, Ls, D] float of one storage width -> the kernel's packed segment (module doc)."""
     bh, ls, d = k.shape
+    stride = padded(ls)
     if bits == 16:
-        return {"bits": 16, "len": ls, "kc": k.half().contiguous(), "vc": v.half().contiguous()}
+        return {"bits": 16, "len": ls, "stride": stride,
+                "kc": _pad_rows(k.half(), stride), "vc": _pad_rows(v.half(), stride)}
     n_groups = -(-ls // gk)
     pad = n_groups * gk - ls
     kp = torch.cat([k, k[:, -1:].expand(bh, pad, d)], 1) if pad else k
     kcodes, ks, kz = _minmax_codes(kp.float().view(bh, n_groups, gk, d), 2, bits)
     vcodes, vs, vz = _minmax_codes(v.float().view(bh, ls, d // gv, gv), 3, bits)
-    return {"bits": bits, "len": ls,
-            "kc": pack_codes(kcodes.view(bh, n_groups * gk, d)[:, :ls], bits).contiguous(),
-            "vc": pack_codes(vcodes.view(bh, ls, d), bits).contiguous(),
-            "ks": ks.view(bh, n_groups, d).contiguous(), "kz": kz.view(bh, n_groups, d).contiguous(),
-            "vs": vs.view(bh, ls, d // gv).contiguous(), "vz": vz.view(bh, ls, d // gv).contiguous()}
+    return {"bits": bits, "len": ls, "stride": stride,
+            "kc": _pad_rows(pack_codes(kcodes.view(bh, n_groups * gk, d)[:, :ls], bits), stride),
+            "vc": _pad_rows(pack_codes(vcodes.view(bh, ls, d), bits), stride),
+            "ks": _pad_rows(ks.view(bh, n_groups, d), stride // gk),
+            "kz": _pad_rows(kz.view(bh, n_groups, d), stride // gk),
+            "vs": _pad_rows(vs.view(bh, ls, d // gv), stride), "vz": _pad_rows(vz.view(bh, ls, d // gv), stride)}
 
 
 def dequantize_segment(seg: dict, gk: int, gv: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The float K and V a packed segment stands for (what the reference attends over)."""
-    if seg["bits"] == 16:
-        return seg["kc"].float(), seg["vc"].float()
     bits, ls = seg["bits"], seg["len"]
-    kcodes = unpack_codes(seg["kc"], bits).float()
-    vcodes = unpack_codes(seg["vc"], bits).float()
+    if bits == 16:
+        return seg["kc"][:, :ls].float(), seg["vc"][:, :ls].float()
+    kcodes = unpack_codes(seg["kc"][:, :ls], bits).float()
+    vcodes = unpack_codes(seg["vc"][:, :ls], bits).float()
     bh, _, d = kcodes.shape
     token_group = torch.arange(ls, device=kcodes.device) // gk
     k = kcodes * seg["ks"].float()[:, token_group] + seg["kz"].float()[:, token_group]
     chan_group = torch.arange(d, device=kcodes.device) // gv
-    v = vcodes * seg["vs"].float()[:, :, chan_group] + seg["vz"].float()[:, :, chan_group]
-    return k, v
+    vs, vz = seg["vs"][:, :ls].float(), seg["vz"][:, :ls].float()
+    return k, vcodes * vs[:, :, chan_group] + vz[:, :, chan_group]
 
 
 def pack_cache(k: torch.Tensor, v: torch.Tensor, classes: dict[str, tuple[int, int]],
@@ -338,22 +446,22 @@ def random_cache(batch: int, kv_heads: int, head_dim: int, classes: dict[str, tu
     bh, d = batch * kv_heads, head_dim
     segments = []
     for bits, ls in segment_widths(classes):
+        rows = padded(ls)
         if bits == 16:
-            kc, vc = (torch.randn(bh, ls, d, generator=gen, device=device, dtype=torch.float16)
+            kc, vc = (torch.randn(bh, rows, d, generator=gen, device=device, dtype=torch.float16)
                       for _ in range(2))
-            segments.append({"bits": 16, "len": ls, "kc": kc, "vc": vc})
+            segments.append({"bits": 16, "len": ls, "stride": rows, "kc": kc, "vc": vc})
             continue
         info = torch.iinfo(CONTAINER[bits])
-        codes = lambda: torch.randint(info.min, info.max, (bh, ls, d // SLICES), generator=gen,  # noqa: E731
+        codes = lambda: torch.randint(info.min, info.max, (bh, rows, d // SLICES), generator=gen,  # noqa: E731
                                       device=device, dtype=CONTAINER[bits])
         uniform = lambda *shape, lo, hi: (torch.rand(*shape, generator=gen, device=device)  # noqa: E731
                                           * (hi - lo) + lo).half()
-        n_groups = -(-ls // gk)
-        segments.append({"bits": bits, "len": ls, "kc": codes(), "vc": codes(),
-                         "ks": uniform(bh, n_groups, d, lo=0.5 / 2 ** bits, hi=2.0 / 2 ** bits),
-                         "kz": uniform(bh, n_groups, d, lo=-1.0, hi=-0.5),
-                         "vs": uniform(bh, ls, d // gv, lo=0.5 / 2 ** bits, hi=2.0 / 2 ** bits),
-                         "vz": uniform(bh, ls, d // gv, lo=-1.0, hi=-0.5)})
+        segments.append({"bits": bits, "len": ls, "stride": rows, "kc": codes(), "vc": codes(),
+                         "ks": uniform(bh, rows // gk, d, lo=0.5 / 2 ** bits, hi=2.0 / 2 ** bits),
+                         "kz": uniform(bh, rows // gk, d, lo=-1.0, hi=-0.5),
+                         "vs": uniform(bh, rows, d // gv, lo=0.5 / 2 ** bits, hi=2.0 / 2 ** bits),
+                         "vz": uniform(bh, rows, d // gv, lo=-1.0, hi=-0.5)})
     return segments
 
 
@@ -366,10 +474,10 @@ class FastKVAttention:
 
     def __init__(self, segments: list[dict], batch: int, heads: int, kv_heads: int, head_dim: int,
                  gk: int = 128, gv: int = 128, block: int = 64, warps: int = 4, stages: int = 2,
-                 splits: list[int] | None = None, group_rows: int = 16):
+                 splits: list[int] | None = None, group_rows: int = 16, asm: bool = False):
         if not 1 <= len(segments) <= 3:
             raise ValueError("1 to 3 segments")
-        if gk % block or head_dim % (SLICES * 16) or gv % (head_dim // SLICES) or head_dim % gv:
+        if gk % block or ROW_PAD % block or head_dim % (SLICES * 16) or gv % (head_dim // SLICES) or head_dim % gv:
             raise ValueError(f"block {block} must divide gk {gk}; gv {gv} must be a multiple of "
                              f"D/4 = {head_dim // SLICES} dividing D")
         self.segments = segments
@@ -377,6 +485,7 @@ class FastKVAttention:
         self.G = heads // kv_heads
         self.GP = max(group_rows, triton.next_power_of_2(self.G))
         self.gk, self.gv, self.block, self.warps, self.stages = gk, gv, block, warps, stages
+        self.asm = asm          # the inline-PTX dequant (GPU only)
         rows = batch * kv_heads
         self.splits = splits or plan_splits([(s["bits"], s["len"]) for s in segments], rows, block)
         self.total = sum(self.splits)
@@ -392,10 +501,10 @@ class FastKVAttention:
         """Kernel arguments of segment slot i (an empty slot: 0 tokens, 0 splits, 16 bits)."""
         if i >= len(self.segments):
             d = self._dummy
-            return (d, d, d, d, d, d, 0, 0), 16
+            return (d, d, d, d, d, d, 0, 0, 0), 16
         s = self.segments[i]
         scales = [s.get(key, self._dummy) for key in ("ks", "kz", "vs", "vz")]
-        return (s["kc"], s["vc"], *scales, s["len"], self.splits[i]), s["bits"]
+        return (s["kc"], s["vc"], *scales, s["len"], s["stride"], self.splits[i]), s["bits"]
 
     def __call__(self, q: torch.Tensor) -> torch.Tensor:
         (a, a_bits), (b, b_bits), (c, c_bits) = (self._slot(i) for i in range(3))
@@ -404,18 +513,17 @@ class FastKVAttention:
         _lowbit_decode[(rows, self.total)](
             q, self.m, self.l, self.acc, qk_scale, *a, *b, *c,
             G=self.G, GP=self.GP, D=self.D, BLOCK=self.block, A_BITS=a_bits, B_BITS=b_bits,
-            C_BITS=c_bits, GK=self.gk, GV=self.gv, num_warps=self.warps, num_stages=self.stages)
+            C_BITS=c_bits, GK=self.gk, GV=self.gv, ASM=self.asm, num_warps=self.warps, num_stages=self.stages)
         _combine[(rows * self.G,)](self.m, self.l, self.acc, self.out, self.total, G=self.G, GP=self.GP,
                                    D=self.D, SP=triton.next_power_of_2(self.total), num_warps=4)
         return self.out
 
     def bytes_read(self) -> int:
-        """HBM bytes the attention must read: every segment's codes, scales and zeros, and q."""
-        total = self.B * self.H * self.D * 2
-        for s in self.segments:
-            total += sum(s[key].numel() * s[key].element_size()
-                         for key in ("kc", "vc", "ks", "kz", "vs", "vz") if key in s)
-        return total
+        """HBM bytes the attention must read: every segment's codes, scales and zeros (of its
+        real tokens, not the padding), and q."""
+        rows = self.B * self.KVH
+        return self.B * self.H * self.D * 2 + sum(
+            segment_bytes(s["bits"], s["len"], rows, self.D, self.gk, self.gv) for s in self.segments)
 
 
 # --------------------------------------------------------------------------- reference

@@ -43,9 +43,15 @@ BIN = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin"
 LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)(?:\.[A-Z0-9_.]+)?\s*([^;]*);")
 
 
-def sass(fn, signature: dict, constexprs: dict, warps: int, stages: int) -> list[tuple[int, str, str]]:
-    """(address, opcode, operands) of the kernel compiled for sm_90a."""
-    src = ASTSource(fn=fn, signature={**signature, **{k: "constexpr" for k in constexprs}}, constexprs=constexprs)
+def sass(fn, signature: dict, constexprs: dict, warps: int, stages: int,
+         aligned: set[str] = frozenset()) -> list[tuple[int, str, str]]:
+    """(address, opcode, operands) of the kernel compiled for sm_90a. Pointers and the integer
+    arguments in `aligned` carry the divisibility by 16 that the launch-time specialization
+    gives them (torch's allocations, strides that are multiples of 128), as on the device."""
+    attrs = {(fn.arg_names.index(k),): [["tt.divisibility", 16]] for k, t in signature.items()
+             if t.startswith("*") or k in aligned}
+    src = ASTSource(fn=fn, signature={**signature, **{k: "constexpr" for k in constexprs}},
+                    constexprs=constexprs, attrs=attrs)
     kernel = triton.compile(src, target=TARGET, options={"num_warps": warps, "num_stages": stages})
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(kernel.asm["cubin"])
@@ -81,32 +87,36 @@ def per_element(body, elements: float) -> dict:
     return out
 
 
-def kv_counts(bits: int, block: int = 64, warps: int = 4, stages: int = 2, gv: int = 128) -> dict:
+def kv_counts(bits: int, block: int = 64, warps: int = 4, stages: int = 2, gv: int = 128,
+              asm: bool = False) -> dict:
     """The fast KV kernel with all three segment slots at `bits` (the same loop thrice)."""
     seg = {"kc": "*u8" if bits == 2 else "*i16" if bits == 4 else "*i32" if bits == 8 else "*fp16",
-           "vc": None, "ks": "*fp16", "kz": "*fp16", "vs": "*fp16", "vz": "*fp16", "len": "i32", "splits": "i32"}
+           "vc": None, "ks": "*fp16", "kz": "*fp16", "vs": "*fp16", "vz": "*fp16", "len": "i32", "stride": "i32",
+           "splits": "i32"}
     seg["vc"] = seg["kc"]
     sig = {"q_ptr": "*fp16", "m_ptr": "*fp32", "l_ptr": "*fp32", "acc_ptr": "*fp32", "qk_scale": "fp32"}
     for slot in "abc":
-        sig.update({f"{slot}{k}" if k not in ("len", "splits") else f"{slot}_{k}": t for k, t in seg.items()})
-    const = dict(G=4, GP=16, D=128, BLOCK=block, A_BITS=bits, B_BITS=bits, C_BITS=bits, GK=128, GV=gv)
-    body = main_loop(sass(kv._lowbit_decode, sig, const, warps, stages))
+        sig.update({f"{slot}{k}" if k not in ("len", "stride", "splits") else f"{slot}_{k}": t for k, t in seg.items()})
+    const = dict(G=4, GP=16, D=128, BLOCK=block, A_BITS=bits, B_BITS=bits, C_BITS=bits, GK=128, GV=gv, ASM=asm)
+    body = main_loop(sass(kv._lowbit_decode, sig, const, warps, stages, {"a_stride", "b_stride", "c_stride"}))
     return per_element(body, block * 128 * 2 / (32 * warps))       # K and V elements per thread
 
 
-def w4_counts(bn: int = 64, bm: int = 16, warps: int = 4, stages: int = 3) -> dict:
+def w4_counts(bn: int = 64, bm: int = 16, warps: int = 4, stages: int = 3, asm: bool = False) -> dict:
     sig = {"x_ptr": "*fp16", "w_ptr": "*i16", "s_ptr": "*fp16", "z_ptr": "*fp16", "out_ptr": "*fp32",
            "M": "i32", "N": "i32", "K": "i32", "tiles_per_split": "i32"}
-    const = dict(BN=bn, BM=bm, BK=w4.GROUP, SPLIT_K=2)
-    body = main_loop(sass(w4._w4a16, sig, const, warps, stages))
+    const = dict(BN=bn, BM=bm, BK=w4.GROUP, SPLIT_K=2, ASM=asm)
+    body = main_loop(sass(w4._w4a16, sig, const, warps, stages, {"N", "K"}))
     return per_element(body, bn * w4.GROUP / (32 * warps))
 
 
 def main():
     print(f"Triton {triton.__version__}, sm_90a, main loop per element a thread handles")
     print(f"{'kernel':34s} {'int':>6s} {'fp':>6s} {'cvt':>6s} {'other':>6s} {'lane ops':>9s} {'instr':>6s}  mma; top")
-    rows = [(f"kv {b}-bit block {blk}", kv_counts(b, blk)) for b in (2, 4, 8, 16) for blk in (64, 128)]
-    rows += [(f"w4a16 BN {bn} BM {bm}", w4_counts(bn, bm)) for bn in (64, 128) for bm in (16, 64)]
+    rows = [(f"kv {b}-bit block {blk}{' asm' * asm}", kv_counts(b, blk, asm=asm))
+            for asm in (False, True) for b in (2, 4, 8, 16) for blk in (64, 128) if not (asm and b == 16)]
+    rows += [(f"w4a16 BN {bn} BM {bm}{' asm' * asm}", w4_counts(bn, bm, asm=asm))
+             for asm in (False, True) for bn in (64, 128) for bm in (16, 64)]
     for name, c in rows:
         print(f"{name:34s} {c['int']:6.2f} {c['fp']:6.2f} {c['cvt']:6.2f} {c['other']:6.2f} "
               f"{c['lane_ops']:9.2f} {c['instructions']:6.2f}  {','.join(c['mma'])}; {c['top']}")

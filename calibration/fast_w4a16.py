@@ -11,7 +11,8 @@ fitted on) and the naive Triton W4A16 of calibration/moe_impls.py:
 - Codes are pre-shuffled offline into the order the tiles consume them: tile (n-block, k-block)
   is one contiguous [BN, BK/4] block of int16 containers, and container j holds k = j + i*BK/4
   at bit offset 4i, so shift i yields slice i, a contiguous [BN, BK/4] tile (no relayout).
-- Int -> half by the magic number ((c | 0x6400) as fp16 is 1024 + c; one fp16 subtract).
+- Int -> half by the magic number ((c | 0x6400) as fp16 is 1024 + c; one fp16 subtract),
+  fast_kv_attn._codes_to_half: portable Triton, or (asm=True, GPU only) inline PTX on packed pairs.
 - The group's scale and zero are applied once per output, not per weight: with BK = GROUP,
   acc += s * (codes . x) + z * sum(x), one FMA per output per group.
 - Split-K over programs when the n-blocks alone cannot fill the SMs; partials summed after.
@@ -24,20 +25,16 @@ import torch
 import triton
 import triton.language as tl
 
+from fast_kv_attn import _codes_to_half     # the same int16-container dequant as 4-bit KV
+
 GROUP = 128
 SLICES = 4                 # codes per int16 container = k slices per tile
 
 
 @triton.jit
-def _nibbles_to_half(w, I: tl.constexpr):
-    """Slice I of an int16 container tile -> the 4-bit codes as exact fp16."""
-    c = (((w >> (I * 4)) & 0xF) | 0x6400).to(tl.int16)   # SHF + LOP3 (the cast: a no-op on int16)
-    return c.to(tl.float16, bitcast=True) - 1024.0          # HADD2
-
-
-@triton.jit
 def _w4a16(x_ptr, w_ptr, s_ptr, z_ptr, out_ptr, M, N, K, tiles_per_split,
-           BN: tl.constexpr, BM: tl.constexpr, BK: tl.constexpr, SPLIT_K: tl.constexpr):
+           BN: tl.constexpr, BM: tl.constexpr, BK: tl.constexpr, SPLIT_K: tl.constexpr,
+           ASM: tl.constexpr):
     """Grid (N / BN, SPLIT_K): program (pn, sk) computes y^T[pn*BN:(pn+1)*BN, :M] over its
     K tiles; with SPLIT_K > 1 it writes an fp32 partial to out[sk]."""
     pn = tl.program_id(0)
@@ -47,32 +44,33 @@ def _w4a16(x_ptr, w_ptr, s_ptr, z_ptr, out_ptr, M, N, K, tiles_per_split,
     offs_n = pn * BN + tl.arange(0, BN)
     offs_m = tl.arange(0, BM)
     offs_c = tl.arange(0, SW)
-    mm = offs_m[None, :] < M
+    mm = offs_m[:, None] < M
     acc = tl.zeros([BN, BM], tl.float32)
     t0 = sk * tiles_per_split
     t1 = tl.minimum(t0 + tiles_per_split, KT)
     for kt in range(t0, t1):
         tile = w_ptr + ((pn * KT + kt) * BN + tl.arange(0, BN)[:, None]) * SW + offs_c[None, :]
         w = tl.load(tile)
-        xk = x_ptr + offs_m[None, :] * K + kt * BK + offs_c[:, None]        # x^T slices [SW, BM]
+        xk = x_ptr + offs_m[:, None] * K + kt * BK + offs_c[None, :]        # x slices [BM, SW], rows contiguous
         x0 = tl.load(xk + 0 * SW, mask=mm, other=0.0)
         x1 = tl.load(xk + 1 * SW, mask=mm, other=0.0)
         x2 = tl.load(xk + 2 * SW, mask=mm, other=0.0)
         x3 = tl.load(xk + 3 * SW, mask=mm, other=0.0)
-        part = tl.dot(_nibbles_to_half(w, 0), x0)
-        part += tl.dot(_nibbles_to_half(w, 1), x1)
-        part += tl.dot(_nibbles_to_half(w, 2), x2)
-        part += tl.dot(_nibbles_to_half(w, 3), x3)
-        xsum = tl.sum(x0.to(tl.float32) + x1.to(tl.float32) + x2.to(tl.float32) + x3.to(tl.float32), 0)
+        part = tl.dot(_codes_to_half(w, 0, 4, ASM), tl.trans(x0))
+        part += tl.dot(_codes_to_half(w, 1, 4, ASM), tl.trans(x1))
+        part += tl.dot(_codes_to_half(w, 2, 4, ASM), tl.trans(x2))
+        part += tl.dot(_codes_to_half(w, 3, 4, ASM), tl.trans(x3))
+        xsum = tl.sum(x0.to(tl.float32) + x1.to(tl.float32) + x2.to(tl.float32) + x3.to(tl.float32), 1)
         g = kt                                   # BK == GROUP: one scale row per tile
         s = tl.load(s_ptr + g * N + offs_n).to(tl.float32)
         z = tl.load(z_ptr + g * N + offs_n).to(tl.float32)
         acc += part * s[:, None] + z[:, None] * xsum[None, :]
     dst = offs_m[None, :] * N + offs_n[:, None]
+    rows_ok = offs_m[None, :] < M
     if SPLIT_K == 1:
-        tl.store(out_ptr + dst, acc.to(tl.float16), mask=mm)
+        tl.store(out_ptr + dst, acc.to(tl.float16), mask=rows_ok)
     else:
-        tl.store(out_ptr + sk * M * N + dst, acc, mask=mm)
+        tl.store(out_ptr + sk * M * N + dst, acc, mask=rows_ok)
 
 
 def quantize(w: torch.Tensor):
@@ -117,11 +115,12 @@ class W4A16Linear:
     """y = x @ W^T for x [M, K] fp16 (M <= 64) with W packed for this kernel's BN."""
 
     def __init__(self, w: torch.Tensor, max_rows: int, bn: int = 64, warps: int = 4, stages: int = 3,
-                 split_k: int | None = None):
+                 split_k: int | None = None, asm: bool = False):
         n, k = w.shape
         if n % bn or k % GROUP or max_rows > 64:
             raise ValueError(f"N {n} must divide by {bn}, K {k} by {GROUP}; rows <= 64, got {max_rows}")
         self.n, self.k, self.bn, self.warps, self.stages = n, k, bn, warps, stages
+        self.asm = asm          # the inline-PTX dequant (GPU only)
         self.codes, self.scale, self.zero = quantize(w)
         self.packed = pack(self.codes, bn)
         self.split_k = split_k or default_split_k(n, k, bn)
@@ -137,7 +136,7 @@ class W4A16Linear:
         dst = self.out if self.split_k == 1 else self.partial
         _w4a16[(self.n // self.bn, self.split_k)](
             x, self.packed, self.scale, self.zero, dst, m, self.n, self.k, self.tiles_per_split,
-            BN=self.bn, BM=self.bm, BK=GROUP, SPLIT_K=self.split_k,
+            BN=self.bn, BM=self.bm, BK=GROUP, SPLIT_K=self.split_k, ASM=self.asm,
             num_warps=self.warps, num_stages=self.stages)
         if self.split_k == 1:
             return self.out[:m]

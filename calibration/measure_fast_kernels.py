@@ -52,7 +52,7 @@ from device_env import jsonl_out, log, time_replays, triton_version  # noqa: E40
 COPIES_BYTES = 256 * 2 ** 20        # distinct copies per replay: past the 60 MB L2
 MAX_COPIES = 128
 REPLAYS, WARM = 20, 3
-KV_TUNE_SHAPES = [(16, 32768), (64, 32768), (1, 131072)]
+KV_TUNE_SHAPES = [(16, 32768), (1, 131072)]
 KV_TUNE = [(b, w, 2) for b in (32, 64, 128) for w in (4, 8)] + [(64, 4, 3), (128, 8, 3)]
 GEMM_TUNE = [(bn, w) for bn in (64, 128) for w in (4, 8)]
 # dry: the same code paths on CPU through Triton's interpreter, at shapes it runs in seconds
@@ -120,23 +120,26 @@ def flash_attn_calls(B, L, H, KVH, D, dev):
     return [lambda k=k, v=v: flash_attn_with_kvcache(q, k, v) for k, v in caches], nbytes
 
 
-def fast_kv(name, B, L, H, KVH, D, dev, block=KV_BLOCK, warps=4, stages=2, seed=0):
-    """FastKVAttention objects over enough random caches of `layout`, and one call's bytes."""
+def fast_kv(name, B, L, H, KVH, D, dev, block=KV_BLOCK, warps=4, stages=2, asm=False, seed=0):
+    """FastKVAttention objects over enough random caches of a layout (one per copy)."""
     classes, gk, gv = layout(name, L, D)
-    block = min(block, gk)
-    one = kv.FastKVAttention(kv.random_cache(B, KVH, D, classes, gk, gv, dev, seed), B, H, KVH, D,
-                             gk=gk, gv=gv, block=block, warps=warps, stages=stages)
-    atts = [one] + [kv.FastKVAttention(kv.random_cache(B, KVH, D, classes, gk, gv, dev, seed + i),
-                                       B, H, KVH, D, gk=gk, gv=gv, block=block, warps=warps,
-                                       stages=stages)
-                    for i in range(1, copies_for(one.bytes_read(), dev))]
-    return atts, classes
+    make = lambda i: kv.FastKVAttention(kv.random_cache(B, KVH, D, classes, gk, gv, dev, seed + i),  # noqa: E731
+                                        B, H, KVH, D, gk=gk, gv=gv, block=min(block, gk), warps=warps,
+                                        stages=stages, asm=asm)
+    one = make(0)
+    return [one] + [make(i) for i in range(1, copies_for(one.bytes_read(), dev))], classes
+
+
+def fast_variant(impl):
+    """(layout name, inline-PTX dequant?) of a fast row's name: fast2, fast_adaptive2_asm, ..."""
+    return impl.removesuffix("_asm").removeprefix("fast_"), impl.endswith("_asm")
 
 
 def kv_row(write, cfg, dev, impl, B, L, H, KVH, D, part="kv", **tune):
     base = {"part": part, "impl": impl, "B": B, "L": L, "H": H, "KVH": KVH, "D": D}
     if impl.startswith("fast"):
-        atts, classes = fast_kv(impl.removeprefix("fast_"), B, L, H, KVH, D, dev, **tune)
+        name, asm = fast_variant(impl)
+        atts, classes = fast_kv(name, B, L, H, KVH, D, dev, asm=asm, **tune)
         q = torch.randn(B, H, D, device=dev, dtype=torch.float16)
         a = atts[0]
         base.update(classes={k: list(v) for k, v in classes.items()}, splits=a.splits,
@@ -175,11 +178,11 @@ def fast_layout_impl(name):
 # ----------------------------------------------------------------------------- GEMMs
 def gemm_calls(impl, m, k, n, dev, bn=64, warps=4):
     """Closures over enough weight copies, and the weight bytes one call reads."""
-    per_copy = {"bf16": 2 * k * n, "fp8": k * n, "int4_tinygemm": k * n // 2, "fast_w4a16": k * n // 2}[impl]
+    per_copy = {"bf16": 2 * k * n, "fp8": k * n}.get(impl, k * n // 2)
     copies = copies_for(per_copy, dev)
-    if impl == "fast_w4a16":
+    if impl.startswith("fast_w4a16"):
         x = torch.randn(m, k, device=dev, dtype=torch.float16)
-        one = w4.W4A16Linear(torch.randn(n, k, device=dev), m, bn=bn, warps=warps)
+        one = w4.W4A16Linear(torch.randn(n, k, device=dev), m, bn=bn, warps=warps, asm=impl.endswith("_asm"))
         lins = [one] + [one.replica() for _ in range(copies - 1)]
         return [lambda lin=lin: lin(x) for lin in lins], one.weight_bytes(), {"bn": bn, "warps": warps,
                                                                               "split_k": one.split_k}
@@ -203,27 +206,40 @@ def gemm_row(write, cfg, dev, impl, model, label, m, k, n, part="gemm", **tune):
 
 
 # ----------------------------------------------------------------------------- checks
-def check_rows(dev, gqa):
-    """Each kernel on the device against its reference (fresh random data; rel. L2 error)."""
+def check_rows(dev, gqa, variants):
+    """Each kernel on the device against its reference (fresh random data; rel. L2 error), in
+    each dequant variant (the inline-PTX one only on a GPU)."""
     H, KVH, D = gqa["H"], gqa["KVH"], gqa["D"]
     B, L = (2, 1000) if dev == "cuda" else (1, 96)
-    for name in LAYOUTS:
-        classes, gk, gv = layout(name, L, D)
-        segments = kv.random_cache(B, KVH, D, classes, gk, gv, dev, seed=7)
-        att = kv.FastKVAttention(segments, B, H, KVH, D, gk=gk, gv=gv, block=min(64, gk) if dev == "cuda" else 16)
-        q = torch.randn(B, H, D, device=dev, dtype=torch.float16)
-        att.out.fill_(float("nan"))
-        ref = kv.reference(q, segments, KVH, gk, gv)
-        out = att(q).float()
-        yield {"part": "check", "impl": fast_layout_impl(name), "B": B, "L": L,
-               "rel_err": ((out - ref).norm() / ref.norm()).item(), "nan": bool(out.isnan().any())}
-    n, k, m = (4096, 1024, 16) if dev == "cuda" else (128, 256, 3)
-    lin = w4.W4A16Linear(torch.randn(n, k, device=dev), m)
-    x = torch.randn(m, k, device=dev, dtype=torch.float16)
-    ref = lin.reference(x)
-    y = lin(x).float()
-    yield {"part": "check", "impl": "fast_w4a16", "m": m, "k": k, "n": n,
-           "rel_err": ((y - ref).norm() / ref.norm()).item(), "nan": bool(y.isnan().any())}
+    for suffix in variants:
+        for name in LAYOUTS:
+            classes, gk, gv = layout(name, L, D)
+            segments = kv.random_cache(B, KVH, D, classes, gk, gv, dev, seed=7)
+            q = torch.randn(B, H, D, device=dev, dtype=torch.float16)
+            yield _check(fast_layout_impl(name) + suffix, {"B": B, "L": L}, kv.reference(q, segments, KVH, gk, gv),
+                         lambda: kv.FastKVAttention(segments, B, H, KVH, D, gk=gk, gv=gv,
+                                                    block=min(64, gk) if dev == "cuda" else 16,
+                                                    asm=bool(suffix)), lambda att: att(q))
+        n, k, m = (4096, 1024, 16) if dev == "cuda" else (128, 256, 3)
+        x = torch.randn(m, k, device=dev, dtype=torch.float16)
+        lin = w4.W4A16Linear(torch.randn(n, k, device=dev), m, asm=bool(suffix))
+        yield _check("fast_w4a16" + suffix, {"m": m, "k": k, "n": n}, lin.reference(x), lambda: lin, lambda f: f(x))
+
+
+def _check(impl, shape, ref, build, call):
+    """One check row; a kernel that fails to build or run is a row with its error."""
+    try:
+        kernel = build()
+        kernel.out.fill_(float("nan"))              # poison: every element must be written
+        out = call(kernel).float()
+        return {"part": "check", "impl": impl, **shape, "rel_err": ((out - ref).norm() / ref.norm()).item(),
+                "nan": bool(out.isnan().any())}
+    except Exception as e:
+        return {"part": "check", "impl": impl, **shape, "error": repr(e)[:300]}
+
+
+def check_passed(row) -> bool:
+    return "error" not in row and not row["nan"] and row["rel_err"] < 1e-2
 
 
 def ceiling_row(dev, cfg):
@@ -235,48 +251,50 @@ def ceiling_row(dev, cfg):
 
 
 # ----------------------------------------------------------------------------- plan
-def plan(cfg, parts, dev):
-    """Every row to run, in order, as (part, function of write)."""
+def plan(cfg, parts, dev, variants):
+    """Every row to run, in order of importance, as (part, impl, function of write)."""
     g = cfg["GQA"]
     H, KVH, D = g["H"], g["KVH"], g["D"]
     baselines = ["sdpa_flash", "sdpa_cudnn", "sdpa_default"] + (["flash_attn"] if has_flash_attn() else [])
-    fast = [fast_layout_impl(n) for n in LAYOUTS]
+    fast = ["fast16"] + [fast_layout_impl(n) + v for v in variants for n in LAYOUTS if n != "fast16"]
+    w4s = ["fast_w4a16" + v for v in variants]
     rows = []
     if "kv" in parts:
         for B in cfg["BATCHES"]:
             for L in cfg["CONTEXTS"]:
                 for impl in baselines + fast:
-                    rows.append(("kv", lambda w, i=impl, B=B, L=L: kv_row(w, cfg, dev, i, B, L, H, KVH, D)))
-    if "floor" in parts:
-        for B, L in cfg["FLOOR_SHAPES"]:
-            for G in cfg["FLOOR_GROUPS"]:
-                for impl in ["fast2", "fast16", "sdpa_flash", "sdpa_cudnn"]:
-                    rows.append(("floor", lambda w, i=impl, B=B, L=L, G=G:
-                                 kv_row(w, cfg, dev, i, B, L, KVH * G, KVH, D, part="floor")))
+                    rows.append(("kv", impl, lambda w, i=impl, B=B, L=L: kv_row(w, cfg, dev, i, B, L, H, KVH, D)))
     if "gemm" in parts:
         for model in GEMM_MODELS:
             shapes = model_shapes(model) if dev == "cuda" else [("dry", 256, 128)]
             for label, k, n in shapes:
                 for m in cfg["GEMM_ROWS"]:
-                    for impl in ["bf16", "fp8", "int4_tinygemm", "fast_w4a16"]:
-                        rows.append(("gemm", lambda w, i=impl, mo=model, la=label, m=m, k=k, n=n:
+                    for impl in ["bf16", "fp8", "int4_tinygemm"] + w4s:
+                        rows.append(("gemm", impl, lambda w, i=impl, mo=model, la=label, m=m, k=k, n=n:
                                      gemm_row(w, cfg, dev, i, mo, la, m, k, n)))
             if dev != "cuda":
                 break
+    if "floor" in parts:
+        for B, L in cfg["FLOOR_SHAPES"]:
+            for G in cfg["FLOOR_GROUPS"]:
+                for impl in ["fast16", "sdpa_flash", "sdpa_cudnn"] + ["fast2" + v for v in variants]:
+                    rows.append(("floor", impl, lambda w, i=impl, B=B, L=L, G=G:
+                                 kv_row(w, cfg, dev, i, B, L, KVH * G, KVH, D, part="floor")))
     if "tune" in parts:
         for B, L in cfg["KV_TUNE_SHAPES"]:
             for block, warps, stages in cfg["KV_TUNE"]:
-                for impl in ["fast2", "fast_adaptive2"]:
-                    rows.append(("tune", lambda w, i=impl, B=B, L=L, b=block, wa=warps, s=stages:
+                for impl in ["fast2" + v for v in variants]:
+                    rows.append(("tune", impl, lambda w, i=impl, B=B, L=L, b=block, wa=warps, s=stages:
                                  kv_row(w, cfg, dev, i, B, L, H, KVH, D, part="kv_tune",
                                         block=b, warps=wa, stages=s)))
         tune_shapes = [("mixtral-8x7b", "expert_gate_up", 4096, 28672), ("mixtral-8x7b", "expert_down", 14336, 4096)]
         for model, label, k, n in (tune_shapes if dev == "cuda" else [("dry", "dry", 256, 128)]):
-            for m in ([1, 16, 64] if dev == "cuda" else [1]):
+            for m in ([1, 64] if dev == "cuda" else [1]):
                 for bn, warps in cfg["GEMM_TUNE"]:
-                    rows.append(("tune", lambda w, mo=model, la=label, m=m, k=k, n=n, bn=bn, wa=warps:
-                                 gemm_row(w, cfg, dev, "fast_w4a16", mo, la, m, k, n, part="gemm_tune",
-                                          bn=bn, warps=wa)))
+                    for impl in w4s:
+                        rows.append(("tune", impl, lambda w, i=impl, mo=model, la=label, m=m, k=k, n=n, bn=bn,
+                                     wa=warps: gemm_row(w, cfg, dev, i, mo, la, m, k, n, part="gemm_tune",
+                                                        bn=bn, warps=wa)))
     return rows
 
 
@@ -284,7 +302,7 @@ def estimate_s(rows, cfg):
     """A rough device-time estimate: setup and capture per row, Triton compiles, replays."""
     per_row = {"kv": 0.45, "floor": 0.45, "gemm": 0.3, "tune": 1.8}     # tune rows mostly compile
     compiles = 40 * 1.5
-    return sum(per_row[p] for p, _ in rows) + compiles
+    return sum(per_row[p] for p, _, _ in rows) + compiles
 
 
 def main():
@@ -301,9 +319,10 @@ def main():
     if args.dry:
         cfg.update(DRY)
     parts = set(args.parts.split(","))
-    rows = plan(cfg, parts, dev)
+    variants = ("", "_asm") if dev == "cuda" else ("",)      # the interpreter runs no inline PTX
+    rows = plan(cfg, parts, dev, variants)
     est = estimate_s(rows, cfg)
-    log(f"planned {len(rows)} timed rows ({', '.join(f'{p} {sum(r[0] == p for r in rows)}' for p in ('kv', 'floor', 'gemm', 'tune'))}); "
+    log(f"planned {len(rows)} timed rows ({', '.join(f'{p} {sum(r[0] == p for r in rows)}' for p in ('kv', 'gemm', 'floor', 'tune'))}); "
         f"estimate {est:.0f} s of device time; budget {args.budget_s:.0f} s")
     torch.manual_seed(0)
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -313,25 +332,32 @@ def main():
                    replays=cfg["REPLAYS"], copies_bytes=COPIES_BYTES) as write:
         if "ceiling" in parts:
             write(ceiling_row(dev, cfg))
+        failed = set()          # kernels whose check failed: their rows are not timed
         if "check" in parts:
-            for row in check_rows(dev, cfg["GQA"]):
+            for row in check_rows(dev, cfg["GQA"], variants):
                 write(row)
-                log(f"check {row['impl']}: rel_err {row['rel_err']:.2e}")
+                log(f"check {row['impl']}: {row.get('rel_err', row.get('error'))}")
+                if not check_passed(row):
+                    failed.add(row["impl"])
         done = skipped = 0
-        for i, (part, run) in enumerate(rows):
+        for i, (part, impl, run) in enumerate(rows):
             if time.perf_counter() - t0 > args.budget_s:
                 skipped = len(rows) - i
                 break
+            if impl in failed:
+                write({"part": part, "impl": impl, "error": "its check failed: not timed", "row": i})
+                done += 1
+                continue
             try:
                 run(write)
             except Exception as e:        # one refused backend or shape must not end the batch
-                write({"part": part, "error": repr(e)[:300], "row": i})
+                write({"part": part, "impl": impl, "error": repr(e)[:300], "row": i})
             done += 1
             if dev == "cuda":
                 torch.cuda.empty_cache()
             if done % 25 == 0:
                 log(f"{done}/{len(rows)} rows")
-        write({"part": "end", "rows_done": done, "rows_skipped": skipped,
+        write({"part": "end", "rows_done": done, "rows_skipped": skipped, "failed_checks": sorted(failed),
                "wall_s": round(time.perf_counter() - t0, 1)})
         log(f"done {done} rows, skipped {skipped}, {time.perf_counter() - t0:.0f} s")
 
