@@ -19,7 +19,9 @@ FLOOR_SHAPES = [(16, 32768), (64, 32768)]
 FLOOR_GROUPS = [1, 4, 8, 16]
 GEMM_ROWS = [1, 4, 16, 32, 64]
 GEMM_MODELS = ["mixtral-8x7b", "qwen3-30b-a3b", "deepseek-v3"]
-KV_BLOCK = 64                      # the fast KV kernel's default token block (tuned by the `tune` part)
+KV_BLOCK = 128                     # the fast KV kernel's token block and warps (the `tune` part varies
+KV_WARPS = 4                       # them): the fewest instructions per element without spills in
+W4_BN = 128                        # calibration/fast_sass.py's count; W4A16's output columns a program
 
 # KV layouts: name -> (class widths, the K token group and V channel group); hwsim's presets
 # (hwsim/config/scenario.py KV_PRESETS): adaptive-2 = 4 sinks at 8 bits, 2% outliers at 4,

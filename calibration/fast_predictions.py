@@ -25,7 +25,7 @@ import statistics
 from pathlib import Path
 
 from fast_grid import (BATCHES, CONTEXTS, FLOOR_GROUPS, FLOOR_SHAPES, GEMM_MODELS, GEMM_ROWS, GQA,
-                       KV_BLOCK, LAYOUTS, layout, model_shapes, plan_splits, segment_bytes,
+                       KV_BLOCK, LAYOUTS, W4_BN, layout, model_shapes, plan_splits, segment_bytes,
                        segment_widths)
 from hwsim import operators as mb
 from hwsim.config.load import load_profile
@@ -35,51 +35,34 @@ from hwsim.metrics import Component
 from hwsim.model import moe_kernels, ops
 from hwsim.model.kernel import Kernel
 from hwsim.model.weight_format import WeightFormat
-from hwsim.workload.kv_format import F2H_OPS, FMA_OPS, from_config
+from hwsim.workload.kv_format import from_config
 
 ADDR = mb.GEMM_WEIGHT_ADDR
-# -- the fast KV kernel's ops per cached element, from calibration/fast_kv_attn.py's source, in
-# hwsim's unit (an int32-lane op; an fp32 or scalar fp16 FMA-pipe op is FMA_OPS = 0.5):
-SHF = 0.75          # slices 1-3 shift their container; slice 0 does not
-LOP3 = 1.0          # (x & mask) | 0x6400, assuming LLVM fuses the two into one LOP3 (else 2)
-HADD = FMA_OPS      # - 1024.0 in fp16, one scalar HADD (0.25 if ptxas pairs it into HADD2)
-RELAYOUT = 0.25     # the dot operand's trip through shared memory: 16-byte st.shared + ldmatrix per 8
-WIDEN = {2: 0.25, 4: 0.0, 8: 1.0}   # uint8 container -> int16 once per 4 codes; int32 -> int16
-ELEMENT_OPS = {b: SHF + LOP3 + HADD + RELAYOUT + WIDEN[b] for b in (2, 4, 8)}
-GP = 16             # query rows of the dot (the GQA group padded to mma.sync's 16)
-# per token block of K (BLOCK tokens, per-channel group): q * scale (FMUL), its fp32 -> fp16
-# cast (F2H_OPS), the A operand's relayout, q . zero (FMA) and its row reduction (~1)
-K_BLOCK_OPS = FMA_OPS + F2H_OPS + RELAYOUT + FMA_OPS + 1.0
-# per token of V (one group per token): p * scale, p * zero, and that row sum, over D columns
-V_TOKEN_OPS = FMA_OPS + FMA_OPS + 1.0
-IDEAL_OPS = 1.25
-# -- the fast W4A16 per weight: the same element path (int16 containers), plus per output and
-# K tile (128 weights) acc += part * scale + zero * sum(x): two FMAs per padded batch row
-W4_ELEMENT_OPS = SHF + LOP3 + HADD + RELAYOUT
-W4_BN = 64
+# Lane ops per element of the fast kernels' main loops (the whole loop: dequant, addresses,
+# softmax, MMA issue), counted in their SASS by calibration/fast_sass.py (Triton 3.9 here,
+# sm_90a; calibration/data/fast_kernels_sass.txt): KV at block 128, 4 warps, per K or V
+# element; W4A16 at BN 128, per weight, at 16 and 64 padded batch rows.
+SASS_KV = {"portable": {2: 4.32, 4: 3.75, 8: 3.56, 16: 0.78},
+           "asm": {2: 3.34, 4: 2.41, 8: 2.59, 16: 0.78}}
+SASS_W4 = {"portable": (3.06, 4.04), "asm": (1.69, 2.64)}
+IDEAL_OPS = 1.25    # the issue's re-costing: LOP3 on packed pairs + HSUB2/HFMA2 (Marlin, QServe)
 
 
-def kv_fast_ops(bits: int, block: int = KV_BLOCK, head_dim: int = GQA["D"]) -> float:
-    """Ops per cached element (K and V averaged) of the fast kernel for codes of `bits`."""
-    if bits >= 16:
-        return 0.0
-    k_side = ELEMENT_OPS[bits] + GP / block * K_BLOCK_OPS
-    v_side = ELEMENT_OPS[bits] + GP / head_dim * V_TOKEN_OPS
-    return (k_side + v_side) / 2
+def kv_costs(name: str, context: int, head_dim: int) -> dict[str, float]:
+    """Lane ops per cached element of one layout: hwsim today, the kernel's two SASS counts,
+    the ideal; averaged over the layout's storage widths by their share of the tokens."""
+    classes, _, _ = layout(name, context, head_dim)
+    naive = from_config(KvCache(**PRESET[name])).dequant_ops_per_element(context)
+    share = {bits: tokens / context for bits, tokens in segment_widths(classes)}
+    out = {"naive": naive}
+    for variant, table in SASS_KV.items():
+        out[variant] = sum(s * table[bits] for bits, s in share.items())
+    out["ideal"] = sum(s * (IDEAL_OPS if bits < 16 else 0.0) for bits, s in share.items())
+    return out
 
 
 PRESET = {"fast16": dict(bits=16), "fast2": dict(bits=2, group_size=128), "fast4": dict(bits=4, group_size=128),
           "adaptive2": dict(preset="adaptive-2"), "kivi2": dict(preset="kivi-2")}
-
-
-def kv_costs(name: str, context: int, head_dim: int) -> dict[str, float]:
-    """Ops per cached element of one layout: hwsim today, this kernel's count, the ideal."""
-    classes, _, _ = layout(name, context, head_dim)
-    naive = from_config(KvCache(**PRESET[name])).dequant_ops_per_element(context)
-    share = {bits: tokens / context for bits, tokens in segment_widths(classes)}
-    fast = sum(s * kv_fast_ops(bits) for bits, s in share.items())
-    ideal = sum(s * (IDEAL_OPS if bits < 16 else 0.0) for bits, s in share.items())
-    return {"naive": naive, "fast": fast, "ideal": ideal}
 
 
 def kv_predict(chip, name, B, L, H, KVH, D) -> dict:
@@ -92,7 +75,7 @@ def kv_predict(chip, name, B, L, H, KVH, D) -> dict:
     out = {"bytes": nbytes + B * H * D * 2, "splits": splits}
     for cost, per_elem in kv_costs(name, L, D).items():
         ks = ops.decode_attention("attention", 0, B, H, KVH, D, D, L, per_token_head, ADDR, chip,
-                                  splits=splits, block_m=ops.MMA_M,
+                                  splits=splits, block_m=ops.MMA_M,     # tl.dot pads the group to 16 rows
                                   dequant_ops_per_token_head=2 * D * per_elem)
         out[f"{cost}_us"] = mb.device_time_s(chip, ks) * 1e6
         out[f"{cost}_ops_per_element"] = round(per_elem, 3)
@@ -104,8 +87,17 @@ def sdpa_predict(chip, library, B, L, H, KVH, D) -> dict:
     return {"bytes": 2 * B * KVH * L * D * 2 + B * H * D * 2, "us": mb.device_time_s(chip, ks) * 1e6}
 
 
-def fast_w4a16_kernels(chip, m, k, n, per_weight, mma_sync) -> list[Kernel]:
-    """calibration/fast_w4a16.py as hwsim kernels: (n / 64) x split-K programs, then the sum."""
+def w4_ops(variant: str, bm: int) -> float:
+    """Lane ops per weight of the W4A16 loop at `bm` padded rows (SASS counts at 16 and 64)."""
+    if variant == "ideal":
+        return IDEAL_OPS + bm / 128          # + the per-output scale-and-zero FMAs, 2 per row per tile
+    lo, hi = SASS_W4[variant]
+    return lo + (bm - 16) * (hi - lo) / 48
+
+
+def fast_w4a16_kernels(chip, m, k, n, per_weight) -> list[Kernel]:
+    """calibration/fast_w4a16.py as hwsim kernels: (n / BN) x split-K programs on wgmma (its
+    SASS shows HGMMA), then the sum of the split-K partials."""
     fmt = WeightFormat("int4", 128, "fp16", "software")
     k_tiles = k // 128
     split = max(1, min(k_tiles, math.ceil(2 * chip.sms / (n // W4_BN))))
@@ -115,8 +107,8 @@ def fast_w4a16_kernels(chip, m, k, n, per_weight, mma_sync) -> list[Kernel]:
     main = Kernel(name="w4a16", layer=0, tiles=(n // W4_BN) * split,
                   hbm_read=W4_BN * chunk * fmt.bytes_per_weight, l2_read=m * chunk * ops.ACT_BYTES,
                   l2_write=m * W4_BN * (4 if split > 1 else 2), tensor_flops=2.0 * W4_BN * bm * chunk,
-                  int_ops=(per_weight + bm / 128) * W4_BN * chunk, address=ADDR,
-                  data=Component.WEIGHT_READ, compute=Component.DEQUANT, mma_sync=mma_sync)
+                  int_ops=per_weight * W4_BN * chunk, address=ADDR,
+                  data=Component.WEIGHT_READ, compute=Component.DEQUANT)
     if split == 1:
         return [main]
     return [main, ops.elementwise("w4a16.sum", 0, split * m * n * 4, m * n * 2, 0.25, chip)]
@@ -134,15 +126,20 @@ def gemm_predict(chip, impl, m, k, n) -> dict:
     tiny = [moe_kernels.weight_only_gemm("q", 0, m, k, n, chip, weight_addr=ADDR,
                                          weight_bytes=WeightFormat("int4", 128, "bf16", "software").bytes_per_weight,
                                          data=Component.WEIGHT_READ)]
-    naive_us = mb.device_time_s(chip, tiny) * 1e6
+    out = {"naive_us": mb.device_time_s(chip, tiny) * 1e6}
     if impl == "int4_tinygemm":
-        return {"us": naive_us}
-    return {"naive_us": naive_us,
-            "fast_us": mb.device_time_s(chip, fast_w4a16_kernels(chip, m, k, n, W4_ELEMENT_OPS, True)) * 1e6,
-            "ideal_us": mb.device_time_s(chip, fast_w4a16_kernels(chip, m, k, n, IDEAL_OPS, False)) * 1e6}
+        return {"us": out["naive_us"]}
+    bm = max(16, 1 << (m - 1).bit_length())
+    for variant in ("portable", "asm", "ideal"):
+        per_weight = w4_ops(variant, bm)
+        out[f"{variant}_us"] = mb.device_time_s(chip, fast_w4a16_kernels(chip, m, k, n, per_weight)) * 1e6
+        out[f"{variant}_ops_per_weight"] = round(per_weight, 3)
+    return out
 
 
 def predict_all(chip) -> list[dict]:
+    """One row per timed row of the H200 script (its impl names): `us` is hwsim's prediction at
+    that kernel's SASS count; fast rows also carry `naive_us` (today's fit) and `ideal_us`."""
     H, KVH, D = GQA["H"], GQA["KVH"], GQA["D"]
     rows = []
     for part, shapes, groups in (("kv", [(b, n) for b in BATCHES for n in CONTEXTS], [H // KVH]),
@@ -155,61 +152,80 @@ def predict_all(chip) -> list[dict]:
                     rows += [{**base, "impl": i, **p} for i in impls if part == "kv" or i in ("sdpa_flash", "sdpa_cudnn")]
                 for name in LAYOUTS if part == "kv" else ["fast2", "fast16"]:
                     impl = name if name.startswith("fast") else f"fast_{name}"
-                    rows.append({**base, "impl": impl, **kv_predict(chip, name, B, L, KVH * G, KVH, D)})
+                    p = kv_predict(chip, name, B, L, KVH * G, KVH, D)
+                    for variant, suffix in (("portable", ""), ("asm", "_asm")):
+                        if suffix and name == "fast16":
+                            continue
+                        rows.append({**base, "impl": impl + suffix, "us": p[f"{variant}_us"],
+                                     "ops_per_element": p[f"{variant}_ops_per_element"], "bytes": p["bytes"],
+                                     "splits": p["splits"], "naive_us": p["naive_us"], "ideal_us": p["ideal_us"]})
     for model in GEMM_MODELS:
         for label, k, n in model_shapes(model):
             for m in GEMM_ROWS:
-                for impl in ("bf16", "fp8", "int4_tinygemm", "fast_w4a16"):
-                    rows.append({"part": "gemm", "impl": impl, "model": model, "shape": label,
-                                 "m": m, "k": k, "n": n, **gemm_predict(chip, impl, m, k, n)})
+                shape = {"part": "gemm", "model": model, "shape": label, "m": m, "k": k, "n": n}
+                for impl in ("bf16", "fp8", "int4_tinygemm"):
+                    rows.append({**shape, "impl": impl, **gemm_predict(chip, impl, m, k, n)})
+                p = gemm_predict(chip, "fast_w4a16", m, k, n)
+                for variant, suffix in (("portable", ""), ("asm", "_asm")):
+                    rows.append({**shape, "impl": "fast_w4a16" + suffix, "us": p[f"{variant}_us"],
+                                 "ops_per_weight": p[f"{variant}_ops_per_weight"], "naive_us": p["naive_us"],
+                                 "ideal_us": p["ideal_us"]})
     return rows
+
+
+def _find(rows, **key):
+    return next(r for r in rows if all(r.get(k) == v for k, v in key.items()))
 
 
 def markdown(rows: list[dict]) -> str:
     """The tables of validation/fast_kernels_predictions.md (its prose is written by hand)."""
-    out = []
-    kvr = [r for r in rows if r["part"] == "kv"]
-    out.append("| B | L | flash bf16 | cuDNN bf16 | fast16 | fast2 naive / fast / ideal | fast4 naive / fast / ideal "
-               "| adaptive-2 naive / fast / ideal | kivi-2 naive / fast / ideal | fast2 vs cuDNN (fast) |")
-    out.append("|---:|---:|---:|---:|---:|---|---|---|---|---:|")
+    out = ["Decode attention, µs (Mixtral GQA: 32 query heads, 8 KV heads, head dim 128); each fast "
+           "cell is naive / portable / asm:", "",
+           "| B | L | flash bf16 | cuDNN bf16 | fast16 | fast2 | fast4 | adaptive-2 | kivi-2 "
+           "| cuDNN / fast2_asm |", "|---:|---:|---:|---:|---:|---|---|---|---|---:|"]
     for B in BATCHES:
         for L in CONTEXTS:
-            r = {x["impl"]: x for x in kvr if x["B"] == B and x["L"] == L}
-            three = lambda i: " / ".join(f"{r[i][c + '_us']:.0f}" for c in ("naive", "fast", "ideal"))  # noqa: E731
-            out.append(f"| {B} | {L // 1024}k | {r['sdpa_flash']['us']:.0f} | {r['sdpa_cudnn']['us']:.0f} "
-                       f"| {r['fast16']['fast_us']:.0f} | {three('fast2')} | {three('fast4')} "
-                       f"| {three('fast_adaptive2')} | {three('fast_kivi2')} "
-                       f"| {r['sdpa_cudnn']['us'] / r['fast2']['fast_us']:.2f}x |")
-    out.append("")
-    out.append("MMA floor (µs; the fast kernel pads every query group to 16 rows):")
-    out.append("")
-    out.append("| B | L | query rows per KV head | flash bf16 | cuDNN bf16 | fast16 | fast2 (fast) |")
-    out.append("|---:|---:|---:|---:|---:|---:|---:|")
-    for r in [x for x in rows if x["part"] == "floor" and x["impl"] == "fast2"]:
-        same = {x["impl"]: x for x in rows if x["part"] == "floor" and x["B"] == r["B"] and x["H"] == r["H"]}
-        out.append(f"| {r['B']} | {r['L'] // 1024}k | {r['H'] // r['KVH']} | {same['sdpa_flash']['us']:.0f} "
-                   f"| {same['sdpa_cudnn']['us']:.0f} | {same['fast16']['fast_us']:.0f} | {r['fast_us']:.0f} |")
-    out.append("")
-    out.append("| model | GEMM (k x n) | rows | bf16 | FP8 | int4 tinygemm | fast W4A16 naive / fast / ideal |")
-    out.append("|---|---|---:|---:|---:|---:|---|")
-    gem = [r for r in rows if r["part"] == "gemm"]
-    for r in [x for x in gem if x["impl"] == "fast_w4a16"]:
-        same = {x["impl"]: x for x in gem if (x["model"], x["shape"], x["m"]) == (r["model"], r["shape"], r["m"])}
-        out.append(f"| {r['model']} | {r['shape']} ({r['k']} x {r['n']}) | {r['m']} | {same['bf16']['us']:.1f} "
-                   f"| {same['fp8']['us']:.1f} | {same['int4_tinygemm']['us']:.1f} "
-                   f"| {r['naive_us']:.1f} / {r['fast_us']:.1f} / {r['ideal_us']:.1f} |")
+            r = lambda impl: _find(rows, part="kv", B=B, L=L, impl=impl)  # noqa: E731
+            three = lambda i: f"{r(i)['naive_us']:.0f} / {r(i)['us']:.0f} / {r(i + '_asm')['us']:.0f}"  # noqa: E731
+            out.append(f"| {B} | {L // 1024}k | {r('sdpa_flash')['us']:.0f} | {r('sdpa_cudnn')['us']:.0f} "
+                       f"| {r('fast16')['us']:.0f} | {three('fast2')} | {three('fast4')} | {three('fast_adaptive2')} "
+                       f"| {three('fast_kivi2')} | {r('sdpa_cudnn')['us'] / r('fast2_asm')['us']:.2f}x |")
+    out += ["", "MMA floor, µs (every query group padded to 16 rows by the fast kernel's tl.dot):", "",
+            "| B | L | query rows per KV head | flash bf16 | cuDNN bf16 | fast16 | fast2 | fast2_asm |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for B, L in FLOOR_SHAPES:
+        for G in FLOOR_GROUPS:
+            r = lambda impl: _find(rows, part="floor", B=B, L=L, H=8 * G, impl=impl)["us"]  # noqa: E731
+            out.append(f"| {B} | {L // 1024}k | {G} | {r('sdpa_flash'):.0f} | {r('sdpa_cudnn'):.0f} "
+                       f"| {r('fast16'):.0f} | {r('fast2'):.0f} | {r('fast2_asm'):.0f} |")
+    out += ["", "Weight GEMMs, µs; the fast W4A16 cell is naive (tinygemm's fit) / portable / asm:", "",
+            "| model | GEMM (k x n) | rows | bf16 | FP8 | int4 tinygemm | fast W4A16 |",
+            "|---|---|---:|---:|---:|---:|---|"]
+    for r in [x for x in rows if x["impl"] == "fast_w4a16"]:
+        key = dict(part="gemm", model=r["model"], shape=r["shape"], m=r["m"])
+        us = lambda impl: _find(rows, impl=impl, **key)["us"]  # noqa: E731
+        out.append(f"| {r['model']} | {r['shape']} ({r['k']} x {r['n']}) | {r['m']} | {us('bf16'):.1f} "
+                   f"| {us('fp8'):.1f} | {us('int4_tinygemm'):.1f} "
+                   f"| {r['naive_us']:.1f} / {r['us']:.1f} / {us('fast_w4a16_asm'):.1f} |")
     return "\n".join(out) + "\n"
 
 
 def summary(rows: list[dict]) -> str:
-    """Speed-ups the predictions imply (fast2 against the cuDNN bf16 row, contexts >= 32k)."""
+    """Speed-ups the predictions imply: fast2 against cuDNN's bf16 row at contexts >= 32k, and
+    the fast W4A16 against FP8."""
     long = [r for r in rows if r["part"] == "kv" and r["L"] >= 32768]
     cud = {(r["B"], r["L"]): r["us"] for r in long if r["impl"] == "sdpa_cudnn"}
     lines = []
-    for cost in ("naive", "fast", "ideal"):
-        x = [cud[(r["B"], r["L"])] / r[f"{cost}_us"] for r in long if r["impl"] == "fast2"]
-        lines.append(f"fast2 vs cuDNN bf16 at >= 32k, {cost}: median {statistics.median(x):.2f}x, "
+    for label, impl, field in (("naive", "fast2", "naive_us"), ("portable", "fast2", "us"),
+                               ("asm", "fast2_asm", "us"), ("ideal", "fast2", "ideal_us")):
+        x = [cud[(r["B"], r["L"])] / r[field] for r in long if r["impl"] == impl]
+        lines.append(f"fast2 vs cuDNN bf16 at >= 32k, {label}: median {statistics.median(x):.2f}x, "
                      f"range {min(x):.2f}-{max(x):.2f}x")
+    gem = [r for r in rows if r["part"] == "gemm"]
+    for impl in ("fast_w4a16", "fast_w4a16_asm"):
+        x = [_find(gem, impl="fp8", model=r["model"], shape=r["shape"], m=r["m"])["us"] / r["us"]
+             for r in gem if r["impl"] == impl]
+        lines.append(f"{impl} vs FP8: median {statistics.median(x):.2f}x, range {min(x):.2f}-{max(x):.2f}x")
     return "\n".join(lines)
 
 
@@ -222,8 +238,7 @@ def main():
     rows = predict_all(chip)
     if args.jsonl:
         Path(args.jsonl).write_text("".join(json.dumps(r) + "\n" for r in rows))
-    print(f"{len(rows)} predicted rows; ops per element: KV fast {ELEMENT_OPS} + per-block terms, "
-          f"W4A16 fast {W4_ELEMENT_OPS}")
+    print(f"{len(rows)} predicted rows; lane ops per element (SASS): KV {SASS_KV}, W4A16 {SASS_W4}")
     print(summary(rows))
     if args.markdown:
         print(markdown(rows))

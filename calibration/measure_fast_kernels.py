@@ -44,7 +44,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import fast_kv_attn as kv  # noqa: E402
 from fast_grid import (BATCHES, CONTEXTS, FLOOR_GROUPS, FLOOR_SHAPES, GEMM_MODELS, GEMM_ROWS,  # noqa: E402
-                       GQA, KV_BLOCK, LAYOUTS, layout, model_shapes)
+                       GQA, KV_BLOCK, KV_WARPS, LAYOUTS, W4_BN, layout, model_shapes)
 import fast_w4a16 as w4  # noqa: E402
 import moe_impls  # noqa: E402
 from device_env import jsonl_out, log, time_replays, triton_version  # noqa: E402
@@ -120,7 +120,7 @@ def flash_attn_calls(B, L, H, KVH, D, dev):
     return [lambda k=k, v=v: flash_attn_with_kvcache(q, k, v) for k, v in caches], nbytes
 
 
-def fast_kv(name, B, L, H, KVH, D, dev, block=KV_BLOCK, warps=4, stages=2, asm=False, seed=0):
+def fast_kv(name, B, L, H, KVH, D, dev, block=KV_BLOCK, warps=KV_WARPS, stages=2, asm=False, seed=0):
     """FastKVAttention objects over enough random caches of a layout (one per copy)."""
     classes, gk, gv = layout(name, L, D)
     make = lambda i: kv.FastKVAttention(kv.random_cache(B, KVH, D, classes, gk, gv, dev, seed + i),  # noqa: E731
@@ -176,7 +176,7 @@ def fast_layout_impl(name):
 
 
 # ----------------------------------------------------------------------------- GEMMs
-def gemm_calls(impl, m, k, n, dev, bn=64, warps=4):
+def gemm_calls(impl, m, k, n, dev, bn=W4_BN, warps=4):
     """Closures over enough weight copies, and the weight bytes one call reads."""
     per_copy = {"bf16": 2 * k * n, "fp8": k * n}.get(impl, k * n // 2)
     copies = copies_for(per_copy, dev)
@@ -218,7 +218,7 @@ def check_rows(dev, gqa, variants):
             q = torch.randn(B, H, D, device=dev, dtype=torch.float16)
             yield _check(fast_layout_impl(name) + suffix, {"B": B, "L": L}, kv.reference(q, segments, KVH, gk, gv),
                          lambda: kv.FastKVAttention(segments, B, H, KVH, D, gk=gk, gv=gv,
-                                                    block=min(64, gk) if dev == "cuda" else 16,
+                                                    block=min(KV_BLOCK, gk) if dev == "cuda" else 16,
                                                     asm=bool(suffix)), lambda att: att(q))
         n, k, m = (4096, 1024, 16) if dev == "cuda" else (128, 256, 3)
         x = torch.randn(m, k, device=dev, dtype=torch.float16)
