@@ -35,7 +35,8 @@ import torch
 import triton
 import triton.language as tl
 
-from fast_grid import class_widths, plan_splits, segment_bytes, segment_widths  # noqa: F401  (class_widths: for callers)
+# class_widths is re-exported for callers that build a cache from a layout
+from fast_grid import class_widths, plan_splits, segment_bytes, segment_widths  # noqa: F401
 
 SLICES = 4                       # codes per container = head-dim slices per tile
 ROW_PAD = 128                    # stored rows per (sequence, KV head): a multiple of the largest block

@@ -149,7 +149,8 @@ def predict_all(chip) -> list[dict]:
                 base = {"part": part, "B": B, "L": L, "H": KVH * G, "KVH": KVH, "D": D}
                 for lib, impls in (("flash", ["sdpa_flash", "flash_attn"]), ("cudnn", ["sdpa_cudnn", "sdpa_default"])):
                     p = sdpa_predict(chip, lib, B, L, KVH * G, KVH, D)
-                    rows += [{**base, "impl": i, **p} for i in impls if part == "kv" or i in ("sdpa_flash", "sdpa_cudnn")]
+                    rows += [{**base, "impl": i, **p} for i in impls
+                             if part == "kv" or i in ("sdpa_flash", "sdpa_cudnn")]
                 for name in LAYOUTS if part == "kv" else ["fast2", "fast16"]:
                     impl = name if name.startswith("fast") else f"fast_{name}"
                     p = kv_predict(chip, name, B, L, KVH * G, KVH, D)

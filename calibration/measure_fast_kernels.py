@@ -252,7 +252,8 @@ def ceiling_row(dev, cfg):
 
 # ----------------------------------------------------------------------------- plan
 def plan(cfg, parts, dev, variants):
-    """Every row to run, in order of importance, as (part, impl, function of write)."""
+    """Every row to run, in order of importance, as (part, impl, its key, function of write);
+    the key is what calibration/fast_predictions.py's rows are matched on."""
     g = cfg["GQA"]
     H, KVH, D = g["H"], g["KVH"], g["D"]
     baselines = ["sdpa_flash", "sdpa_cudnn", "sdpa_default"] + (["flash_attn"] if has_flash_attn() else [])
@@ -263,14 +264,16 @@ def plan(cfg, parts, dev, variants):
         for B in cfg["BATCHES"]:
             for L in cfg["CONTEXTS"]:
                 for impl in baselines + fast:
-                    rows.append(("kv", impl, lambda w, i=impl, B=B, L=L: kv_row(w, cfg, dev, i, B, L, H, KVH, D)))
+                    rows.append(("kv", impl, dict(B=B, L=L, H=H),
+                                 lambda w, i=impl, B=B, L=L: kv_row(w, cfg, dev, i, B, L, H, KVH, D)))
     if "gemm" in parts:
         for model in GEMM_MODELS:
             shapes = model_shapes(model) if dev == "cuda" else [("dry", 256, 128)]
             for label, k, n in shapes:
                 for m in cfg["GEMM_ROWS"]:
                     for impl in ["bf16", "fp8", "int4_tinygemm"] + w4s:
-                        rows.append(("gemm", impl, lambda w, i=impl, mo=model, la=label, m=m, k=k, n=n:
+                        rows.append(("gemm", impl, dict(model=model, shape=label, m=m),
+                                     lambda w, i=impl, mo=model, la=label, m=m, k=k, n=n:
                                      gemm_row(w, cfg, dev, i, mo, la, m, k, n)))
             if dev != "cuda":
                 break
@@ -278,13 +281,14 @@ def plan(cfg, parts, dev, variants):
         for B, L in cfg["FLOOR_SHAPES"]:
             for G in cfg["FLOOR_GROUPS"]:
                 for impl in ["fast16", "sdpa_flash", "sdpa_cudnn"] + ["fast2" + v for v in variants]:
-                    rows.append(("floor", impl, lambda w, i=impl, B=B, L=L, G=G:
+                    rows.append(("floor", impl, dict(B=B, L=L, H=KVH * G), lambda w, i=impl, B=B, L=L, G=G:
                                  kv_row(w, cfg, dev, i, B, L, KVH * G, KVH, D, part="floor")))
     if "tune" in parts:
         for B, L in cfg["KV_TUNE_SHAPES"]:
             for block, warps, stages in cfg["KV_TUNE"]:
                 for impl in ["fast2" + v for v in variants]:
-                    rows.append(("tune", impl, lambda w, i=impl, B=B, L=L, b=block, wa=warps, s=stages:
+                    rows.append(("tune", impl, dict(B=B, L=L, block=block, warps=warps, stages=stages),
+                                 lambda w, i=impl, B=B, L=L, b=block, wa=warps, s=stages:
                                  kv_row(w, cfg, dev, i, B, L, H, KVH, D, part="kv_tune",
                                         block=b, warps=wa, stages=s)))
         tune_shapes = [("mixtral-8x7b", "expert_gate_up", 4096, 28672), ("mixtral-8x7b", "expert_down", 14336, 4096)]
@@ -292,7 +296,8 @@ def plan(cfg, parts, dev, variants):
             for m in ([1, 64] if dev == "cuda" else [1]):
                 for bn, warps in cfg["GEMM_TUNE"]:
                     for impl in w4s:
-                        rows.append(("tune", impl, lambda w, i=impl, mo=model, la=label, m=m, k=k, n=n, bn=bn,
+                        rows.append(("tune", impl, dict(model=model, shape=label, m=m, bn=bn, warps=warps),
+                                     lambda w, i=impl, mo=model, la=label, m=m, k=k, n=n, bn=bn,
                                      wa=warps: gemm_row(w, cfg, dev, i, mo, la, m, k, n, part="gemm_tune",
                                                         bn=bn, warps=wa)))
     return rows
@@ -302,7 +307,7 @@ def estimate_s(rows, cfg):
     """A rough device-time estimate: setup and capture per row, Triton compiles, replays."""
     per_row = {"kv": 0.45, "floor": 0.45, "gemm": 0.3, "tune": 1.8}     # tune rows mostly compile
     compiles = 40 * 1.5
-    return sum(per_row[p] for p, _, _ in rows) + compiles
+    return sum(per_row[p] for p, *_ in rows) + compiles
 
 
 def main():
@@ -322,7 +327,8 @@ def main():
     variants = ("", "_asm") if dev == "cuda" else ("",)      # the interpreter runs no inline PTX
     rows = plan(cfg, parts, dev, variants)
     est = estimate_s(rows, cfg)
-    log(f"planned {len(rows)} timed rows ({', '.join(f'{p} {sum(r[0] == p for r in rows)}' for p in ('kv', 'gemm', 'floor', 'tune'))}); "
+    counts = ", ".join(f"{p} {sum(r[0] == p for r in rows)}" for p in ("kv", "gemm", "floor", "tune"))
+    log(f"planned {len(rows)} timed rows ({counts}); "
         f"estimate {est:.0f} s of device time; budget {args.budget_s:.0f} s")
     torch.manual_seed(0)
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -340,7 +346,7 @@ def main():
                 if not check_passed(row):
                     failed.add(row["impl"])
         done = skipped = 0
-        for i, (part, impl, run) in enumerate(rows):
+        for i, (part, impl, _, run) in enumerate(rows):
             if time.perf_counter() - t0 > args.budget_s:
                 skipped = len(rows) - i
                 break

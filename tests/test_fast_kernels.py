@@ -1,6 +1,7 @@
 """The fast low-bit kernels of issue 31 (calibration/fast_kv_attn.py: decode attention over a
-low-bit KV cache; calibration/fast_w4a16.py: the W4A16 GEMM) against their pure-torch references, on CPU through Triton's interpreter at tiny shapes. Skipped where
-torch or triton is not installed (they are optional: `pip install hwsim[kernels]`)."""
+low-bit KV cache; calibration/fast_w4a16.py: the W4A16 GEMM) against their pure-torch
+references, on CPU through Triton's interpreter at tiny shapes. Skipped where torch or triton
+is not installed (they are optional: `pip install hwsim[kernels]`)."""
 
 import os
 import sys

@@ -38,3 +38,23 @@ def test_dry_run_writes_every_planned_row(tmp_path):
     # window covers everything, so it reads as 16-bit)
     assert kv["fast2"]["bytes"] < kv["fast4"]["bytes"] < kv["fast16"]["bytes"] == kv["sdpa_flash"]["bytes"]
     assert {r["impl"] for r in rows if r["part"] == "gemm"} == {"bf16", "fp8", "int4_tinygemm", "fast_w4a16"}
+
+
+def test_every_planned_h200_row_has_its_prediction_written_down():
+    """calibration/data/h200_fast_kernels_predicted.jsonl (validation/fast_kernels_predictions.md)
+    holds a prediction for every kv, gemm and floor row the H200 run will time, under the same
+    key, so each measured row has one to be compared with."""
+    sys.path.insert(0, str(ROOT / "calibration"))
+    import measure_fast_kernels as m
+    cfg = dict(GQA=m.GQA, BATCHES=m.BATCHES, CONTEXTS=m.CONTEXTS, FLOOR_SHAPES=m.FLOOR_SHAPES,
+               FLOOR_GROUPS=m.FLOOR_GROUPS, GEMM_ROWS=m.GEMM_ROWS, KV_TUNE_SHAPES=m.KV_TUNE_SHAPES,
+               KV_TUNE=m.KV_TUNE, GEMM_TUNE=m.GEMM_TUNE, REPLAYS=m.REPLAYS, WARM=m.WARM)
+    planned = m.plan(cfg, {"kv", "gemm", "floor", "tune"}, "cuda", ("", "_asm"))
+    predicted = [json.loads(line) for line in
+                 (ROOT / "calibration" / "data" / "h200_fast_kernels_predicted.jsonl").read_text().splitlines()]
+    index = {(r["part"], r["impl"], *sorted((k, r[k]) for k in ("B", "L", "H", "model", "shape", "m") if k in r))
+             for r in predicted}
+    compared = [(part, impl, *sorted(key.items())) for part, impl, key, _ in planned if part != "tune"]
+    assert len(compared) >= 532            # 192 kv (+16 where flash-attn is installed), 300 gemm, 40 floor
+    missing = [k for k in compared if k not in index]
+    assert not missing, missing[:5]
