@@ -3,23 +3,27 @@
     python3 calibration/measure_fast_kernels.py --out $OUT/h200_fast_kernels.jsonl [--parts ...]
     python3 calibration/measure_fast_kernels.py --dry --out /tmp/fast.jsonl    # CPU, interpreter
 
-Parts, in this order (--parts picks some; --budget-s stops starting rows past it):
+Parts, in this order (--parts picks some; --budget-s stops starting rows past it). Every fast
+kernel runs in two dequant variants: portable Triton, and `_asm` (inline PTX, GPU only).
 - `ceiling`: a 2 GiB device-to-device copy (bytes read + written), the bandwidth to compare with.
-- `check`: each kernel against its pure-torch reference on the device (rel. L2 error), before
-  anything is timed: calibration/fast_kv_attn.py (2-bit, 4-bit, adaptive-2, kivi-2 layouts)
-  and calibration/fast_w4a16.py.
+- `check`: each kernel and variant against its pure-torch reference on the device (rel. L2
+  error, output poisoned first), before anything is timed: calibration/fast_kv_attn.py (16-,
+  2-, 4-bit, adaptive-2, kivi-2 layouts) and calibration/fast_w4a16.py. A variant that fails
+  its check is not timed (its rows carry the reason).
 - `kv`: decode attention, Mixtral's GQA (32 query heads, 8 KV heads, head dim 128), batch 1-64 x
   context 4k-128k: torch SDPA on a bf16 cache with the flash, cuDNN and default backends,
   flash-attn's flash_attn_with_kvcache if installed, and the fast kernel at 16 bits (its own
   bf16-class control), 2 and 4 bits (group 128), adaptive-2 (4 sinks at 8 bits, 2% outliers at
   4, routine 2) and kivi-2 (routine 2 bits in groups of 32, the last 128 tokens at 16).
-- `floor`: the MMA floor of decode attention: the fast kernel (2 and 16 bits) and SDPA with a
-  query group of 1, 4, 8 and 16 real rows per KV head (the kernel's tl.dot pads to 16 rows).
 - `gemm`: x[m, k] @ W[n, k]^T at m = 1-64 for the expert, dense and attention shapes of
   Mixtral-8x7B, Qwen3-30B-A3B and DeepSeek-V3 (hwsim/data/models): bf16 torch.matmul, FP8
   (cast + torch._scaled_mm, calibration/moe_impls.py), int4 tinygemm (the kernel hwsim's
   software path is fitted on) and the fast W4A16.
+- `floor`: the MMA floor of decode attention: the fast kernel (2 and 16 bits) and SDPA with a
+  query group of 1, 4, 8 and 16 real rows per KV head (the kernel's tl.dot pads to 16 rows).
 - `tune`: block/warps/stages of the fast KV kernel and BN/warps of the W4A16 at a few shapes.
+hwsim's prediction of every kv, gemm and floor row was written before the first run:
+validation/fast_kernels_predictions.md, calibration/data/h200_fast_kernels_predicted.jsonl.
 
 Timing as the other calibration scripts (shared/calibration/README.md): the calls are captured
 as one CUDA graph over enough distinct copies of the cache or weights (>= 256 MiB in all) that
