@@ -19,11 +19,14 @@ on) is slow, each against that kernel:
   segment (attention does not care about token order; outliers' positions matter only to the
   cache's writer), each with its own splits; a combine kernel merges all partials.
 
-Layout of one segment at BITS < 16, per (sequence, KV head) row bh of B * KVH:
-  kc, vc   [BH, Ls, D/4]        containers, codes as above
-  ks, kz   [BH, ceil(Ls/GK), D] fp16 K scale and zero per channel and GK-token group
-  vs, vz   [BH, Ls, D/GV]       fp16 V scale and zero per token and GV-channel group
-At BITS = 16: kc, vc are fp16 [BH, Ls, D] and the scales are unused.
+Layout of one segment at BITS < 16, per (sequence, KV head) row bh of B * KVH, its Ls tokens
+stored in S = Ls rounded up to ROW_PAD rows (`stride`: tiles load unmasked; the padding's
+scores are masked):
+  kc, vc   [BH, S, D/4]         containers, codes as above
+  ks, kz   [BH, S/GK, D]        fp16 K scale and zero per channel and GK-token group
+  vs, vz   [BH, S, D/GV]        fp16 V scale and zero per token and GV-channel group
+At BITS = 16: kc, vc are fp16 [BH, S, D] and the scales are unused. An inline-PTX variant of
+the dequant (asm=True: Marlin's SHF + LOP3 + HSUB2 on packed pairs) runs only on a GPU.
 Codes cover 2, 4 and 8 bits; 3-, 1.5- and 1-bit layouts are not implemented.
 """
 
@@ -158,7 +161,7 @@ def _load_tile(ptr, BITS: tl.constexpr, SW: tl.constexpr, ASM: tl.constexpr):
 
 
 @triton.jit
-def _v_slice(acc, alpha, p, pv, vtile, vs_ptr, vz_ptr, rows, lm, I: tl.constexpr, D: tl.constexpr,
+def _v_slice(acc, alpha, p, pv, vtile, vs_ptr, vz_ptr, rows, I: tl.constexpr, D: tl.constexpr,
              BITS: tl.constexpr, GV: tl.constexpr):
     """acc [GP, D/4] * alpha + p @ v for slice I. With one V group per token (GV = D, or 16
     bits) `pv` is p already scaled and cast once for all slices (the zero term is kept apart);
@@ -259,10 +262,10 @@ def _segment(q_ptr, kc_ptr, vc_ptr, ks_ptr, kz_ptr, vs_ptr, vz_ptr, m_ptr, l_ptr
         v0, v1, v2, v3 = _load_tile(vp, BITS, SW, ASM)
         kp += BLOCK * row_elems
         vp += BLOCK * row_elems
-        a0 = _v_slice(a0, alpha, p, pv, v0, vs_ptr, vz_ptr, rows, lm, 0, D, BITS, GV)
-        a1 = _v_slice(a1, alpha, p, pv, v1, vs_ptr, vz_ptr, rows, lm, 1, D, BITS, GV)
-        a2 = _v_slice(a2, alpha, p, pv, v2, vs_ptr, vz_ptr, rows, lm, 2, D, BITS, GV)
-        a3 = _v_slice(a3, alpha, p, pv, v3, vs_ptr, vz_ptr, rows, lm, 3, D, BITS, GV)
+        a0 = _v_slice(a0, alpha, p, pv, v0, vs_ptr, vz_ptr, rows, 0, D, BITS, GV)
+        a1 = _v_slice(a1, alpha, p, pv, v1, vs_ptr, vz_ptr, rows, 1, D, BITS, GV)
+        a2 = _v_slice(a2, alpha, p, pv, v2, vs_ptr, vz_ptr, rows, 2, D, BITS, GV)
+        a3 = _v_slice(a3, alpha, p, pv, v3, vs_ptr, vz_ptr, rows, 3, D, BITS, GV)
     o = (bh * total_parts + part) * GP + offs_g
     real = offs_g < G                            # the padded rows' partials are never read
     tl.store(m_ptr + o, m_i, mask=real)
