@@ -57,11 +57,47 @@ QUOTES = [
                        "at 22 TB/s"),
     ("docs/sweeps.md", "({frontier[b32_8000_ms]:.1f} -> {frontier[b32_22000_ms]:.1f} ms at batch 32 from 8 to 22 TB/s)"),
 ]
+QUOTES += [
+    ("docs/validation.md", "**Whole steps, graph mode (the accuracy targets): median |error| {steps_graph[median]:.1f}%, "
+                           "max {steps_graph[max]:.1f}%, mean signed {steps_graph[mean_signed]:+.1f}% over "
+                           "{steps_graph[rows]} rows**"),
+    ("docs/validation.md", "strided-kernel chain to: **median |error| {steps_extra[median]:.1f}%, max "
+                           "{steps_extra[max]:.1f}%, mean signed {steps_extra[mean_signed]:+.1f}%**"),
+    ("docs/validation.md", "`hwsim validate validation/data/h200_steps_cudnn.csv`: **median |error| "
+                           "{steps_cudnn[median]:.1f}%, max {steps_cudnn[max]:.1f}%, mean signed "
+                           "{steps_cudnn[mean_signed]:+.1f}%**"),
+]
+MOE_GROUPS = {"grouped bf16": "grouped-bf16", "fused bf16": "fused-bf16", "per-expert FP8": "per-expert-fp8",
+              "per-expert int4": "per-expert-int4"}
+
+
+def _moe_cell(group: str, split: str) -> str:
+    g = f"moe_grid[groups][{group} {split}]"
+    return f"{{{g}[median_abs_error_pct]:.1f}}% / {{{g}[max_abs_error_pct]:.1f}}% ({{{g}[rows]}})"
+
+
+def _moe_row(name: str) -> str:
+    return f"{{moe_grid[rows][{name}]:+.1f}}%"
+
+
+QUOTES += [("docs/weights.md", f"| {label} | {_moe_cell(g, 'cal')} | {_moe_cell(g, 'held')} |")
+           for label, g in MOE_GROUPS.items()]
+QUOTES += [
+    ("docs/weights.md", "| all held-out | | **{moe_grid[held_out][median_abs_error_pct]:.1f}% / "
+                        "{moe_grid[held_out][max_abs_error_pct]:.1f}% ({moe_grid[held_out][rows]})** |"),
+    ("docs/weights.md", "under-predicted at 1-8 tokens (Mixtral b1 " + _moe_row("mixtral-8x7b-fused-bf16-decode-b1-l512-graph")
+     + ", b4 " + _moe_row("mixtral-8x7b-fused-bf16-decode-b4-l4096-graph") + ", Qwen3 b8 "
+     + _moe_row("qwen3-30b-a3b-fused-bf16-decode-b8-l4096-graph") + ")"),
+    ("docs/weights.md", "Qwen3's per-expert FP8 rows are predicted slow: "
+     + _moe_row("qwen3-30b-a3b-per-expert-fp8-decode-b1-l512-graph") + " at b1, "
+     + _moe_row("qwen3-30b-a3b-per-expert-fp8-decode-b8-l4096-graph") + " at b8"),
+]
 # the figures tests/test_doc_figures.py recomputes live (a few seconds); the rest it reads here
 CHEAP = ("default", "voice_agent", "steps_extra")
 DATASETS = {"steps_extra": "h200_steps_extra.csv", "general_fresh": "h200_general_fresh.csv",
             "ep_steps": "h200x2_ep_steps.csv", "ep_fresh": "h200x2_ep_fresh.csv",
-            "ep_prefill": "h200x2_ep_prefill.csv", "steps_all": "h200_steps.csv"}
+            "ep_prefill": "h200x2_ep_prefill.csv", "steps_all": "h200_steps.csv",
+            "steps_cudnn": "h200_steps_cudnn.csv"}
 
 
 def dataset(path: Path, keep=None, split: str | None = None) -> dict:
@@ -83,6 +119,15 @@ def run(scenario: str | None, sets: list[str] = ()) -> dict:
     s = run_scenario(cfg, build(cfg)).summary
     return {"itl_p50_ms": s["itl_ms"]["p50"], "itl_p90_ms": s["itl_ms"].get("p90"),
             "within_budget_pct": 100 * s["within_budget"]}
+
+
+def moe_grid() -> dict:
+    """validation/check_accuracy.py's report of the MoE schedules and weight formats grid, and
+    each row's signed error."""
+    sys.path.insert(0, str(ROOT / "validation"))
+    import check_accuracy
+    rows = check_accuracy.moe_rows()
+    return {**check_accuracy.moe_report(rows), "rows": {r["name"]: r["error_pct"] for r in rows}}
 
 
 def frontier() -> dict:
@@ -112,6 +157,7 @@ def compute(names=None) -> dict:
         "serving_poisson": lambda: {rate: run("serving-poisson", [f"workload.arrivals.rate_per_s={rate}"])
                                     for rate in (2, 4)},
         "frontier": frontier,
+        "moe_grid": moe_grid,
         "steps_graph": lambda: dataset(DATA / "h200_steps.csv", keep=lambda r: r["launch"] == "graph"),
         "general_test": lambda: dataset(DATA / "h200_general.csv", split="test"),
         **{name: (lambda f=file: dataset(DATA / f)) for name, file in DATASETS.items()},
