@@ -2,8 +2,8 @@
 
 Dataset format (a public contract, docs/validation.md): CSV with columns
 name, hardware, model, phase, batch, context_tokens, prompt_tokens, kv_bits, launch,
-measured_ms[, notes, split, overrides, moe_schedule, weights]. Decode rows are one decode step of the whole batch
-with each sequence holding context_tokens of KV; prefill rows are one forward pass over
+measured_ms[, notes, split, overrides, moe_schedule, weights]. Decode rows are one decode step
+of the whole batch with each sequence holding context_tokens of KV; prefill rows are one forward pass over
 prompt_tokens tokens of one sequence. The simulator follows the measured software schedule (runtime.moe_schedule
 per-expert, uniform random top-k routing); no per-row or per-model factor is applied.
 Optional columns: `split` (e.g. cal / test) groups the summary; `overrides` holds scenario
@@ -50,7 +50,8 @@ def load_dataset(path: Path) -> list[dict]:
             header = [h.strip() for h in reader.fieldnames or []]
             missing = [c for c in REQUIRED if c not in header]
             if missing:
-                raise ConfigError(f"missing column(s): {', '.join(missing)}", file=str(path), line=1)
+                trace = " (a kernel trace: validation/compare_kernels.py reads it)" if "kernel" in header else ""
+                raise ConfigError(f"missing column(s): {', '.join(missing)}{trace}", file=str(path), line=1)
             unknown = [c for c in header if c not in OPTIONAL and c not in REQUIRED]
             if unknown:
                 raise ConfigError(f"unknown column; a dataset has {', '.join(REQUIRED)} and optionally "
@@ -147,7 +148,7 @@ def row_overrides(row: dict) -> list[str]:
     sets = []
     if row.get("moe_schedule"):
         sets.append(f"runtime.moe_schedule={row['moe_schedule']}")
-    if row.get("weights") and row["weights"] != "bf16":
+    if row.get("weights"):
         sets += [f"weights.experts.format={row['weights']}", f"weights.attention.format={row['weights']}"]
     return sets + [part.strip() for part in (row.get("overrides") or "").split(";") if part.strip()]
 
