@@ -59,8 +59,8 @@ def test_the_wheel_ships_the_profiles_scenarios_and_models(tmp_path):
 
 # The imports a fresh `pip install '.[test]'` must satisfy (issue 28: a test imported scipy and
 # another built a wheel, and CI passed only because its machine had both).
-LOCAL_FOLDERS = ("calibration", "validation", "benchmarks", "tests")
-SCRIPT_PATH = re.compile(r"(?:calibration|validation|benchmarks)/\w+\.py")
+LOCAL_FOLDERS = ("calibration", "validation", "benchmarks", "docs", "tests")
+SCRIPT_PATH = re.compile(r"(?:calibration|validation|benchmarks|docs)/\w+\.py")
 
 
 def _imports(path: Path) -> tuple[set[str], set[str]]:
@@ -91,7 +91,7 @@ def _imports(path: Path) -> tuple[set[str], set[str]]:
 
 def _third_party_imports(roots: list[Path], follow: bool = True) -> dict[str, set[str]]:
     """Every non-standard-library, non-local top-level import reachable from `roots`, with the
-    files that import it; `follow`: through the repo's own scripts (calibration/, validation/,
+    files that import it; `follow`: through the repo's own scripts (calibration/, validation/, docs/,
     benchmarks/) that they import or load by path."""
     local = {"hwsim"} | {p.stem for folder in LOCAL_FOLDERS for p in (REPO / folder).glob("*.py")}
     todo, seen, found = list(roots), set(), {}
