@@ -37,7 +37,7 @@ def layouts():
 
 @pytest.fixture(scope="module")
 def torch():
-    return pytest.importorskip("torch")
+    return pytest.importorskip("torch", reason="needs torch: pip install '.[test,measure]'")
 
 
 @pytest.fixture(scope="module")
