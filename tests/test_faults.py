@@ -180,18 +180,18 @@ def _errors(stderr: str) -> list[str]:
     return [line for line in stderr.strip().splitlines() if not line.startswith("Dask dashboard: ")]
 
 
-def test_sweep_whose_every_point_fails_exits_1_and_a_torn_part_heals(ws):
+def test_sweep_whose_every_point_fails_exits_1_and_a_torn_part_heals(ws, dask_scheduler):
     spec = sweep_spec(ws, "  - key: hardware_overrides.hbm.bus_width\n    values: [1]\n")
-    res = invoke("sweep", spec, "--out", ws / "sw", "--json")
+    res = invoke("sweep", spec, "--out", ws / "sw", "--scheduler", dask_scheduler, "--json")
     assert res.exit_code == 1
     assert "2 of 2 points failed" in res.stderr and "bus_width" in res.stderr
     assert len(_errors(res.stderr)) == 1
     spec = sweep_spec(ws)
-    res = invoke("sweep", spec, "--out", ws / "sw", "--json")
+    res = invoke("sweep", spec, "--out", ws / "sw", "--scheduler", dask_scheduler, "--json")
     assert res.exit_code == 0, res.stderr
     point = pd.read_parquet(json.loads(res.stdout)["results"])["point"].iloc[0]
     (ws / "sw" / "results" / f"part-{point}.parquet").write_bytes(b"PAR1 torn")   # no reader can open it
-    res = invoke("sweep", spec, "--out", ws / "sw", "--json")
+    res = invoke("sweep", spec, "--out", ws / "sw", "--scheduler", dask_scheduler, "--json")
     assert res.exit_code == 0, res.stderr
     summary = json.loads(res.stdout)
     assert (summary["computed"], summary["reused"], summary["failed"]) == (1, 1, 0)
