@@ -115,7 +115,7 @@ def sdpa_calls(backend, B, L, H, KVH, D, dev, ctx):
 
 
 def flash_attn_calls(B, L, H, KVH, D, dev):
-    from flash_attn import flash_attn_with_kvcache
+    flash_attn_with_kvcache = flash_attn_function()
     nbytes = 2 * B * KVH * L * D * 2 + B * H * D * 2
     q = torch.randn(B, 1, H, D, device=dev, dtype=torch.bfloat16)
     caches = [(torch.randn(B, L, KVH, D, device=dev, dtype=torch.bfloat16),
@@ -166,12 +166,17 @@ def sdpa_context(impl, dev):
     return lambda: sdpa_kernel([backend])
 
 
-def has_flash_attn():
+def flash_attn_function():
+    """flash-attn's decode entry point where the machine has flash-attn (an optional baseline), else None."""
     try:
-        import flash_attn  # noqa: F401
-        return True
-    except Exception:
-        return False
+        from flash_attn import flash_attn_with_kvcache
+    except Exception:        # not installed, or built for another torch
+        return None
+    return flash_attn_with_kvcache
+
+
+def has_flash_attn():
+    return flash_attn_function() is not None
 
 
 def fast_layout_impl(name):
