@@ -41,7 +41,8 @@ from hwsim.model.schedule import StepShape
 
 REQUIRED = ["name", "hardware", "model", "phase", "batch", "context_tokens", "prompt_tokens",
             "kv_bits", "launch", "measured_ms"]
-OPTIONAL = ["notes", "split", "overrides", "moe_schedule", "weights"]
+OPTIONAL = ["notes", "split", "overrides", "moe_schedule", "weights", "kernel_trace", "trace_batch",
+            "trace_context_tokens"]
 ROUTING_DRAWS = 3     # decode rows: mean over this many routing draws (the measured routing is one draw)
 
 
