@@ -13,7 +13,7 @@ import math
 
 from hwsim.hw.chip import ChipSpec
 from hwsim.metrics import Component
-from hwsim.model.kernel import Kernel
+from hwsim.model.kernel import Kernel, Role
 
 ACT_BYTES = 2            # bf16 activations
 ACC_BYTES = 4            # fp32 partial sums
@@ -234,7 +234,7 @@ def elementwise(name: str, layer: int, read_bytes: float, write_bytes: float, op
                 component: Component = Component.ACTIVATION_IO, round_trips: float = 1,
                 vectorized: bool = True, input_trips: float = 1, reads: tuple[str, ...] = (),
                 writes: tuple[str, ...] = (), atomic_bytes: float = 0.0,
-                partial: tuple[str, ...] = (), row_overlap: float = 0.0) -> Kernel:
+                partial: tuple[str, ...] = (), row_overlap: float = 0.0, role: Role | None = None) -> Kernel:
     """A memory-streaming PyTorch kernel over L2-resident activations (adds, SiLU, casts).
 
     `round_trips` counts dependent memory accesses before the first useful load (2 for
@@ -260,7 +260,7 @@ def elementwise(name: str, layer: int, read_bytes: float, write_bytes: float, op
         vector_flops=ops_per_byte * read_bytes / tiles, int_ops=int_ops, address=weight_addr,
         data=component, compute=component, round_trips=round_trips,
         input_trips=input_trips, reads=reads, writes=writes, partial=partial, row_overlap=row_overlap,
-        **strided,
+        role=role, **strided,
     )
 
 

@@ -20,7 +20,7 @@ from hwsim.hw.chip import ChipSpec
 from hwsim.errors import ConfigError
 from hwsim.metrics import Component
 from hwsim.model import moe_kernels, ops
-from hwsim.model.kernel import ExpertBlock, Kernel, StreamItem, relocated
+from hwsim.model.kernel import ExpertBlock, Kernel, Role, StreamItem, copy_kernel, relocated
 from hwsim.model.l2_residency import L2Residency
 from hwsim.model.onchip import OnChipState
 from hwsim.model.memory_map import MemoryMap
@@ -45,6 +45,7 @@ SMALL_INDEX_ROWS = 16
 ACTIVATION_REGION_BYTES = 64 * 2**20
 CODE_BYTES = {"fp8": 1, "fp4": 0.5}   # activation bytes per element fed to an FP8 / FP4 MMA
 QUANT_OPS_PER_BYTE = 1.0        # activation cast: scale, convert, pack per bf16 element (2 bytes)
+ROUTED = Role.ROUTED
 KERNEL_MEMO_LIMIT = 100_000
 MOVED_LIMIT = 100_000           # routed experts' weight-reading kernels kept per channel phase
 # The production MoE schedules' small kernels (CUPTI device times on the H200,
@@ -313,11 +314,11 @@ class Schedule:
     @_memo
     def _ew(self, name, layer, read, write, ops_per_byte=ADD_OPS_PER_BYTE,
             component=Component.ACTIVATION_IO, round_trips=1, vectorized=True, input_trips=1,
-            reads=(), writes=(), atomic_bytes=0.0, partial=(), row_overlap=0.0):
+            reads=(), writes=(), atomic_bytes=0.0, partial=(), row_overlap=0.0, role=None):
         return ops.elementwise(f"L{layer}.{name}" if layer >= 0 else name, layer, read, write,
                                ops_per_byte, self.chip, component=component, round_trips=round_trips,
                                vectorized=vectorized, input_trips=input_trips, reads=reads, writes=writes,
-                               atomic_bytes=atomic_bytes, partial=partial, row_overlap=row_overlap)
+                               atomic_bytes=atomic_bytes, partial=partial, row_overlap=row_overlap, role=role)
 
     def cold_state(self, l2_bytes: float | None = None) -> OnChipState:
         """An empty L2 (of `l2_bytes` for activations; the chip's whole L2 by default), no SRAM."""
@@ -411,7 +412,7 @@ class Schedule:
         ks += self._gemm("o_proj", layer, t, a.o_proj_in, d, "o_proj", Component.WEIGHT_READ, out=("o",),
                          cls="attention")
         ks.append(self._ew("residual_add", layer, 2 * t * d * ops.ACT_BYTES, t * d * ops.ACT_BYTES,
-                           reads=("o", "x"), writes=("x",)))
+                           reads=("o", "x"), writes=("x",), role=Role.ATTENTION_RESIDUAL))
         return ks
 
     def _mla_block(self, layer: int, s: StepShape) -> list[Kernel]:
@@ -461,7 +462,8 @@ class Schedule:
             ks.append(self._ew("attn_out_copy", layer, head_elems * a.v_head_dim * ab,
                                head_elems * a.v_head_dim * ab, vectorized=False, writes=("attn",)))
         ks += self._gemm("o_proj", layer, t, a.o_proj_in, d, "o_proj", Component.WEIGHT_READ, out=("o",), **attn)
-        ks.append(self._ew("residual_add", layer, 2 * t * d * ab, t * d * ab, reads=("o", "x"), writes=("x",)))
+        ks.append(self._ew("residual_add", layer, 2 * t * d * ab, t * d * ab, reads=("o", "x"), writes=("x",),
+                           role=Role.ATTENTION_RESIDUAL))
         return ks
 
     def kv_path(self, layer: int, s: StepShape) -> list[Kernel]:
@@ -614,7 +616,7 @@ class Schedule:
             plans = dispatch.plan_layer(layer, experts) if dispatch else [FROM_HBM] * len(experts)
             if self.moe_schedule == "per-expert":
                 # the combine buffer the experts scatter-add into starts zeroed
-                ks.append(self._ew("moe_zero", layer, 0, t * d * ops.ACT_BYTES, writes=("acc",)))
+                ks.append(self._ew("moe_zero", layer, 0, t * d * ops.ACT_BYTES, writes=("acc",), role=ROUTED))
                 rows = counts.tolist()                   # Python ints: no numpy scalar per expert
                 for e, plan in zip(experts, plans):
                     if plan.wait:
@@ -625,7 +627,7 @@ class Schedule:
             if dispatch:
                 dispatch.account(layer, plans)
         ks.append(self._ew("ffn_residual_add", layer, 2 * t * d * ops.ACT_BYTES, t * d * ops.ACT_BYTES,
-                           reads=("acc", "x"), writes=("x",)))
+                           reads=("acc", "x"), writes=("x",), role=Role.FFN_RESIDUAL))
         return ks
 
     @_memo
@@ -733,9 +735,9 @@ class Schedule:
                 self._ew("router_topk_sort", layer, picks, picks, component=Component.ROUTER,
                          round_trips=TOPK_SORT_TRIPS)]
 
-    def _small(self, name, layer, read, write, trips=1, vectorized=True, component=Component.ROUTER):
+    def _small(self, name, layer, read, write, trips=1, vectorized=True, component=Component.ROUTER, role=None):
         return self._ew(name, layer, read, write, component=component, round_trips=trips,
-                        vectorized=vectorized)
+                        vectorized=vectorized, role=role)
 
     def _expert_dequant(self) -> str:
         """How the grouped and fused kernels expand the experts' codes: none for bf16 and
@@ -781,31 +783,32 @@ class Schedule:
         small = n <= SMALL_INDEX_ROWS
         ks.append(self._ew("experts.gather", layer, n * d * ab, n * d * ab,
                            round_trips=1 + INDEX_SELECT_TRIPS_PER_ROW * n if small else 2,
-                           input_trips=n if small else 1, reads=("h",), writes=("xe",)))
+                           input_trips=n if small else 1, reads=("h",), writes=("xe",), role=ROUTED))
         fmt_b = self.wb_cls["experts"]
         dtype = self.wplan.experts.tensor_dtype(self.chip.tensor_flops)
         for proj, (k, nn), out in (("gate_up", (d, 2 * ff), ("gate", "up")), ("down", (ff, d), ("down",))):
             ks.append(self._small(f"experts.{proj}.prepare", layer, len(counts) * 4, len(counts) * 64,
-                                  trips=PREPARE_TRIPS, component=Component.EXPERT_READ))
-            ks.append(moe_kernels.grouped_gemm(f"L{layer}.experts.{proj}", layer, list(counts), k, nn,
+                                  trips=PREPARE_TRIPS, component=Component.EXPERT_READ, role=ROUTED))
+            ks.append(routed(moe_kernels.grouped_gemm(f"L{layer}.experts.{proj}", layer, list(counts), k, nn,
                                                self.chip, weight_addr=self._w(layer, f"expert0.{proj}"),
                                                weight_bytes=fmt_b, data=Component.EXPERT_READ,
                                                writes=out, dtype=dtype, dequant=self._expert_dequant(),
-                                               on_chip=on_chip))
+                                               on_chip=on_chip)))
             if proj == "gate_up":     # SiLU of the strided gate half, times the strided up half
                 ks.append(self._ew("experts.silu", layer, n * ff * ab, n * ff * ab, SILU_OPS_PER_BYTE,
-                                   vectorized=False, reads=("gate",), writes=("gate_act",)))
+                                   vectorized=False, reads=("gate",), writes=("gate_act",), role=ROUTED))
                 ks.append(self._ew("experts.mul", layer, 2 * n * ff * ab, n * ff * ab, vectorized=False,
-                                   reads=("gate_act", "up"), writes=("ffn_act",)))
-        ks.append(self._small("experts.route_weights", layer, n * (i64 + ab), n * ab, trips=2, vectorized=False))
+                                   reads=("gate_act", "up"), writes=("ffn_act",), role=ROUTED))
+        ks.append(self._small("experts.route_weights", layer, n * (i64 + ab), n * ab, trips=2, vectorized=False,
+                              role=ROUTED))
         ks.append(self._ew("experts.scale", layer, n * d * ab, n * d * ab, vectorized=False,
-                           reads=("down",), writes=("scaled",)))
-        ks.append(self._ew("moe_zero", layer, 0, t * d * ab, writes=("acc",)))
+                           reads=("down",), writes=("scaled",), role=ROUTED))
+        ks.append(self._ew("moe_zero", layer, 0, t * d * ab, writes=("acc",), role=ROUTED))
         atomics = 0 if small else n * d * ops.L2_ATOMIC_BYTES
         ks.append(self._ew("experts.scatter_add", layer, 2 * n * d * ab, n * d * ab,
                            round_trips=1 + INDEX_ADD_TRIPS_PER_ROW * n if small else 2,
                            input_trips=n if small else 1, reads=("scaled", "acc"), writes=("acc",),
-                           atomic_bytes=atomics))
+                           atomic_bytes=atomics, role=ROUTED))
         return ks
 
     @_memo
@@ -826,14 +829,15 @@ class Schedule:
         ks.append(self._small("topk_weights_fp32", layer, n * ab, n * FP32_BYTES))
         wb = self.wb_cls["experts"]
         for proj, (k, nn), out in (("gate_up", (d, 2 * ff), ("gate", "up")), ("down", (ff, d), ("down",))):
-            ks.append(moe_kernels.fused_moe_gemm(f"L{layer}.experts.{proj}", layer, list(counts), t, E, k,
+            ks.append(routed(moe_kernels.fused_moe_gemm(f"L{layer}.experts.{proj}", layer, list(counts), t, E, k,
                                                  nn, self.chip, weight_addr=self._w(layer, f"expert0.{proj}"),
                                                  weight_bytes=wb, data=Component.EXPERT_READ, writes=out,
-                                                 dequant=self._expert_dequant(), on_chip=on_chip))
+                                                 dequant=self._expert_dequant(), on_chip=on_chip)))
             if proj == "gate_up":
                 ks.append(self._ew("experts.silu_mul", layer, 2 * n * ff * ab, n * ff * ab, SILU_OPS_PER_BYTE,
-                                   reads=("gate", "up"), writes=("ffn_act",)))
-        ks.append(self._ew("experts.sum", layer, n * d * ab, t * d * ab, reads=("down",), writes=("acc",)))
+                                   reads=("gate", "up"), writes=("ffn_act",), role=ROUTED))
+        ks.append(self._ew("experts.sum", layer, n * d * ab, t * d * ab, reads=("down",), writes=("acc",),
+                           role=ROUTED))
         return ks
 
 
@@ -855,6 +859,11 @@ def align_trips(experts: int, n: int) -> float:
     np2 = 1 << max(0, (n - 1).bit_length())
     per = ALIGN_TRIPS_WARP if np2 <= 32 else ALIGN_TRIPS_BLOCK + ALIGN_TRIPS_PER_128 * (np2 / 128 - 1)
     return 1 + experts * per
+
+
+def routed(k: Kernel) -> Kernel:
+    """A library kernel (hwsim.model.moe_kernels) as one of the routed experts' (Role.ROUTED)."""
+    return copy_kernel(k, role=ROUTED)
 
 
 def _concat(name: str, layer: int, parts: list[Kernel], writes: tuple[str, ...]) -> Kernel:
