@@ -17,9 +17,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from hwsim.hw.chip import ChipSpec
-from hwsim.errors import ConfigError
 from hwsim.metrics import Component
 from hwsim.model import moe_kernels, ops
+from hwsim.model.blocks import DENSE_FFN, attention_kernel as attention_block, moe_schedule as moe_block
 from hwsim.model.kernel import ExpertBlock, Kernel, Role, StreamItem, copy_kernel, relocated
 from hwsim.model.l2_residency import L2Residency
 from hwsim.model.onchip import OnChipState
@@ -131,13 +131,12 @@ class Schedule:
         self.model = model
         self.chip = chip
         self.moe_schedule = moe_schedule
-        self.attention_kernel = attention_kernel
+        self.ffn = moe_block(moe_schedule)            # hwsim/model/blocks.py: the registered blocks
+        self.attention = attention_block(attention_kernel)
         self.kv = kv or BF16_KV
         self.dequant = "none" if self.kv.is_unquantized else dequant
         self._sizes = {"dequant": dequant, "max_batch": max_batch, "max_context": max_context}
-        if attention_kernel == "eager" and not (isinstance(model.attention, MlaAttention) and self.kv.is_unquantized):
-            raise ConfigError("eager attention is modelled for MLA models over a bf16 KV cache only "
-                              "(DeepSeek's reference code); use flash or cudnn", key="runtime.attention_kernel")
+        self.attention.check(model, self.kv)
         self.mem = MemoryMap()
         self._memo: dict = {}
         self._moved: dict = {}    # (id(walked kernel), channel phase) -> (it, its copy there)
@@ -158,6 +157,10 @@ class Schedule:
         for layer in range(model.layers):
             held = min(max_context, model.attention.window_at(layer) or max_context)   # a window keeps its tail only
             self.mem.place(f"L{layer}.kv_cache", max_batch * held * self.kv_bytes_per_token_layer)
+
+    @property
+    def attention_kernel(self) -> str:
+        return self.attention.name
 
     def with_kv(self, kv: KvFormat) -> "Schedule":
         """The same schedule over another KV cache format (laid out for it)."""
@@ -444,7 +447,7 @@ class Schedule:
         ks.append(self._latent_norm("kv_a_norm", layer, t, latent, "latent"))
         if s.decodes:
             ks += self._kv_appends(layer, s)
-            if self.attention_kernel == "eager":
+            if self.attention.mla_reference:
                 ks += self._mla_eager_decode(layer, s.decodes, s.context)
             else:
                 ks += self._gemm("kv_b", layer, s.decodes, latent, heads * (a.qk_nope_dim + a.v_head_dim), "kv_b",
@@ -472,7 +475,7 @@ class Schedule:
         kv_b weights it is absorbed into (kv.attention_speedup times these)."""
         a = self.model.attention
         if isinstance(a, MlaAttention):
-            attend = (self._mla_eager_decode(layer, s.decodes, s.context) if self.attention_kernel == "eager"
+            attend = (self._mla_eager_decode(layer, s.decodes, s.context) if self.attention.mla_reference
                       else self._decode_attention(layer, s, 1, *a.dims))
             return self._kv_appends(layer, s) + list(attend)
         window = a.window_at(layer)
@@ -482,7 +485,7 @@ class Schedule:
     def _kv_appends(self, layer: int, s: StepShape) -> list[Kernel]:
         a = self.model.attention
         appends = a.appends
-        if isinstance(a, MlaAttention) and self.attention_kernel == "eager":
+        if isinstance(a, MlaAttention) and self.attention.mla_reference:
             appends = [("kv_write", a.kv_lora_rank), ("pe_write", a.qk_rope_dim)]
         per_el = self.kv.append_bits() / 8
         return [self._kv_append(name, layer, s, elems, per_el) for name, elems in appends]
@@ -582,7 +585,7 @@ class Schedule:
                                           self.kv.dequant_ops_per_element(context), addr, self.chip))
             per_token_head = elems * ops.ACT_BYTES
         if "block_m" not in kw:      # a bf16 cache (or one expanded to bf16 first)
-            kw["library"] = self.attention_kernel
+            kw["library"] = self.attention.library
         ks += ops.decode_attention(f"L{layer}.attention", layer, s.batch, a.heads, kv_heads, qk_dim,
                                    v_dim, context, per_token_head, addr, self.chip, **kw)
         return ks
@@ -596,7 +599,7 @@ class Schedule:
         dispatch = state.dispatch
         ks = [self._norm("ffn_norm", layer, t)]
         if not m.is_moe_layer(layer):
-            ks += self._expert(layer, "dense", t, m.ffn, Component.WEIGHT_READ, gather=False)
+            ks += DENSE_FFN.kernels(self, layer, t)
         else:
             moe = m.moe
             ks += self._gemm("router", layer, t, d, moe.experts, "router", Component.ROUTER,
@@ -614,21 +617,28 @@ class Schedule:
                 ks += self._shared_experts(layer, t)
             experts = np.flatnonzero(counts).tolist()
             plans = dispatch.plan_layer(layer, experts) if dispatch else [FROM_HBM] * len(experts)
-            if self.moe_schedule == "per-expert":
-                # the combine buffer the experts scatter-add into starts zeroed
-                ks.append(self._ew("moe_zero", layer, 0, t * d * ops.ACT_BYTES, writes=("acc",), role=ROUTED))
-                rows = counts.tolist()                   # Python ints: no numpy scalar per expert
-                for e, plan in zip(experts, plans):
-                    if plan.wait:
-                        ks.append(plan.wait)
-                    ks.append(self._routed_expert(layer, e, rows[e], plan.on_chip, plan.channel_group))
-            elif experts:      # none: expert parallelism sent no token to this GPU's experts (hwsim/parallel)
-                ks += self._one_kernel_moe(layer, t, tuple(int(c) for c in counts if c), plans)
+            ks += self.ffn.routed(self, layer, t, counts, experts, plans)
             if dispatch:
                 dispatch.account(layer, plans)
         ks.append(self._ew("ffn_residual_add", layer, 2 * t * d * ops.ACT_BYTES, t * d * ops.ACT_BYTES,
                            reads=("acc", "x"), writes=("x",), role=Role.FFN_RESIDUAL))
         return ks
+
+    def _per_expert_moe(self, layer: int, t: int, counts: np.ndarray, experts: list[int],
+                        plans: list) -> list[StreamItem]:
+        """runtime.moe_schedule per-expert: each active expert's kernels in turn (after the wait
+        for its prefetch, if any), into a combine buffer that starts zeroed."""
+        ks: list[StreamItem] = [self._ew("moe_zero", layer, 0, t * self.model.hidden * ops.ACT_BYTES,
+                                         writes=("acc",), role=ROUTED)]
+        rows = counts.tolist()                   # Python ints: no numpy scalar per expert
+        for e, plan in zip(experts, plans):
+            if plan.wait:
+                ks.append(plan.wait)
+            ks.append(self._routed_expert(layer, e, rows[e], plan.on_chip, plan.channel_group))
+        return ks
+
+    def _dense_ffn(self, layer: int, t: int) -> list[Kernel]:
+        return self._expert(layer, "dense", t, self.model.ffn, Component.WEIGHT_READ, gather=False)
 
     @_memo
     def _shared_experts(self, layer: int, t: int) -> list[Kernel]:
@@ -745,14 +755,13 @@ class Schedule:
         f = self.wplan.experts
         return "native" if f.is_bf16 or f.tensor_dtype(self.chip.tensor_flops) != "bf16" else f.dequant
 
-    def _one_kernel_moe(self, layer: int, t: int, counts: tuple[int, ...], plans: list) -> list[StreamItem]:
+    def _one_kernel_moe(self, layer: int, t: int, counts: tuple[int, ...], plans: list, build) -> list[StreamItem]:
         """The grouped or fused MoE over the active experts (`counts`, their plans in the same
         order). The expert SRAM is the L2's persisting share, which serves any kernel's loads of
         the addresses it holds: each expert's resident share of its weights is read from there.
         The stream waits for every copy still in flight before the first kernel that reads
         expert weights (one kernel reads them all); the routing bookkeeping runs meanwhile."""
         on_chip = tuple(p.on_chip for p in plans) if any(p.on_chip for p in plans) else None
-        build = self._grouped_moe if self.moe_schedule == "grouped" else self._fused_moe
         ks: list[StreamItem] = list(build(layer, t, counts, on_chip))
         waits = [p.wait for p in plans if p.wait]
         if waits:
