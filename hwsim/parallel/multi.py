@@ -249,23 +249,30 @@ def _all_gather(b, c: Collective, owner, groups):
                                       "logits all-gather")
 
 
-def _moe_all_to_all(b, c: Collective, owner, groups):
-    """Expert parallel: each (token, expert) choice's bytes between the token's GPU and the
-    expert's, out (dispatch) or back (combine)."""
+def _dispatch(b, c: Collective, owner, groups):
+    """Expert parallel: each (token, expert) choice's bytes from the token's GPU to the expert's.
+    DeepEP's low-latency kernels send FP8 tokens; all_to_all_single the bf16 activations."""
     run: ParallelRun = b.parallel
     d = b.model.hidden
+    per_choice = ll_dispatch_bytes(d) if run.dispatch_kernel is DEEPEP_LOW_LATENCY else d * ACT_BYTES
+    yield from _moe_all_to_all(b, c, lay.dispatch_counts(run.layout, owner, groups[c.layer]) * per_choice)
+
+
+def _combine(b, c: Collective, owner, groups):
+    """The experts' bf16 outputs back to their tokens' GPUs: the dispatch reversed."""
+    run: ParallelRun = b.parallel
     counts = lay.dispatch_counts(run.layout, owner, groups[c.layer])
-    kernel = run.dispatch_kernel
-    if c.kind == "dispatch":      # DeepEP sends FP8 tokens; all_to_all_single the bf16 activations
-        matrix = counts * (ll_dispatch_bytes(d) if kernel is DEEPEP_LOW_LATENCY else d * ACT_BYTES)
-    else:
-        matrix = counts.T * d * ACT_BYTES
-    yield from collectives.moe_low_latency(b.cluster, b.cluster.devices, matrix, kernel, f"L{c.layer}.{c.kind}")
+    yield from _moe_all_to_all(b, c, counts.T * b.model.hidden * ACT_BYTES)
+
+
+def _moe_all_to_all(b, c: Collective, matrix):
+    yield from collectives.moe_low_latency(b.cluster, b.cluster.devices, matrix, b.parallel.dispatch_kernel,
+                                           f"L{c.layer}.{c.kind}")
 
 
 # process bodies: the collective at a cut, on every GPU of the cluster, by its kind
 COLLECTIVES = {"all_reduce": _all_reduce, "all_gather": _all_gather,
-               "dispatch": _moe_all_to_all, "combine": _moe_all_to_all}
+               "dispatch": _dispatch, "combine": _combine}
 
 
 def _stats(t0: float, t1: float, busy, calls, imbalance) -> PassStats:
