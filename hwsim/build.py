@@ -104,7 +104,7 @@ def build(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelSha
                         max_batch=max(layout.tokens_per_group(w.batch_size)) if layout else w.batch_size,
                         max_context=max_context, weights=weight_format.plan(cfg.weights, model.weights))
     if w.kernel_trace is not None:        # an imported trace is the schedule (docs/traces.md)
-        from hwsim.ktrace import trace_schedule
+        from hwsim.ktrace.from_scenario import trace_schedule
         schedule = trace_schedule(cfg, schedule, streams)
     rng = RandomStreams(cfg.seed)
     router = experts = None
