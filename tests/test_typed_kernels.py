@@ -142,3 +142,30 @@ def test_kernel_ir_has_no_new_mutable_slots():
     back to plain data: no more cache slots)."""
     f = {x.name: x for x in fields(Kernel)}
     assert f["code"].compare and f["role"].compare and f["code"].init and f["role"].init
+
+
+@pytest.mark.parametrize("moe_schedule", ["per-expert", "grouped"])
+def test_a_built_in_step_emits_the_typed_items_a_trace_is_classified_into(h200, moe_schedule):
+    """The items of the built-in schedule's kernels are the IR's: its weight GEMMs are the model's
+    weight shapes (those an imported trace's GEMMs are checked against), its grouped GEMMs hold
+    every routed (token, expert) row, its decode attention attends over the context plus the new
+    token, and its memory kernels say the bytes they move."""
+    from hwsim.ktrace import ir
+    from hwsim.ktrace.shapes import weight_shapes
+    from hwsim.model.kernel import named_kernels
+    model = load_model("mixtral-8x7b")
+    sched = Schedule(model, h200, moe_schedule=moe_schedule, max_batch=4, max_context=64)
+    routing = {ly: np.array([[0, 1], [1, 2], [3, 4], [0, 7]]) for ly in range(model.layers)}
+    ks = [k for k in named_kernels(sched.step(StepShape("decode", 4, 4, 32), routing)) if type(k) is Kernel]
+    shapes = {(k, n) for k, n, _ in weight_shapes(model)}
+    gemms = [k.item for k in ks if isinstance(k.item, ir.Gemm)]
+    assert gemms and all((g.k, g.n) in shapes and g.m in (1, 2, 4) for g in gemms if g.weight)
+    attention = [k.item for k in ks if isinstance(k.item, ir.Attention)]
+    assert len(attention) == model.layers and {(a.batch, a.kv_heads, a.kv_len) for a in attention} == {(4, 8, 33)}
+    grouped = [k.item for k in ks if isinstance(k.item, ir.GroupedGemm)]
+    if moe_schedule == "grouped":
+        assert len(grouped) == 2 * model.layers and all(sum(g.rows) == 4 * 2 for g in grouped)
+        assert {(g.k, g.n) for g in grouped} <= shapes
+    else:
+        assert not grouped
+    assert all(isinstance(k.item, (ir.Gemm, ir.GroupedGemm, ir.Attention, ir.Memory)) for k in ks)

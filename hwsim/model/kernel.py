@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from enum import Enum
 
+from hwsim.ktrace import ir
 from hwsim.metrics import Component
 
 NOT_TIMING = {"timing": False}
@@ -84,6 +85,9 @@ class Kernel:               # of them; nothing mutates a Kernel after the schedu
                                     # gate_up): kernels of one kind share their instructions in the
                                     # SM's cache (hwsim.model.l2_residency); "": code_of(name)
     role: Role | None = field(default=None, metadata=NOT_TIMING)   # where it stands in its layer
+    item: ir.WorkItem | None = field(default=None, metadata=NOT_TIMING)   # the typed work item it
+                                    # does (hwsim/ktrace/ir.py: a GEMM's M, N, K, an attention's
+                                    # lengths, bytes moved), as its builder was asked; None: not said
     replay_key: int | None = field(default=None, repr=False, compare=False,
                                metadata=NOT_TIMING)   # set once by ReplayCache
     timing: TimingKey | None = field(default=None, init=False, repr=False, compare=False,

@@ -18,6 +18,7 @@ import numpy as np
 
 from hwsim.hw.chip import ChipSpec
 from hwsim.metrics import Component
+from hwsim.ktrace import ir
 from hwsim.model import moe_kernels, ops
 from hwsim.model.blocks import DENSE_FFN, attention_kernel as attention_block, moe_schedule as moe_block
 from hwsim.model.kernel import ExpertBlock, Kernel, Role, StreamItem, copy_kernel, relocated
@@ -802,7 +803,7 @@ class Schedule:
                                                self.chip, weight_addr=self._w(layer, f"expert0.{proj}"),
                                                weight_bytes=fmt_b, data=Component.EXPERT_READ,
                                                writes=out, dtype=dtype, dequant=self._expert_dequant(),
-                                               on_chip=on_chip)))
+                                               on_chip=on_chip), ir.GroupedGemm(counts, nn, k, dtype)))
             if proj == "gate_up":     # SiLU of the strided gate half, times the strided up half
                 ks.append(self._ew("experts.silu", layer, n * ff * ab, n * ff * ab, SILU_OPS_PER_BYTE,
                                    vectorized=False, reads=("gate",), writes=("gate_act",), role=ROUTED))
@@ -841,7 +842,8 @@ class Schedule:
             ks.append(routed(moe_kernels.fused_moe_gemm(f"L{layer}.experts.{proj}", layer, list(counts), t, E, k,
                                                  nn, self.chip, weight_addr=self._w(layer, f"expert0.{proj}"),
                                                  weight_bytes=wb, data=Component.EXPERT_READ, writes=out,
-                                                 dequant=self._expert_dequant(), on_chip=on_chip)))
+                                                 dequant=self._expert_dequant(), on_chip=on_chip),
+                              ir.GroupedGemm(counts, nn, k, self.wplan.experts.tensor_dtype(self.chip.tensor_flops))))
             if proj == "gate_up":
                 ks.append(self._ew("experts.silu_mul", layer, 2 * n * ff * ab, n * ff * ab, SILU_OPS_PER_BYTE,
                                    reads=("gate", "up"), writes=("ffn_act",), role=ROUTED))
@@ -870,9 +872,10 @@ def align_trips(experts: int, n: int) -> float:
     return 1 + experts * per
 
 
-def routed(k: Kernel) -> Kernel:
-    """A library kernel (hwsim.model.moe_kernels) as one of the routed experts' (Role.ROUTED)."""
-    return copy_kernel(k, role=ROUTED)
+def routed(k: Kernel, item: ir.WorkItem) -> Kernel:
+    """A library kernel (hwsim.model.moe_kernels) as one of the routed experts' (Role.ROUTED)
+    doing `item`."""
+    return copy_kernel(k, role=ROUTED, item=item)
 
 
 def _concat(name: str, layer: int, parts: list[Kernel], writes: tuple[str, ...]) -> Kernel:
