@@ -10,15 +10,19 @@ import pytest
 
 from hwsim.build import build
 from hwsim.config.load import load_model
-from hwsim.config.scenario import Runtime, Scenario
+from hwsim.config.scenario import KvCache, Runtime, Scenario
 from hwsim.errors import ConfigError
+from hwsim.ktrace import ir
 from hwsim.ktrace.ir import Collective
+from hwsim.ktrace.shapes import weight_shapes
 from hwsim.model import blocks
-from hwsim.model.kernel import ExpertBlock, Kernel, Role, copy_kernel
+from hwsim.model.kernel import ExpertBlock, Kernel, Role, copy_kernel, named_kernels
 from hwsim.model.l2_residency import L2Residency
 from hwsim.model.schedule import Schedule, StepShape
+from hwsim.model.shapes import MlaAttention
 from hwsim.parallel import layout as lay
 from hwsim.parallel.multi import cut_points
+from hwsim.workload import kv_format
 
 MIB = 2**20
 
@@ -57,16 +61,13 @@ def test_code_kind_is_set_at_construction_and_the_l2_walk_reads_it_not_the_name(
 
 
 @pytest.mark.parametrize("moe_schedule", ["per-expert", "grouped", "fused"])
-def test_expert_parallel_cuts_follow_roles_and_are_collective_items(moe_schedule):
+def test_expert_parallel_cuts_follow_roles_and_are_collective_items(h200, moe_schedule):
     """Data-parallel attention, experts over 4 GPUs: each MoE layer dispatches before its routed
     experts' first kernel and combines after them; the cuts are the same with every kernel's
     name wiped (the roles say where they go), and are typed Collective items."""
     model = load_model("qwen3-30b-a3b")
-    from hwsim.hw.chip import ChipSpec
-    from hwsim.config.load import load_profile
-    chip = ChipSpec.from_profile(load_profile("h200-sxm"))
     layout = lay.Layout(gpus=4, tp=1, ep=4, gpus_per_node=4, dp_attention=True)
-    sched = Schedule(model, chip, moe_schedule=moe_schedule, max_batch=4, max_context=64)
+    sched = Schedule(model, h200, moe_schedule=moe_schedule, max_batch=4, max_context=64)
     rng = np.random.default_rng(0)
     routing = {ly: rng.integers(0, model.moe.experts, (4, model.moe.top_k)) for ly in range(model.layers)}
     shape = StepShape("decode", 4, 4, 32)
@@ -81,14 +82,11 @@ def test_expert_parallel_cuts_follow_roles_and_are_collective_items(moe_schedule
     assert all(getattr(k, "role", None) is not Role.ROUTED for k in segments[0][0])
 
 
-def test_tensor_parallel_all_reduce_is_a_collective_of_the_hidden_states():
+def test_tensor_parallel_all_reduce_is_a_collective_of_the_hidden_states(h200):
     model = load_model("mixtral-8x7b")
-    from hwsim.hw.chip import ChipSpec
-    from hwsim.config.load import load_profile
-    chip = ChipSpec.from_profile(load_profile("h200-sxm"))
     layout = lay.Layout(gpus=2, tp=2, ep=1, gpus_per_node=2, dp_attention=False)
     shard = lay.shard_model(model, layout)
-    sched = Schedule(shard, chip, max_batch=8, max_context=64)
+    sched = Schedule(shard, h200, max_batch=8, max_context=64)
     routing = {ly: np.zeros((8, 2), int) for ly in range(model.layers)}
     shape = StepShape("decode", 8, 8, 32)
     cuts = [c for _, c in cut_points(sched.step(shape, routing), layout, set(), shape, model.hidden, model.vocab)]
@@ -122,12 +120,10 @@ def test_an_ffn_block_refuses_exactly_the_placements_it_does_not_declare(moe_sch
 @pytest.mark.parametrize("name", sorted(blocks.ATTENTION_KERNELS))
 @pytest.mark.parametrize("model,kv_bits", [("mixtral-8x7b", 16), ("deepseek-v2-lite", 16), ("deepseek-v2-lite", 4)])
 def test_an_attention_kernel_refuses_what_it_does_not_declare(h200, name, model, kv_bits):
-    from hwsim.workload.kv_format import from_config
-    from hwsim.config.scenario import KvCache
     block = blocks.ATTENTION_KERNELS[name]
     m = load_model(model)
-    kv = from_config(KvCache(bits=kv_bits))
-    mla = type(m.attention).__name__ == "MlaAttention"
+    kv = kv_format.from_config(KvCache(bits=kv_bits))
+    mla = isinstance(m.attention, MlaAttention)
     supported = (mla or not block.mla_only) and (kv.is_unquantized or not block.bf16_kv_only)
     if supported:
         assert Schedule(m, h200, kv=kv, attention_kernel=name).attention is block
@@ -150,9 +146,6 @@ def test_a_built_in_step_emits_the_typed_items_a_trace_is_classified_into(h200, 
     weight shapes (those an imported trace's GEMMs are checked against), its grouped GEMMs hold
     every routed (token, expert) row, its decode attention attends over the context plus the new
     token, and its memory kernels say the bytes they move."""
-    from hwsim.ktrace import ir
-    from hwsim.ktrace.shapes import weight_shapes
-    from hwsim.model.kernel import named_kernels
     model = load_model("mixtral-8x7b")
     sched = Schedule(model, h200, moe_schedule=moe_schedule, max_batch=4, max_context=64)
     routing = {ly: np.array([[0, 1], [1, 2], [3, 4], [0, 7]]) for ly in range(model.layers)}

@@ -26,7 +26,6 @@ import numpy as np
 
 from hwsim.engine.records import RecordLog, StreamTotals
 from hwsim.engine.stream import Stream
-from hwsim.hw.cluster import Cluster
 from hwsim.hw.power import Activity, activity_of
 from hwsim.metrics import CommComponent, Component
 from hwsim.ktrace.ir import Collective
