@@ -13,13 +13,14 @@ from dataclasses import dataclass
 from hwsim.config.inert import inert_keys
 from hwsim.config.load import apply_hardware_overrides, load_model, load_profile
 from hwsim.config.profile import HardwareProfile
-from hwsim.config.scenario import Scenario, moe_schedule_problems
+from hwsim.config.scenario import Scenario
 from hwsim.hw.chip import ChipSpec
 from hwsim.engine.stream import Stream
 from hwsim.engine.timer import KernelTimer
 from hwsim.hw.cluster import Cluster
 from hwsim.hw.device import Device
 from hwsim.model import weight_format
+from hwsim.model.blocks import moe_schedule_problems
 from hwsim.model.schedule import Schedule
 from hwsim.model.shapes import ModelShape
 from hwsim.rng import RandomStreams
@@ -103,7 +104,7 @@ def build(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelSha
                         max_batch=max(layout.tokens_per_group(w.batch_size)) if layout else w.batch_size,
                         max_context=max_context, weights=weight_format.plan(cfg.weights, model.weights))
     if w.kernel_trace is not None:        # an imported trace is the schedule (docs/traces.md)
-        from hwsim.ktrace import trace_schedule
+        from hwsim.ktrace.from_scenario import trace_schedule
         schedule = trace_schedule(cfg, schedule, streams)
     rng = RandomStreams(cfg.seed)
     router = experts = None

@@ -15,9 +15,10 @@ from pydantic import BaseModel, ValidationError
 from hwsim.config.cost import check_cost
 from hwsim.config.limits import model_problems, profile_problems
 from hwsim.config.profile import HardwareProfile
-from hwsim.config.scenario import Scenario, moe_schedule_problems
+from hwsim.config.scenario import Scenario
 from hwsim.config.yaml_lines import LoadedYaml, load_yaml_file, load_yaml_text
 from hwsim.errors import ConfigError
+from hwsim.model.blocks import moe_schedule_problems
 from hwsim.model.shapes import MODEL_DIR, ModelShape
 from hwsim.workload import kv_format
 

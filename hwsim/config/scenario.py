@@ -419,17 +419,6 @@ class Moe(Strict):
     prefetch: Prefetch = Prefetch()
 
 
-def moe_schedule_problems(cfg: "Scenario"):
-    """(key, message) for each MoE key the chosen runtime.moe_schedule cannot honour. A grouped
-    or fused kernel reads every active expert's weights in one kernel, and a simulated kernel
-    streams its weights over one channel range: one stack per expert is not modelled for it."""
-    schedule = cfg.runtime.moe_schedule
-    if schedule != "per-expert" and cfg.moe.placement == "per-expert":
-        yield "moe.placement", (f"placement per-expert (each expert on one HBM stack) is simulated with "
-                                f"runtime.moe_schedule per-expert only, not {schedule}: its one kernel "
-                                f"reads all active experts at once; use placement interleaved")
-
-
 class Parallel(Strict):
     """Many GPUs (issue 18, docs/multi_gpu.md). Public contract: `gpus`, `tp`, `ep`,
     `dp_attention`, `nodes`. Memory is checked per GPU (hwsim/parallel/memory.py)."""

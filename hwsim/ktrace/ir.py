@@ -62,9 +62,13 @@ class Memcpy:
 
 @dataclass(frozen=True, slots=True)
 class Collective:
-    kind: str                   # all_reduce, all_gather, reduce_scatter, all_to_all, send_recv
-    nbytes: float
+    """Bytes exchanged between GPUs: of a trace (timed as traced on one GPU), or where a built-in
+    schedule's layout communicates (hwsim/parallel/multi.py: timed on the cluster's links)."""
+    kind: str                   # all_reduce, all_gather, reduce_scatter, all_to_all, send_recv; an
+                                # expert-parallel MoE layer's all-to-alls: dispatch and combine
+    nbytes: float               # each GPU's buffer (dispatch, combine: their routing's byte matrix)
     group: int = 0              # ranks, where the trace says
+    layer: int = -1             # the decoder layer it is part of, -1 outside the layer stack
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from hwsim.ktrace.host import HostProfile
 from hwsim.ktrace.lower import Lowering
 from hwsim.ktrace.retarget import retarget
 from hwsim.ktrace.timeline import TraceStep
+from hwsim.model.blocks import attention_kernel
 from hwsim.model.schedule import Schedule, StepShape
 
 NAME_CHARS = 64
@@ -30,7 +31,7 @@ class TraceSchedule:
         self.warnings = warnings
         lowering = copy.copy(base)     # the attention library the trace ran, on its own memo
         lowering._memo = {}
-        lowering.attention_kernel = _backend(traced)
+        lowering.attention = attention_kernel(_backend(traced))
         self.lowering = Lowering(lowering)
         self._passes: dict[tuple[int, int], tuple[list, int]] = {}
 
