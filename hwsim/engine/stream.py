@@ -169,8 +169,9 @@ class Stream:
         self.replayed += replayed
         for effect, n in alone_counts.items():
             totals.add(effect.parts, effect.data, effect.hbm_bytes, n)
-            device.account(effect, n)
-        device.sync()
+        device.account_all(alone_counts)
+        if not self.private:        # a private stream's device is synced at the end of its pass
+            device.sync()
         totals.kernels += i + 1
         self.kernels += i + 1
         totals.add_seconds(Component.LAUNCH_OVERHEAD, launch_total)
