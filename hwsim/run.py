@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import time
 from contextlib import contextmanager
@@ -17,7 +18,7 @@ from hwsim.hw.power import Activity, PowerModel, Settled, settle
 from hwsim.engine.records import RecordLog
 from hwsim.metrics import percentiles
 from hwsim.model.schedule import StepShape
-from hwsim.step import StepResult, simulate_pass
+from hwsim.step import PassPlan, StepResult, plan_pass, simulate_pass
 from hwsim.workload.kv_fidelity import attention_rel_error
 from hwsim.workload.kv_format import max_context_fitting
 from hwsim.workload.router import expected_distinct
@@ -100,9 +101,17 @@ def _run_scenario(cfg: Scenario, built: Built | None, progress, every_interval: 
     power = power_model(b)
     latest: list[RunResult] = []       # only the last probe's run is kept (a serving run is large):
                                        # settle() always ends on its last probe
+    plans: dict[int, PassPlan] = {}    # each pass's kernels, built at the first probe's clock and
+                                       # replayed at the others' (issue 33: the schedule never reads
+                                       # the clock, plan_pass; building them was half of every probe)
 
     def simulate(clock_hz: float) -> tuple[float, Activity]:
-        latest[:] = [_simulate(cfg, b.at_sm_clock(clock_hz), wall0, progress, every_interval, intervals)]
+        probe = b.at_sm_clock(clock_hz)
+        if plans and probe is not b:
+            # what is on chip is the planning's (b's) state: routing statistics, expert SRAM
+            # contents, all made by plan_pass, which this probe replays
+            probe = dataclasses.replace(probe, onchip=b.onchip)
+        latest[:] = [_simulate(cfg, probe, wall0, progress, every_interval, intervals, plans)]
         return steady_work(latest[0])
 
     settled = None
@@ -148,7 +157,10 @@ def power_summary(power: PowerModel | None, result: RunResult, settled: Settled 
 
 
 def _simulate(cfg: Scenario, b: Built, wall0: float, progress, every_interval: bool = True,
-              intervals: bool = True) -> RunResult:
+              intervals: bool = True, plans: dict[int, PassPlan] | None = None) -> RunResult:
+    """One run at b's clock. `plans`: the passes' kernels by step (-1: the prefill), filled on
+    the first call and replayed by later ones at other clocks (one GPU; several GPUs plan in
+    multi.simulate)."""
     if cfg.workload.arrivals.kind != "none":
         return _run_serving(cfg, b, wall0, progress)
     w = cfg.workload
@@ -156,12 +168,21 @@ def _simulate(cfg: Scenario, b: Built, wall0: float, progress, every_interval: b
     steps: list[StepResult] = []
     prefill = None
     drawn = drawn_step(cfg)
+    def plan(shape: StepShape, step: int) -> PassPlan | None:
+        if plans is None or b.parallel is not None:
+            return None
+        if step not in plans:
+            plans[step] = plan_pass(b, shape, step)
+        return plans[step]
+
     if w.prompt_tokens:
-        prefill = simulate_pass(b, StepShape("prefill", 1, w.prompt_tokens, 0), -1, records,
-                                every_interval or drawn == -1, intervals=intervals)
+        shape = StepShape("prefill", 1, w.prompt_tokens, 0)
+        prefill = simulate_pass(b, shape, -1, records, every_interval or drawn == -1,
+                                plan=plan(shape, -1), intervals=intervals)
     for i in range(w.decode_steps):
         shape = StepShape("decode", w.batch_size, w.batch_size, w.context_tokens + i)
-        steps.append(simulate_pass(b, shape, i, records, every_interval or i == drawn, intervals=intervals))
+        steps.append(simulate_pass(b, shape, i, records, every_interval or i == drawn, plan=plan(shape, i),
+                                   intervals=intervals))
         if progress:
             progress(i + 1, w.decode_steps)
     wall = time.perf_counter() - wall0
