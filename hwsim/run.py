@@ -14,7 +14,7 @@ from hwsim import __version__
 from hwsim.build import Built, build
 from hwsim.config.scenario import Scenario
 from hwsim.errors import ConfigError
-from hwsim.hw.power import Activity, PowerModel, Settled, rescaled_seconds, settle
+from hwsim.hw.power import Activity, PowerModel, Settled, settle
 from hwsim.engine.records import RecordLog
 from hwsim.metrics import percentiles
 from hwsim.model.schedule import StepShape
@@ -112,20 +112,13 @@ def _run_scenario(cfg: Scenario, built: Built | None, progress, every_interval: 
             # contents, all made by plan_pass, which this probe replays
             probe = dataclasses.replace(probe, onchip=b.onchip)
         latest[:] = [_simulate(cfg, probe, wall0, progress, every_interval, intervals, plans)]
-        if not at_max:
-            at_max.append((steady_work(latest[0])[0], steady_breakdown(latest[0])))
         return steady_work(latest[0])
-
-    at_max: list[tuple[float, dict[str, float]]] = []     # the first probe's time and breakdown
-
-    def estimate(clock_hz: float) -> float:
-        return rescaled_seconds(power, *at_max[0], clock_hz)
 
     settled = None
     if power is None or cfg.runtime.sm_clock != "settled":
         result = _simulate(cfg, b, wall0, progress, every_interval, intervals)
     else:
-        settled = settle(power, simulate, estimate)
+        settled = settle(power, simulate)
         result = latest[0]
     result.summary["power"] = power_summary(power, result, settled, b.chip.clock_hz)
     result.summary["sim"]["wall_s"] = time.perf_counter() - wall0
@@ -135,23 +128,10 @@ def _run_scenario(cfg: Scenario, built: Built | None, progress, every_interval: 
 def steady_work(result: RunResult) -> tuple[float, Activity]:
     """Time and work of the passes a run repeats: its decode steps, or its serving iterations,
     or (a prefill alone) its prefill; the power limit settles the clock on these."""
-    passes = _steady_passes(result)
+    passes = [s for s in result.steps if s.phase != "prefill"] or result.steps
+    passes = [it.step for it in result.iterations] or passes
     return (sum(s.duration_s for s in passes),
             sum((s.activity for s in passes), Activity()))
-
-
-def _steady_passes(result: RunResult) -> list[StepResult]:
-    passes = [s for s in result.steps if s.phase != "prefill"] or result.steps
-    return [it.step for it in result.iterations] or passes
-
-
-def steady_breakdown(result: RunResult) -> dict[str, float]:
-    """Where the time of the passes steady_work counts went, summed by component."""
-    out: dict[str, float] = {}
-    for p in _steady_passes(result):
-        for comp, secs in p.breakdown_s.items():
-            out[comp] = out.get(comp, 0.0) + secs
-    return out
 
 
 def power_model(b: Built) -> PowerModel | None:

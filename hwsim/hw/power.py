@@ -111,50 +111,13 @@ _TOLERANCE = 0.01
 _MAX_SIMULATIONS = 6
 
 
-# what a pass's time is made of, by how it scales with the SM clock (Component values; the
-# rest, memory, launches, copies, collectives and waits, keeps its time)
-_SM_CLOCKED = frozenset({"kernel_overhead", "dequant"})       # the SMs' fixed cost, vector work
-_TENSOR_CLOCKED = frozenset({"attention_compute", "gemm_compute"})
-
-
-def rescaled_seconds(model: PowerModel, seconds: float, breakdown_s: dict[str, float],
-                     clock_hz: float) -> float:
-    """The time of passes that took `seconds` at the maximum clock, `breakdown_s` of it by
-    component, estimated at `clock_hz`: the SM-bound parts stretch with the clock
-    (ChipSpec.at_sm_clock: the kernels' fixed cost and vector rates with it, tensor rates below
-    tensor_clock_hz), the memory-bound rest does not. An estimate: under a lower clock a wave's
-    critical path can move from memory to compute."""
-    x = model.max_clock_hz / clock_hz
-    x_tensor = min(model.max_clock_hz, model.tensor_clock_hz) / min(clock_hz, model.tensor_clock_hz)
-    return seconds + sum(secs * ((x if comp in _SM_CLOCKED else x_tensor) - 1.0)
-                         for comp, secs in breakdown_s.items() if comp in _SM_CLOCKED or comp in _TENSOR_CLOCKED)
-
-
-def _estimated_root(model: PowerModel, work: Activity, estimate: Callable[[float], float]) -> float:
-    """The clock at which the estimated power of `work` meets the limit (bisection: the
-    estimate costs microseconds)."""
-    lo, hi = model.min_clock_hz, model.max_clock_hz
-    for _ in range(60):
-        mid = 0.5 * (lo + hi)
-        if model.watts(work, estimate(mid), mid) > model.limit_w:
-            hi = mid
-        else:
-            lo = mid
-    return lo
-
-
-def settle(model: PowerModel, simulate: Callable[[float], tuple[float, Activity]],
-           estimate: Callable[[float], float] | None = None) -> Settled:
+def settle(model: PowerModel, simulate: Callable[[float], tuple[float, Activity]]) -> Settled:
     """The clock at which the pass `simulate(clock_hz) -> (seconds, activity)` draws the power
     limit; the maximum clock when it stays under. Each probe is a full simulation at that clock.
-    `estimate(clock_hz) -> seconds` (issue 33), read off the simulation at the maximum clock
-    (rescaled_seconds), gives the first guess: the clock where the estimated power meets the
-    limit, confirmed by simulating it, which settles most throttled runs in two simulations.
-    Without it, or where the confirmation misses, power rises monotonically with the clock, so
-    the root is found by the secant method through the last two probes until it is bracketed,
-    then by regula falsi inside the bracket: two or three simulations for a compute-bound pass,
-    a few more for a memory-bound one (its HBM power does not fall with the clock, so the first
-    guess lands high). The answer is always a simulation at the clock it names."""
+    Power rises monotonically with the clock, so the root is found by the secant method through
+    the last two probes until it is bracketed, then by regula falsi inside the bracket: two or
+    three simulations for a compute-bound pass, a few more for a memory-bound one (its HBM power
+    does not fall with the clock, so the first guess lands high)."""
     top = model.max_clock_hz
     t, work = simulate(top)
     at_max = model.watts(work, t, top)
@@ -162,12 +125,9 @@ def settle(model: PowerModel, simulate: Callable[[float], tuple[float, Activity]
         return Settled(top, at_max, at_max, t, 1)
     over, under = (top, at_max), None            # nearest probes above and below the limit
     last = over
-    if estimate is not None:
-        clock = _estimated_root(model, work, estimate)
-    else:
-        # every rate scales with the clock (a compute-bound pass), so energy per pass scales
-        # with x^2 and time with 1/x: P(x) ~ idle + (P(1) - idle) x^3
-        clock = top * ((model.limit_w - model.idle_w) / (at_max - model.idle_w)) ** (1 / 3)
+    # first guess: every rate scales with the clock (a compute-bound pass), so energy per pass
+    # scales with x^2 and time with 1/x: P(x) ~ idle + (P(1) - idle) x^3
+    clock = top * ((model.limit_w - model.idle_w) / (at_max - model.idle_w)) ** (1 / 3)
     best = None
     for n in range(2, _MAX_SIMULATIONS + 1):
         clock = min(max(clock, model.min_clock_hz), top)
