@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from hwsim.hw.chip import ChipSpec
 from hwsim.metrics import Component
 from hwsim.model import ops
@@ -73,9 +75,12 @@ def grouped_gemm(name: str, layer: int, rows: list[int], k: int, n: int, chip: C
                  dtype: str = "bf16", dequant: str = "native") -> Kernel:
     """One grouped GEMM over the active experts; `rows` are the tokens each one got."""
     n_tiles = math.ceil(n / GROUPED_TILE_N)
-    tiles = sum(math.ceil(math.ceil(r / GROUPED_TILE_M) / GROUPED_CLUSTER_M) * GROUPED_CLUSTER_M * n_tiles
-                for r in rows if r > 0)
+    active = np.asarray(rows, dtype=np.int64)
+    active = active[active > 0]
+    m_tiles = -(-active // GROUPED_TILE_M)                       # ceil in integers, vectorised
+    tiles = int((-(-m_tiles // GROUPED_CLUSTER_M)).sum()) * GROUPED_CLUSTER_M * n_tiles
     m = max(rows)
+    mean_rows = int(active.sum()) / max(1, len(active))
     return Kernel(
         name=name, layer=layer, tiles=max(tiles, 1),
         # each CTA streams its half of the cluster's weight tile; the rows (A) come from L2
@@ -85,7 +90,7 @@ def grouped_gemm(name: str, layer: int, rows: list[int], k: int, n: int, chip: C
         tensor_flops=2.0 * GROUPED_TILE_M * GROUPED_TILE_N * k,
         smem_bytes=chip.smem_bytes_per_sm,
         inflight_bytes=GROUPED_INFLIGHT_BYTES * (1 + GROUPED_INFLIGHT_PER_DOUBLING * math.log2(
-            min(GROUPED_TILE_M, max(1.0, sum(rows) / max(1, sum(r > 0 for r in rows)))))),
+            min(GROUPED_TILE_M, max(1.0, mean_rows)))),
         start_trips=GROUPED_START_TRIPS, address=weight_addr, data=data,
         compute=Component.DEQUANT if dequant == "software" else Component.GEMM_COMPUTE, writes=writes,
         dtype=dtype, **expand_codes(dequant, GROUPED_TILE_N * k, min(m, GROUPED_TILE_M)))
