@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import time
 from contextlib import contextmanager
@@ -36,7 +37,7 @@ class RunResult:
     stacks: int = 1
     requests: list[dict] = field(default_factory=list)        # serving: one row per request
     iterations: list = field(default_factory=list)            # serving: one Iteration each
-    gaps_ms: list[float] = field(default_factory=list)        # serving: every inter-token gap
+    gaps_ms: np.ndarray | list = field(default_factory=list)  # serving: every inter-token gap
     lanes: dict[str, list] = field(default_factory=dict)      # unit lane -> its busy intervals
                                                               # (start, end, label, share), recorded steps
 
@@ -105,10 +106,17 @@ def _run_scenario(cfg: Scenario, built: Built | None, progress, every_interval: 
     power = power_model(b)
     latest: list[RunResult] = []       # only the last probe's run is kept (a serving run is large):
                                        # settle() always ends on its last probe
+    # each pass's plan, built at the first probe's clock and replayed at the others' (issue 33:
+    # the schedule never reads the clock, plan_pass; building them was half of every probe)
+    probe_plans = {} if plans is None else plans
 
     def simulate(clock_hz: float) -> tuple[float, Activity]:
-        latest[:] = [_simulate(cfg, b.at_sm_clock(clock_hz), wall0, progress, every_interval, intervals,
-                               plans)]
+        probe = b.at_sm_clock(clock_hz)
+        if probe_plans and probe is not b:
+            # what is on chip is the planning's (b's) state: routing statistics, expert SRAM
+            # contents, all made by plan_pass, which this probe replays
+            probe = dataclasses.replace(probe, onchip=b.onchip)
+        latest[:] = [_simulate(cfg, probe, wall0, progress, every_interval, intervals, probe_plans)]
         return steady_work(latest[0])
 
     settled = None
@@ -155,6 +163,9 @@ def power_summary(power: PowerModel | None, result: RunResult, settled: Settled 
 
 def _simulate(cfg: Scenario, b: Built, wall0: float, progress, every_interval: bool = True,
               intervals: bool = True, plans: dict | None = None) -> RunResult:
+    """One run at b's clock. `plans`: the passes' plans by (shape, step) (_kept_plan), filled on
+    the first call and replayed by later ones, at other clocks or in what-ifs (one GPU; several
+    GPUs plan in multi.simulate)."""
     if cfg.workload.arrivals.kind != "none":
         return _run_serving(cfg, b, wall0, progress)
     w = cfg.workload
@@ -231,7 +242,8 @@ def _run_serving(cfg: Scenario, b: Built, wall0: float, progress) -> RunResult:
                        channel_bytes=b.device.channel_bytes.tolist(),
                        channels_per_stack=b.chip.hbm_channels_per_stack,
                        requests=request_rows(loop), iterations=iters)
-    result.gaps_ms = (inter_token_gaps_s(loop) * 1e3).tolist()
+    result.gaps_ms = inter_token_gaps_s(loop)           # an array: 8 bytes a gap (a list: 32)
+    result.gaps_ms *= 1e3                               # in place: no second copy
     return result
 
 

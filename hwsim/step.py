@@ -48,11 +48,12 @@ class PassPlan:
     items: list
 
 
-def plan_pass(b: Built, shape: StepShape, step: int) -> PassPlan:
+def plan_pass(b: Built, shape: StepShape, step: int, counts_only: bool = False) -> PassPlan:
     """The pass's routing draw and kernels, read off (and updating) what is on chip before it.
     The schedule reads the chip's sizes, never its SM clock: a power governor's probe at
-    another clock (Built.at_sm_clock) can replay the same plan (hwsim/validate.py)."""
-    routing = b.router.step(step, shape.tokens) if b.router else {}
+    another clock (Built.at_sm_clock) can replay the same plan (hwsim/validate.py).
+    `counts_only`: per-expert counts drawn directly where they can be (Router.step)."""
+    routing = b.router.step(step, shape.tokens, counts_only) if b.router else {}
     return PassPlan(routing, b.schedule.step(shape, routing, b.onchip))
 
 

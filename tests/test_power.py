@@ -147,3 +147,19 @@ def test_a_pass_planned_at_one_clock_runs_the_same_at_another():
         assert (replayed.duration_s, replayed.activity, replayed.breakdown_s) == \
                (mine.duration_s, mine.activity, mine.breakdown_s)
         assert mine.duration_s > simulate_pass(top, shape, draw, None, plan=plan).duration_s
+
+
+def test_a_throttled_run_replays_its_plans_and_equals_a_run_locked_at_its_clock():
+    """A throttled run builds its steps' kernels at the first probe and replays them at the
+    others (issue 33): its result is the same as a run locked at the clock it settled at, which
+    plans every step itself, expert SRAM statistics included (the planning's state)."""
+    sets = ["workload.batch_size=256", "workload.context_tokens=1024", "workload.decode_steps=2"]
+    settled = run_scenario(load_scenario("scenarios/moe-prefetch.yaml", sets), intervals=False).summary
+    assert settled["power"]["throttled"]
+    locked = run_scenario(load_scenario("scenarios/moe-prefetch.yaml", sets + [
+        f"runtime.sm_clock={settled['power']['sm_clock_mhz']}"]), intervals=False).summary
+    for key in ("p50", "p99", "mean"):
+        assert settled["itl_ms"][key] == pytest.approx(locked["itl_ms"][key], rel=1e-9)
+    assert settled["breakdown_ms"] == pytest.approx(locked["breakdown_ms"], rel=1e-9)
+    assert settled["moe"]["cache"] == locked["moe"]["cache"]
+    assert settled["moe"]["prefetch"] == pytest.approx(locked["moe"]["prefetch"], rel=1e-9)

@@ -39,11 +39,11 @@ class EveryIteration(StepOracle):
         self.passes = 0
         draw = built.router.step
 
-        def routed(step, tokens):
+        def routed(step, tokens, counts_only=False):
             if not self.same_routing:
-                return draw(step, tokens)
+                return draw(step, tokens, counts_only)
             if self.key not in self.routing:
-                self.routing[self.key] = draw(step, tokens)
+                self.routing[self.key] = draw(step, tokens, counts_only)
             return self.routing[self.key]
         built.router.step = routed
 

@@ -11,8 +11,9 @@ interleaved requests does (each item's share of the queue is its share of the re
 two items that each saturate a unit alone get half each.
 
 Every arrival and every completion is a SimPy event: the arbiter then advances each item's
-remaining work at its old rate, solves the rates again and schedules the next completion as
-a timeout (a stale timeout, superseded by a later change, is ignored). Latency inside an item
+remaining work at its old rate, solves the rates again (once for all the changes of one
+instant) and schedules the next completion as a timeout (a stale timeout, superseded by a
+later change, is ignored). Latency inside an item
 (its fixed cost, round trips) is part of its T and is stretched with it: a documented
 simplification, small for the bandwidth-bound items that share.
 
@@ -34,21 +35,35 @@ DONE = 1e-9           # fraction of an item's work under which it counts as fini
 class SharedItem:
     name: str
     duration: float                    # seconds alone
-    shares: dict[Unit, float]          # fraction of each unit used alone
+    shares: dict[Unit, float]          # fraction of each unit used alone (never modified here)
     done: simpy.Event
     start: float
     remaining: float = 1.0             # fraction of its work left
     rate: float = 1.0                  # its progress rate now (1: as fast as alone)
+    seq: int = 0                       # submission order (the order of `Arbiter.active`)
 
 
 class Arbiter:
-    """One per simulation: units of every device and link are shared through it."""
+    """One per simulation: units of every device and link are shared through it.
+
+    Cost (issue 33): the items that start at one instant (a collective's G senders) are solved
+    once, after the last of them (a zero-delay event scheduled behind them); each unit's users
+    and the sum of what they ask are kept up to date as items come and go, so a solve looks
+    only at the units asked for more than they have (`_contended`): a unit asked for at most
+    all of itself can never hold an item below full speed, and an item on no contended unit
+    runs at full speed without entering the progressive filling."""
 
     def __init__(self, env: simpy.Environment):
         self.env = env
-        self.active: list[SharedItem] = []
+        self.active: list[SharedItem] = []     # in submission order; streams read it (in flight)
         self._last = env.now
         self._version = 0
+        self._seq = 0
+        self._users: dict[Unit, dict[SharedItem, float]] = {}   # each unit's items in flight
+        self._asked: dict[Unit, float] = {}                      # and the sum of their shares
+        self._contended: dict[Unit, None] = {}   # units whose users ask more than all of them
+                                                 # (a dict: deterministic order, unlike a set)
+        self._solve_pending = False
 
     def submit(self, name: str, duration: float, shares: dict[Unit, float]) -> SharedItem:
         """Start an item now; its `done` event succeeds (with the end time) when its work is done."""
@@ -57,9 +72,33 @@ class Arbiter:
         if duration <= 0:
             item.done.succeed(self.env.now)
             return item
+        self._seq += 1
+        item.seq = self._seq
         self.active.append(item)
-        self._reschedule()
+        users, asked, contended = self._users, self._asked, self._contended
+        for unit, f in shares.items():
+            on = users.get(unit)
+            if on is None:
+                on = users[unit] = {}
+            on[item] = f
+            total = asked[unit] = asked.get(unit, 0.0) + f
+            if total > 1.0:
+                contended[unit] = None
+        self._request_solve()
         return item
+
+    def _remove(self, item: SharedItem) -> None:
+        users, asked, contended = self._users, self._asked, self._contended
+        for unit, f in item.shares.items():
+            on = users[unit]
+            del on[item]
+            if not on:                  # exactly nothing asked: no rounding carried over
+                del users[unit], asked[unit]
+                contended.pop(unit, None)
+                continue
+            total = asked[unit] = asked[unit] - f
+            if total <= 1.0:
+                contended.pop(unit, None)
 
     # -- the fluid model ---------------------------------------------------------------------
     def _advance(self) -> None:
@@ -70,41 +109,69 @@ class Arbiter:
                 item.remaining -= dt * item.rate / item.duration
         self._last = now
 
-    def _solve(self) -> None:
-        """Max-min fair progress rates by progressive filling. Each unit's asked share is summed
-        over its own users only (an index, in the order of `active`: the same additions as
-        over every item, whose absent shares add 0.0), not over every open item: with two
-        micro-batches on eight GPUs this ran 88,000 times a step over every unit and item."""
-        users: dict[Unit, list[SharedItem]] = {}
-        for item in self.active:
-            for unit in item.shares:
-                users.setdefault(unit, []).append(item)
-        free = dict.fromkeys(users, 1.0)
-        open_items = list(self.active)
-        is_open = set(open_items)
-        while open_items:
-            asked = {unit: sum(it.shares[unit] for it in us if it in is_open) for unit, us in users.items()}
-            level = 1.0
-            for unit, capacity in free.items():
-                a = asked[unit]
-                if a > 0 and capacity / a < level:
-                    level = capacity / a
-            saturated = {u for u, cap in free.items() if (a := asked[u]) > 0 and cap <= level * a * (1 + 1e-12)}
-            fixed = [it for it in open_items if level >= 1.0 or any(u in saturated for u in it.shares)]
-            for it in fixed:
-                it.rate = level
-                for unit, f in it.shares.items():
-                    free[unit] = max(0.0, free[unit] - f * level)
-                is_open.discard(it)
-            open_items = [it for it in open_items if it in is_open]
-
-    def _reschedule(self) -> None:
-        self._solve()
+    def _request_solve(self) -> None:
+        """Solve the rates once this instant's other arrivals and completions are in: the solve
+        runs on a zero-delay event, behind every event of this instant scheduled so far. Any
+        completion timeout scheduled before is stale from now on."""
         self._version += 1
+        if not self._solve_pending:
+            self._solve_pending = True
+            self.env.timeout(0).callbacks.append(self._on_solve)
+
+    def _on_solve(self, _event) -> None:
+        self._solve_pending = False
+        if not self.active:
+            return
+        self._solve()
         version = self._version
         delay = min(item.remaining * item.duration / item.rate for item in self.active)
         timeout = self.env.timeout(max(0.0, delay))
         timeout.callbacks.append(lambda _event: self._on_timeout(version))
+
+    def _solve(self) -> None:
+        """Max-min fair progress rates by progressive filling, over the contended units only
+        (the others never saturate: see the class). Each unit's asked share is summed over
+        its open users in submission order (the order of `active`), then lowered as they are
+        fixed, and summed afresh when it has fallen by half (so that the subtractions never
+        lose more than a few roundings); items are fixed in submission order."""
+        for item in self.active:
+            item.rate = 1.0
+        contended = self._contended
+        if not contended:
+            return
+        users = self._users
+        free = dict.fromkeys(contended, 1.0)
+        asked = {u: sum(users[u].values()) for u in contended}
+        fresh = dict(asked)                       # each asked sum as last summed afresh
+        n_open = {u: len(users[u]) for u in contended}
+        live = dict.fromkeys(contended)           # units with open users
+        fixed_items: set[SharedItem] = set()
+        while live:
+            level = 1.0
+            for u in live:
+                a = asked[u]
+                if a > 0 and free[u] / a < level:
+                    level = free[u] / a
+            if level >= 1.0:
+                break                             # the open items run as fast as alone
+            saturated = [u for u in live if (a := asked[u]) > 0 and free[u] <= level * a * (1 + 1e-12)]
+            fixed = {it for u in saturated for it in users[u] if it not in fixed_items}
+            for it in sorted(fixed, key=_by_seq):
+                it.rate = level
+                fixed_items.add(it)
+                for v, f in it.shares.items():
+                    if v not in live:
+                        continue
+                    free[v] = max(0.0, free[v] - f * level)
+                    n_open[v] -= 1
+                    if n_open[v] == 0:
+                        del live[v]
+                        continue
+                    a = asked[v] = asked[v] - f
+                    if a < 0.5 * fresh[v]:
+                        a = asked[v] = fresh[v] = sum(g for w, g in users[v].items() if w not in fixed_items)
+            for u in saturated:
+                live.pop(u, None)
 
     def _on_timeout(self, version: int) -> None:
         if version != self._version:
@@ -113,9 +180,15 @@ class Arbiter:
         finished = [it for it in self.active if it.remaining <= DONE]
         if not finished:      # rounding: finish the nearest one
             finished = [min(self.active, key=lambda it: it.remaining * it.duration / it.rate)]
+        done = set(finished)
+        self.active[:] = [it for it in self.active if it not in done]     # in place: streams hold it
         for it in finished:
-            self.active.remove(it)
+            self._remove(it)
             it.remaining = 0.0
             it.done.succeed(self.env.now)
         if self.active:
-            self._reschedule()
+            self._request_solve()
+
+
+def _by_seq(item: SharedItem) -> int:
+    return item.seq

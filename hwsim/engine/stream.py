@@ -195,8 +195,9 @@ class Stream:
         self.replayed += replayed
         for effect, n in alone_counts.items():
             totals.add(effect.parts, effect.data, effect.hbm_bytes, n)
-            device.account(effect, n)
-        device.sync()
+        device.account_all(alone_counts)
+        if not self.private:        # a private stream's device is synced at the end of its pass
+            device.sync()
         totals.kernels += i + 1
         self.kernels += i + 1
         if not graph and host_t > now:     # the host's work after the last kernel (an imported

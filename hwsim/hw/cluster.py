@@ -34,6 +34,7 @@ class Cluster:
         self.arbiter = Arbiter(self.env)
         self.gpus_per_node = gpus_per_node or gpus
         self.devices = [Device(chip, index=i) for i in range(gpus)]
+        self._links: dict[tuple[Device, Device], Link] = {}     # at most one per pair of devices
 
     def nic_in(self, device: Device) -> Unit:
         """The receiving side of a device's NIC (full duplex: `device.nic` is what it sends)."""
@@ -43,7 +44,14 @@ class Cluster:
         return device.index // self.gpus_per_node
 
     def link(self, src: Device, dst: Device) -> Link:
-        """The path a transfer from src to dst takes."""
+        """The path a transfer from src to dst takes (made once per pair: every collective step
+        of a many-GPU pass asks for it again)."""
+        link = self._links.get((src, dst))
+        if link is None:
+            link = self._links[(src, dst)] = self._make_link(src, dst)
+        return link
+
+    def _make_link(self, src: Device, dst: Device) -> Link:
         if src is dst:
             raise ValueError("a device does not link to itself")
         if self.node_of(src) == self.node_of(dst):

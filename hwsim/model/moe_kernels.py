@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from hwsim.hw.chip import ChipSpec
 from hwsim.metrics import Component
 from hwsim.model import ops
@@ -75,14 +77,17 @@ def grouped_gemm(name: str, layer: int, rows: list[int], k: int, n: int, chip: C
     """One grouped GEMM over the active experts; `rows` are the tokens each one got, `on_chip`
     the share of each one's weights resident in on-chip SRAM (none: all in HBM)."""
     n_tiles = math.ceil(n / GROUPED_TILE_N)
-    per_expert = [math.ceil(math.ceil(r / GROUPED_TILE_M) / GROUPED_CLUSTER_M) * GROUPED_CLUSTER_M * n_tiles
-                  for r in rows]
-    tiles = sum(per_expert)
+    counts = np.asarray(rows, dtype=np.int64)
+    m_tiles = -(-counts // GROUPED_TILE_M)                       # ceil in integers, vectorised
+    per_expert = -(-m_tiles // GROUPED_CLUSTER_M) * GROUPED_CLUSTER_M * n_tiles    # an idle expert: none
+    tiles = int(per_expert.sum())
     m = max(rows)
+    active = counts[counts > 0]
+    mean_rows = int(active.sum()) / max(1, len(active))
     # each CTA streams its half of the cluster's weight tile; the rows (A) come from L2
     # through the same TMA pipeline but are not what limits it (rate independent of rows)
     weights = GROUPED_TILE_N * k * weight_bytes / GROUPED_CLUSTER_M
-    sram = weights * resident_share(per_expert, on_chip)
+    sram = weights * resident_share(per_expert.tolist(), on_chip)
     return Kernel(
         name=name, layer=layer, tiles=max(tiles, 1),
         hbm_read=weights - sram, l2_read=sram,
@@ -90,7 +95,7 @@ def grouped_gemm(name: str, layer: int, rows: list[int], k: int, n: int, chip: C
         tensor_flops=2.0 * GROUPED_TILE_M * GROUPED_TILE_N * k,
         smem_bytes=chip.smem_bytes_per_sm,
         inflight_bytes=GROUPED_INFLIGHT_BYTES * (1 + GROUPED_INFLIGHT_PER_DOUBLING * math.log2(
-            min(GROUPED_TILE_M, max(1.0, sum(rows) / max(1, sum(r > 0 for r in rows)))))),
+            min(GROUPED_TILE_M, max(1.0, mean_rows)))),
         start_trips=GROUPED_START_TRIPS, address=weight_addr, data=data,
         compute=Component.DEQUANT if dequant == "software" else Component.GEMM_COMPUTE, writes=writes,
         dtype=dtype, **expand_codes(dequant, GROUPED_TILE_N * k, min(m, GROUPED_TILE_M)))

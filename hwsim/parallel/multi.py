@@ -165,6 +165,8 @@ def simulate(b, shape: StepShape, step: int, records: RecordLog | None, interval
     for m, mb in enumerate(micro):
         env.process(_comms(b, mb, computed[m], communicated[m], calls))
     env.run()
+    for stream in run.streams:
+        stream.device.sync()                     # private streams leave it to the pass's end
     if recorded:
         records.renumber(first)                  # one index per kernel of GPU 0's pass
     return t0, totals, _stats(t0, env.now, busy, calls, imbalance), routing, _busiest_work(micro)

@@ -11,9 +11,19 @@ QUANTILES = (50, 90, 99)      # serving summaries also report p90
 
 
 def inter_token_gaps_s(loop: ServingLoop) -> np.ndarray:
-    """Every gap between consecutive tokens of every finished request, in seconds."""
+    """Every gap between consecutive tokens of every finished request, in seconds: written into
+    one array (a list of per-request diffs, then their concatenation, held 16 bytes a gap at
+    once: 0.8 GB at 100,000 requests, issue 33)."""
     reqs = loop.finished
-    return np.concatenate([np.diff(r.token_times) for r in reqs]) if reqs else np.array([])
+    out = np.empty(sum(max(len(r.token_times) - 1, 0) for r in reqs))
+    at = 0
+    for r in reqs:
+        n = len(r.token_times) - 1
+        if n > 0:
+            t = np.asarray(r.token_times)
+            np.subtract(t[1:], t[:-1], out=out[at:at + n])
+            at += n
+    return out
 
 
 def request_rows(loop: ServingLoop) -> list[dict]:

@@ -36,6 +36,33 @@ def uniform_topk(rng: np.random.Generator, tokens: int, moe: Moe) -> np.ndarray:
     return experts.reshape(tokens, k)
 
 
+def uniform_topk_counts(rng: np.random.Generator, tokens: int, moe: Moe, layers: int) -> np.ndarray:
+    """[layers, experts] tokens per expert of `tokens` uniform top-k draws in each layer, drawn
+    directly (issue 33): the same distribution as counting uniform_topk's choices, without a
+    score per (token, expert). Each token's k experts are a uniform k-subset, which is each
+    expert in turn joining it with probability (picks it has left) / (experts left); tokens
+    are independent, so the tokens with r picks left that take expert j are
+    Binomial(tokens with r left, r / experts left): one draw per (layer, r) per expert."""
+    k, experts = moe.top_k, moe.experts
+    left = np.zeros((layers, k + 1), dtype=np.int64)       # tokens by picks left, per layer
+    left[:, k] = tokens
+    picks = np.arange(1, k + 1)
+    counts = np.empty((layers, experts), dtype=np.int64)
+    for j in range(experts):
+        took = rng.binomial(left[:, 1:], np.minimum(picks / (experts - j), 1.0))   # r > left: none
+        counts[:, j] = took.sum(axis=1)
+        left[:, 1:] -= took
+        left[:, :-1] += took
+    return counts
+
+
+def assignments(counts: np.ndarray, top_k: int) -> np.ndarray:
+    """Expert ids of every (token, expert) assignment, in rows of top_k: what tokens_per_expert
+    and experts_chosen read back as `counts`. Rows are not tokens (an expert can repeat in a
+    row): for consumers of per-expert counts only (one GPU's schedule, serving shapes)."""
+    return np.repeat(np.arange(len(counts)), counts).reshape(-1, top_k)
+
+
 def weighted_topk(rng: np.random.Generator, tokens: int, k: int, probs: np.ndarray,
                   groups: int = 1, topk_groups: int = 1) -> np.ndarray:
     """k distinct experts per token drawn without replacement with probabilities `probs`
@@ -83,8 +110,15 @@ class Router:
         b = self.cfg.balance
         return (1 - b) * zipf + b / e
 
-    def step(self, step: int, tokens: int) -> dict[int, np.ndarray]:
-        """{layer: [tokens, top_k] expert ids} for one forward pass."""
+    def step(self, step: int, tokens: int, counts_only: bool = False) -> dict[int, np.ndarray]:
+        """{layer: [tokens, top_k] expert ids} for one forward pass. `counts_only`: the caller
+        reads per-expert counts only (one GPU's schedule); where routing is uniform, ungrouped
+        and uncapped they are drawn directly (uniform_topk_counts; another random stream, the
+        same statistics) and returned as assignments()."""
+        if counts_only and self.cfg.kind == "uniform" and self.cfg.capacity_factor is None \
+                and not (self.moe.groups > 1 and self.moe.topk_groups < self.moe.groups):
+            counts = uniform_topk_counts(self.rng, tokens, self.moe, len(self.layers))
+            return {layer: assignments(c, self.moe.top_k) for layer, c in zip(self.layers, counts)}
         if self._trace is not None:
             out = {}
             for layer in self.layers:
