@@ -396,6 +396,9 @@ def _print_summary(s: dict, paths: dict, figures: str) -> None:
         console.print(f"KV cache: {k['effective_bits_per_element']:.2f} bits per element "
                       f"({k['byte_ratio']:.1f}x fewer bytes{verdict}), {k['dequant']} dequant, "
                       f"attention output error {k['attention_rel_error']:.3f}")
+        from hwsim.model.dequant_kernels import spread_line     # the spread over kernel families
+        if spread := spread_line(k):
+            console.print(spread)
     if p := s.get("power"):
         clock = (f"settled at {p['sm_clock_mhz']:.0f} MHz (the limit; {p['watts_at_max_clock']:.0f} W "
                  f"at {p['max_clock_mhz']:.0f} MHz)" if p["throttled"] else f"{p['sm_clock_mhz']:.0f} MHz")

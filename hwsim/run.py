@@ -16,7 +16,8 @@ from hwsim.errors import ConfigError
 from hwsim.hw.power import Activity, PowerModel, Settled, settle
 from hwsim.engine.records import RecordLog
 from hwsim.metrics import percentiles
-from hwsim.model.kv_speedup import attention_speedup
+from hwsim.model import dequant_kernels
+from hwsim.model.kv_speedup import attention_speedup, attention_speedup_by_kernel
 from hwsim.model.schedule import StepShape
 from hwsim.step import PassPlan, StepResult, plan_pass, simulate_pass
 from hwsim.workload.kv_fidelity import attention_rel_error
@@ -243,7 +244,8 @@ def weights_summary(b: Built) -> dict:
     stored = sched.stored_weight_bytes()
     return {**classes, "moe_schedule": sched.moe_schedule, "bytes": stored,
             "bits_per_weight": 8 * stored / max(sched.weight_elements_total(), 1),
-            "dequant": {c: classes[c]["dequant"] for c in TENSOR_CLASSES}}
+            "dequant": {c: classes[c]["dequant"] for c in TENSOR_CLASSES},
+            "kernel": {c: sched.wplan.of(c).kernel_family for c in TENSOR_CLASSES}}   # issue 31
 
 
 def moe_summary(cfg: Scenario, b: Built, steps: list[StepResult]) -> dict | None:
@@ -331,7 +333,18 @@ def kv_summary(cfg: Scenario, b: Built) -> dict:
         "max_context_tokens_fitting": max_context_fitting(
             free, batch, m.layers, a.kv_elements_per_token(), heads, fmt),
         "dequant": b.schedule.dequant,
+        **kernel_summary(cfg, b, batch, context),
     }
+
+
+def kernel_summary(cfg: Scenario, b: Built, batch: int, context: int) -> dict:
+    """The dequant kernel family this cache is read by, and the spread over families (issue 31):
+    attention_speedup for each, and whether its cost is measured, predicted or a what-if."""
+    families = dequant_kernels.from_profile(b.profile)
+    variants = dequant_kernels.kv_variants(cfg.kv_cache, families, b.chip.decoder_formats)
+    return {"kernel": dequant_kernels.kv_family(cfg.kv_cache, families),
+            "attention_speedup_by_kernel": attention_speedup_by_kernel(b.schedule, batch, context, variants),
+            "kernel_basis": {f: dequant_kernels.basis(families, f) for f, v in variants.items() if v}}
 
 
 def host_summary(cfg: Scenario, b: Built, steps: list[StepResult]) -> dict:

@@ -21,6 +21,7 @@ from hwsim.errors import ConfigError
 from hwsim.metrics import Component
 from hwsim.model import moe_kernels, ops
 from hwsim.model.kernel import ExpertBlock, Kernel, StreamItem, relocated
+from hwsim.model.fast_gemm import fast_weight_only_gemm
 from hwsim.model.l2_residency import L2Residency
 from hwsim.model.onchip import OnChipState
 from hwsim.model.memory_map import MemoryMap
@@ -160,10 +161,12 @@ class Schedule:
             held = min(max_context, model.attention.window_at(layer) or max_context)   # a window keeps its tail only
             self.mem.place(f"L{layer}.kv_cache", max_batch * held * self.kv_bytes_per_token_layer)
 
-    def with_kv(self, kv: KvFormat) -> "Schedule":
-        """The same schedule over another KV cache format (laid out for it)."""
+    def with_kv(self, kv: KvFormat, dequant: str | None = None) -> "Schedule":
+        """The same schedule over another KV cache format (laid out for it), or dequantized
+        another way."""
+        sizes = {**self._sizes, **({"dequant": dequant} if dequant else {})}
         return Schedule(self.model, self.chip, kv=kv, moe_schedule=self.moe_schedule,
-                        attention_kernel=self.attention_kernel, weights=self.wplan, **self._sizes)
+                        attention_kernel=self.attention_kernel, weights=self.wplan, **sizes)
 
     def kv_token_bytes(self, context: int) -> float:
         """Stored bytes of one token's K and V in one layer at this context length."""
@@ -291,9 +294,12 @@ class Schedule:
         the measured torch._scaled_mm path) and multiplies at that tensor rate; a decoder
         expands the codes on the way in and the MMA runs in bf16."""
         wb = fmt.bytes_per_weight
+        if fmt.kernel_family == "fast":         # predicted from its SASS (hwsim.model.dequant_kernels)
+            return fast_weight_only_gemm(name, layer, m, k, n, self.chip, weight_addr=addr, weight_bytes=wb,
+                                         data=data, ops_per_weight=fmt.kernel.ops(m), writes=out)
         if fmt.dequant == "software":
             return [moe_kernels.weight_only_gemm(name, layer, m, k, n, self.chip, weight_addr=addr,
-                                                 weight_bytes=wb, data=data, writes=out)]
+                                                 weight_bytes=wb, data=data, writes=out, kernel=fmt.kernel)]
         dtype = fmt.tensor_dtype(self.chip.tensor_flops)
         ks = []
         if dtype != "bf16":
@@ -794,7 +800,7 @@ class Schedule:
                                                self.chip, weight_addr=self._w(layer, f"expert0.{proj}"),
                                                weight_bytes=fmt_b, data=Component.EXPERT_READ,
                                                writes=out, dtype=dtype, dequant=self._expert_dequant(),
-                                               on_chip=on_chip))
+                                               kernel=self.wplan.experts.kernel, on_chip=on_chip))
             if proj == "gate_up":     # SiLU of the strided gate half, times the strided up half
                 ks.append(self._ew("experts.silu", layer, n * ff * ab, n * ff * ab, SILU_OPS_PER_BYTE,
                                    vectorized=False, reads=("gate",), writes=("gate_act",)))
@@ -832,7 +838,8 @@ class Schedule:
             ks.append(moe_kernels.fused_moe_gemm(f"L{layer}.experts.{proj}", layer, list(counts), t, E, k,
                                                  nn, self.chip, weight_addr=self._w(layer, f"expert0.{proj}"),
                                                  weight_bytes=wb, data=Component.EXPERT_READ, writes=out,
-                                                 dequant=self._expert_dequant(), on_chip=on_chip))
+                                                 dequant=self._expert_dequant(), kernel=self.wplan.experts.kernel,
+                                                 on_chip=on_chip))
             if proj == "gate_up":
                 ks.append(self._ew("experts.silu_mul", layer, 2 * n * ff * ab, n * ff * ab, SILU_OPS_PER_BYTE,
                                    reads=("gate", "up"), writes=("ffn_act",)))
