@@ -19,6 +19,7 @@ from hwsim.metrics import percentiles
 from hwsim.model import dequant_kernels
 from hwsim.model.kv_speedup import attention_speedup, attention_speedup_by_kernel
 from hwsim.model.schedule import StepShape
+from hwsim.model.weight_speedup import expert_gemm_speedup_by_kernel
 from hwsim.step import PassPlan, StepResult, plan_pass, simulate_pass
 from hwsim.workload.kv_fidelity import attention_rel_error
 from hwsim.workload.kv_format import BF16_KV, max_context_fitting
@@ -245,7 +246,17 @@ def weights_summary(b: Built) -> dict:
     return {**classes, "moe_schedule": sched.moe_schedule, "bytes": stored,
             "bits_per_weight": 8 * stored / max(sched.weight_elements_total(), 1),
             "dequant": {c: classes[c]["dequant"] for c in TENSOR_CLASSES},
-            "kernel": {c: sched.wplan.of(c).kernel_family for c in TENSOR_CLASSES}}   # issue 31
+            "kernel": {c: sched.wplan.of(c).kernel_family for c in TENSOR_CLASSES},   # issue 31
+            **expert_kernel_summary(b)}
+
+
+def expert_kernel_summary(b: Built) -> dict:
+    """The spread of the experts' GEMM speed over dequant kernel families (issue 31)."""
+    families = dequant_kernels.from_profile(b.profile)
+    by = expert_gemm_speedup_by_kernel(b.schedule, b.scenario.workload.batch_size, families)
+    return {"expert_gemm_speedup_by_kernel": by,
+            "kernel_basis": {f: dequant_kernels.basis(families, f) for f, v in (by or {}).items()
+                             if f in dequant_kernels.FAMILIES and v is not None}}
 
 
 def moe_summary(cfg: Scenario, b: Built, steps: list[StepResult]) -> dict | None:

@@ -127,7 +127,7 @@ def test_the_spread_is_in_the_summary_and_fast_carries_a_warning():
     assert by["naive"] < 1 < by["fast"] and by["native-decoder"] is None     # the H200 has no decoder
     assert k["kernel_basis"] == {"naive": "measured", "fast": "predicted"}
     assert any(w.startswith("kv_cache.kernel fast: its dequant cost is PREDICTED") for w in s["warnings"])
-    line = dequant_kernels.spread_line(k)
+    line = dequant_kernels.spread_line("2.29-bit KV attention", by, k["kernel_basis"])
     assert line.startswith("2.29-bit KV attention: 0.29x bf16 with the naive kernel, ")
     assert line.endswith("x with the fast kernel (predicted, unmeasured)")
 
@@ -166,3 +166,18 @@ def test_contradictions_and_missing_families_exit_2_with_one_line(sets, key, tmp
     assert p.returncode == 2, p.stderr
     assert f"key '{key}'" in p.stderr and "Traceback" not in p.stderr
     assert len(p.stderr.strip().splitlines()) == 1
+
+
+def test_the_expert_gemm_spread_is_in_the_summary():
+    weights = ROOT / "scenarios" / "weights-base.yaml"
+    sets = ["workload.batch_size=32", "weights.format=int4", "weights.attention.format=bf16", "weights.kernel=fast"]
+    s = run(*sets, path=weights)["weights"]
+    by = s["expert_gemm_speedup_by_kernel"]
+    assert by["rows"] == 8                       # 32 tokens x top-2 over the 8 experts all of them pick
+    assert by["naive"] < 1 < by["fast"] and by["native-decoder"] is None
+    assert s["kernel_basis"] == {"naive": "measured", "fast": "predicted"}
+    # weights.kernel spreads to every class, and acts on codes only: bf16 attention stays native
+    assert s["kernel"] == {"experts": "fast", "attention": None, "embeddings": "fast"}
+    decoder = run(*sets[:3], "hardware=h200-decoder", path=weights)["weights"]
+    assert decoder["expert_gemm_speedup_by_kernel"]["native-decoder"] > 1
+    assert run(path=weights)["weights"]["expert_gemm_speedup_by_kernel"] is None      # bf16 experts

@@ -190,13 +190,12 @@ LABEL = {"naive": "the naive kernel", "fast": "the fast kernel", "native-decoder
 BASIS_NOTE = {"measured": "", "predicted": " (predicted, unmeasured)", "what-if": " (what-if silicon)"}
 
 
-def spread_line(kv: dict) -> str | None:
-    """One line of a run's report: the KV attention verdict of every family the chip offers,
-    side by side (the summary's kv block; None for a bf16 cache)."""
-    by = kv.get("attention_speedup_by_kernel")
-    if not by:
+def spread_line(what: str, by: dict | None, basis: dict) -> str | None:
+    """One line of a run's report: a verdict (a speedup over bf16) for every family the chip
+    offers, side by side (`by`: family -> speedup or None; `basis`: family -> how it is known)."""
+    got = [(f, v) for f, v in (by or {}).items() if f in LABEL and v is not None]
+    if not got:
         return None
-    got = [(f, v) for f, v in by.items() if v is not None]
-    parts = [f"{v:.2f}x{' bf16' if i == 0 else ''} with {LABEL[f]}{BASIS_NOTE[kv['kernel_basis'][f]]}"
+    parts = [f"{v:.2f}x{' bf16' if i == 0 else ''} with {LABEL[f]}{BASIS_NOTE[basis[f]]}"
              for i, (f, v) in enumerate(got)]
-    return f"{kv['effective_bits_per_element']:.2f}-bit KV attention: " + ", ".join(parts)
+    return f"{what}: " + ", ".join(parts)

@@ -288,6 +288,10 @@ class Schedule:
         return self._quant_gemm(fmt, full, layer, m, k, n, self._w(layer, wname), data, compute,
                                 on_chip, channel_group, out)
 
+    def quant_gemm_kernels(self, fmt, name, layer, m, k, n, addr, data) -> list[Kernel]:
+        """One GEMM over weights stored in `fmt`, alone (hwsim.model.weight_speedup)."""
+        return self._quant_gemm(fmt, name, layer, m, k, n, addr, data, Component.GEMM_COMPUTE, 0.0, -1, ())
+
     def _quant_gemm(self, fmt, name, layer, m, k, n, addr, data, compute, on_chip, group, out):
         """A GEMM on weights stored in `fmt`: software dequant runs a weight-only kernel
         (tinygemm's); native FP8/FP4 casts the activations first (one element-wise kernel, as

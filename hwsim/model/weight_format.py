@@ -143,6 +143,12 @@ def plan(cfg_weights, model_defaults: dict | None = None, families=None) -> Weig
     return WeightPlan(**out)
 
 
+def decoder_takes(formats, fmt: str) -> bool:
+    """Whether a decoder listing `formats` expands weights stored in `fmt` (its int4 path takes
+    the 4-bit float formats too)."""
+    return fmt in formats or (fmt in FP4_FORMATS and "int4" in formats)
+
+
 def problems(p: WeightPlan, profile) -> list[tuple[str, str]]:
     """(key, message) for formats the profile cannot run the way asked."""
     out = []
@@ -155,8 +161,7 @@ def problems(p: WeightPlan, profile) -> list[tuple[str, str]]:
                 out.append((f"{key}.dequant", f"profile '{profile.name}' has no native sub-byte decoder "
                                               f"(no decoder: block); use dequant: software or a what-if "
                                               f"profile with a decoder (h200-decoder)"))
-            elif f.format not in profile.decoder.formats and not (
-                    f.format in FP4_FORMATS and "int4" in profile.decoder.formats):
+            elif not decoder_takes(profile.decoder.formats, f.format):
                 out.append((f"{key}.format", f"the decoder of '{profile.name}' supports {profile.decoder.formats}"))
         if f.dequant == "native" and f.format in FP4_FORMATS and "fp4" not in dtypes:
             out.append((f"{key}.dequant", f"profile '{profile.name}' has no FP4 tensor rate: {f.format} "
