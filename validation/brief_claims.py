@@ -2,7 +2,7 @@
 write docs/brief_claims.md: the claim, the scenario or `hwsim run` command that tests it, hwsim's
 number on the H200 and on the what-if chips, and the verdict the numbers give.
 
-    python validation/brief_claims.py            # about two minutes on one core
+    python validation/brief_claims.py            # under a minute on one core
 
 Every figure below is computed here from runs; the verdicts are rules over those figures, so a
 profile or model change that flips one shows up as a changed sentence. Where the verdict depends
