@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from hwsim.config.scenario import KvCache
 from hwsim.model.weight_format import DEQUANT_OPS_PER_WEIGHT, DEQUANT_OPS_PER_WEIGHT_ROW, DEQUANT_TILE_ROWS
 from hwsim.workload.kv_format import BF16_KV, ClassWidth
 
@@ -60,7 +61,8 @@ def fast_tile_rows(rows: int) -> int:
     return min(FAST_TILE_ROWS[1], max(FAST_TILE_ROWS[0], 1 << (max(rows, 1) - 1).bit_length()))
 
 
-NAIVE_KV = KvKernel("naive", True, 15.5, 8.0)        # calibration/data/fit_kv_dequant.txt
+# the fit (calibration/data/fit_kv_dequant.txt) is the kv_cache.relayout_ops_* keys' defaults
+NAIVE_KV = KvKernel("naive", True, *(KvCache.model_fields[f"relayout_ops_{c}"].default for c in ("subbyte", "byte")))
 NAIVE_WEIGHTS = WeightKernel("naive", True, DEQUANT_OPS_PER_WEIGHT, DEQUANT_OPS_PER_WEIGHT_ROW)
 
 
