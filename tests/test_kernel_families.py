@@ -181,3 +181,17 @@ def test_the_expert_gemm_spread_is_in_the_summary():
     decoder = run(*sets[:3], "hardware=h200-decoder", path=weights)["weights"]
     assert decoder["expert_gemm_speedup_by_kernel"]["native-decoder"] > 1
     assert run(path=weights)["weights"]["expert_gemm_speedup_by_kernel"] is None      # bf16 experts
+
+
+def test_a_what_if_chip_can_change_the_naive_family_and_the_scenario_key_overrides_it():
+    sets = ["kv_cache.bits=2"]
+    base = load_scenario(None, sets)
+    profile = load_profile("h200-sxm")
+    block = profile.dequant_kernels.kv.naive
+    cheap = profile.model_copy(update={"dequant_kernels": profile.dequant_kernels.model_copy(update={
+        "kv": profile.dequant_kernels.kv.model_copy(update={"naive": block.model_copy(update={
+            "relayout_ops_subbyte": block.relayout_ops_subbyte.model_copy(update={"value": 1.5})})})})})
+    f = dequant_kernels.from_profile(cheap)
+    assert from_config(base.kv_cache, dequant_kernels.kv_kernel(base.kv_cache, f)).dequant_ops_per_element(4096) == 12.0
+    own = load_scenario(None, [*sets, "kv_cache.relayout_ops_subbyte=5.5"]).kv_cache
+    assert from_config(own, dequant_kernels.kv_kernel(own, f)).dequant_ops_per_element(4096) == 16.0

@@ -167,11 +167,12 @@ def max_context_fitting(free_bytes: float, batch: int, layers: int, elements_per
 def from_config(kv, kernel=None) -> KvFormat:
     """KvFormat from a validated `kv_cache` scenario block (hwsim.config.scenario.KvCache), its
     software dequant costed by `kernel` (a hwsim.model.dequant_kernels.KvKernel; None: the
-    block's relayout keys, the naive fit). The block's relayout keys, where set, override the
-    naive family's."""
+    block's relayout keys, the naive fit). The block's relayout keys, set to other than their
+    default (the H200 fit), override the naive family's (a value, not whether it was written:
+    sweeps and what-ifs re-validate whole scenarios)."""
     costs = {"relayout_ops_subbyte": kv.relayout_ops_subbyte, "relayout_ops_byte": kv.relayout_ops_byte}
     if kernel is not None:
-        costs = {k: v if k in kv.model_fields_set else getattr(kernel, k) for k, v in costs.items()}
+        costs = {k: v if v != type(kv).model_fields[k].default else getattr(kernel, k) for k, v in costs.items()}
         costs["kernel_ops_by_bits"] = kernel.ops_by_bits
     return KvFormat(
         routine=ClassWidth(*kv.widths()[:2]),
