@@ -20,12 +20,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import statistics
 from pathlib import Path
 
 from fast_grid import (BATCHES, CONTEXTS, FLOOR_GROUPS, FLOOR_SHAPES, GEMM_MODELS, GEMM_ROWS, GQA,
-                       KV_BLOCK, LAYOUTS, W4_BN, layout, model_shapes, plan_splits, segment_bytes,
+                       KV_BLOCK, LAYOUTS, layout, model_shapes, plan_splits, segment_bytes,
                        segment_widths)
 from hwsim import operators as mb
 from hwsim.config.load import load_profile
@@ -33,6 +32,7 @@ from hwsim.config.scenario import KvCache
 from hwsim.hw.chip import ChipSpec
 from hwsim.metrics import Component
 from hwsim.model import moe_kernels, ops
+from hwsim.model.fast_gemm import fast_weight_only_gemm
 from hwsim.model.kernel import Kernel
 from hwsim.model.weight_format import WeightFormat
 from hwsim.workload.kv_format import from_config
@@ -96,22 +96,10 @@ def w4_ops(variant: str, bm: int) -> float:
 
 
 def fast_w4a16_kernels(chip, m, k, n, per_weight) -> list[Kernel]:
-    """calibration/fast_w4a16.py as hwsim kernels: (n / BN) x split-K programs on wgmma (its
-    SASS shows HGMMA), then the sum of the split-K partials."""
-    fmt = WeightFormat("int4", 128, "fp16", "software")
-    k_tiles = k // 128
-    split = max(1, min(k_tiles, math.ceil(2 * chip.sms / (n // W4_BN))))
-    split = math.ceil(k_tiles / math.ceil(k_tiles / split))
-    chunk = k / split
-    bm = max(16, 1 << (m - 1).bit_length())
-    main = Kernel(name="w4a16", layer=0, tiles=(n // W4_BN) * split,
-                  hbm_read=W4_BN * chunk * fmt.bytes_per_weight, l2_read=m * chunk * ops.ACT_BYTES,
-                  l2_write=m * W4_BN * (4 if split > 1 else 2), tensor_flops=2.0 * W4_BN * bm * chunk,
-                  int_ops=per_weight * W4_BN * chunk, address=ADDR,
-                  data=Component.WEIGHT_READ, compute=Component.DEQUANT)
-    if split == 1:
-        return [main]
-    return [main, ops.elementwise("w4a16.sum", 0, split * m * n * 4, m * n * 2, 0.25, chip)]
+    """calibration/fast_w4a16.py as hwsim kernels (hwsim/model/fast_gemm.py, the `fast` family)."""
+    return fast_weight_only_gemm("w4a16", 0, m, k, n, chip, weight_addr=ADDR, data=Component.WEIGHT_READ,
+                                 weight_bytes=WeightFormat("int4", 128, "fp16", "software").bytes_per_weight,
+                                 ops_per_weight=per_weight)
 
 
 def gemm_predict(chip, impl, m, k, n) -> dict:

@@ -19,7 +19,7 @@ from hwsim.engine.stream import Stream
 from hwsim.engine.timer import KernelTimer
 from hwsim.hw.cluster import Cluster
 from hwsim.hw.device import Device
-from hwsim.model import weight_format
+from hwsim.model import dequant_kernels, weight_format
 from hwsim.model.blocks import moe_schedule_problems
 from hwsim.model.schedule import Schedule
 from hwsim.model.shapes import ModelShape
@@ -98,11 +98,14 @@ def build(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelSha
     streams = [Stream(cluster.env, d, cluster.arbiter, timer(), launch=cfg.runtime.launch,
                       reuse=cfg.runtime.reuse) for d in cluster.devices]
     max_context = w.context_tokens + w.decode_steps + max(w.prompt_tokens, 1)
+    families = dequant_kernels.from_profile(profile)     # who dequantizes, at what cost (issue 31)
     schedule = Schedule(lay.shard_model(model, layout) if layout else model, chip,
-                        kv=kv_format.from_config(cfg.kv_cache), dequant=cfg.kv_cache.dequant,
+                        kv=kv_format.from_config(cfg.kv_cache, dequant_kernels.kv_kernel(cfg.kv_cache, families)),
+                        dequant=cfg.kv_cache.dequant,
                         moe_schedule=cfg.runtime.moe_schedule, attention_kernel=cfg.runtime.attention_kernel,
                         max_batch=max(layout.tokens_per_group(w.batch_size)) if layout else w.batch_size,
-                        max_context=max_context, weights=weight_format.plan(cfg.weights, model.weights))
+                        max_context=max_context, weights=weight_format.plan(cfg.weights, model.weights, families))
+    unmeasured = dequant_kernels.unmeasured_notes(cfg, schedule, families)
     if w.kernel_trace is not None:        # an imported trace is the schedule (docs/traces.md)
         from hwsim.ktrace.from_scenario import trace_schedule
         schedule = trace_schedule(cfg, schedule, streams)
@@ -119,6 +122,7 @@ def build(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelSha
     mem = _memory(cfg, model, schedule, chip, experts)
     warnings = inert_keys(cfg, model)       # keys set where they cannot act: said, not ignored
     warnings += getattr(schedule, "warnings", [])           # an imported trace's
+    warnings += unmeasured
     where = f"{p.gpus} x {profile.name}" if layout else profile.name
     if note := memory.check(mem, where, p.allow_overcommit):
         warnings.append(note)

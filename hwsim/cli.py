@@ -396,6 +396,14 @@ def _print_summary(s: dict, paths: dict, figures: str) -> None:
         console.print(f"KV cache: {k['effective_bits_per_element']:.2f} bits per element "
                       f"({k['byte_ratio']:.1f}x fewer bytes{verdict}), {k['dequant']} dequant, "
                       f"attention output error {k['attention_rel_error']:.3f}")
+        from hwsim.model.dequant_kernels import spread_line     # the spread over kernel families
+        if spread := spread_line(f"{k['effective_bits_per_element']:.2f}-bit KV attention",
+                                 k.get("attention_speedup_by_kernel"), k.get("kernel_basis", {})):
+            console.print(spread)
+    if (w := s.get("weights") or {}).get("expert_gemm_speedup_by_kernel"):
+        from hwsim.model.dequant_kernels import spread_line
+        by = w["expert_gemm_speedup_by_kernel"]
+        console.print(spread_line(f"{w['experts']['format']} expert GEMM at {by['rows']} rows", by, w["kernel_basis"]))
     if p := s.get("power"):
         clock = (f"settled at {p['sm_clock_mhz']:.0f} MHz (the limit; {p['watts_at_max_clock']:.0f} W "
                  f"at {p['max_clock_mhz']:.0f} MHz)" if p["throttled"] else f"{p['sm_clock_mhz']:.0f} MHz")

@@ -17,8 +17,10 @@ from hwsim.errors import ConfigError
 from hwsim.hw.power import Activity, PowerModel, Settled, settle
 from hwsim.engine.records import RecordLog
 from hwsim.metrics import percentiles
-from hwsim.model.kv_speedup import attention_speedup
+from hwsim.model import dequant_kernels
+from hwsim.model.kv_speedup import attention_speedup, attention_speedup_by_kernel
 from hwsim.model.schedule import StepShape
+from hwsim.model.weight_speedup import expert_gemm_speedup_by_kernel
 from hwsim.step import PassPlan, StepResult, plan_pass, simulate_pass
 from hwsim.workload.kv_fidelity import attention_rel_error
 from hwsim.workload.kv_format import BF16_KV, max_context_fitting
@@ -255,7 +257,18 @@ def weights_summary(b: Built) -> dict:
     stored = sched.stored_weight_bytes()
     return {**classes, "moe_schedule": sched.moe_schedule, "bytes": stored,
             "bits_per_weight": 8 * stored / max(sched.weight_elements_total(), 1),
-            "dequant": {c: classes[c]["dequant"] for c in TENSOR_CLASSES}}
+            "dequant": {c: classes[c]["dequant"] for c in TENSOR_CLASSES},
+            "kernel": {c: sched.wplan.of(c).kernel_family for c in TENSOR_CLASSES},   # issue 31
+            **expert_kernel_summary(b)}
+
+
+def expert_kernel_summary(b: Built) -> dict:
+    """The spread of the experts' GEMM speed over dequant kernel families (issue 31)."""
+    families = dequant_kernels.from_profile(b.profile)
+    by = expert_gemm_speedup_by_kernel(b.schedule, b.scenario.workload.batch_size, families)
+    return {"expert_gemm_speedup_by_kernel": by,
+            "kernel_basis": {f: dequant_kernels.basis(families, f) for f, v in (by or {}).items()
+                             if f in dequant_kernels.FAMILIES and v is not None}}
 
 
 def moe_summary(cfg: Scenario, b: Built, steps: list[StepResult]) -> dict | None:
@@ -343,7 +356,18 @@ def kv_summary(cfg: Scenario, b: Built) -> dict:
         "max_context_tokens_fitting": max_context_fitting(
             free, batch, m.layers, a.kv_elements_per_token(), heads, fmt),
         "dequant": b.schedule.dequant,
+        **kernel_summary(cfg, b, batch, context),
     }
+
+
+def kernel_summary(cfg: Scenario, b: Built, batch: int, context: int) -> dict:
+    """The dequant kernel family this cache is read by, and the spread over families (issue 31):
+    attention_speedup for each, and whether its cost is measured, predicted or a what-if."""
+    families = dequant_kernels.from_profile(b.profile)
+    variants = dequant_kernels.kv_variants(cfg.kv_cache, families, b.chip.decoder_formats)
+    return {"kernel": dequant_kernels.kv_family(cfg.kv_cache, families),
+            "attention_speedup_by_kernel": attention_speedup_by_kernel(b.schedule, batch, context, variants),
+            "kernel_basis": {f: dequant_kernels.basis(families, f) for f, v in variants.items() if v}}
 
 
 def host_summary(cfg: Scenario, b: Built, steps: list[StepResult]) -> dict:

@@ -41,8 +41,9 @@ BASE = [f"model={TINY}", "workload.decode_steps=1", "workload.batch_size=4", "wo
 # summary fields that restate the configuration rather than result from it
 ECHOES = {"scenario", "hardware", "model", "seed", "budget_ms", "batch_size", "context_tokens", "launch",
           "moe.routing", "moe.placement", "moe.cache.policy", "moe.prefetch.enabled", "moe.prefetch.predictor",
-          "weights.moe_schedule", "kv.dequant", "topology"}
+          "weights.moe_schedule", "kv.dequant", "kv.kernel", "topology"}
 ECHO_PREFIXES = ("sim.", "weights.experts.", "weights.attention.", "weights.embeddings.", "weights.dequant.",
+                 "weights.kernel.",
                  "parallel.gpus", "parallel.tp", "parallel.ep", "parallel.dp_attention")
 
 # keys that do not change what a run computes, and why
@@ -168,6 +169,7 @@ CHANGES: dict[str, tuple[list[str], list[str]]] = {
     "kv_cache.dequant": (KV4, ["kv_cache.dequant=unfused"]),
     "kv_cache.relayout_ops_subbyte": (KV4, ["kv_cache.relayout_ops_subbyte=1"]),
     "kv_cache.relayout_ops_byte": (["kv_cache.bits=8"], ["kv_cache.relayout_ops_byte=1"]),
+    "kv_cache.kernel": (KV4, ["kv_cache.kernel=fast"]),          # issue 31: predicted from its SASS
     "moe.routing.kind": (["workload.batch_size=8"], ["moe.routing.kind=zipf"]),
     "moe.routing.zipf_exponent": (ZIPF, ["moe.routing.zipf_exponent=3"]),
     "moe.routing.hot_persist_steps": ([*ZIPF, "workload.decode_steps=3"], ["moe.routing.hot_persist_steps=1"]),
@@ -191,6 +193,10 @@ CHANGES: dict[str, tuple[list[str], list[str]]] = {
     "weights.group_size": (INT4, ["weights.group_size=32"]),
     "weights.scale_format": (INT4, ["weights.scale_format=fp32"]),
     "weights.dequant": (["hardware=h200-decoder", *INT4], ["weights.dequant=decoder"]),
+    "weights.kernel": (INT4, ["weights.kernel=fast"]),
+    "weights.experts.kernel": (["weights.experts.format=int4"], ["weights.experts.kernel=fast"]),
+    "weights.attention.kernel": (["weights.attention.format=int4"], ["weights.attention.kernel=fast"]),
+    "weights.embeddings.kernel": (["weights.embeddings.format=int4"], ["weights.embeddings.kernel=fast"]),
     "weights.experts.format": ([], ["weights.experts.format=fp8"]),
     "weights.experts.group_size": (["weights.experts.format=int4"], ["weights.experts.group_size=32"]),
     "weights.experts.scale_format": (["weights.experts.format=int4"], ["weights.experts.scale_format=fp32"]),

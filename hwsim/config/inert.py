@@ -51,6 +51,15 @@ def _quantized_kv(c, m) -> bool:
     return any(b < 16 for b in c.kv_cache.widths())
 
 
+def _weights_kernel(cls: str | None) -> Acts:
+    """A kernel family key (one class, None: any): acts where the class's codes are expanded."""
+    def acts(c, m):
+        from hwsim.model.weight_format import TENSOR_CLASSES, plan
+        p = plan(c.weights, m.weights)
+        return any(p.of(k).dequant in ("software", "decoder") for k in ([cls] if cls else TENSOR_CLASSES))
+    return acts
+
+
 def _weights_class(cls: str | None) -> Acts:
     """A weights key of one tensor class (None: any): acts when that class is stored quantized."""
     def acts(c, m):
@@ -120,10 +129,13 @@ RULES: list[tuple[str, str, Acts]] = [
     ("kv_cache.recent.bits", "kv_cache.recent.tokens", lambda c, m: c.kv_cache.recent.tokens > 0),
     ("kv_cache.outliers.bits", "kv_cache.outliers.fraction", lambda c, m: c.kv_cache.outliers.fraction > 0),
     ("kv_cache.vq.", "kv_cache.element vq", lambda c, m: c.kv_cache.element == "vq"),
-    ("kv_cache.relayout_ops_", "a quantized KV cache with kv_cache.dequant software",
-     lambda c, m: _quantized_kv(c, m) and c.kv_cache.dequant == "software"),
+    ("kv_cache.relayout_ops_", "a quantized KV cache with kv_cache.dequant software and a kernel other than fast",
+     lambda c, m: _quantized_kv(c, m) and c.kv_cache.dequant == "software" and c.kv_cache.kernel != "fast"),
     *[(f"kv_cache.{k}", "a quantized KV cache (some width under 16 bits)", _quantized_kv)
-      for k in ("group_size", "scale_format", "zero_point", "dequant")],
+      for k in ("group_size", "scale_format", "zero_point", "dequant", "kernel")],
+    *[(f"weights.{cls}.kernel", f"weights.{cls} dequantized (software or decoder)", _weights_kernel(cls))
+      for cls in ("experts", "attention", "embeddings")],
+    ("weights.kernel", "a weights class dequantized (software or decoder)", _weights_kernel(None)),
     *[(f"weights.{cls}.{k}", f"weights.{cls}.format other than bf16", _weights_class(cls))
       for cls in ("experts", "attention", "embeddings") for k in ("group_size", "scale_format", "dequant")],
     *[(f"weights.{k}", "a weights format other than bf16", _weights_class(None))

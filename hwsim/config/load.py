@@ -209,11 +209,11 @@ def cross_checks(cfg: Scenario, profile: HardwareProfile, model: ModelShape):
     head_dim = getattr(model.attention, "kv_lora_rank", 0) or model.attention.head_dim
     if kv.dequant == "decoder" and profile.decoder is None:
         yield "kv_cache.dequant", f"profile '{profile.name}' has no native sub-byte decoder (no decoder: block)"
+    from hwsim.model import dequant_kernels    # kernel families (docs/kv_cache.md)
     if kv.dequant == "decoder" and profile.decoder is not None:
-        wanted = "fp8" if kv.element == "fp8" else ("vq" if kv.element == "vq" else "int")
-        fmts = " ".join(profile.decoder.formats)
-        if wanted not in fmts and not (wanted == "int" and "int" in fmts):
+        if not dequant_kernels.decoder_takes(profile.decoder.formats, kv.element):
             yield "kv_cache.element", f"the decoder of '{profile.name}' supports {profile.decoder.formats}"
+    yield from dequant_kernels.problems(cfg, dequant_kernels.from_profile(profile), profile.name)
     from hwsim.model import weight_format    # weight formats the profile cannot run (docs/weights.md)
     yield from weight_format.problems(weight_format.plan(cfg.weights, model.weights), profile)
     yield from moe_schedule_problems(cfg)

@@ -11,6 +11,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from hwsim.config.dequant_kernels import DequantKernels
 from hwsim.config.sourced import Count, Fraction, Positive
 from hwsim.config.strict import Strict
 
@@ -139,6 +140,9 @@ class HardwareProfile(Strict):
     kernel: KernelCosts
     gemm: GemmLibrary
     decoder: SubByteDecoder | None = None
+    dequant_kernels: DequantKernels | None = Field(
+        default=None, description="software dequant cost per kernel family (no block: the H200's naive "
+                                  "fit, hwsim.model.dequant_kernels.NAIVE)")
     interconnect: Interconnect | None = None
     power: Power | None = Field(default=None, description="no block: the SMs always run at their "
                                 "maximum clock and runs report no power")

@@ -271,6 +271,23 @@ KV_PRESETS: dict[str, dict] = {
 SUPPORTED_INT_BITS = {1, 1.5, 2, 3, 4, 5, 6, 8, 16}
 
 
+KernelFamily = Literal["naive", "fast", "native-decoder"]
+
+
+def kernel_dequant(kernel: str | None, dequant: str | None, software: tuple[str, ...]) -> str | None:
+    """The dequant a kernel family implies (docs/kv_cache.md, docs/weights.md): native-decoder is
+    dequant decoder; naive and fast are software kernels, run the `software` ways. `dequant`:
+    the key as set (None: unset). A contradiction is a ValueError."""
+    if kernel == "native-decoder":
+        if dequant not in (None, "decoder"):
+            raise ValueError(f"kernel native-decoder is dequant decoder, not {dequant}: set one of the two")
+        return "decoder"
+    if kernel is not None and dequant is not None and dequant not in software:
+        raise ValueError(f"kernel {kernel} runs with dequant {' or '.join(software)}, not {dequant} "
+                         f"(the decoder is kernel native-decoder): drop one of the two keys")
+    return dequant
+
+
 class KvCache(Strict):
     preset: Literal["bf16", "fp8", "kivi-2", "kvquant-3-1pct", "skvq-2-1.5", "qserve-kv4",
                     "adaptive-2", "adaptive-1.5"] | None = Field(None, description="a published scheme")
@@ -288,6 +305,12 @@ class KvCache(Strict):
     dequant: Literal["software", "decoder", "unfused"] = Field(
         "software", description="software: unpack in registers before the MMA; decoder: a native "
                                 "sub-byte decoder of the profile; unfused: expand to bf16 in HBM first")
+    kernel: KernelFamily | None = Field(
+        None, description="dequant kernel family (docs/kv_cache.md): naive = the measured fused Triton "
+                          "kernel (the fit), fast = calibration/fast_kv_attn.py at its SASS counts "
+                          "(predicted, unmeasured), native-decoder = dequant decoder; unset: the "
+                          "fastest measured family of the profile (naive), or native-decoder with "
+                          "dequant decoder")
     relayout_ops_subbyte: float = Field(
         15.5, ge=0, description="software dequant: ops per element to move packed sub-byte codes into "
                                 "MMA fragment order (calibration/fit_kv_dequant.py: the fused Triton "
@@ -310,6 +333,9 @@ class KvCache(Strict):
 
     @model_validator(mode="after")
     def _check(self):
+        ways = ("software",) if self.kernel == "fast" else ("software", "unfused")  # fast: one fused kernel
+        dequant = kernel_dequant(self.kernel, self.dequant if "dequant" in self.model_fields_set else None, ways)
+        object.__setattr__(self, "dequant", dequant or self.dequant)
         if any(not 0 < b <= 16 for b in self.widths()):
             raise ValueError("every stored width must be above 0 and at most 16 bits")
         if self.element == "fp8":
@@ -385,6 +411,11 @@ class TensorWeights(Strict):
         None, description="native: the tensor core takes it (fp8; fp4 on b200); software: expanded in "
                           "registers (the H200's only way for 4-bit and below); decoder: the what-if "
                           "native sub-byte decoder of the profile")
+    kernel: KernelFamily | None = Field(
+        None, description="dequant kernel family of a software or decoder class (docs/weights.md): "
+                          "naive = tinygemm (measured), fast = calibration/fast_w4a16.py at its SASS "
+                          "counts (predicted, unmeasured), native-decoder = dequant decoder; unset: "
+                          "the profile's fastest measured family (naive)")
 
 
 class Weights(Strict):
@@ -393,6 +424,7 @@ class Weights(Strict):
     group_size: int | None = Field(None, ge=0)
     scale_format: Literal["bf16", "fp16", "fp32", "fp8", "e8m0"] | None = None
     dequant: Literal["native", "software", "decoder"] | None = None
+    kernel: KernelFamily | None = None
     experts: TensorWeights = TensorWeights()
     attention: TensorWeights = TensorWeights()
     embeddings: TensorWeights = Field(TensorWeights(), description="embedding table and LM head")
@@ -400,13 +432,18 @@ class Weights(Strict):
     @model_validator(mode="after")
     def _spread(self):
         """Top-level keys apply to every class that does not set its own."""
-        top = {k: getattr(self, k) for k in ("format", "group_size", "scale_format", "dequant")
+        top = {k: getattr(self, k) for k in ("format", "group_size", "scale_format", "dequant", "kernel")
                if getattr(self, k) is not None}
         for cls in ("experts", "attention", "embeddings"):
             block = getattr(self, cls)
             fill = {k: v for k, v in top.items() if getattr(block, k) is None}
             if fill:
-                object.__setattr__(self, cls, block.model_copy(update=fill))
+                block = block.model_copy(update=fill)
+                object.__setattr__(self, cls, block)
+            try:
+                kernel_dequant(block.kernel, block.dequant, ("software",))
+            except ValueError as exc:
+                raise ValueError(f"weights.{cls}: {exc}") from None
         return self
 
 

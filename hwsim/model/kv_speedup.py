@@ -24,6 +24,18 @@ def attention_speedup(schedule: Schedule, batch: int, context: int) -> float:
     return kv_path_s(schedule.with_kv(BF16_KV), shape) / kv_path_s(schedule, shape)
 
 
+def attention_speedup_by_kernel(schedule: Schedule, batch: int, context: int,
+                                variants: dict) -> dict[str, float | None] | None:
+    """attention_speedup of this cache read by each kernel family (`variants`: family ->
+    (KvFormat, dequant) or None where the chip has none; hwsim.model.dequant_kernels.kv_variants).
+    None for a bf16 cache."""
+    if schedule.kv.is_unquantized:
+        return None
+    shape = StepShape("decode", batch, batch, context)
+    bf16 = kv_path_s(schedule.with_kv(BF16_KV), shape)
+    return {family: bf16 / kv_path_s(schedule.with_kv(*v), shape) if v else None for family, v in variants.items()}
+
+
 def kv_path_s(schedule: Schedule, shape: StepShape) -> float:
     """Device seconds of every layer's KV path in a decode pass of `shape`."""
     attention = schedule.model.attention

@@ -73,7 +73,7 @@ def fused_config(tokens: int, experts: int) -> tuple[int, int, int]:
 def grouped_gemm(name: str, layer: int, rows: list[int], k: int, n: int, chip: ChipSpec, *,
                  weight_addr: int, weight_bytes: float, data: Component, writes=(),
                  dtype: str = "bf16", dequant: str = "native",
-                 on_chip: tuple[float, ...] | None = None) -> Kernel:
+                 on_chip: tuple[float, ...] | None = None, kernel=None) -> Kernel:
     """One grouped GEMM over the active experts; `rows` are the tokens each one got, `on_chip`
     the share of each one's weights resident in on-chip SRAM (none: all in HBM)."""
     n_tiles = math.ceil(n / GROUPED_TILE_N)
@@ -98,12 +98,13 @@ def grouped_gemm(name: str, layer: int, rows: list[int], k: int, n: int, chip: C
             min(GROUPED_TILE_M, max(1.0, mean_rows)))),
         start_trips=GROUPED_START_TRIPS, address=weight_addr, data=data,
         compute=Component.DEQUANT if dequant == "software" else Component.GEMM_COMPUTE, writes=writes,
-        dtype=dtype, **expand_codes(dequant, GROUPED_TILE_N * k, min(m, GROUPED_TILE_M)))
+        dtype=dtype, **expand_codes(dequant, GROUPED_TILE_N * k, min(m, GROUPED_TILE_M), kernel))
 
 
 def fused_moe_gemm(name: str, layer: int, rows: list[int], tokens: int, experts: int, k: int, n: int,
                    chip: ChipSpec, *, weight_addr: int, weight_bytes: float, data: Component,
-                   writes=(), dequant: str = "native", on_chip: tuple[float, ...] | None = None) -> Kernel:
+                   writes=(), dequant: str = "native", on_chip: tuple[float, ...] | None = None,
+                   kernel=None) -> Kernel:
     """One projection of the fused MoE over the active experts' row blocks.
 
     The grid covers the worst-case padded block count; programs past the real blocks read the
@@ -150,7 +151,7 @@ def fused_moe_gemm(name: str, layer: int, rows: list[int], tokens: int, experts:
         inflight_bytes=per * bn * bk * weight_bytes * short * FUSED_STAGES_IN_FLIGHT,   # masked rows load nothing
         round_trips=2,           # the sorted token ids, then the rows they name
         address=weight_addr, data=data, writes=writes,
-        compute=Component.DEQUANT if dequant == "software" else Component.GEMM_COMPUTE, **expand_codes(dequant, per * bn * k, min(max(active), bm)))
+        compute=Component.DEQUANT if dequant == "software" else Component.GEMM_COMPUTE, **expand_codes(dequant, per * bn * k, min(max(active), bm), kernel))
 
 
 def resident_share(reads: list[float], on_chip: tuple[float, ...] | None) -> float:
@@ -161,21 +162,29 @@ def resident_share(reads: list[float], on_chip: tuple[float, ...] | None) -> flo
     return sum(r * o for r, o in zip(reads, on_chip, strict=True)) / max(sum(reads), 1e-30)
 
 
-def expand_codes(dequant: str, weights: float, rows: int) -> dict:
+def expand_codes(dequant: str, weights: float, rows: int, kernel=None) -> dict:
     """Kernel fields for a tile that expands `weights` sub-byte codes before its MMAs: in
-    software at the cost measured for tinygemm (hwsim.model.weight_format), or by a native
-    decoder. Not measured inside grouped or fused kernels (docs/weights.md)."""
+    software at the cost of its kernel family (hwsim.model.dequant_kernels; None: measured for
+    tinygemm, hwsim.model.weight_format), or by a native decoder. Not measured inside grouped
+    or fused kernels (docs/weights.md)."""
     if dequant == "software":
-        return {"int_ops": (DEQUANT_OPS_PER_WEIGHT + DEQUANT_OPS_PER_WEIGHT_ROW * min(rows, DEQUANT_TILE_ROWS))
-                * weights}
+        return {"int_ops": _ops_per_weight(kernel, rows) * weights}
     if dequant == "decoder":
         return {"decoder_elements": weights}
     return {}
 
 
+def _ops_per_weight(kernel, rows: int) -> float:
+    if kernel is not None:
+        return kernel.ops(rows)
+    return DEQUANT_OPS_PER_WEIGHT + DEQUANT_OPS_PER_WEIGHT_ROW * min(rows, DEQUANT_TILE_ROWS)
+
+
 def weight_only_gemm(name: str, layer: int, m: int, k: int, n: int, chip: ChipSpec, *,
-                     weight_addr: int, weight_bytes: float, data: Component, writes=()) -> Kernel:
-    """y = x @ dequant(W)^T with W's codes expanded in registers (tinygemm's tiling)."""
+                     weight_addr: int, weight_bytes: float, data: Component, writes=(),
+                     kernel=None) -> Kernel:
+    """y = x @ dequant(W)^T with W's codes expanded in registers (tinygemm's tiling), at the
+    naive family's cost (`kernel`, None: the fit in hwsim.model.weight_format)."""
     m_tiles = math.ceil(m / DEQUANT_TILE_ROWS)
     tiles = math.ceil(n / DEQUANT_TILE_N) * m_tiles
     weights = DEQUANT_TILE_N * k
@@ -186,6 +195,6 @@ def weight_only_gemm(name: str, layer: int, m: int, k: int, n: int, chip: ChipSp
         l2_read=weights * weight_bytes * (m_tiles - 1) / m_tiles + rows * k * ops.ACT_BYTES,
         l2_write=rows * DEQUANT_TILE_N * ops.ACT_BYTES,
         tensor_flops=2.0 * ops.MMA_M * DEQUANT_TILE_N * k,
-        int_ops=(DEQUANT_OPS_PER_WEIGHT + DEQUANT_OPS_PER_WEIGHT_ROW * rows) * weights,
+        int_ops=_ops_per_weight(kernel, rows) * weights,
         round_trips=2,       # each K step waits on the group's scales and zeros, then its codes
         address=weight_addr, data=data, compute=Component.DEQUANT, writes=writes, mma_sync=True)

@@ -21,6 +21,7 @@ from hwsim.metrics import Component
 from hwsim.ktrace import ir
 from hwsim.model import moe_kernels, ops
 from hwsim.model.blocks import DENSE_FFN, attention_kernel as attention_block, moe_schedule as moe_block
+from hwsim.model.fast_gemm import fast_weight_only_gemm
 from hwsim.model.kernel import ExpertBlock, Kernel, Role, StreamItem, copy_kernel, relocated
 from hwsim.model.l2_residency import L2Residency
 from hwsim.model.onchip import OnChipState
@@ -165,10 +166,12 @@ class Schedule:
     def attention_kernel(self) -> str:
         return self.attention.name
 
-    def with_kv(self, kv: KvFormat) -> "Schedule":
-        """The same schedule over another KV cache format (laid out for it)."""
+    def with_kv(self, kv: KvFormat, dequant: str | None = None) -> "Schedule":
+        """The same schedule over another KV cache format (laid out for it), or dequantized
+        another way."""
+        sizes = {**self._sizes, **({"dequant": dequant} if dequant else {})}
         return Schedule(self.model, self.chip, kv=kv, moe_schedule=self.moe_schedule,
-                        attention_kernel=self.attention_kernel, weights=self.wplan, **self._sizes)
+                        attention_kernel=self.attention_kernel, weights=self.wplan, **sizes)
 
     def kv_token_bytes(self, context: int) -> float:
         """Stored bytes of one token's K and V in one layer at this context length."""
@@ -290,15 +293,22 @@ class Schedule:
         return self._quant_gemm(fmt, full, layer, m, k, n, self._w(layer, wname), data, compute,
                                 on_chip, channel_group, out)
 
+    def quant_gemm_kernels(self, fmt, name, layer, m, k, n, addr, data) -> list[Kernel]:
+        """One GEMM over weights stored in `fmt`, alone (hwsim.model.weight_speedup)."""
+        return self._quant_gemm(fmt, name, layer, m, k, n, addr, data, Component.GEMM_COMPUTE, 0.0, -1, ())
+
     def _quant_gemm(self, fmt, name, layer, m, k, n, addr, data, compute, on_chip, group, out):
         """A GEMM on weights stored in `fmt`: software dequant runs a weight-only kernel
         (tinygemm's); native FP8/FP4 casts the activations first (one element-wise kernel, as
         the measured torch._scaled_mm path) and multiplies at that tensor rate; a decoder
         expands the codes on the way in and the MMA runs in bf16."""
         wb = fmt.bytes_per_weight
+        if fmt.kernel_family == "fast":         # predicted from its SASS (hwsim.model.dequant_kernels)
+            return fast_weight_only_gemm(name, layer, m, k, n, self.chip, weight_addr=addr, weight_bytes=wb,
+                                         data=data, ops_per_weight=fmt.kernel.ops(m), writes=out)
         if fmt.dequant == "software":
             return [moe_kernels.weight_only_gemm(name, layer, m, k, n, self.chip, weight_addr=addr,
-                                                 weight_bytes=wb, data=data, writes=out)]
+                                                 weight_bytes=wb, data=data, writes=out, kernel=fmt.kernel)]
         dtype = fmt.tensor_dtype(self.chip.tensor_flops)
         ks = []
         if dtype != "bf16":
@@ -806,7 +816,8 @@ class Schedule:
                                                self.chip, weight_addr=self._w(layer, f"expert0.{proj}"),
                                                weight_bytes=fmt_b, data=Component.EXPERT_READ,
                                                writes=out, dtype=dtype, dequant=self._expert_dequant(),
-                                               on_chip=on_chip), ir.GroupedGemm(counts, nn, k, dtype)))
+                                               kernel=self.wplan.experts.kernel, on_chip=on_chip),
+                              ir.GroupedGemm(counts, nn, k, dtype)))
             if proj == "gate_up":     # SiLU of the strided gate half, times the strided up half
                 ks.append(self._ew("experts.silu", layer, n * ff * ab, n * ff * ab, SILU_OPS_PER_BYTE,
                                    vectorized=False, reads=("gate",), writes=("gate_act",), role=ROUTED))
@@ -845,7 +856,8 @@ class Schedule:
             ks.append(routed(moe_kernels.fused_moe_gemm(f"L{layer}.experts.{proj}", layer, list(counts), t, E, k,
                                                  nn, self.chip, weight_addr=self._w(layer, f"expert0.{proj}"),
                                                  weight_bytes=wb, data=Component.EXPERT_READ, writes=out,
-                                                 dequant=self._expert_dequant(), on_chip=on_chip),
+                                                 dequant=self._expert_dequant(), kernel=self.wplan.experts.kernel,
+                                                 on_chip=on_chip),
                               ir.GroupedGemm(counts, nn, k, self.wplan.experts.tensor_dtype(self.chip.tensor_flops))))
             if proj == "gate_up":
                 ks.append(self._ew("experts.silu_mul", layer, 2 * n * ff * ab, n * ff * ab, SILU_OPS_PER_BYTE,

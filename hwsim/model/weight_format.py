@@ -50,6 +50,7 @@ class WeightFormat:
     group_size: int = 0
     scale_format: str = "bf16"
     dequant: str = "native"
+    kernel: object = None      # software: its hwsim.model.dequant_kernels.WeightKernel (None: naive's fit)
 
     @property
     def is_bf16(self) -> bool:
@@ -76,6 +77,13 @@ class WeightFormat:
             return "fp4"
         return "bf16"
 
+    @property
+    def kernel_family(self) -> str | None:
+        """The dequant kernel family (issue 31): naive or fast in software, native-decoder."""
+        if self.dequant == "decoder":
+            return "native-decoder"
+        return (self.kernel.family if self.kernel is not None else "naive") if self.dequant == "software" else None
+
     def summary(self) -> dict:
         return {"format": self.format, "bits_per_weight": round(self.bits_per_weight, 4),
                 "group_size": self.group_size, "scale_format": self.scale_format,
@@ -85,13 +93,20 @@ class WeightFormat:
 BF16 = WeightFormat()
 
 
-def from_config(block) -> WeightFormat:
-    """A WeightFormat from a scenario's weights.<class> block (hwsim.config.scenario.TensorWeights)."""
+def from_config(block, families=None) -> WeightFormat:
+    """A WeightFormat from a scenario's weights.<class> block (hwsim.config.scenario.TensorWeights);
+    a software one costed by its kernel family of `families` (hwsim.model.dequant_kernels; None:
+    the naive fit)."""
     fmt = block.format
     group = block.group_size if block.group_size is not None else DEFAULT_GROUP[fmt]
     scale = block.scale_format or DEFAULT_SCALE[fmt]
-    dequant = block.dequant or ("native" if fmt in ("bf16", "fp8") else "software")
-    return WeightFormat(fmt, group, scale, dequant)
+    kernel = getattr(block, "kernel", None)
+    dequant = block.dequant or ("native" if fmt in ("bf16", "fp8") else     # a kernel acts on codes only
+                                "decoder" if kernel == "native-decoder" else "software")
+    costs = None
+    if dequant == "software" and families is not None:
+        costs = families.weights[kernel or families.default("weights")]
+    return WeightFormat(fmt, group, scale, dequant, costs)
 
 
 @dataclass(frozen=True)
@@ -110,8 +125,9 @@ class WeightPlan:
         return all(self.of(c).is_bf16 for c in TENSOR_CLASSES)
 
 
-def plan(cfg_weights, model_defaults: dict | None = None) -> WeightPlan:
-    """The scenario's `weights:` block over the model's default formats (DeepSeek-V3: FP8)."""
+def plan(cfg_weights, model_defaults: dict | None = None, families=None) -> WeightPlan:
+    """The scenario's `weights:` block over the model's default formats (DeepSeek-V3: FP8), each
+    software class costed by its kernel family of `families` (None: the naive fit)."""
     out = {}
     for cls in TENSOR_CLASSES:
         block = getattr(cfg_weights, cls, None) if cfg_weights is not None else None
@@ -123,8 +139,14 @@ def plan(cfg_weights, model_defaults: dict | None = None) -> WeightPlan:
                 base = type(base)()
             block = base.model_copy(update=keys)
         block = block if block is not None and block.format is not None else base
-        out[cls] = from_config(block) if block is not None and block.format is not None else BF16
+        out[cls] = from_config(block, families) if block is not None and block.format is not None else BF16
     return WeightPlan(**out)
+
+
+def decoder_takes(formats, fmt: str) -> bool:
+    """Whether a decoder listing `formats` expands weights stored in `fmt` (its int4 path takes
+    the 4-bit float formats too)."""
+    return fmt in formats or (fmt in FP4_FORMATS and "int4" in formats)
 
 
 def problems(p: WeightPlan, profile) -> list[tuple[str, str]]:
@@ -139,8 +161,7 @@ def problems(p: WeightPlan, profile) -> list[tuple[str, str]]:
                 out.append((f"{key}.dequant", f"profile '{profile.name}' has no native sub-byte decoder "
                                               f"(no decoder: block); use dequant: software or a what-if "
                                               f"profile with a decoder (h200-decoder)"))
-            elif f.format not in profile.decoder.formats and not (
-                    f.format in FP4_FORMATS and "int4" in profile.decoder.formats):
+            elif not decoder_takes(profile.decoder.formats, f.format):
                 out.append((f"{key}.format", f"the decoder of '{profile.name}' supports {profile.decoder.formats}"))
         if f.dequant == "native" and f.format in FP4_FORMATS and "fp4" not in dtypes:
             out.append((f"{key}.dequant", f"profile '{profile.name}' has no FP4 tensor rate: {f.format} "

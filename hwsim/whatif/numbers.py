@@ -26,7 +26,8 @@ from hwsim.model.shapes import ModelShape
 # Goal-seek never leaves this factor either side of a number's present value: two decades
 # cover every what-if of docs/whatif.md and keep a runaway bracket to a few runs
 SEARCH_DECADES = 2.0
-PROFILE_BLOCKS = ("sm", "l2", "hbm", "bus", "launch", "kernel", "gemm", "decoder", "interconnect", "power")
+PROFILE_BLOCKS = ("sm", "l2", "hbm", "bus", "launch", "kernel", "gemm", "decoder", "dequant_kernels",
+                  "interconnect", "power")
 
 
 @dataclass(frozen=True)

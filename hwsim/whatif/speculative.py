@@ -32,7 +32,6 @@ from hwsim.model import ops, weight_format
 from hwsim.model.schedule import NORM_OPS_PER_ELEM, Schedule, StepShape
 from hwsim.rng import RandomStreams
 from hwsim.step import PassPlan, StepResult, plan_pass, simulate_pass
-from hwsim.workload import kv_format
 from hwsim.workload.router import Router, experts_chosen
 
 
@@ -79,7 +78,7 @@ class Speculation:
             moe = m.moe.model_copy(update={"dense_layers": 0}) if m.is_moe_layer(m.layers - 1) else None
             model = m.model_copy(update={"layers": 1, "moe": moe, "name": f"{m.name}-mtp"})
             weights = b.schedule.wplan
-        schedule = Schedule(model, b.chip, kv=kv_format.from_config(cfg.kv_cache), dequant=cfg.kv_cache.dequant,
+        schedule = Schedule(model, b.chip, kv=b.schedule.kv, dequant=cfg.kv_cache.dequant,
                             moe_schedule=cfg.runtime.moe_schedule, attention_kernel=cfg.runtime.attention_kernel,
                             max_batch=w.batch_size,
                             max_context=w.context_tokens + 2 * w.decode_steps * self.queries,

@@ -56,6 +56,9 @@ class KvFormat:
     vq_dims: int = 0
     relayout_ops_subbyte: float = 0.0
     relayout_ops_byte: float = 0.0
+    # a kernel family costed per stored width instead (hwsim.model.dequant_kernels: `fast`):
+    # (bits, ops per element) ascending; a width between two takes the wider one's
+    kernel_ops_by_bits: tuple[tuple[float, float], ...] = ()
 
     # -- bytes ---------------------------------------------------------------------------
     def _meta_bits(self, bits: float) -> float:
@@ -105,12 +108,15 @@ class KvFormat:
 
     # -- dequantization work -------------------------------------------------------------
     def _ops(self, bits: float) -> float:
-        if bits >= 16:
-            return 0.0
+        if bits >= 16:      # read as is; a family counted per width charges its loop over bf16 too
+            return dict(self.kernel_ops_by_bits).get(16.0, 0.0) if self.element == "int" else 0.0
         if self.element == "fp8":
             return FP8_CVT_OPS
         if self.element == "vq":   # fp16 codebook entries in shared memory: a lookup, no conversion
             return SMEM_LOOKUP_OPS / max(self.vq_dims, 1)
+        if self.kernel_ops_by_bits:
+            return next((ops for width, ops in self.kernel_ops_by_bits if width >= bits),
+                        self.kernel_ops_by_bits[-1][1])
         subbyte = bits < 8
         ops = I2F_OPS + FMA_OPS + F2H_OPS
         ops += (UNPACK_OPS + self.relayout_ops_subbyte) if subbyte else self.relayout_ops_byte
@@ -158,8 +164,16 @@ def max_context_fitting(free_bytes: float, batch: int, layers: int, elements_per
     return lo if not math.isinf(free_bytes) else 1 << 30
 
 
-def from_config(kv) -> KvFormat:
-    """KvFormat from a validated `kv_cache` scenario block (hwsim.config.scenario.KvCache)."""
+def from_config(kv, kernel=None) -> KvFormat:
+    """KvFormat from a validated `kv_cache` scenario block (hwsim.config.scenario.KvCache), its
+    software dequant costed by `kernel` (a hwsim.model.dequant_kernels.KvKernel; None: the
+    block's relayout keys, the naive fit). The block's relayout keys, set to other than their
+    default (the H200 fit), override the naive family's (a value, not whether it was written:
+    sweeps and what-ifs re-validate whole scenarios)."""
+    costs = {"relayout_ops_subbyte": kv.relayout_ops_subbyte, "relayout_ops_byte": kv.relayout_ops_byte}
+    if kernel is not None:
+        costs = {k: v if v != type(kv).model_fields[k].default else getattr(kernel, k) for k, v in costs.items()}
+        costs["kernel_ops_by_bits"] = kernel.ops_by_bits
     return KvFormat(
         routine=ClassWidth(*kv.widths()[:2]),
         sinks=kv.sinks.tokens, sink_bits=kv.sinks.bits,
@@ -167,7 +181,7 @@ def from_config(kv) -> KvFormat:
         recent=kv.recent.tokens, recent_bits=kv.recent.bits,
         group_size=kv.group_size, scale_format=kv.scale_format, zero_point=kv.zero_point,
         element=kv.element, vq_entries=kv.vq.entries, vq_dims=kv.vq.dims,
-        relayout_ops_subbyte=kv.relayout_ops_subbyte, relayout_ops_byte=kv.relayout_ops_byte,
+        **costs,
     )
 
 

@@ -1,0 +1,46 @@
+"""The fast W4A16 GEMM of calibration/fast_w4a16.py as hwsim kernels (kernel family `fast`,
+hwsim.model.dequant_kernels): PREDICTED from its SASS, not yet measured.
+
+The weights are the wgmma's M side, FAST_TILE_N output columns a program, the batch (padded to
+a power of two, 16 to 64 rows) its N side; K is split so the grid fills about two waves, and a
+second kernel sums the split-K partials. Its SASS shows HGMMA, so the MMA is not mma.sync. The
+per-weight int-lane ops come from the family (its SASS counts at 16 and 64 rows). Past 64 rows
+each 64-row tile expands the codes again (the codes re-read from L2).
+"""
+
+from __future__ import annotations
+
+import math
+
+from hwsim.hw.chip import ChipSpec
+from hwsim.metrics import Component
+from hwsim.model import ops
+from hwsim.model.dequant_kernels import fast_tile_rows
+from hwsim.model.kernel import Kernel
+
+FAST_TILE_N = 128          # output columns a program (calibration/fast_grid.py W4_BN, the SASS's BN)
+FAST_GROUP = 128           # K per scale group and per K tile
+SPLIT_WAVES = 2            # split-K fills about two waves of programs
+
+
+def fast_weight_only_gemm(name: str, layer: int, m: int, k: int, n: int, chip: ChipSpec, *,
+                          weight_addr: int, weight_bytes: float, data: Component, ops_per_weight: float,
+                          writes=()) -> list[Kernel]:
+    """y = x @ dequant(W)^T by the fast W4A16 kernel, split-K sum included."""
+    n_tiles = math.ceil(n / FAST_TILE_N)
+    k_tiles = max(1, k // FAST_GROUP)
+    split = max(1, min(k_tiles, math.ceil(SPLIT_WAVES * chip.sms / n_tiles)))
+    split = math.ceil(k_tiles / math.ceil(k_tiles / split))
+    chunk = k / split
+    bm = fast_tile_rows(m)
+    m_tiles = math.ceil(m / bm)
+    rows = min(m, bm)
+    weights = FAST_TILE_N * chunk * weight_bytes
+    main = Kernel(name=name, layer=layer, tiles=n_tiles * split * m_tiles,
+                  hbm_read=weights / m_tiles, l2_read=weights * (m_tiles - 1) / m_tiles + rows * chunk * ops.ACT_BYTES,
+                  l2_write=rows * FAST_TILE_N * (4 if split > 1 else 2), tensor_flops=2.0 * FAST_TILE_N * bm * chunk,
+                  int_ops=ops_per_weight * FAST_TILE_N * chunk, address=weight_addr,
+                  data=data, compute=Component.DEQUANT, writes=() if split > 1 else writes)
+    if split == 1:
+        return [main]
+    return [main, ops.elementwise(f"{name}.sum", layer, split * m * n * 4, m * n * 2, 0.25, chip, writes=writes)]
