@@ -12,6 +12,7 @@ wasted prefetch bytes, active-parameter fraction.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -172,6 +173,20 @@ class ExpertDispatch:
         per_stack = [np.array(v) for v in self.stats.stack_bytes.values()]
         ratios = [v.max() / v.mean() for v in per_stack if v.mean() > 0]
         return float(np.mean(ratios)) if ratios else 1.0
+
+    def planned(self) -> tuple:
+        """What making plans left here (lookups, statistics, the steps' experts), copied: a run
+        that replays kept plans restores it (hwsim/run.py), so that its summary is the one its
+        own planning would give. Plans are kept only while nothing is resident on chip
+        (hwsim/whatif/reuse.py), so this is all that planning changes."""
+        c = self.cache
+        return copy.deepcopy((c.lookups, c.hits, c.hits_by_layer, c.uses, self.stats,
+                              self._previous_step, self._this_step, self._step))
+
+    def restore(self, planned: tuple) -> None:
+        c = self.cache
+        (c.lookups, c.hits, c.hits_by_layer, c.uses, self.stats,
+         self._previous_step, self._this_step, self._step) = copy.deepcopy(planned)
 
     def end_step(self) -> None:
         # every copy has landed once the step's simulation drains; wrong guesses stay resident

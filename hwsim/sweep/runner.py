@@ -25,12 +25,14 @@ import pandas as pd
 
 from hwsim.errors import ConfigError
 from hwsim.io.atomic import atomic_write, check_folder_target
+from hwsim.sweep.groups import group_points, run_group
 
 SCHEDULER_TIMEOUT_S = 5     # an unreachable scheduler is reported after this, not after a hang
 
 
-def run_point(point: dict) -> dict:
-    """One point, on a worker: simulate it and flatten the summary into a table row."""
+def run_point(point: dict, plans=None) -> dict:
+    """One point, on a worker: simulate it and flatten the summary into a table row. `plans`
+    (hwsim/sweep/groups.py GroupPlans): its group's plans, replayed where its chip allows."""
     from hwsim.build import build
     from hwsim.config.scenario import Scenario
     from hwsim.run import run_scenario
@@ -39,8 +41,7 @@ def run_point(point: dict) -> dict:
     row = {"point": point["hash"], **{f"factor.{k}": v for k, v in point["factors"].items()}}
     try:
         cfg = Scenario.model_validate(point["scenario"])
-        built = build(cfg)
-        s = run_scenario(cfg, built).summary
+        s = plans.summary(cfg) if plans is not None else run_scenario(cfg, build(cfg)).summary
         row.update(flatten(s))
         row["status"] = "ok"
         row["error"] = None
@@ -155,6 +156,13 @@ def dask_client(scheduler: str | None, workers: int | None):
             cluster.close()
 
 
+def _worker_count(client) -> int:
+    try:
+        return max(1, len(client.scheduler_info()["workers"]))
+    except Exception:   # noqa: BLE001 - only a hint for splitting groups
+        return 1
+
+
 def run_sweep(points: list[dict], out: Path, *, scheduler: str | None = None, workers: int | None = None,
               progress=None, announce=None) -> dict:
     """Run the points not yet in `out`; `announce(link)` is told the Dask dashboard's address
@@ -173,19 +181,24 @@ def run_sweep(points: list[dict], out: Path, *, scheduler: str | None = None, wo
             if announce:
                 announce(client.dashboard_link)
             try:
-                futures = client.map(run_point, todo, pure=False)
-                for i, future in enumerate(as_completed(futures), start=1):
+                # points sharing their plans go to one worker together (hwsim/sweep/groups.py)
+                groups = group_points(todo, _worker_count(client))
+                futures = client.map(run_group, groups, pure=False)
+                finished = 0
+                for future in as_completed(futures):
                     try:
-                        row = future.result()
-                    except Exception as exc:   # noqa: BLE001 - a killed worker loses its point only
-                        row = {"point": None, "status": "failed", "error": repr(exc)}
-                    if row.get("point"):
-                        frame = pd.DataFrame([row])
-                        atomic_write(_part(out, row["point"]), lambda p, f=frame: f.to_parquet(p, index=False))
-                    computed += row["status"] == "ok"
-                    failed += row["status"] != "ok"
+                        rows = future.result()
+                    except Exception as exc:   # noqa: BLE001 - a killed worker loses its group only
+                        rows = [{"point": None, "status": "failed", "error": repr(exc)}]
+                    for row in rows:
+                        if row.get("point"):
+                            frame = pd.DataFrame([row])
+                            atomic_write(_part(out, row["point"]), lambda p, f=frame: f.to_parquet(p, index=False))
+                        computed += row["status"] == "ok"
+                        failed += row["status"] != "ok"
+                    finished += len(rows)
                     if progress:
-                        progress(reused + i, len(points))
+                        progress(reused + finished, len(points))
             except KeyboardInterrupt:
                 _quiet_dask()          # the shutdown below would log every cancelled task
                 raise

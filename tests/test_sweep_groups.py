@@ -1,0 +1,60 @@
+"""Issue 33: a sweep's points that share their plans are run as one group, the plans made once
+and replayed; every point's row is the one its solo run gives."""
+
+from pathlib import Path
+
+from hwsim.sweep.groups import GroupPlans, group_points, run_group
+from hwsim.sweep.runner import run_point
+from hwsim.sweep.spec import load_sweep
+
+TINY = str(Path(__file__).parent / "data" / "tiny-moe.yaml")
+
+
+def sweep(tmp_path, factors: str) -> list[dict]:
+    p = tmp_path / "sweep.yaml"
+    p.write_text(f"name: g\nbase:\n  hardware: h200-sxm\n  model: {TINY}\n"
+                 f"  workload: {{decode_steps: 2, context_tokens: 512}}\nfactors:\n{factors}")
+    return load_sweep(p)[1]
+
+
+def timeless(row: dict) -> dict:
+    return {k: v for k, v in row.items() if k not in ("wall_s", "sim.wall_s")}
+
+
+def test_grouped_points_give_their_solo_rows(tmp_path):
+    points = sweep(tmp_path, "  - key: workload.batch_size\n    values: [1, 3]\n"
+                             "  - key: hardware_overrides.hbm.peak_bandwidth_gbps\n    values: [3000, 4800, 9600]\n"
+                             "  - key: hardware_overrides.sm.count\n    values: [132, 100]\n")
+    groups = group_points(points)
+    assert sorted(len(g) for g in groups) == [6, 6]        # by batch: the hardware varies within
+    for group in groups:
+        plans = GroupPlans()
+        rows = [run_point(p, plans) for p in group]
+        # the SM count feeds the plans, the bandwidth does not: two sets of plans per group
+        assert len(plans.bases) == 2
+        assert all(r["status"] == "ok" for r in rows)
+        assert [timeless(r) for r in rows] == [timeless(run_point(p)) for p in group]
+    # the bandwidth is timed: replayed plans still see it
+    rows = run_group(groups[0])
+    itl = {r["factor.hardware_overrides.hbm.peak_bandwidth_gbps"]: r["itl_ms.p50"] for r in rows
+           if r["factor.hardware_overrides.sm.count"] == 132}
+    assert itl[3000] > itl[4800] > itl[9600]
+
+
+def test_a_failing_point_does_not_stop_its_group(tmp_path):
+    points = sweep(tmp_path, "  - key: hardware_overrides.hbm.peak_bandwidth_gbps\n    values: [4800, 9600]\n"
+                             "  - key: hardware_overrides.hbm.bus_width\n    values: [1]\n")
+    points.append(sweep(tmp_path, "  - key: hardware_overrides.hbm.peak_bandwidth_gbps\n    values: [7000]\n")[0])
+    groups = group_points(points)
+    assert len(groups) == 1
+    rows = run_group(groups[0])
+    assert [r["status"] for r in rows] == ["failed", "failed", "ok"]
+    assert timeless(rows[2]) == timeless(run_point(points[2]))
+
+
+def test_large_groups_are_split_for_the_workers():
+    points = [{"hash": str(i), "scenario": {"hardware": "x", "hardware_overrides": {"a": i}, "model": "m"}}
+              for i in range(200)]
+    tasks = group_points(points, workers=2)
+    assert sum(len(t) for t in tasks) == 200 and max(len(t) for t in tasks) <= 64 and len(tasks) >= 8
+    assert [p["hash"] for t in tasks for p in t] == [str(i) for i in range(200)]
