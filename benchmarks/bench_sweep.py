@@ -3,7 +3,7 @@ context 4096, 2 decode steps; HBM bandwidth x batch size) on an embedded Dask Lo
 end to end (cluster start-up included), at a baseline git revision and in the working tree,
 in one run.
 
-    python benchmarks/bench_sweep.py [--baseline REV] [--bandwidths 20] [--workers 2]
+    python benchmarks/bench_sweep.py [--baseline REV] [--bandwidths 20] [--workers 2] [--sm-clock MHZ]
 
 Prints, for each, the points, wall seconds, points per wall second, and the CPU seconds of the
 whole process tree (the client, the scheduler and the workers: the machine is shared and its
@@ -36,7 +36,7 @@ SPEC = textwrap.dedent("""\
       model: mixtral-8x7b
       budget_ms: 10
       workload: {{batch_size: 1, context_tokens: 4096, decode_steps: 2}}
-      runtime: {{launch: graph, moe_schedule: grouped}}
+      runtime: {{launch: graph, moe_schedule: grouped{clock}}}
     factors:
       - key: hardware_overrides.hbm.peak_bandwidth_gbps
         values: {bandwidths}
@@ -80,11 +80,15 @@ def main() -> None:
                                                        "'none': the working tree only)")
     ap.add_argument("--bandwidths", type=int, default=20, help="HBM bandwidths (x 6 batch sizes = points)")
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--sm-clock", type=float, default=None,
+                    help="lock the SM clock (MHz; the H200's maximum is 1980): no power governor re-runs "
+                         "a throttled point at each clock it tries (issue 33 item 4), the sweep's own cost shows")
     args = ap.parse_args()
     bandwidths = [round(3350 + i * (22000 - 3350) / max(1, args.bandwidths - 1)) for i in range(args.bandwidths)]
     with tempfile.TemporaryDirectory() as tmp:
         spec = Path(tmp) / "bench.yaml"
-        spec.write_text(SPEC.format(bandwidths=bandwidths, batches=BATCHES))
+        clock = f", sm_clock: {args.sm_clock}" if args.sm_clock else ""
+        spec.write_text(SPEC.format(bandwidths=bandwidths, batches=BATCHES, clock=clock))
         trees = {}
         if args.baseline != "none":
             trees[f"before ({args.baseline})"] = export(args.baseline, Path(tmp) / "base")
@@ -92,6 +96,7 @@ def main() -> None:
         rows = {label: measure(tree, spec, Path(tmp) / f"out-{i}", args.workers)
                 for i, (label, tree) in enumerate(trees.items())}
     print(f"{len(bandwidths) * len(BATCHES)} sweep-frontier-like points on {args.workers} workers "
+          f"{'at ' + str(args.sm_clock) + ' MHz ' if args.sm_clock else ''}"
           f"(wall: whole process, Dask start-up included; CPU: every process of it)")
     print(f"{'':24}{'wall s':>9}{'points/s':>10}{'CPU s':>9}{'CPU ms/pt':>11}{'10k pts, min':>14}")
     for label, r in rows.items():
