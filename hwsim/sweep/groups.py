@@ -16,7 +16,7 @@ import math
 
 HARDWARE_KEYS = ("hardware", "hardware_overrides")
 MAX_GROUP = 64        # points per task: enough to amortise the plans, small enough to stream and balance
-MIN_GROUP = 8         # fewer would remake the plans for little gain in balance
+MIN_GROUP = 16        # fewer remake the plans too often (a point that makes them costs 2-3 that replay)
 
 
 def plan_key(scenario: dict) -> str:
@@ -30,7 +30,7 @@ def group_points(points: list[dict], workers: int = 1) -> list[list[dict]]:
     groups: dict[str, list[dict]] = {}
     for p in points:
         groups.setdefault(plan_key(p["scenario"]), []).append(p)
-    per_task = min(MAX_GROUP, max(MIN_GROUP, math.ceil(len(points) / (4 * max(1, workers)))))
+    per_task = min(MAX_GROUP, max(MIN_GROUP, math.ceil(len(points) / (2 * max(1, workers)))))
     tasks = []
     for members in groups.values():
         n = math.ceil(len(members) / per_task)
