@@ -202,12 +202,13 @@ def run_sweep(points: list[dict], out: Path, *, scheduler: str | None = None, wo
                 # points sharing their plans go to one worker together (hwsim/sweep/groups.py)
                 groups = group_points(todo, _worker_count(client))
                 futures = client.map(run_group, groups, pure=False)
+                size = {f.key: len(g) for f, g in zip(futures, groups)}
                 finished = 0
                 for future in as_completed(futures):
                     try:
                         rows = future.result()
                     except Exception as exc:   # noqa: BLE001 - a killed worker loses its group only
-                        rows = [{"point": None, "status": "failed", "error": repr(exc)}]
+                        rows = [{"point": None, "status": "failed", "error": repr(exc)}] * size[future.key]
                     for row in rows:
                         if row.get("point"):
                             written[row["point"]] = _write_part(out, row)
