@@ -82,3 +82,19 @@ def test_a_sweep_on_a_separate_cluster_gives_every_point_its_solo_row(tmp_path, 
             same = (value == got[key] or (value is None and (got[key] is None or
                     (isinstance(got[key], float) and math.isnan(got[key])))))
             assert same, (key, value, got[key])
+
+
+def test_a_power_throttled_point_still_shares_its_plans(tmp_path):
+    """The power governor rebuilds the chip at each clock it tries; that copy reads every field
+    but is no plan reading them: HBM bandwidth still replays the plans of a throttled point."""
+    p = tmp_path / "sweep.yaml"
+    p.write_text("name: t\nbase:\n  hardware: h200-sxm\n  model: mixtral-8x7b\n"
+                 "  workload: {batch_size: 8, context_tokens: 1024, decode_steps: 1}\n"
+                 "  runtime: {launch: graph, moe_schedule: grouped}\nfactors:\n"
+                 "  - key: hardware_overrides.hbm.peak_bandwidth_gbps\n    values: [16000, 12000]\n")
+    points = load_sweep(p)[1]
+    plans = GroupPlans()
+    rows = [run_point(pt, plans) for pt in points]
+    assert rows[0]["power.throttled"] and "hbm_peak_bytes_s" not in plans.bases[0].fields
+    assert len(plans.bases) == 1                       # the second point replayed the first's plans
+    assert timeless(rows[1]) == timeless(run_point(points[1]))
