@@ -26,16 +26,12 @@ point at it). Not a pass/fail test: it prints numbers, and the speed-up.
 from __future__ import annotations
 
 import argparse
-import os
-import resource
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from baseline import ROOT, export  # noqa: E402
+from baseline import ROOT, export, run_timed  # noqa: E402
 
 COMMANDS = {
     "version": ["--version"],
@@ -61,17 +57,11 @@ def time_command(tree: Path, args: list[str], out: Path) -> tuple[float, float]:
     """Wall and CPU seconds (the process and its children) of the `hwsim ARGS` command run with
     `tree` as the hwsim it imports: its console script's module (hwsim.launch since issue 33,
     hwsim.cli before)."""
-    env = {**os.environ, "PYTHONPATH": str(tree)}
     if '"--plots"' not in (tree / "hwsim" / "cli.py").read_text():
         args = [a for a in args if a != "--plots"]     # before the flag: every run drew its figures
     module = "hwsim.launch" if (tree / "hwsim" / "launch.py").exists() else "hwsim.cli"
     argv = [sys.executable, "-m", module, *(a.format(out=out) for a in args)]
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.perf_counter()
-    done = subprocess.run(argv, cwd=tree, env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    done, wall, cpu = run_timed(argv, tree)
     if done.returncode not in (0, 1):         # validate exits 1 when a row fails: still timed
         raise SystemExit(f"{' '.join(argv)} (in {tree}) exited {done.returncode}: "
                          f"{done.stderr.strip()[-500:]}")

@@ -14,17 +14,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import resource
-import subprocess
 import sys
 import tempfile
 import textwrap
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from baseline import ROOT, export  # noqa: E402
+from baseline import ROOT, export, run_timed  # noqa: E402
 
 BEFORE = "0285f71"      # main before issue 33's sweep work
 BATCHES = [1, 2, 4, 8, 16, 32]
@@ -60,17 +56,11 @@ RUN = textwrap.dedent("""\
 def measure(tree: Path, spec: Path, out: Path, workers: int) -> dict:
     """One sweep in a fresh interpreter with `tree` as its hwsim: its figures and the CPU
     seconds of its whole process tree."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", RUN, str(spec), str(out), str(workers)], cwd=tree,
-                          env={**os.environ, "PYTHONPATH": str(tree)}, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    done, wall, cpu = run_timed([sys.executable, "-c", RUN, str(spec), str(out), str(workers)], tree)
     if done.returncode:
         raise SystemExit(f"sweep in {tree} exited {done.returncode}: {done.stderr.strip()[-800:]}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    result["wall_s"] = wall
-    result["cpu_s"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    result["wall_s"], result["cpu_s"] = wall, cpu
     return result
 
 
