@@ -9,31 +9,32 @@ same with `--plots`: its figures too, as every `hwsim run` drew them before; a b
 without the flag runs without it), `validate-14` (`hwsim validate` of validation/data/h200_steps_extra.csv, 13 cases and
 its header: 14 rows; at most 3 s), `run-deepseek-b64` (DeepSeek-V3 at batch 64 with its
 bundle; at most 10 s) and, on request, `run-voice-10k` (10,000 voice-agent requests; at most
-60 s); `run-voice-agent` is the serving bundle of scenarios/voice-agent.yaml.
+60 s); `run-voice-agent` is the serving bundle of scenarios/voice-agent.yaml; `version`
+(`hwsim --version`, at most 0.1 s: issue 33).
 
 Bundles write their files side by side only where a CPU is idle (hwsim/io/forked.py), so on a
 busy machine the figures of both revisions are of files written in turn.
 
 The machine is shared and its speed moves by tens of percent from minute to minute, so the two
 revisions are run alternately (now, baseline, now, ...) and each figure is the fastest of
-`--repeat` runs. The baseline (by default BEFORE, the tree before issue 19's items 4 and 5 were
-worked on; `--baseline none` for no baseline) runs from a temporary git worktree (PYTHONPATH
-and the working folder point at it). Not a pass/fail test: it prints numbers, and the speed-up.
+`--repeat` runs, of wall and of CPU time (the process and its children) alike. The baseline (by
+default BEFORE, the tree before issue 19's items 4 and 5 were worked on; `--baseline none` for no
+baseline) runs from a temporary export of that revision (PYTHONPATH and the working folder
+point at it). Not a pass/fail test: it prints numbers, and the speed-up.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from baseline import ROOT, export, run_timed  # noqa: E402
 
 COMMANDS = {
+    "version": ["--version"],
     "run-default": ["run", "--out", "{out}"],
     "run-plots": ["run", "--plots", "--out", "{out}"],
     "validate-14": ["validate", "validation/data/h200_steps_extra.csv", "--json"],
@@ -48,23 +49,23 @@ COMMANDS = {
                       "--max-wall-s", "1e9", "--out", "{out}"],
 }
 BEFORE = "8aaa547"      # main as this work is based on: the same numerics, without it
-DEFAULT = ("run-default", "run-plots", "validate-14", "run-deepseek-b64", "run-voice-agent")
-TARGETS_S = {"run-default": 1.5, "validate-14": 3.0, "run-deepseek-b64": 10.0, "run-voice-10k": 60.0}
+DEFAULT = ("version", "run-default", "run-plots", "validate-14", "run-deepseek-b64", "run-voice-agent")
+TARGETS_S = {"version": 0.1, "run-default": 1.5, "validate-14": 3.0, "run-deepseek-b64": 10.0, "run-voice-10k": 60.0}
 
 
-def time_command(tree: Path, args: list[str], out: Path) -> float:
-    """Wall seconds of `python -m hwsim.cli ARGS` run with `tree` as the hwsim it imports."""
-    env = {**os.environ, "PYTHONPATH": str(tree)}
+def time_command(tree: Path, args: list[str], out: Path) -> tuple[float, float]:
+    """Wall and CPU seconds (the process and its children) of the `hwsim ARGS` command run with
+    `tree` as the hwsim it imports: its console script's module (hwsim.launch since issue 33,
+    hwsim.cli before)."""
     if '"--plots"' not in (tree / "hwsim" / "cli.py").read_text():
         args = [a for a in args if a != "--plots"]     # before the flag: every run drew its figures
-    argv = [sys.executable, "-m", "hwsim.cli", *(a.format(out=out) for a in args)]
-    t0 = time.perf_counter()
-    done = subprocess.run(argv, cwd=tree, env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
+    module = "hwsim.launch" if (tree / "hwsim" / "launch.py").exists() else "hwsim.cli"
+    argv = [sys.executable, "-m", module, *(a.format(out=out) for a in args)]
+    done, wall, cpu = run_timed(argv, tree)
     if done.returncode not in (0, 1):         # validate exits 1 when a row fails: still timed
         raise SystemExit(f"{' '.join(argv)} (in {tree}) exited {done.returncode}: "
                          f"{done.stderr.strip()[-500:]}")
-    return wall
+    return wall, cpu
 
 
 def main() -> None:
@@ -84,34 +85,27 @@ def main() -> None:
         if args.baseline == "none":
             args.baseline = None
         if args.baseline:
-            base = Path(tmp) / "base"
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(base),
-                            args.baseline], check=True)
-            trees[f"before ({args.baseline})"] = base
+            trees[f"before ({args.baseline})"] = export(args.baseline, Path(tmp) / "base")
         trees["now"] = ROOT
-        try:
-            best = {name: {label: float("inf") for label in trees} for name in names}
-            for name in names:
-                for i in range(max(1, args.repeat)):
-                    for label, tree in trees.items():          # alternate: same minute, both revisions
-                        out = Path(tmp) / f"out-{len(label)}-{i}"
-                        best[name][label] = min(best[name][label], time_command(tree, COMMANDS[name], out))
-        finally:
-            if args.baseline:
-                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)],
-                               check=False)
+        best = {kind: {name: {label: float("inf") for label in trees} for name in names} for kind in ("wall", "CPU")}
+        for name in names:
+            for i in range(max(1, args.repeat)):
+                for label, tree in trees.items():          # alternate: same minute, both revisions
+                    out = Path(tmp) / f"out-{len(label)}-{i}"
+                    for kind, secs in zip(("wall", "CPU"), time_command(tree, COMMANDS[name], out)):
+                        best[kind][name][label] = min(best[kind][name][label], secs)
     width = {label: max(14, len(label) + 2) for label in trees}
     speedup = len(trees) > 1
-    print(f"{'wall seconds (fastest of ' + str(args.repeat) + ')':32}"
-          + "".join(f"{l:>{width[l]}}" for l in trees) + (f"{'speed-up':>10}" if speedup else "")
-          + f"{'target':>10}")
-    for name in names:
-        target = TARGETS_S.get(name)
-        times = [best[name][l] for l in trees]
-        print(f"{name:32}" + "".join(f"{t:>{width[l]}.2f}" for l, t in zip(trees, times))
-              + (f"{times[0] / times[-1]:>9.1f}x" if speedup else "")
-              + (f"{target:>10.1f}" if target else f"{'-':>10}"))
-
+    for kind in ("wall", "CPU"):
+        print(f"{kind + ' seconds (fastest of ' + str(args.repeat) + ')':32}"
+              + "".join(f"{l:>{width[l]}}" for l in trees) + (f"{'speed-up':>10}" if speedup else "")
+              + f"{'target':>10}")
+        for name in names:
+            target = TARGETS_S.get(name) if kind == "wall" else None
+            times = [best[kind][name][l] for l in trees]
+            print(f"{name:32}" + "".join(f"{t:>{width[l]}.2f}" for l, t in zip(trees, times))
+                  + (f"{times[0] / times[-1]:>9.1f}x" if speedup else "")
+                  + (f"{target:>10.1f}" if target else f"{'-':>10}"))
 
 if __name__ == "__main__":
     main()

@@ -213,10 +213,14 @@ def _kept_plan(plans: dict | None, b: Built, shape: StepShape, step: int) -> Pas
     several GPUs, whose passes plan themselves): simulate_pass makes its own."""
     if plans is None or b.parallel is not None:
         return None
-    plan = plans.get((shape, step))
-    if plan is None:
-        plan = plans[shape, step] = plan_pass(b, shape, step)
-    return plan
+    dispatch = b.onchip.dispatch
+    kept = plans.get((shape, step))
+    if kept is None:               # the plan, and what its making left in the expert dispatch
+        plan = plan_pass(b, shape, step)
+        plans[shape, step] = kept = (plan, dispatch.planned() if dispatch else None)
+    elif dispatch:
+        dispatch.restore(kept[1])
+    return kept[0]
 
 
 def _run_serving(cfg: Scenario, b: Built, wall0: float, progress) -> RunResult:

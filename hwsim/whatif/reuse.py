@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -28,6 +29,7 @@ CHIP_CODE = (str(_HWSIM / "hw" / "chip.py"), __file__)    # a property's frames,
 class _Reads:
     seen: set[str] = set()
     active = False
+    one_at_a_time = threading.Lock()    # a Dask worker of several threads records one run at a time
 
 
 class _RecordingChip(ChipSpec):
@@ -44,8 +46,14 @@ class _RecordingChip(ChipSpec):
         return object.__getattribute__(self, name)
 
     def at_sm_clock(self, clock_hz):
-        chip = ChipSpec.at_sm_clock(self, clock_hz)
-        return _RecordingChip(**{f: getattr(chip, f) for f in FIELDS})
+        # copying every field to the clocked chip is no plan reading them (a power governor's
+        # probe rebuilds at each clock: hwsim/hw/power.py)
+        active, _Reads.active = _Reads.active, False
+        try:
+            chip = ChipSpec.at_sm_clock(self, clock_hz)
+            return _RecordingChip(**{f: getattr(chip, f) for f in FIELDS})
+        finally:
+            _Reads.active = active
 
 
 @contextmanager
@@ -61,13 +69,14 @@ def recording_plan_reads():
             chip = real.from_profile(profile)
             return _RecordingChip(**{f: getattr(chip, f) for f in FIELDS})
 
-    _Reads.seen, _Reads.active = set(), True
-    build_module.ChipSpec = _Factory
-    try:
-        yield _Reads.seen
-    finally:
-        build_module.ChipSpec = real
-        _Reads.active = False
+    with _Reads.one_at_a_time:
+        _Reads.seen, _Reads.active = set(), True
+        build_module.ChipSpec = _Factory
+        try:
+            yield _Reads.seen
+        finally:
+            build_module.ChipSpec = real
+            _Reads.active = False
 
 
 def chip_fields_changed(base: ChipSpec, other: ChipSpec) -> set[str]:

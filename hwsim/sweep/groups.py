@@ -1,0 +1,79 @@
+"""A sweep's points in groups that share their plans (issue 33): points whose scenarios differ
+only in the hardware (`hardware`, `hardware_overrides`) make the same passes, and where their
+chips also agree in every field the plans are made from, the passes' plans (routing and
+kernels) made for the first are replayed for the others, which are only re-timed.
+
+The reuse is hwsim/whatif/reuse.py's (SharedPlans: the fields plan-making reads are recorded on
+the run that makes the plans), not a second mechanism: a group is built and run on one worker,
+so its plans never leave the process that made them. A point whose chip differs where plans
+look makes its own (and the next such point replays them); a replayed run's summary is the
+solo run's (hwsim/run.py restores what planning left in the expert dispatch)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+HARDWARE_KEYS = ("hardware", "hardware_overrides")
+MAX_GROUP = 64        # points per task: enough to amortise the plans, small enough to stream and balance
+MIN_GROUP = 16        # fewer remake the plans too often (a point that makes them costs 2-3 that replay)
+
+
+def plan_key(scenario: dict) -> str:
+    """What feeds a point's plans, beyond its chip: the resolved scenario less its hardware."""
+    return json.dumps({k: v for k, v in scenario.items() if k not in HARDWARE_KEYS}, sort_keys=True)
+
+
+def group_points(points: list[dict], workers: int = 1) -> list[list[dict]]:
+    """The points by plan_key, in their order; a large group split into near-equal tasks of at
+    most MAX_GROUP points (and, down to MIN_GROUP, into enough tasks to keep `workers` busy)."""
+    groups: dict[str, list[dict]] = {}
+    for p in points:
+        groups.setdefault(plan_key(p["scenario"]), []).append(p)
+    per_task = min(MAX_GROUP, max(MIN_GROUP, math.ceil(len(points) / (2 * max(1, workers)))))
+    tasks = []
+    for members in groups.values():
+        n = math.ceil(len(members) / per_task)
+        size = math.ceil(len(members) / n)
+        tasks += [members[i:i + size] for i in range(0, len(members), size)]
+    return tasks
+
+
+class GroupPlans:
+    """The plans made so far by a group's points (one SharedPlans per distinct plan-making chip)."""
+
+    def __init__(self):
+        self.bases = []
+        self.models: dict = {}
+        self.reusable = True
+
+    def summary(self, cfg) -> dict:
+        """The point's summary: its plans replayed from an earlier point's where its chip allows."""
+        from hwsim.build import build
+        from hwsim.config.load import apply_hardware_overrides, load_model, load_profile
+        from hwsim.run import run_scenario
+        from hwsim.whatif.numbers import Base
+        from hwsim.whatif.reuse import SharedPlans
+
+        profile = apply_hardware_overrides(load_profile(cfg.hardware), cfg.hardware_overrides)
+        if cfg.model not in self.models:
+            self.models[cfg.model] = load_model(cfg.model)
+        model = self.models[cfg.model]
+        if not self.reusable:
+            return run_scenario(cfg, build(cfg, profile, model), intervals=False).summary
+        for shared in self.bases:
+            plans = shared.for_profile(profile)
+            if plans is not None:
+                return run_scenario(cfg, build(cfg, profile, model), intervals=False, plans=plans).summary
+        shared = SharedPlans(Base(cfg, profile, model, ""))
+        self.reusable = shared.enabled       # serving, several GPUs, an expert cache: no reuse
+        if shared.enabled:
+            self.bases.append(shared)
+        return shared.summary
+
+
+def run_group(points: list[dict]) -> list[dict]:
+    """A group's points on one worker, its plans made once: one table row each."""
+    from hwsim.sweep.runner import run_point
+    plans = GroupPlans()
+    return [run_point(p, plans) for p in points]
