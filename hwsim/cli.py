@@ -156,6 +156,8 @@ def run(
     try:
         _run(scenario, set_, out, json_out, trace, max_wall_s, max_gb, plots, plotter)
     finally:
+        from hwsim.io.bundle import release_locks
+        release_locks()               # --out's lock, taken by check_out (hwsim.io.folder_lock)
         if plotter:
             plotter.close()
 

@@ -19,10 +19,18 @@ def sha256_bytes(data: bytes) -> str:
 
 
 def sha256_file(path: Path) -> str | None:
+    """The file's hash, streamed through the bounded reader; None if it cannot be read."""
+    from hwsim.errors import ConfigError
+    from hwsim.io.bounded import LIMITS, open_binary
+
+    h = hashlib.sha256()
     try:
-        return sha256_bytes(Path(path).read_bytes())
-    except OSError:
+        with open_binary(path, LIMITS["request trace"]) as fh:     # the largest input kind
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    except (OSError, ConfigError):
         return None
+    return h.hexdigest()
 
 
 @lru_cache(maxsize=1)

@@ -20,6 +20,7 @@ from hwsim.config.profile import HardwareProfile
 from hwsim.config.scenario import Scenario
 from hwsim.config.yaml_lines import LoadedYaml, load_yaml_file, load_yaml_text
 from hwsim.errors import ConfigError
+from hwsim.io.bounded import LIMITS, read_text
 from hwsim.model.shapes import MODEL_DIR, ModelShape
 from hwsim.workload import kv_format
 
@@ -223,14 +224,14 @@ _LOADED_MAX = 64
 
 
 def _once(kind: str, path: Path, load):
-    try:
-        key = (kind, str(path), path.read_bytes())
-    except OSError:
-        return load(path)                       # the loader reports it
+    """load(doc) of the file's text, read once: what is parsed is what the key holds, even if
+    the file is edited meanwhile (a sweep's profile, edited while it runs)."""
+    text = read_text(path, LIMITS["yaml"])
+    key = (kind, str(path), text)
     if key not in _LOADED:
         if len(_LOADED) >= _LOADED_MAX:
             _LOADED.clear()
-        _LOADED[key] = load(path)
+        _LOADED[key] = load(load_yaml_text(text, str(path)))
     return _LOADED[key]
 
 
@@ -242,8 +243,7 @@ def load_profile(name: str) -> HardwareProfile:
     return _once("profile", path, _load_profile)
 
 
-def _load_profile(path: Path) -> HardwareProfile:
-    doc = load_yaml_file(path)
+def _load_profile(doc: LoadedYaml) -> HardwareProfile:
     profile = validate(HardwareProfile, doc)
     for key, problem in profile_problems(profile.model_dump(mode="python")):
         raise ConfigError(problem, file=doc.source, line=doc.line_of(key.split(".")), key=key)
@@ -258,8 +258,7 @@ def load_model(name: str) -> ModelShape:
     return _once("model", path, _load_model)
 
 
-def _load_model(path: Path) -> ModelShape:
-    doc = load_yaml_file(path)
+def _load_model(doc: LoadedYaml) -> ModelShape:
     for key, problem in model_problems(doc.data if isinstance(doc.data, dict) else {}):
         raise ConfigError(problem, file=doc.source, line=doc.line_of(key.split(".")), key=key)
     return validate(ModelShape, doc)

@@ -140,14 +140,7 @@ def load_yaml_text(text: str, source: str) -> LoadedYaml:
 
 
 def load_yaml_file(path: str | Path) -> LoadedYaml:
-    path = Path(path)
-    try:
-        if path.is_file() and path.stat().st_size > MAX_BYTES:
-            raise ConfigError(f"the file is {path.stat().st_size} bytes long (at most {MAX_BYTES})",
-                              file=str(path))
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError("file not found", file=str(path)) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read file: {exc}", file=str(path)) from None
-    return load_yaml_text(text, str(path))
+    """A YAML file, read through the bounded reader (a regular file of at most MAX_BYTES)."""
+    from hwsim.io.bounded import LIMITS, read_text
+
+    return load_yaml_text(read_text(path, LIMITS["yaml"]), str(path))
