@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import signal
 import threading
 import warnings
@@ -32,15 +33,23 @@ SCHEDULER_TIMEOUT_S = 5     # an unreachable scheduler is reported after this, n
 def run_point(point: dict) -> dict:
     """One point, on a worker: simulate it and flatten the summary into a table row."""
     from hwsim.build import build
+    from hwsim.config.fingerprint import changed_traces
+    from hwsim.config.profile import HardwareProfile
     from hwsim.config.scenario import Scenario
+    from hwsim.model.shapes import ModelShape
     from hwsim.run import run_scenario
 
     t0 = time.perf_counter()
     row = {"point": point["hash"], **{f"factor.{k}": v for k, v in point["factors"].items()}}
     try:
         cfg = Scenario.model_validate(point["scenario"])
-        built = build(cfg)
+        # the profile and model the client read and hashed, not the files as they are now
+        built = build(cfg, HardwareProfile.model_validate(point["profile"]),
+                      ModelShape.model_validate(point["model"]))
         s = run_scenario(cfg, built).summary
+        changed = changed_traces(point["inputs"])      # read here, so checked once read
+        if changed:
+            raise RuntimeError(f"{changed[0]} changed while the sweep ran; run the sweep again")
         row.update(flatten(s))
         row["status"] = "ok"
         row["error"] = None
@@ -82,6 +91,28 @@ def is_sweep_folder(folder: Path) -> bool:
 def check_sweep_out(out: Path) -> None:
     """A sweep folder is resumed in place: it may be new, empty or an earlier sweep's."""
     check_folder_target(out, is_sweep_folder)
+
+
+_ADDRESS = re.compile(r"^(?:(?:tcp|tls|ws|wss|ucx)://)?(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):(\d{1,5})$")
+
+
+def check_address(address: str) -> None:
+    """A Dask scheduler address, [scheme://]host:port, checked before Dask parses it (its own
+    errors for a malformed one are a ValueError and a traceback printed as the client is freed)."""
+    match = _ADDRESS.match(address.strip())
+    if not match or not 0 < int(match.group(1)) < 65536:
+        raise ConfigError(f"'{address[:80]}' is not a Dask scheduler address like tcp://host:8786",
+                          key="--scheduler")
+
+
+def _remove_stale_parts(out: Path, wanted: set[str]) -> None:
+    """Parts of points this sweep no longer has (an edited spec, profile or model changes the
+    points' hashes) and parts that cannot be read: results.parquet, the index, is rewritten from
+    the wanted points only, so these would only accumulate."""
+    for part in (out / "results").glob("part-*.parquet"):
+        h = part.name[len("part-"):-len(".parquet")]
+        if h not in wanted or _read_part(part, columns=["point"]) is None:
+            part.unlink(missing_ok=True)
 
 
 def _read_part(part: Path, columns=None) -> pd.DataFrame | None:
@@ -129,6 +160,9 @@ def run_sweep(points: list[dict], out: Path, *, scheduler: str | None = None, wo
               progress=None) -> dict:
     from dask.distributed import Client, LocalCluster, as_completed
 
+    address = scheduler if scheduler is not None else (os.environ.get("DASK_SCHEDULER_ADDRESS") or None)
+    if address is not None:
+        check_address(address)
     (out / "results").mkdir(parents=True, exist_ok=True)
     for tmp in [*out.glob(".*.tmp"), *(out / "results").glob(".*.tmp")]:
         tmp.unlink(missing_ok=True)        # left by a sweep killed mid-write (atomic_write)
@@ -136,13 +170,12 @@ def run_sweep(points: list[dict], out: Path, *, scheduler: str | None = None, wo
     todo = [p for p in points if p["hash"] not in done]
     reused = len(points) - len(todo)
     computed = failed = 0
-    address = scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS")
     cluster = None
     if todo:
         if address:
             try:
                 client = Client(address, timeout=SCHEDULER_TIMEOUT_S)
-            except (OSError, TimeoutError) as exc:
+            except (OSError, TimeoutError, ValueError) as exc:
                 raise ConfigError(f"cannot reach the Dask scheduler at {address}: {exc}",
                                   key="--scheduler") from None
         else:
@@ -176,6 +209,7 @@ def run_sweep(points: list[dict], out: Path, *, scheduler: str | None = None, wo
     wanted = {p["hash"] for p in points}
     parts = [_read_part(out / "results" / f"part-{h}.parquet") for h in sorted(wanted)]
     parts = [p for p in parts if p is not None]
+    _remove_stale_parts(out, wanted)
     table = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame({"point": [], "status": []})
     results = out / "results.parquet"
     atomic_write(results, lambda p: table.to_parquet(p, index=False))
