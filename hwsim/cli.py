@@ -65,12 +65,14 @@ def cli_errors(command):
     """Map every way a command can end to one line on stderr and the documented exit code."""
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
+        from hwsim.config.load import forget_scenario, locate
+        forget_scenario()
         try:
             return command(*args, **kwargs)
         except (typer.Exit, click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
             raise
         except ConfigError as exc:
-            _fail(exc)
+            _fail(locate(exc))     # a key found wrong after loading: at its scenario file and line
         except KeyboardInterrupt:
             _say("interrupted", "stopped; earlier results and bundles are left as they were")
             raise typer.Exit(EXIT_INTERRUPTED) from None

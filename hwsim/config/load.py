@@ -15,7 +15,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from hwsim.config.cost import check_cost
-from hwsim.config.limits import model_problems, profile_problems
+from hwsim.config.limits import model_problems, profile_problems, value_problems
 from hwsim.config.profile import HardwareProfile
 from hwsim.config.scenario import Scenario
 from hwsim.config.yaml_lines import LoadedYaml, load_yaml_file, load_yaml_text
@@ -60,7 +60,7 @@ def validate(model: type[BaseModel], doc: LoadedYaml) -> Any:
     if not isinstance(doc.data, dict):
         raise ConfigError("expected a mapping at the top level", file=doc.source, line=1)
     try:
-        return model.model_validate(doc.data)
+        obj = model.model_validate(doc.data)
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = [str(p) for p in err["loc"] if not str(p).startswith("function-after")]
@@ -73,6 +73,9 @@ def validate(model: type[BaseModel], doc: LoadedYaml) -> Any:
             msg += f" (got {err['input']!r})"
         more = f" (and {len(exc.errors()) - 1} more problem(s))" if len(exc.errors()) > 1 else ""
         raise ConfigError(msg + more, file=doc.source, line=doc.line_of(loc), key=".".join(loc)) from None
+    for key, problem in value_problems(obj):
+        raise ConfigError(problem, file=doc.source, line=doc.line_of(key.split(".")), key=key)
+    return obj
 
 
 def parse_set(item: str) -> tuple[list[str], Any]:
@@ -142,13 +145,48 @@ def load_scenario(path: str | Path | None, sets: list[str] | None = None,
             except ConfigError as exc:
                 raise ConfigError(exc.message, file=doc.source, line=doc.line_of(exc.key.split(".")),
                                   key=exc.key) from None
+        _loaded_scenario[:] = [doc, overridden]
         return cfg
     except ConfigError as exc:
-        if exc.key and any(o == exc.key or o.startswith(exc.key + ".") for o in overridden):
-            raise ConfigError(exc.message, file="--set", key=exc.key) from None
-        raise
+        raise _from_set(exc, overridden) from None
 
 
+def _from_set(exc: ConfigError, overridden: set[str]) -> ConfigError:
+    """`exc`, said of --set when the key it is about came from an override."""
+    if exc.key and any(o == exc.key or o.startswith(exc.key + ".") for o in overridden):
+        return ConfigError(exc.message, file="--set", key=exc.key)
+    return exc
+
+
+# The scenario this command loaded (its document and overridden keys), for locate().
+_loaded_scenario: list = []
+
+
+def forget_scenario() -> None:
+    _loaded_scenario.clear()
+
+
+def locate(exc: ConfigError) -> ConfigError:
+    """An error about a scenario key that was found after loading (by build, a topology or
+    layout check, the run), which sees only the validated scenario and so names the key alone:
+    the same error naming the file and line where the scenario this command loaded writes that
+    key (or its nearest parent), or --set when an override gave it."""
+    if exc.file is not None or not exc.key or not _loaded_scenario:
+        return exc
+    doc, overridden = _loaded_scenario
+    parts = exc.key.split(".")
+    if parts[0] not in Scenario.model_fields:
+        return exc
+    located = _from_set(exc, overridden)
+    if located is not exc:
+        return located
+    line = doc.line_of(parts)
+    if line is None and any(o.split(".")[0] == parts[0] for o in overridden):
+        return ConfigError(exc.message, file="--set", key=exc.key)     # its block came from --set
+    return ConfigError(exc.message, file=doc.source, line=line, key=exc.key)
+
+
+MIN_LOCKED_CLOCK_MHZ = 100      # a profile without a power block: no SM clock is set lower
 WHAT_IF_SOURCE = "what-if override in the scenario (hardware_overrides)"
 
 
@@ -176,7 +214,7 @@ def apply_hardware_overrides(profile: HardwareProfile, overrides: dict[str, floa
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err["loc"] if p != "value")
         raise ConfigError(f"{err['msg']}", key=f"hardware_overrides.{loc}") from None
-    for key, problem in profile_problems(data):
+    for key, problem in [*profile_problems(data), *value_problems(profile)]:
         raise ConfigError(problem, key=f"hardware_overrides.{key}" if key in overrides else "hardware_overrides")
     return profile
 
@@ -185,6 +223,13 @@ def cross_checks(cfg: Scenario, profile: HardwareProfile, model: ModelShape):
     """Problems that only show once the scenario meets its profile and model: (key, message)."""
     kv = cfg.kv_cache
     head_dim = getattr(model.attention, "kv_lora_rank", 0) or model.attention.head_dim
+    clock = cfg.runtime.sm_clock
+    if not isinstance(clock, str):
+        top = profile.sm.clock_mhz.value
+        low = profile.power.min_clock_mhz.value if profile.power else MIN_LOCKED_CLOCK_MHZ
+        if not low <= clock <= top:
+            yield "runtime.sm_clock", (f"a locked clock of {clock:g} MHz is outside what '{profile.name}' "
+                                       f"can run at ({low:g} to {top:g} MHz)")
     if kv.dequant == "decoder" and profile.decoder is None:
         yield "kv_cache.dequant", f"profile '{profile.name}' has no native sub-byte decoder (no decoder: block)"
     if kv.dequant == "decoder" and profile.decoder is not None:
@@ -196,6 +241,13 @@ def cross_checks(cfg: Scenario, profile: HardwareProfile, model: ModelShape):
     yield from weight_format.problems(weight_format.plan(cfg.weights, model.weights), profile)
     from hwsim.serving import kv_transfer      # disaggregated tiers that do not fit their topology
     yield from kv_transfer.problems(cfg, profile.name)
+    if cfg.workload.arrivals.kind == "none" and kv.bits < 16:
+        longest = cfg.workload.context_tokens + cfg.workload.decode_steps
+        kept = kv.sinks.tokens + kv.recent.tokens
+        if kept >= longest and kept > 0:
+            yield "kv_cache.sinks.tokens", (f"{kv.sinks.tokens} sink and {kv.recent.tokens} recent tokens "
+                                            f"keep every one of the {longest} tokens of the context at full "
+                                            "width: nothing would be stored at kv_cache.bits")
     if kv.element != "fp8" and head_dim % kv.group_size and kv.group_size < head_dim:
         yield "kv_cache.group_size", f"group_size {kv.group_size} does not divide the head dim {head_dim}"
     if kv.element == "vq":

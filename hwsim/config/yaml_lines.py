@@ -17,25 +17,59 @@ import yaml
 from hwsim.config.limits import check_numbers
 from hwsim.errors import ConfigError
 
+# YAML 1.2's core schema, not PyYAML's YAML 1.1: `seed: 1:20` is the string "1:20", not 80
+# (base 60); `010` is ten, not eight; `yes`, `no`, `on`, `off` are strings, not booleans; and
+# `4.8e12` is a number (YAML 1.1 wants `4.8e+12`).
+_BOOL_RE = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
+_INT_RE = re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$")
 _FLOAT_RE = re.compile(
-    r"""^[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?$
-    |^[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)$
-    |^[-+]?\.[0-9_]+(?:[eE][-+][0-9]+)?$
+    r"""^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$
     |^[-+]?\.(?:inf|Inf|INF)$
     |^\.(?:nan|NaN|NAN)$""",
     re.X,
 )
+_TAG = "tag:yaml.org,2002:"
 
 
 class _LineLoader(yaml.SafeLoader):
-    """SafeLoader with duplicate-key detection and scientific-notation floats."""
+    """SafeLoader with duplicate-key detection and YAML 1.2 core-schema scalars."""
+
+    source_name = "<yaml>"
+
+    def construct_object(self, node, deep=False):
+        """A value that cannot be built (an integer of 5,000 digits, `!!float abc`) is an error
+        at its own line."""
+        try:
+            return super().construct_object(node, deep=deep)
+        except (ValueError, OverflowError, TypeError) as exc:
+            text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise ConfigError(f"a value cannot be read: {text}", file=self.source_name,
+                              line=node.start_mark.line + 1) from None
 
 
 _LineLoader.yaml_implicit_resolvers = {
-    k: [r for r in v if r[0] != "tag:yaml.org,2002:float"]
+    k: [r for r in v if r[0] not in (_TAG + "float", _TAG + "int", _TAG + "bool", _TAG + "timestamp")]
     for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
-_LineLoader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_RE, list("-+0123456789."))
+# in this order: "12" matches the int and the float patterns, and the first added wins
+_LineLoader.add_implicit_resolver(_TAG + "bool", _BOOL_RE, list("tTfF"))
+_LineLoader.add_implicit_resolver(_TAG + "int", _INT_RE, list("-+0123456789"))
+_LineLoader.add_implicit_resolver(_TAG + "float", _FLOAT_RE, list("-+0123456789."))
+
+
+def _construct_int(loader: _LineLoader, node: yaml.ScalarNode) -> int:
+    """A YAML 1.2 integer: decimal (leading zeros are decimal), 0o octal or 0x hex; an integer
+    of more than 4300 digits is a ValueError (Python's limit), reported by load_yaml_text."""
+    text = loader.construct_scalar(node)
+    if text.startswith(("0o", "0x")):
+        return int(text[2:], 8 if text[1] == "o" else 16)
+    if not re.fullmatch(r"[-+]?[0-9]+", text):      # `!!int 1:20` or `!!int 0b11`
+        raise ConfigError(f"{text[:40]!r} is not a YAML 1.2 integer", file=loader.source_name,
+                          line=node.start_mark.line + 1)
+    return int(text)
+
+
+_LineLoader.add_constructor(_TAG + "int", _construct_int)
 
 
 def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode, deep: bool = False):
