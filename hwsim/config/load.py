@@ -72,7 +72,9 @@ def validate(model: type[BaseModel], doc: LoadedYaml) -> Any:
         if "input" in err and err["type"] not in ("missing", "extra_forbidden") and not isinstance(err["input"], dict):
             msg += f" (got {err['input']!r})"
         more = f" (and {len(exc.errors()) - 1} more problem(s))" if len(exc.errors()) > 1 else ""
-        raise ConfigError(msg + more, file=doc.source, line=doc.line_of(loc), key=".".join(loc)) from None
+        # a key missing at the top level is written nowhere: the file's first line stands for it
+        line = doc.line_of(loc) or (1 if err["type"] == "missing" else None)
+        raise ConfigError(msg + more, file=doc.source, line=line, key=".".join(loc)) from None
     for key, problem in value_problems(obj):
         raise ConfigError(problem, file=doc.source, line=doc.line_of(key.split(".")), key=key)
     return obj

@@ -147,6 +147,18 @@ def _index_lines(root: yaml.Node, source: str) -> dict[str, int]:
     return out
 
 
+def _too_deep_line(text: str) -> int:
+    """The line where flow brackets first nest more than MAX_DEPTH deep (what overflows the
+    parser's recursion), else 1."""
+    depth = 0
+    for line, row in enumerate(text.splitlines(), start=1):
+        for ch in row:
+            depth += (ch in "[{") - (ch in "]}")
+            if depth > MAX_DEPTH:
+                return line
+    return 1
+
+
 def load_yaml_text(text: str, source: str) -> LoadedYaml:
     if len(text) > MAX_BYTES:
         raise ConfigError(f"the file is {len(text)} bytes long (at most {MAX_BYTES})", file=source)
@@ -158,7 +170,8 @@ def load_yaml_text(text: str, source: str) -> LoadedYaml:
         lines = _index_lines(node, source) if node is not None else {}
         data = loader.construct_document(node) if node is not None else None
     except RecursionError:
-        raise ConfigError(f"nested too deeply (at most {MAX_DEPTH} levels)", file=source) from None
+        raise ConfigError(f"nested too deeply (at most {MAX_DEPTH} levels)", file=source,
+                          line=_too_deep_line(text)) from None
     except (ValueError, OverflowError) as exc:     # e.g. an integer of 5000 digits
         raise ConfigError(f"a value cannot be read: {str(exc).splitlines()[0]}", file=source) from None
     except yaml.MarkedYAMLError as exc:
