@@ -374,7 +374,8 @@ def run_case(case: Case, ws: Path, timeout: float, max_gb: float):
 
 WHOLE_FILE = re.compile(r"not a regular file|file not found|is a folder|bytes long|more than [\d,]+ (bytes|lines)|"
                         r"not UTF-8|NUL byte|not an hwsim bundle|names a file|cannot write|permission denied|"
-                        r"folder name|not a valid gzip|another hwsim process", re.I)
+                        r"folder name|not a valid gzip|another hwsim process|File exists|Not a directory", re.I)
+USAGE = re.compile(r"(Invalid value|No such option|Missing argument|Got unexpected extra).*'?--?\w")
 
 
 def located(message: str) -> bool:
@@ -423,7 +424,8 @@ def main() -> int:
                 found.append("bad exit codes")
             else:
                 counts[f"exit {code}"] += 1
-            if code == 2 and (len(lines) != 1 or not located(lines[0])):
+            usage = code == 2 and lines and lines[0].startswith("Usage:") and any(USAGE.search(ln) for ln in lines)
+            if code == 2 and not usage and (len(lines) != 1 or not located(lines[0])):
                 found.append("unlocated errors")
             if before != after:
                 found.append("files changed")

@@ -76,7 +76,7 @@ def validate(model: type[BaseModel], doc: LoadedYaml) -> Any:
         line = doc.line_of(loc) or (1 if err["type"] == "missing" else None)
         raise ConfigError(msg + more, file=doc.source, line=line, key=".".join(loc)) from None
     for key, problem in value_problems(obj):
-        raise ConfigError(problem, file=doc.source, line=doc.line_of(key.split(".")), key=key)
+        raise error_at(doc, key, problem)
     return obj
 
 
@@ -137,16 +137,14 @@ def load_scenario(path: str | Path | None, sets: list[str] | None = None,
         try:
             loaded["hardware"] = apply_hardware_overrides(loaded["hardware"], cfg.hardware_overrides)
         except ConfigError as exc:
-            raise ConfigError(exc.message, file=doc.source, line=doc.line_of(exc.key.split(".")),
-                              key=exc.key) from None
+            raise error_at(doc, exc.key, exc.message) from None
         for key, problem in cross_checks(cfg, loaded["hardware"], loaded["model"]):
-            raise ConfigError(problem, file=doc.source, line=doc.line_of(key.split(".")), key=key)
+            raise error_at(doc, key, problem)
         if cost_limits is not None:
             try:
                 check_cost(cfg, loaded["model"], *cost_limits)
             except ConfigError as exc:
-                raise ConfigError(exc.message, file=doc.source, line=doc.line_of(exc.key.split(".")),
-                                  key=exc.key) from None
+                raise error_at(doc, exc.key, exc.message) from None
         _loaded_scenario[:] = [doc, overridden]
         return cfg
     except ConfigError as exc:
@@ -182,10 +180,20 @@ def locate(exc: ConfigError) -> ConfigError:
     located = _from_set(exc, overridden)
     if located is not exc:
         return located
-    line = doc.line_of(parts)
-    if line is None and any(o.split(".")[0] == parts[0] for o in overridden):
+    if doc.line_of(parts) is None and any(o.split(".")[0] == parts[0] for o in overridden):
         return ConfigError(exc.message, file="--set", key=exc.key)     # its block came from --set
-    return ConfigError(exc.message, file=doc.source, line=line, key=exc.key)
+    return error_at(doc, exc.key, exc.message)
+
+
+def error_at(doc: LoadedYaml, key: str, message: str) -> ConfigError:
+    """An error about `key` of a loaded file, at the line of the key or of its nearest written
+    parent; a key the file does not write at all (its default applies) is said so, at line 1."""
+    line = doc.line_of(key.split("."))
+    if line is None:
+        top = key.split(".")[0]
+        return ConfigError(f"{message} ({top} is not written in this file: its default applies)",
+                           file=doc.source, line=1, key=key)
+    return ConfigError(message, file=doc.source, line=line, key=key)
 
 
 MIN_LOCKED_CLOCK_MHZ = 100      # a profile without a power block: no SM clock is set lower
@@ -300,7 +308,7 @@ def load_profile(name: str) -> HardwareProfile:
 def _load_profile(doc: LoadedYaml) -> HardwareProfile:
     profile = validate(HardwareProfile, doc)
     for key, problem in profile_problems(profile.model_dump(mode="python")):
-        raise ConfigError(problem, file=doc.source, line=doc.line_of(key.split(".")), key=key)
+        raise error_at(doc, key, problem)
     return profile
 
 
@@ -314,7 +322,7 @@ def load_model(name: str) -> ModelShape:
 
 def _load_model(doc: LoadedYaml) -> ModelShape:
     for key, problem in model_problems(doc.data if isinstance(doc.data, dict) else {}):
-        raise ConfigError(problem, file=doc.source, line=doc.line_of(key.split(".")), key=key)
+        raise error_at(doc, key, problem)
     return validate(ModelShape, doc)
 
 

@@ -162,7 +162,13 @@ def _too_deep_line(text: str) -> int:
 def load_yaml_text(text: str, source: str) -> LoadedYaml:
     if len(text) > MAX_BYTES:
         raise ConfigError(f"the file is {len(text)} bytes long (at most {MAX_BYTES})", file=source)
-    loader = _LineLoader(text)
+    if "\0" in text:             # PyYAML's reader refuses it without a line
+        raise ConfigError("holds a NUL byte (a binary file?)", file=source,
+                          line=text[:text.index("\0")].count("\n") + 1)
+    try:
+        loader = _LineLoader(text)
+    except yaml.YAMLError as exc:        # a character YAML does not allow (a control character)
+        raise ConfigError(f"YAML error: {exc}", file=source, line=1) from None
     loader.source_name = source
     try:
         node = loader.get_single_node()
