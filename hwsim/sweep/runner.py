@@ -79,12 +79,13 @@ def _part(out: Path, h: str) -> Path:
 
 
 def is_sweep_folder(folder: Path) -> bool:
-    manifest = folder / "manifest.json"
+    from hwsim.io.bounded import LIMITS, read_text
+
     if (folder / "results").is_dir():
         return True
     try:
-        return "sweep" in json.loads(manifest.read_text(encoding="utf-8"))
-    except (OSError, ValueError, TypeError):
+        return "sweep" in json.loads(read_text(folder / "manifest.json", LIMITS["manifest"]))
+    except (ConfigError, ValueError, TypeError):
         return False
 
 
