@@ -132,3 +132,17 @@ def test_a_filter_with_a_huge_power_exits_2(tmp_path):
     res = CliRunner().invoke(app, ["sweep", str(p), "--out", str(tmp_path / "o")])
     assert res.exit_code == 2, (res.stderr, res.exception)
     assert f"{p}:9" in res.stderr and "too large" in res.stderr
+
+
+def test_a_trace_edited_while_the_sweep_runs_fails_its_point(tmp_path):
+    trace = tmp_path / "routing.csv"
+    rows = "".join(f"{s},{layer},0,0 1\n" for s in range(2) for layer in range(4))
+    trace.write_text("step,layer,token,experts\n" + rows)
+    p = spec(tmp_path, "  - key: workload.batch_size\n    values: [1]\n",
+             f"  - key: moe.routing.trace\n    values: [{trace}]\n"
+             "  - key: moe.routing.kind\n    values: [trace]\n")
+    _, points = load_sweep(p)
+    assert run_point(points[0])["status"] == "ok"
+    trace.write_text("step,layer,token,experts\n" + rows.replace("0 1", "2 3"))
+    row = run_point(points[0])
+    assert row["status"] == "failed" and "changed while the sweep ran" in row["error"]
