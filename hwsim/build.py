@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hwsim.config.inert import inert_keys
 from hwsim.config.load import apply_hardware_overrides, load_model, load_profile
 from hwsim.config.profile import HardwareProfile
 from hwsim.config.scenario import Scenario
@@ -19,6 +20,7 @@ from hwsim.engine.timer import KernelTimer
 from hwsim.hw.cluster import Cluster
 from hwsim.hw.device import Device
 from hwsim.model import weight_format
+from hwsim.model.blocks import moe_schedule_problems
 from hwsim.model.schedule import Schedule
 from hwsim.model.shapes import ModelShape
 from hwsim.rng import RandomStreams
@@ -70,6 +72,8 @@ def build(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelSha
     """The simulated system of a scenario; `sm_clock_hz` runs its SMs below their maximum clock
     (the clock a power limit settles them at: hwsim/hw/power.py), as a number in
     `runtime.sm_clock` (a locked clock, MHz) does."""
+    for key, problem in moe_schedule_problems(cfg):      # a scenario not loaded from a file (sweeps)
+        raise ConfigError(problem, key=key)
     profile = profile or apply_hardware_overrides(load_profile(cfg.hardware), cfg.hardware_overrides)
     model = model or load_model(cfg.model)
     chip = ChipSpec.from_profile(profile)
@@ -99,6 +103,9 @@ def build(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelSha
                         moe_schedule=cfg.runtime.moe_schedule, attention_kernel=cfg.runtime.attention_kernel,
                         max_batch=max(layout.tokens_per_group(w.batch_size)) if layout else w.batch_size,
                         max_context=max_context, weights=weight_format.plan(cfg.weights, model.weights))
+    if w.kernel_trace is not None:        # an imported trace is the schedule (docs/traces.md)
+        from hwsim.ktrace.from_scenario import trace_schedule
+        schedule = trace_schedule(cfg, schedule, streams)
     rng = RandomStreams(cfg.seed)
     router = experts = None
     onchips = [schedule.cold_state() for _ in streams]
@@ -110,7 +117,8 @@ def build(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelSha
             experts = lay.ExpertMap(p.expert_placement, model.moe.experts, p.ep, p.redundant_experts,
                                     {layer: router.popularity(layer) for layer in moe_layers})
     mem = _memory(cfg, model, schedule, chip, experts)
-    warnings = []
+    warnings = inert_keys(cfg, model)       # keys set where they cannot act: said, not ignored
+    warnings += getattr(schedule, "warnings", [])           # an imported trace's
     where = f"{p.gpus} x {profile.name}" if layout else profile.name
     if note := memory.check(mem, where, p.allow_overcommit):
         warnings.append(note)

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Optional
@@ -25,7 +27,28 @@ import typer
 from hwsim import __version__
 from hwsim.errors import ConfigError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+
+class _FlagsAsFlags:
+    """Help shows an on/off option as the bare flag it is (`--json`; `--json true` is an
+    error): typer 0.29 writes `<bool>` after each flag, as if it took a value (issue 28)."""
+
+    def get_params(self, ctx):
+        params = super().get_params(ctx)
+        for param in params:
+            if getattr(param, "is_flag", False) and param.metavar is None:
+                param.metavar = ""
+        return params
+
+
+class FlagCommand(_FlagsAsFlags, typer.core.TyperCommand):
+    pass
+
+
+class FlagGroup(_FlagsAsFlags, typer.core.TyperGroup):
+    pass
+
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, cls=FlagGroup,
                   help="hwsim: where does each token's latency budget go when a sparse MoE LLM decodes?")
 
 
@@ -109,10 +132,13 @@ def _main(version: bool = typer.Option(False, "--version", callback=_version, is
 
 MAX_WALL_HELP = "refuse a run estimated to take longer than this (default 1800 s, or HWSIM_MAX_WALL_S)"
 MAX_GB_HELP = "refuse a run estimated to need more memory than this (default 8 GB, or HWSIM_MAX_GB)"
-# Figures are drawn on request: matplotlib's import and layout cost more than the default
-# run's whole simulation and tables (docs/performance.md, issue 19)
-PLOTS_HELP = ("also draw the bundle's figures: breakdown.png, channels.png and gantt.png "
-              "(serving: itl_cdf.png, ttft_cdf.png, timeline.png)")
+# By default a run draws breakdown.png only, what users come for (about 0.2 s, its import
+# overlapped with the simulation by hwsim.io.plotter); the other figures cost more than the
+# default run's whole simulation and tables (docs/performance.md, issues 19 and 28)
+PLOTS_HELP = ("--plots: draw all the bundle's figures, breakdown.png, channels.png and gantt.png "
+              "(serving: itl_cdf.png, ttft_cdf.png, timeline.png; slower); --no-plots: none, for "
+              "scripts. Default: breakdown.png only")
+DRY_RUN_HELP = "print the resolved scenario, its estimated cost and where the bundle would go; write nothing"
 
 
 def _positive(value: float | None, key: str) -> float | None:
@@ -124,13 +150,29 @@ def _positive(value: float | None, key: str) -> float | None:
 
 def _writable_parent(out: Path) -> None:
     """Fail before simulating if the folder that will hold `out` cannot be written."""
+    _check_out_name(out)
     parent = out.parent
     parent.mkdir(parents=True, exist_ok=True)
     if not os.access(parent, os.W_OK | os.X_OK):
         raise ConfigError("cannot write here (permission denied)", file=str(parent), key="--out")
+
+
+def _check_out_name(out: Path) -> None:
     if len(out.name.encode()) > 200:
         raise ConfigError(f"the folder name is {len(out.name)} characters long (at most 200)",
                           file=str(out)[:80] + "...", key="--out")
+
+
+def _check_bundle_target(out: Path) -> None:
+    """Fail, reading only (a dry run is refused where the run would be), if `out` can never
+    take a run bundle."""
+    from hwsim.io.bundle import check_out
+
+    _check_out_name(out)
+    if out.is_symlink():            # e.g. reports/latest: replacing it would replace the link
+        raise ConfigError("is a symbolic link; give the folder it points to, or a new one",
+                          file=str(out), key="--out")
+    check_out(out)
 
 
 def _json_line(obj) -> None:
@@ -138,28 +180,32 @@ def _json_line(obj) -> None:
     sys.stdout.write(dumps(obj) + "\n")
 
 
-@app.command()
+@app.command(cls=FlagCommand)
 @cli_errors
 def run(
-    scenario: Optional[Path] = typer.Argument(None, help="scenario YAML (default: scenarios/default.yaml)"),
+    scenario: Optional[Path] = typer.Argument(None, help="scenario YAML, or the name of one hwsim ships "
+                                              "(`hwsim list`; default: scenarios/default.yaml)"),
     set_: list[str] = typer.Option([], "--set", help="override a key: dotted.key=value (repeatable)"),
-    out: Optional[Path] = typer.Option(None, "--out", help="bundle folder (default: reports/<scenario name>)"),
+    out: Optional[Path] = typer.Option(None, "--out", help="bundle folder (default: reports/<scenario name>, "
+                                       "plus -<hash of the overrides> if any; reports/latest links to it)"),
     json_out: bool = typer.Option(False, "--json", help="print one JSON summary object on stdout"),
     trace: bool = typer.Option(False, "--trace", help="also write trace.json (Chrome/Perfetto trace events)"),
     max_wall_s: Optional[float] = typer.Option(None, "--max-wall-s", help=MAX_WALL_HELP),
     max_gb: Optional[float] = typer.Option(None, "--max-gb", help=MAX_GB_HELP),
-    plots: bool = typer.Option(False, "--plots", help=PLOTS_HELP),
+    plots: Optional[bool] = typer.Option(None, "--plots/--no-plots", help=PLOTS_HELP),
+    dry_run: bool = typer.Option(False, "--dry-run", help=DRY_RUN_HELP),
 ):
     """Simulate a scenario and write a run bundle (replacing an earlier bundle there whole)."""
     _no_cycle_collection()
+    figures = "none" if dry_run or plots is False else "all" if plots else "breakdown"
     plotter = None
-    if plots:
+    if figures != "none":
         import numpy  # noqa: F401 - before the fork: the plotting helper needs it too, imported once
         from hwsim.io.plotter import Plotter
 
         plotter = Plotter.start()    # imports matplotlib while this process simulates
     try:
-        _run(scenario, set_, out, json_out, trace, max_wall_s, max_gb, plots, plotter)
+        _run(scenario, set_, out, json_out, trace, max_wall_s, max_gb, figures, plotter, dry_run)
     finally:
         from hwsim.io.bundle import release_locks
         release_locks()               # --out's lock, taken by check_out (hwsim.io.folder_lock)
@@ -167,20 +213,28 @@ def run(
             plotter.close()
 
 
-def _run(scenario, set_, out, json_out, trace, max_wall_s, max_gb, plots, plotter) -> None:
+def _run(scenario, set_, out, json_out, trace, max_wall_s, max_gb, figures, plotter, dry_run) -> None:
     from hwsim.build import build
     from hwsim.config.cost import cap_memory, estimate
     from hwsim.config.fingerprint import fingerprint
-    from hwsim.config.load import load_scenario
-    from hwsim.io.bundle import check_out, write_bundle
+    from hwsim.config.load import load_scenario, scenario_path
+    from hwsim.io.bundle import hold_out, write_bundle
     from hwsim.provenance import provenance
     from hwsim.run import run_scenario
 
     limits = (_positive(max_wall_s, "--max-wall-s"), _positive(max_gb, "--max-gb"))
     cfg = load_scenario(scenario, set_, cost_limits=limits)
-    out = out or Path("reports") / cfg.name
+    scenario_file = str(scenario_path(scenario)) if scenario else "scenarios/default.yaml"
+    default_out = out is None
+    if default_out:
+        from hwsim.io.run_folder import default_folder
+        out = default_folder(cfg.name, set_)
+    _check_bundle_target(out)
+    if dry_run:
+        _print_dry_run(cfg, scenario_file, set_, out, json_out)
+        return
     _writable_parent(out)
-    check_out(out)
+    hold_out(out)                        # one writer: a second run into `out` is refused
     built = build(cfg)
     cost = estimate(cfg, built.model)
     cap_memory(limits[1])                # a wrong estimate ends in MemoryError: exit 2
@@ -191,11 +245,12 @@ def _run(scenario, set_, out, json_out, trace, max_wall_s, max_gb, plots, plotte
     with _progress(enabled=not (json_out and sys.stderr.isatty())) as progress:
         # the busy intervals of every step only for the trace; the Gantt chart draws one step;
         # without either, none
-        result = run_scenario(cfg, built, progress=progress, every_interval=trace, intervals=trace or plots)
+        result = run_scenario(cfg, built, progress=progress, every_interval=trace,
+                              intervals=trace or figures == "all")
     resolved = cfg.model_dump(mode="json")
     manifest = {
         "summary": result.summary,
-        "scenario_file": str(scenario) if scenario else "scenarios/default.yaml",
+        "scenario_file": scenario_file,
         "overrides": set_,
         "resolved_config": resolved,
         "hardware_profile": built.profile.model_dump(mode="json"),
@@ -211,12 +266,59 @@ def _run(scenario, set_, out, json_out, trace, max_wall_s, max_gb, plots, plotte
     if trace:
         from hwsim.io.trace import write_trace
         extra["trace.json"] = lambda p: write_trace(result, built, p)
-    paths = write_bundle(result, out, manifest, extra, plots=plots, plotter=plotter)
+    with tempfile.TemporaryDirectory(prefix="hwsim-figure-") as drawn:
+        if figures == "breakdown":
+            png = _draw_breakdown(result.summary, Path(drawn), plotter)
+            extra["breakdown.png"] = lambda p: shutil.copyfile(png, p)
+        everything = figures == "all"         # else the helper, if any, is done: breakdown.png only
+        paths = write_bundle(result, out, manifest, extra, plots=everything, plotter=plotter if everything else None)
+    if default_out:
+        from hwsim.io.run_folder import point_latest
+        point_latest(out)
     _left_to_exit((result, built))
     if json_out:
         _json_line(result.summary)
         return
-    _print_summary(result.summary, paths)
+    _print_summary(result.summary, paths, figures)
+
+
+def _draw_breakdown(summary: dict, folder: Path, plotter) -> Path:
+    """breakdown.png drawn into `folder`, by the plotting helper if there is one (it imported
+    matplotlib while this process simulated), else here."""
+    path = folder / "breakdown.png"
+    target, args = "hwsim.plots.breakdown:save_breakdown_png", (summary, path)
+    if plotter is None:
+        from hwsim.io.forked import call
+        call(target, args)()
+    else:
+        plotter.draw([("breakdown.png", 1.0, target, args)])
+        plotter.wait()
+    return path
+
+
+def _print_dry_run(cfg, scenario_file: str, sets: list[str], out: Path, json_out: bool) -> None:
+    """What `hwsim run` would do: the resolved scenario, its cost, the bundle's folder."""
+    from hwsim.config.cost import estimate
+    from hwsim.config.load import dump_yaml, load_model
+    from hwsim.io.bundle import is_bundle
+
+    cost = estimate(cfg, load_model(cfg.model))
+    resolved = cfg.model_dump(mode="json")
+    if json_out:
+        _json_line({"scenario_file": scenario_file, "overrides": sets, "out": str(out),
+                    "replaces_bundle": is_bundle(out),
+                    "estimate": {"wall_s": cost.wall_s, "memory_gb": cost.memory_gb, "passes": cost.passes,
+                                 "kernels_per_pass": cost.kernels_per_pass},
+                    "resolved_config": resolved})
+        return
+    console = Console()
+    where = "replacing the bundle there" if is_bundle(out) else "a new folder"
+    for line in (f"scenario: {scenario_file}" + (f" with {' '.join(sets)}" if sets else ""),
+                 f"estimated cost: {cost.describe()}",
+                 f"bundle would go to: {out}/ ({where}); nothing written (dry run)", "resolved scenario:"):
+        console.print(line, highlight=False, soft_wrap=True, markup=False)
+    sys.stdout.flush()
+    sys.stdout.write(dump_yaml(resolved))
 
 
 class _progress:
@@ -274,7 +376,7 @@ def _seconds(s: float) -> str:
     return f"{s:.0f} s" if s < 120 else f"{s / 60:.0f} min" if s < 7200 else f"{s / 3600:.1f} h"
 
 
-def _print_summary(s: dict, paths: dict) -> None:
+def _print_summary(s: dict, paths: dict, figures: str) -> None:
     console = Console()
     itl = s["itl_ms"]
     verdict = "[green]within[/]" if itl["p99"] <= s["budget_ms"] else "[red]over[/]"
@@ -320,8 +422,11 @@ def _print_summary(s: dict, paths: dict) -> None:
         console.print(line)
     if s["kv"]["effective_bits_per_element"] < 16:
         k = s["kv"]
+        speedup = k.get("attention_speedup")
+        verdict = (f"; its attention path {speedup:.2f}x the speed of a bf16 cache's"
+                   if speedup is not None else "")
         console.print(f"KV cache: {k['effective_bits_per_element']:.2f} bits per element "
-                      f"({k['effective_bandwidth_multiplier']:.1f}x fewer bytes), {k['dequant']} dequant, "
+                      f"({k['byte_ratio']:.1f}x fewer bytes{verdict}), {k['dequant']} dequant, "
                       f"attention output error {k['attention_rel_error']:.3f}")
     if p := s.get("power"):
         clock = (f"settled at {p['sm_clock_mhz']:.0f} MHz (the limit; {p['watts_at_max_clock']:.0f} W "
@@ -330,12 +435,12 @@ def _print_summary(s: dict, paths: dict) -> None:
         console.print(f"power: {p['watts']:.0f} W of {p['limit_w']:.0f} W, SMs {clock}{per_token}")
     for w in s["warnings"]:
         console.print(f"[yellow]warning:[/] {w}")
-    figures = "" if any(name.endswith(".png") for name in paths) else "; figures: run with --plots"
-    console.print(f"bundle: {paths['manifest.json'].parent}/ ({', '.join(paths)}){figures}")
+    more = "; the other figures: run with --plots" if figures == "breakdown" else ""
+    console.print(f"bundle: {paths['manifest.json'].parent}/ ({', '.join(paths)}){more}")
     console.print(f"[dim]{s['sim']['events']} events in {s['sim']['wall_s']:.2f} s wall[/]")
 
 
-@app.command()
+@app.command(cls=FlagCommand)
 @cli_errors
 def validate(
     dataset: Path = typer.Argument(..., help="CSV of measured cases (see docs/validation.md)"),
@@ -387,12 +492,13 @@ def _print_validation(report: dict) -> None:
                                   f"mean signed {s['mean_signed_error_pct']:+.1f}%")
 
 
-@app.command()
+@app.command(cls=FlagCommand)
 @cli_errors
 def sweep(
     spec: Path = typer.Argument(..., help="sweep spec YAML (docs/sweeps.md)"),
     scheduler: Optional[str] = typer.Option(None, "--scheduler", help="address of a running Dask scheduler"),
-    workers: Optional[int] = typer.Option(None, "--workers", help="workers of the embedded LocalCluster"),
+    workers: Optional[int] = typer.Option(None, "--workers", help="worker processes of the embedded Dask "
+                                          "LocalCluster (default: 1; ignored with --scheduler)"),
     out: Optional[Path] = typer.Option(None, "--out", help="results folder (default: reports/<sweep name>)"),
     json_out: bool = typer.Option(False, "--json", help="print one JSON summary object on stdout"),
     max_wall_s: Optional[float] = typer.Option(None, "--max-wall-s", help=MAX_WALL_HELP + ", per point"),
@@ -400,6 +506,7 @@ def sweep(
 ):
     """Run every point of a what-if study on Dask; resumable, results in Parquet (exit 1 if
     any point failed)."""
+    from hwsim.config.load import scenario_path
     from hwsim.provenance import provenance
     from hwsim.sweep.runner import check_sweep_out, run_sweep
     from hwsim.sweep.spec import load_sweep
@@ -407,14 +514,15 @@ def sweep(
     if workers is not None and not 1 <= workers <= MAX_WORKERS:
         raise ConfigError(f"expected 1 to {MAX_WORKERS} workers, got {workers}", key="--workers")
     limits = (_positive(max_wall_s, "--max-wall-s"), _positive(max_gb, "--max-gb"))
-    sweep_spec, points = load_sweep(spec, cost_limits=limits)
+    sweep_spec, points = load_sweep(scenario_path(spec), cost_limits=limits)
     out = out or Path("reports") / sweep_spec.name
     _writable_parent(out)
     check_sweep_out(out)
     out.mkdir(exist_ok=True)
     try:
         with _progress(enabled=not (json_out and sys.stderr.isatty())) as progress:
-            summary = run_sweep(points, out, scheduler=scheduler, workers=workers, progress=progress)
+            summary = run_sweep(points, out, scheduler=scheduler, workers=workers, progress=progress,
+                                announce=_announce_dashboard)
     except KeyboardInterrupt:
         _say("interrupted", "finished points are kept; run the same command to resume")
         raise typer.Exit(EXIT_INTERRUPTED) from None
@@ -445,14 +553,169 @@ def sweep(
         raise typer.Exit(EXIT_FAILED)
 
 
-@app.command()
+def _announce_dashboard(link: str) -> None:
+    import importlib.util
+
+    served = "" if importlib.util.find_spec("bokeh") else " (its pages need bokeh: pip install bokeh)"
+    err_console().print(f"Dask dashboard: {link}{served}", highlight=False, soft_wrap=True)
+
+
+@app.command(cls=FlagCommand)
 @cli_errors
 def report(folder: Path = typer.Argument(..., help="a run bundle or sweep folder")):
     """Write a self-contained index.html for a run or a sweep."""
     from hwsim.report import write_report
 
-    path = write_report(folder)
+    path, missing = write_report(folder)
+    for line in missing:
+        err_console().print(f"[yellow]note:[/] {line}", highlight=False, soft_wrap=True)
     Console().print(f"wrote {path}")
+
+
+@app.command("list", cls=FlagCommand)
+@cli_errors
+def list_(json_out: bool = typer.Option(False, "--json", help="print one JSON object on stdout")):
+    """List what can be named without a path: profiles, topologies, models, scenarios, sweeps, presets."""
+    from hwsim.config.catalog import catalog
+
+    found = catalog()
+    if json_out:
+        _json_line(found)
+        return
+    console = Console()
+    for kind, names in found.items():
+        console.print(f"[bold]{kind}[/] ({len(names)}): {', '.join(names)}", highlight=False, soft_wrap=True)
+# -- what would change it (issue 34, docs/whatif.md): sensitivity and goal-seek ---------------
+
+@app.command(cls=FlagCommand)
+@cli_errors
+def sensitivity(
+    scenario: Optional[Path] = typer.Argument(None, help="scenario YAML (default: scenarios/default.yaml)"),
+    set_: list[str] = typer.Option([], "--set", help="override a key: dotted.key=value (repeatable)"),
+    out: Optional[Path] = typer.Option(None, "--out", help="folder (default: reports/<scenario name>-sensitivity)"),
+    json_out: bool = typer.Option(False, "--json", help="print one JSON object on stdout"),
+    workers: Optional[int] = typer.Option(None, "--workers", help="workers of an embedded Dask LocalCluster"),
+    scheduler: Optional[str] = typer.Option(None, "--scheduler", help="address of a running Dask scheduler"),
+):
+    """Rank every number the run reads by the token's elasticity to it; tornado.png.
+
+    Each number changed alone by 5% either way (docs/whatif.md); the prefill's too where the
+    scenario has one."""
+    from hwsim.whatif.numbers import load_base
+    from hwsim.whatif.sensitivity import sensitivity as run_sensitivity
+
+    if workers is not None and not 1 <= workers <= MAX_WORKERS:
+        raise ConfigError(f"expected 1 to {MAX_WORKERS} workers, got {workers}", key="--workers")
+    base = load_base(scenario, set_)
+    out = out or Path("reports") / f"{base.cfg.name}-sensitivity"
+    _writable_parent(out)
+    result, summary = run_sensitivity(base, workers=workers, scheduler=scheduler)
+    _whatif_folder(out, base, set_, summary, {"sensitivity": result},
+                   lambda path: __import__("hwsim.plots.tornado", fromlist=["x"]).save_tornado_png(result, path),
+                   "tornado.png")
+    if json_out:
+        _json_line(result)
+        return
+    table = Table(title=f"what moves the token ({result['itl_ms']:.3f} ms; each number +/-5%)", show_edge=False)
+    for col in ("number", "elasticity", "ms gained by +10%", "TTFT elasticity"):
+        table.add_column(col, justify="left" if col == "number" else "right")
+    for r in result["rows"]:
+        ttft = r["ttft_elasticity"]
+        table.add_row(r["key"], f"{r['itl_elasticity']:+.3f}", f"{r['itl_ms_gained_10pct']:+.3f}",
+                      "" if ttft is None else f"{ttft:+.3f}")
+    console = Console()
+    console.print(table)
+    console.print(f"[dim]no effect: {', '.join(result['no_effect']) or 'none'}[/]")
+    for f in result["failed"]:
+        console.print(f"[yellow]not run:[/] {f['key']}: {f['error']}")
+    console.print(f"folder: {out}/ ({result['runs']} runs in {result['wall_s']:.1f} s)")
+
+
+@app.command(cls=FlagCommand)
+@cli_errors
+def goal(
+    scenario: Optional[Path] = typer.Argument(None, help="scenario YAML (default: scenarios/default.yaml)"),
+    vary: list[str] = typer.Option(..., "--vary", help="the number to find: a profile path "
+                                   "(hbm.peak_bandwidth_gbps) or a scenario key; twice: a frontier"),
+    target: str = typer.Option(..., "--target", help="METRIC=VALUE, e.g. itl_ms.p50=10"),
+    set_: list[str] = typer.Option([], "--set", help="override a key: dotted.key=value (repeatable)"),
+    bracket: Optional[str] = typer.Option(None, "--bracket", help="LO,HI: search only here (one --vary)"),
+    out: Optional[Path] = typer.Option(None, "--out", help="folder for a frontier (default: reports/<scenario name>-goal)"),
+    json_out: bool = typer.Option(False, "--json", help="print one JSON object on stdout"),
+):
+    """Find the value of a number that meets a target; two --vary: a frontier (frontier.png).
+
+    Exit 2 when no value in its bounds can, naming what then dominates (docs/whatif.md)."""
+    from hwsim.whatif.goal import Unreachable, frontier, goal as run_goal, parse_target
+    from hwsim.whatif.numbers import evaluate, load_base
+
+    if len(vary) > 2 or len(set(vary)) < len(vary):
+        raise ConfigError(f"--vary names {', '.join(vary)}: one number, or two different ones (a frontier)",
+                          key="--vary")
+    path, value = parse_target(target)
+    span = _bracket_option(bracket) if bracket else None
+    base = load_base(scenario, set_)
+    if len(vary) == 2:
+        if span:
+            raise ConfigError("--bracket is for one --vary", key="--bracket")
+        front = frontier(base, vary[0], vary[1], path, value)
+        out = out or Path("reports") / f"{base.cfg.name}-goal"
+        _writable_parent(out)
+        title = f"{base.cfg.model} on {base.cfg.hardware}: {path} = {value:g}"
+        _whatif_folder(out, base, set_, evaluate(base, {}), {"frontier": front},
+                       lambda p: __import__("hwsim.plots.tornado", fromlist=["x"]).save_frontier_png(front, p, title),
+                       "frontier.png")
+        if json_out:
+            _json_line(front)
+            return
+        a, b = front["keys"]
+        for p in front["points"]:
+            Console().print(f"{a} = {p[a]:.5g}: {b} = " + ("[red]none in its bounds[/]" if p[b] is None
+                                                         else f"{p[b]:.5g}"))
+        Console().print(f"figure: {out / 'frontier.png'}")
+        return
+    try:
+        result = run_goal(base, vary[0], path, value, span)
+    except Unreachable as exc:
+        if json_out:
+            _json_line(exc.report)
+        raise
+    if json_out:
+        _json_line(result)
+        return
+    Console().print(f"{result['key']} = {result['value']:.6g} (now {result['present_value']:.6g}, "
+                    f"x{result['change']:.3f}) gives {path} = {result['metric']:.4f}; there "
+                    f"{result['dominant']} takes {result['dominant_share']:.0%} of the token "
+                    f"[dim]({result['runs']} runs, bracket {result['bracket'][0]:.5g}..{result['bracket'][1]:.5g})[/]")
+
+
+def _bracket_option(text: str) -> tuple[float, float]:
+    import math
+    try:
+        lo, hi = (float(x) for x in text.split(","))
+    except ValueError:
+        lo = hi = math.nan
+    if not (math.isfinite(lo) and math.isfinite(hi)) or lo == hi:
+        raise ConfigError(f"expected LO,HI (two different numbers), got '{text}'", key="--bracket")
+    return lo, hi
+
+
+def _whatif_folder(out: Path, base, sets: list[str], summary: dict | None, result: dict, draw, figure: str) -> None:
+    """A what-if's folder: manifest.json (the result, the unchanged run's summary, the resolved
+    scenario, profile and provenance: `hwsim report` renders it) and its figure."""
+    from hwsim.io.atomic import atomic_write
+    from hwsim.io.bundle import json_text
+    from hwsim.provenance import provenance
+
+    out.mkdir(exist_ok=True)
+    manifest = {**result, "scenario_file": base.scenario_file, "overrides": sets,
+                "resolved_config": base.cfg.model_dump(mode="json"),
+                "hardware_profile": base.profile.model_dump(mode="json"), "seed": base.cfg.seed,
+                "provenance": provenance()}
+    if summary is not None:
+        manifest["summary"] = summary
+    atomic_write(out / figure, draw)
+    atomic_write(out / "manifest.json", lambda p: Path(p).write_text(json_text(manifest), encoding="utf-8"))
 
 
 # Set by main(): this process ends when its one command does (not so under CliRunner or a

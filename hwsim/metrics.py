@@ -9,6 +9,7 @@ import numpy as np
 
 class Component(str, Enum):
     LAUNCH_OVERHEAD = "launch_overhead"
+    HOST = "host"            # the device idle while the host works (an imported trace's CPU time, syncs)
     KERNEL_OVERHEAD = "kernel_overhead"
     WEIGHT_READ = "weight_read"
     EXPERT_READ = "expert_weight_read"

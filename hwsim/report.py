@@ -2,14 +2,25 @@
 
 Every plot is embedded as a base64 PNG, so the page opens from disk in any browser with no
 server. It shows the summary table, the breakdown, the resolved configuration and the
-provenance (version, git SHA, seed, the hardware profile's sources).
+provenance (version, git SHA, seed, the hardware profile's sources), and says which figures
+the bundle lacks.
+
+A bundle may come from elsewhere (a tarball), and the page is made to be shared: every file is
+read through bundle_file, which takes only a regular file directly inside the folder (no
+symbolic link, nothing that resolves outside it), of bounded size; a figure must also be a PNG
+and, where the manifest lists the bundle's files, match its SHA-256 (issue 29). Anything else
+is left out of the page, with a line saying why.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import html
+import io
 import json
+import os
+import stat
 from pathlib import Path
 
 import pandas as pd
@@ -17,7 +28,13 @@ import pandas as pd
 from hwsim.errors import ConfigError
 
 PLOTS = ["breakdown.png", "heatmap.png", "pareto.png", "gantt.png", "channels.png", "itl_cdf.png",
-         "ttft_cdf.png", "timeline.png"]
+         "ttft_cdf.png", "timeline.png", "tornado.png", "frontier.png"]
+# the figures `hwsim run --plots` draws (a sweep's manifest lists the ones it drew)
+RUN_PLOTS = ["breakdown.png", "gantt.png", "channels.png"]
+SERVING_PLOTS = ["breakdown.png", "channels.png", "itl_cdf.png", "ttft_cdf.png", "timeline.png"]
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+MAX_BYTES = {".png": 32 * 2**20, ".json": 256 * 2**20, ".parquet": 1024 * 2**20}
+
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}
 h1{font-size:1.5em}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;font-size:.85em}td,th{border:1px solid #ddd;padding:3px 7px;text-align:right}
@@ -29,9 +46,42 @@ document.title='hwsim report: '+ok+'/'+im.length+' images loaded';
 document.body.dataset.images=ok+'/'+im.length;});</script>"""
 
 
-def _img(path: Path) -> str:
-    data = base64.b64encode(path.read_bytes()).decode()
-    return f'<img alt="{html.escape(path.name)}" src="data:image/png;base64,{data}">'
+class Refused(Exception):
+    """A file of the bundle that is not read: the reason, for the page and stderr."""
+
+
+def bundle_file(folder: Path, name: str) -> bytes:
+    """The bytes of `name`, a regular file directly inside `folder`; FileNotFoundError if it
+    is not there, Refused if it is not a plain file of the bundle or is too large."""
+    path = folder / name
+    st = os.lstat(path)                  # FileNotFoundError: missing
+    if stat.S_ISLNK(st.st_mode):
+        raise Refused("a symbolic link (only regular files inside the bundle are read)")
+    if not stat.S_ISREG(st.st_mode):
+        raise Refused("not a regular file")
+    if path.resolve().parent != folder.resolve():
+        raise Refused("resolves outside the bundle")
+    limit = MAX_BYTES[path.suffix]
+    # no link followed and no FIFO waited on, even if the file was swapped since lstat
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise Refused("not a regular file")
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise Refused(f"larger than {limit / 2**20:g} MiB")
+    return data
+
+
+def _figure(folder: Path, name: str, listed: dict | None) -> str:
+    """The figure as an <img> of its PNG bytes; Refused if they are not a PNG of this bundle."""
+    data = bundle_file(folder, name)
+    if not data.startswith(PNG_SIGNATURE):
+        raise Refused("not a PNG image")
+    if listed is not None and listed.get(name) != hashlib.sha256(data).hexdigest():
+        raise Refused("does not match the SHA-256 that manifest.json lists for it")
+    return f'<img alt="{html.escape(name)}" src="data:image/png;base64,{base64.b64encode(data).decode()}">'
 
 
 def _kv_table(d: dict) -> str:
@@ -44,12 +94,15 @@ def _fmt(v) -> str:
     return f"{v:.4g}" if isinstance(v, float) else str(v)
 
 
-def render(folder: Path) -> str:
+def render(folder: Path) -> tuple[str, list[str]]:
+    """The page, and a line for each figure it leaves out (missing, or refused and why)."""
     manifest_path = folder / "manifest.json"
-    if not manifest_path.is_file():
-        raise ConfigError("no manifest.json: not a run bundle or sweep folder", file=str(folder))
     try:
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        manifest = json.loads(bundle_file(folder, "manifest.json").decode("utf-8"))
+    except (FileNotFoundError, NotADirectoryError):
+        raise ConfigError("no manifest.json: not a run bundle or sweep folder", file=str(folder)) from None
+    except Refused as exc:
+        raise ConfigError(f"manifest.json is refused: {exc}", file=str(manifest_path)) from None
     except (json.JSONDecodeError, UnicodeDecodeError, OSError) as exc:
         raise ConfigError(f"manifest.json cannot be read: {exc}", file=str(manifest_path)) from None
     try:
@@ -59,7 +112,7 @@ def render(folder: Path) -> str:
                           f"{exc})", file=str(manifest_path)) from None
 
 
-def _render(folder: Path, manifest: dict) -> str:
+def _render(folder: Path, manifest: dict) -> tuple[str, list[str]]:
     if not isinstance(manifest, dict):
         raise TypeError("the top level is not a mapping")
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>hwsim report</title>"
@@ -68,11 +121,8 @@ def _render(folder: Path, manifest: dict) -> str:
         parts += _sweep_sections(folder, manifest)
     else:
         parts += _run_sections(manifest)
-    plots = [name for name in PLOTS if (folder / name).exists()]
-    for name in plots:
-        parts.append(f"<h2>{html.escape(name[:-4].replace('_', ' '))}</h2>{_img(folder / name)}")
-    if not plots and "sweep" not in manifest:
-        parts.append("<p>This bundle has no figures: <code>hwsim run --plots</code> draws them.</p>")
+    figures, notes = _figures(folder, manifest)
+    parts += figures
     prov = manifest.get("provenance", {})
     parts.append(f"<h2>provenance</h2>{_kv_table({**prov, 'seed': manifest.get('seed', '')})}")
     if "hardware_profile" in manifest:
@@ -84,7 +134,37 @@ def _render(folder: Path, manifest: dict) -> str:
     config = manifest.get("resolved_config") or manifest.get("sweep")
     parts.append(f"<h2>resolved configuration</h2><pre>{html.escape(json.dumps(config, indent=2))}</pre>")
     parts.append("</body></html>")
-    return "\n".join(parts)
+    return "\n".join(parts), notes
+
+
+def _figures(folder: Path, manifest: dict) -> tuple[list[str], list[str]]:
+    """The page's figure sections, and a line for each figure left out: refused (why), or
+    missing among those this kind of bundle has when drawn in full."""
+    if "sweep" in manifest:
+        expected = [Path(p).name for p in manifest.get("plots", [])]
+    else:
+        expected = SERVING_PLOTS if manifest["summary"].get("serving") else RUN_PLOTS
+    listed = manifest.get("files") if isinstance(manifest.get("files"), dict) else None
+    parts, refused, missing = [], [], []
+    for name in PLOTS:
+        try:
+            img = _figure(folder, name, listed)
+        except FileNotFoundError:
+            if name in expected:
+                missing.append(name)
+            continue
+        except (Refused, OSError) as exc:
+            refused.append(f"{name} is left out: {exc}")
+            continue
+        parts.append(f"<h2>{html.escape(name[:-4].replace('_', ' '))}</h2>{img}")
+    notes = list(refused)
+    if missing:
+        how = "" if "sweep" in manifest else " (hwsim run --plots draws them)"
+        notes.append(f"not in this bundle: {', '.join(missing)}{how}")
+    if notes:
+        parts.append("<h2>figures left out</h2><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes)
+                     + "</ul>")
+    return parts, notes
 
 
 def _run_sections(m: dict) -> list[str]:
@@ -100,6 +180,12 @@ def _run_sections(m: dict) -> list[str]:
            f"<h2>where a token's time goes</h2><table><tr><th>component</th><th>ms</th></tr>{breakdown}</table>"]
     if s.get("serving"):
         out.append("<h2>serving</h2>" + _kv_table(s["serving"]))
+    if sens := m.get("sensitivity"):          # hwsim sensitivity's folder (docs/whatif.md)
+        rows = "".join(f"<tr><td>{html.escape(r['key'])}</td><td>{r['itl_elasticity']:+.3f}</td>"
+                       f"<td>{r['itl_ms_gained_10pct']:+.3f}</td></tr>" for r in sens["rows"])
+        out.append(f"<h2>sensitivity (each number +/-{sens['step']:.0%})</h2><table><tr><th>number</th>"
+                   f"<th>ITL elasticity</th><th>ms gained by +10%</th></tr>{rows}</table>"
+                   f"<p>no effect: {html.escape(', '.join(sens['no_effect']) or 'none')}</p>")
     return out
 
 
@@ -108,9 +194,13 @@ def _sweep_sections(folder: Path, m: dict) -> list[str]:
     out = [f"<h1>sweep {html.escape(m['sweep']['name'])}</h1>",
            f"<p>{sm['points']} points: {sm['computed']} computed, {sm['reused']} reused, "
            f"{sm['failed']} failed.</p>"]
-    results = folder / "results.parquet"
-    if results.exists():
-        table = pd.read_parquet(results)
+    try:
+        table = pd.read_parquet(io.BytesIO(bundle_file(folder, "results.parquet")))
+    except FileNotFoundError:
+        table = None
+    except Refused as exc:
+        raise ConfigError(f"results.parquet is refused: {exc}", file=str(folder / "results.parquet")) from None
+    if table is not None:
         cols = [c for c in table.columns if c.startswith("factor.")] + \
                [c for c in ("status", "itl_ms.p50", "itl_ms.p99", "kv.effective_bits_per_element",
                             "serving.throughput_tok_s", "error") if c in table.columns]
@@ -130,7 +220,7 @@ def _sources(profile: dict, prefix: str = ""):
 def write_report(folder: Path) -> Path:
     from hwsim.io.atomic import atomic_write
 
-    page = render(folder)
+    page, notes = render(folder)
     path = folder / "index.html"
     atomic_write(path, lambda p: Path(p).write_text(page, encoding="utf-8"))
-    return path
+    return path, notes

@@ -16,10 +16,11 @@ from hwsim.errors import ConfigError
 from hwsim.hw.power import Activity, PowerModel, Settled, settle
 from hwsim.engine.records import RecordLog
 from hwsim.metrics import percentiles
+from hwsim.model.kv_speedup import attention_speedup
 from hwsim.model.schedule import StepShape
-from hwsim.step import StepResult, simulate_pass
+from hwsim.step import PassPlan, StepResult, plan_pass, simulate_pass
 from hwsim.workload.kv_fidelity import attention_rel_error
-from hwsim.workload.kv_format import max_context_fitting
+from hwsim.workload.kv_format import BF16_KV, max_context_fitting
 from hwsim.workload.router import expected_distinct
 
 
@@ -70,7 +71,8 @@ def cyclic_gc_paused():
 
 
 def run_scenario(cfg: Scenario, built: Built | None = None, progress=None,
-                 every_interval: bool = True, intervals: bool = True) -> RunResult:
+                 every_interval: bool = True, intervals: bool = True,
+                 plans: dict | None = None) -> RunResult:
     """Simulate the scenario: fixed-batch decode steps, or (workload.arrivals) a serving run.
     `progress(done, total)` is called as work completes (requests or steps).
     `every_interval=False`: the units' busy intervals (RunResult.lanes) in full for the step
@@ -78,9 +80,12 @@ def run_scenario(cfg: Scenario, built: Built | None = None, progress=None,
     keeps every lane that was ever busy (the chart's rows). The same chart, at a fraction of
     the cost: a DeepSeek-V3 batch-64 run recorded 4.6 million intervals over 8 steps.
     `intervals=False`: none at all (RunResult.lanes empty), for a run that draws no chart and
-    writes no trace; every other result is the same."""
+    writes no trace; every other result is the same.
+    `plans`: the passes' plans (routing and kernels) by (shape, step), replayed where present and
+    kept there where made: runs that differ only in numbers no plan is made from share them
+    (hwsim/whatif/reuse.py); one GPU, fixed batch only."""
     with cyclic_gc_paused():
-        return _run_scenario(cfg, built, progress, every_interval, intervals)
+        return _run_scenario(cfg, built, progress, every_interval, intervals, plans)
 
 
 def drawn_step(cfg: Scenario) -> int:
@@ -91,7 +96,7 @@ def drawn_step(cfg: Scenario) -> int:
 
 
 def _run_scenario(cfg: Scenario, built: Built | None, progress, every_interval: bool,
-                  intervals: bool) -> RunResult:
+                  intervals: bool, plans: dict | None = None) -> RunResult:
     """The run at the SM clock `runtime.sm_clock` asks for: under `settled`, first at the
     maximum clock, then, if its repeated passes draw more than the power limit, again at the
     clock the limit settles at (hwsim/hw/power.py)."""
@@ -102,12 +107,13 @@ def _run_scenario(cfg: Scenario, built: Built | None, progress, every_interval: 
                                        # settle() always ends on its last probe
 
     def simulate(clock_hz: float) -> tuple[float, Activity]:
-        latest[:] = [_simulate(cfg, b.at_sm_clock(clock_hz), wall0, progress, every_interval, intervals)]
+        latest[:] = [_simulate(cfg, b.at_sm_clock(clock_hz), wall0, progress, every_interval, intervals,
+                               plans)]
         return steady_work(latest[0])
 
     settled = None
     if power is None or cfg.runtime.sm_clock != "settled":
-        result = _simulate(cfg, b, wall0, progress, every_interval, intervals)
+        result = _simulate(cfg, b, wall0, progress, every_interval, intervals, plans)
     else:
         settled = settle(power, simulate)
         result = latest[0]
@@ -148,7 +154,7 @@ def power_summary(power: PowerModel | None, result: RunResult, settled: Settled 
 
 
 def _simulate(cfg: Scenario, b: Built, wall0: float, progress, every_interval: bool = True,
-              intervals: bool = True) -> RunResult:
+              intervals: bool = True, plans: dict | None = None) -> RunResult:
     if cfg.workload.arrivals.kind != "none":
         return _run_serving(cfg, b, wall0, progress)
     w = cfg.workload
@@ -157,20 +163,47 @@ def _simulate(cfg: Scenario, b: Built, wall0: float, progress, every_interval: b
     prefill = None
     drawn = drawn_step(cfg)
     if w.prompt_tokens:
-        prefill = simulate_pass(b, StepShape("prefill", 1, w.prompt_tokens, 0), -1, records,
-                                every_interval or drawn == -1, intervals=intervals)
+        shape = StepShape("prefill", 1, w.prompt_tokens, 0)
+        prefill = simulate_pass(b, shape, -1, records, every_interval or drawn == -1, intervals=intervals,
+                                plan=_kept_plan(plans, b, shape, -1))
+    spec = _speculation(cfg, b)
     for i in range(w.decode_steps):
-        shape = StepShape("decode", w.batch_size, w.batch_size, w.context_tokens + i)
-        steps.append(simulate_pass(b, shape, i, records, every_interval or i == drawn, intervals=intervals))
+        if spec:
+            steps.append(spec.simulate_step(b, i, records, every_interval or i == drawn, intervals))
+        else:
+            shape = StepShape("decode", w.batch_size, w.batch_size, w.context_tokens + i)
+            steps.append(simulate_pass(b, shape, i, records, every_interval or i == drawn, intervals=intervals,
+                                       plan=_kept_plan(plans, b, shape, i)))
         if progress:
             progress(i + 1, w.decode_steps)
     wall = time.perf_counter() - wall0
     summary = summarize(cfg, b, steps, prefill, wall)
+    if spec:
+        summary["speculative"] = spec.summary(steps)
     all_steps = ([prefill] if prefill else []) + steps
     return RunResult(scenario=cfg, steps=all_steps, records=records, summary=summary,
                      channel_bytes=b.device.channel_bytes.tolist(),
                      channels_per_stack=b.chip.hbm_channels_per_stack,
                      sms=b.chip.sms, stacks=b.chip.hbm_stacks, lanes=lanes_of(b))
+
+
+def _speculation(cfg: Scenario, b: Built):
+    """workload.speculative's drafts and verification steps (hwsim/whatif/speculative.py), or None."""
+    if cfg.workload.speculative is None:
+        return None
+    from hwsim.whatif.speculative import Speculation
+    return Speculation(cfg, b)
+
+
+def _kept_plan(plans: dict | None, b: Built, shape: StepShape, step: int) -> PassPlan | None:
+    """The pass's plan from `plans` (made and kept there when new); None without `plans` (or on
+    several GPUs, whose passes plan themselves): simulate_pass makes its own."""
+    if plans is None or b.parallel is not None:
+        return None
+    plan = plans.get((shape, step))
+    if plan is None:
+        plan = plans[shape, step] = plan_pass(b, shape, step)
+    return plan
 
 
 def _run_serving(cfg: Scenario, b: Built, wall0: float, progress) -> RunResult:
@@ -286,15 +319,41 @@ def kv_summary(cfg: Scenario, b: Built) -> dict:
         a = m.attention
         free = b.chip.hbm_capacity_bytes - b.schedule.weight_bytes_total()
     heads = a.cached_heads
+    stored = b.schedule.kv_token_bytes(context)
+    bf16 = BF16_KV.bytes_per_token(a.kv_elements_per_token(), heads, context)
     return {
         "effective_bits_per_element": bits,
-        "bytes_per_token": m.layers * b.schedule.kv_token_bytes(context),
-        "effective_bandwidth_multiplier": 16.0 / bits,
+        "bytes_per_token": m.layers * stored,
+        "effective_bandwidth_multiplier": 16.0 / bits,    # kept for scripts; byte_ratio says what it is
+        "byte_ratio": bf16 / stored,
+        "attention_speedup": attention_speedup(b.schedule, batch, context),
         "attention_rel_error": attention_rel_error(fmt, cfg.seed),
         "max_context_tokens_fitting": max_context_fitting(
             free, batch, m.layers, a.kv_elements_per_token(), heads, fmt),
         "dequant": b.schedule.dequant,
     }
+
+
+def host_summary(cfg: Scenario, b: Built, steps: list[StepResult]) -> dict:
+    """The summary's device_busy_ms, host and (an imported kernel trace) trace blocks
+    (docs/traces.md): the device's busy time (union of its kernels) and the host's, its launches
+    and syncs, and the host's share of the critical path (the device waiting on it)."""
+    n = len(steps)
+    mean = lambda f: sum(f(s) for s in steps) / n      # noqa: E731
+    waited = mean(lambda s: s.breakdown_s.get("host", 0.0) + s.breakdown_s.get("launch_overhead", 0.0))
+    step_s = mean(lambda s: s.duration_s)
+    out = {"device_busy_ms": mean(lambda s: s.host.device_busy_s) * 1e3,
+           "host": {"busy_ms": mean(lambda s: s.host.busy_s) * 1e3,
+                    "launches": mean(lambda s: s.host.launches), "syncs": mean(lambda s: s.host.syncs),
+                    "critical_path_ms": waited * 1e3,
+                    "critical_share": waited / step_s if step_s else 0.0}}
+    kt = cfg.workload.kernel_trace
+    if kt is not None:
+        w = cfg.workload
+        out["trace"] = {**b.schedule.traced.report(), "path": kt.path, "host_profile": kt.host,
+                        "traced_point": {"batch_size": kt.batch_size, "context_tokens": kt.context_tokens},
+                        "not_rescaled": b.schedule.not_rescaled(w.batch_size, w.context_tokens)}
+    return out
 
 
 def _streams(b: Built) -> list:
@@ -333,6 +392,7 @@ def summarize(cfg: Scenario, b: Built, steps: list[StepResult], prefill: StepRes
         "topology": b.parallel.topology if b.parallel else None,     # the system of several GPUs
         "memory_per_gpu_gb": memory_summary(b),
         "warnings": b.warnings,
+        **host_summary(cfg, b, steps),
         "sim": {"events": b.env.processed, "kernels": sum(st.kernels for st in _streams(b)),
                 "replayed_kernels": sum(st.replayed for st in _streams(b)), "wall_s": wall_s,
                 "simulated_tokens": n * cfg.workload.batch_size, "version": __version__},

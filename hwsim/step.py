@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hwsim.build import Built
+from hwsim.engine.host import HostTotals
 from hwsim.engine.records import RecordLog, StreamTotals
 from hwsim.hw.power import Activity, activity_of
 from hwsim.metrics import Component, traffic_class
@@ -32,6 +33,7 @@ class StepResult:
     active_weight_fraction: float
     parallel: object | None = None     # several GPUs: hwsim.parallel.multi.PassStats
     activity: Activity = Activity()    # counted work, what its power is made of (one GPU: the busiest)
+    host: HostTotals = HostTotals()    # the host's side of the pass (several GPUs: the first GPU's)
 
     @property
     def duration_s(self) -> float:
@@ -87,7 +89,7 @@ def simulate_pass(b: Built, shape: StepShape, step: int, records: RecordLog | No
     return StepResult(step=step, phase=shape.phase, batch=shape.batch, context=shape.context,
                       t_start=t0, t_end=b.env.now, breakdown_s=breakdown, bytes=moved,
                       kernels=totals.kernels, tokens=shape.tokens, **_active_experts(b, routing),
-                      activity=activity_of(kernels))
+                      activity=activity_of(kernels), host=totals.host)
 
 
 def _active_experts(b: Built, routing: dict) -> dict[str, float]:
@@ -115,4 +117,5 @@ def _parallel_pass(b: Built, shape: StepShape, step: int, records: RecordLog | N
     return StepResult(step=step, phase=shape.phase, batch=shape.batch, context=shape.context,
                       t_start=t0, t_end=b.env.now, breakdown_s=multi.breakdown(totals, stats),
                       bytes=moved, kernels=sum(t.kernels for t in totals), tokens=shape.tokens,
-                      **_active_experts(b, routing), parallel=stats, activity=busiest)
+                      **_active_experts(b, routing), parallel=stats, activity=busiest,
+                      host=totals[0].host)

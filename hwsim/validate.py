@@ -2,12 +2,18 @@
 
 Dataset format (a public contract, docs/validation.md): CSV with columns
 name, hardware, model, phase, batch, context_tokens, prompt_tokens, kv_bits, launch,
-measured_ms[, notes, split, overrides]. Decode rows are one decode step of the whole batch
-with each sequence holding context_tokens of KV; prefill rows are one forward pass over
+measured_ms[, notes, split, overrides, moe_schedule, weights]. Decode rows are one decode step
+of the whole batch with each sequence holding context_tokens of KV; prefill rows are one forward pass over
 prompt_tokens tokens of one sequence. The simulator follows the measured software schedule (runtime.moe_schedule
 per-expert, uniform random top-k routing); no per-row or per-model factor is applied.
 Optional columns: `split` (e.g. cal / test) groups the summary; `overrides` holds scenario
-overrides the row was measured with, `key=value` pairs separated by `;` (as `--set` takes them).
+overrides the row was measured with, `key=value` pairs separated by `;` (as `--set` takes them);
+`moe_schedule` and `weights` name the row's MoE kernel schedule and the format of its attention
+and expert linears (router and LM head stay bf16), as the MoE grid was measured; `notes` is for
+people. `kernel_trace` (with `trace_batch` and `trace_context_tokens`, default the row's batch and
+context) predicts the row from a profiler trace of the measured stack (docs/traces.md).
+Any other column is an error: a column the simulator did not read would silently change what a
+row means.
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ from hwsim.model.schedule import StepShape
 
 REQUIRED = ["name", "hardware", "model", "phase", "batch", "context_tokens", "prompt_tokens",
             "kv_bits", "launch", "measured_ms"]
+OPTIONAL = ["notes", "split", "overrides", "moe_schedule", "weights", "kernel_trace", "trace_batch",
+            "trace_context_tokens"]
 ROUTING_DRAWS = 3     # decode rows: mean over this many routing draws (the measured routing is one draw)
 
 
@@ -46,7 +54,13 @@ def load_dataset(path: Path) -> list[dict]:
             header = [h.strip() for h in reader.fieldnames or []]
             missing = [c for c in REQUIRED if c not in header]
             if missing:
-                raise ConfigError(f"missing column(s): {', '.join(missing)}", file=str(path), line=1)
+                trace = " (a kernel trace: validation/compare_kernels.py reads it)" if "kernel" in header else ""
+                raise ConfigError(f"missing column(s): {', '.join(missing)}{trace}", file=str(path), line=1)
+            unknown = [c for c in header if c not in OPTIONAL and c not in REQUIRED]
+            if unknown:
+                raise ConfigError(f"unknown column; a dataset has {', '.join(REQUIRED)} and optionally "
+                                  f"{', '.join(OPTIONAL)} (docs/validation.md)", file=str(path), line=1,
+                                  key=unknown[0])
             rows = []
             for i, raw in enumerate(reader, start=2):
                 if None in raw:
@@ -120,6 +134,8 @@ def _row_scenario(row: dict, sets: list[str] | None = None) -> tuple[Scenario, S
                      "decode_steps": 1, "prompt_tokens": prompt},
         "runtime": {"launch": row["launch"]}, "kv_cache": {"bits": float(row["kv_bits"])},
     }
+    if row.get("kernel_trace"):
+        data["workload"]["kernel_trace"] = trace_columns(row, batch, context)
     sets = [*(sets or []), *row_overrides(row)]
     if sets:    # --set overrides on every row (e.g. runtime.attention_kernel=cudnn), then the row's own
         apply_overrides(data, sets, LoadedYaml({}, {}, "--set"))
@@ -132,9 +148,26 @@ def _row_scenario(row: dict, sets: list[str] | None = None) -> tuple[Scenario, S
     return cfg, shape
 
 
+def trace_columns(row: dict, batch: int, context: int) -> dict:
+    """The row's workload.kernel_trace: the trace and the point it was recorded at."""
+    def point(key: str, default: int) -> int:
+        value = row.get(key) or str(default)
+        if not (value.isascii() and value.isdigit()):
+            raise ValueError(f"{key}: expected a whole number, got {value!r}")
+        return int(value)
+    return {"path": row["kernel_trace"], "batch_size": point("trace_batch", batch),
+            "context_tokens": point("trace_context_tokens", context)}
+
+
 def row_overrides(row: dict) -> list[str]:
-    """The row's own scenario overrides (`overrides` column: key=value;key=value)."""
-    return [part.strip() for part in (row.get("overrides") or "").split(";") if part.strip()]
+    """The row's own scenario overrides: its `moe_schedule` and `weights` columns, then its
+    `overrides` column (key=value;key=value)."""
+    sets = []
+    if row.get("moe_schedule"):
+        sets.append(f"runtime.moe_schedule={row['moe_schedule']}")
+    if row.get("weights"):
+        sets += [f"weights.experts.format={row['weights']}", f"weights.attention.format={row['weights']}"]
+    return sets + [part.strip() for part in (row.get("overrides") or "").split(";") if part.strip()]
 
 
 def check_name_or_default(name: str) -> str:

@@ -31,3 +31,47 @@ def small_hbm(tmp_path, monkeypatch):
     (tmp_path / "hardware_profiles").mkdir()
     (tmp_path / "hardware_profiles" / "small-hbm.yaml").write_text(yaml.safe_dump(prof))
     monkeypatch.setenv("HWSIM_HOME", str(tmp_path))
+
+
+def free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def dask_scheduler():
+    """A Dask scheduler and one single-thread worker, started as separate processes on
+    127.0.0.1 and shared by a module's sweep tests (`hwsim sweep --scheduler ADDRESS`): starting
+    a cluster costs more than the tiny sweeps the tests run on it."""
+    import subprocess
+    import sys
+    import time
+    port = free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    sched = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+                              "--port", str(port), "--dashboard-address", ":0"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    worker = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1",
+                               "--nworkers", "1", "--host", "127.0.0.1", "--dashboard-address", ":0"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        from dask.distributed import Client
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            try:
+                with Client(address, timeout=2) as c:
+                    if c.scheduler_info()["workers"]:
+                        break
+            except OSError:
+                pass
+            time.sleep(0.5)
+        yield address
+    finally:
+        for p in (worker, sched):
+            p.terminate()
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()

@@ -1,7 +1,9 @@
 """Issue 20's measurement scripts, before a multi-GPU machine is lent: their plans (who sends
 what to whom, which shard each rank holds), their workers on one gloo rank in this process,
-and the converter that makes `hwsim validate` predict each measured step on its layout. Skipped
-where torch is not installed (it is not a dependency of hwsim)."""
+and the converter that makes `hwsim validate` predict each measured step on its layout. The
+layouts, the converter and the grids are tested without torch (validation/ep_layouts.py); the
+routing draws and the workers need torch (`pip install '.[test,measure]'`) and are skipped
+without it."""
 
 import importlib.util
 import json
@@ -11,10 +13,7 @@ from pathlib import Path
 
 import pytest
 
-torch = pytest.importorskip("torch")
-dist = pytest.importorskip("torch.distributed")
-
-from hwsim.validate import _row_scenario  # noqa: E402
+from hwsim.validate import _row_scenario
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -32,25 +31,37 @@ def _load(rel):
 
 
 @pytest.fixture(scope="module")
-def ep():
+def layouts():
+    return _load("validation/ep_layouts.py")
+
+
+@pytest.fixture(scope="module")
+def torch():
+    return pytest.importorskip("torch", reason="needs torch: pip install '.[test,measure]'")
+
+
+@pytest.fixture(scope="module")
+def ep(torch):
     return _load("validation/measure_ep_steps.py")
 
 
 @pytest.fixture(scope="module")
-def col():
+def col(torch):
     return _load("calibration/measure_collectives.py")
 
 
 @pytest.fixture
-def one_rank(tmp_path):
+def one_rank(tmp_path, torch):
     """A gloo process group of one rank in this process (the scripts' workers call init())."""
+    dist = pytest.importorskip("torch.distributed")
     os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(_load("calibration/dist_env.py").free_port())
     yield tmp_path
     if dist.is_initialized():
         dist.destroy_process_group()
 
 
-def test_the_shards_are_hwsim_s_layouts(ep):
+def test_the_shards_are_hwsim_s_layouts(layouts):
+    ep = layouts
     qwen, mixtral = ep.MODELS["qwen3-235b-a22b"], ep.MODELS["mixtral-8x22b"]
     tp_ep4 = [ep.Shard(qwen, "tp-ep", 4, r) for r in range(4)]
     assert [s.heads for s in tp_ep4] == [16] * 4 and tp_ep4[0].kv_heads == 1
@@ -67,7 +78,7 @@ def test_the_shards_are_hwsim_s_layouts(ep):
     assert 60e9 < mixtral["L"] * 8 * 3 * mixtral["d"] * tp.ff * 1 < 75e9
 
 
-def test_the_dispatch_plans_of_the_ranks_agree(ep):
+def test_the_dispatch_plans_of_the_ranks_agree(ep, torch):
     """What rank r sends rank j is what j expects from r; each rank sends a message per
     (token, expert) of its own sequences and runs each it receives on one of its experts."""
     cfg = dict(ep.DRY_MODELS["qwen3-235b-a22b"], L=1)
@@ -91,7 +102,7 @@ def step_args(out, solo=False):
                                  t_start=__import__("time").time()))()
 
 
-def test_an_ep_step_runs_on_one_gloo_rank_and_counts_its_collectives(ep, one_rank):
+def test_an_ep_step_runs_on_one_gloo_rank_and_counts_its_collectives(ep, one_rank, torch):
     args = step_args(one_rank / "steps.jsonl")
     ep.worker(0, 1, args, ("mixtral-8x22b", "tp", 1, "fp8"), [(2, 8, "cal")])
     (step,) = [json.loads(line) for line in open(args.out)]
@@ -135,7 +146,8 @@ def test_message_counts_are_the_ranks_top_k_draws(col):
     assert counts != [list(c) for c in zip(*counts)]     # each rank its own draw: not symmetric
 
 
-def test_the_converter_gives_validate_each_row_s_layout(ep):
+def test_the_converter_gives_validate_each_row_s_layout(layouts):
+    ep = layouts
     conv = _load("validation/ep_steps_to_csv.py")
     meta = {"part": "meta", "dry": False, "device": "NVIDIA H200"}
     steps = []
@@ -160,7 +172,8 @@ def test_the_converter_gives_validate_each_row_s_layout(ep):
                    "qwen3-30b-a3b-dp-ep2": (2, 1, 2, True, None)}
 
 
-def test_the_grids_predicted_are_the_grids_measured(ep):
+def test_the_grids_predicted_are_the_grids_measured(layouts):
+    ep = layouts
     predict = _load("validation/predict_ep_grid.py")
     assert predict.GRIDS["fresh"] == (ep.FRESH_SETUPS, ep.FRESH_CASES, "decode")
     assert predict.GRIDS["prefill"] == (ep.PREFILL_SETUPS, ep.PREFILL_CASES, "prefill")

@@ -8,6 +8,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from conftest import free_port
+from typer.testing import CliRunner
+
+from hwsim.cli import app
 from hwsim.errors import ConfigError
 from hwsim.sweep.spec import load_sweep
 
@@ -51,17 +55,17 @@ def test_bad_spec_names_the_file(tmp_path):
         load_sweep(p)
 
 
-def test_sweep_runs_on_dask_records_failures_and_resumes(tmp_path):
-    p = spec(tmp_path, "  - key: workload.batch_size\n    values: [1, 2]\n"
-                       "  - key: hardware_overrides.hbm.peak_bandwidth_gbps\n    values: [4800, 9600]\n")
+def test_sweep_runs_on_dask_records_failures_and_resumes(tmp_path, dask_scheduler):
+    p = spec(tmp_path, "  - key: hardware_overrides.hbm.peak_bandwidth_gbps\n    values: [4800, 9600]\n")
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "hwsim.cli", "sweep", str(p), "--out", str(out), "--json"]
+    # the first run on the embedded LocalCluster (the default), the others on the shared one
     first = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert first.returncode == 0, first.stderr
     s1 = json.loads(first.stdout)
-    assert (s1["points"], s1["computed"], s1["reused"], s1["failed"]) == (4, 4, 0, 0)
+    assert (s1["points"], s1["computed"], s1["reused"], s1["failed"]) == (2, 2, 0, 0)
     table = pd.read_parquet(s1["results"])
-    assert len(table) == 4 and (table["status"] == "ok").all()
+    assert len(table) == 2 and (table["status"] == "ok").all()
     fast = table[table["factor.hardware_overrides.hbm.peak_bandwidth_gbps"] == 9600]["itl_ms.p50"].mean()
     slow = table[table["factor.hardware_overrides.hbm.peak_bandwidth_gbps"] == 4800]["itl_ms.p50"].mean()
     assert fast < slow
@@ -73,72 +77,34 @@ def test_sweep_runs_on_dask_records_failures_and_resumes(tmp_path):
     p.write_text(p.read_text().replace("values: [4800, 9600]", "values: [4800, 9600]\n"
                                                               "  - key: hardware_overrides.hbm.bus_width\n"
                                                               "    values: [1]"))
-    broken = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert broken.returncode == 2 and "bus_width" in broken.stderr and f"{p}:" in broken.stderr, broken.stderr
-    assert len(list((out / "results").glob("part-*.parquet"))) == 3
+    on_shared = ["sweep", str(p), "--out", str(out), "--scheduler", dask_scheduler, "--json"]
+    broken = CliRunner().invoke(app, on_shared)
+    assert broken.exit_code == 2 and "bus_width" in broken.stderr and f"{p}:" in broken.stderr, broken.stderr
+    assert len(list((out / "results").glob("part-*.parquet"))) == 1
     p.write_text(p.read_text().replace("\n  - key: hardware_overrides.hbm.bus_width\n    values: [1]", ""))
-    second = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    second = CliRunner().invoke(app, on_shared)
     s2 = json.loads(second.stdout)
-    assert s2["points"] == 4 and s2["reused"] == 3 and s2["computed"] == 1 and s2["failed"] == 0
-    assert len(pd.read_parquet(s2["results"])) == 4
+    assert s2["points"] == 2 and s2["reused"] == 1 and s2["computed"] == 1 and s2["failed"] == 0
+    assert len(pd.read_parquet(s2["results"])) == 2
     assert (out / "manifest.json").exists() and (out / "breakdown.png").exists()
 
 
-def free_port() -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture
-def dask_cluster():
-    """A scheduler and a worker started as separate processes on 127.0.0.1."""
-    import time
-    port = free_port()
-    address = f"tcp://127.0.0.1:{port}"
-    sched = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
-                              "--port", str(port), "--dashboard-address", ":0"],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    worker = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1",
-                               "--nworkers", "1", "--host", "127.0.0.1", "--dashboard-address", ":0"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        from dask.distributed import Client
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            try:
-                with Client(address, timeout=2) as c:
-                    if c.scheduler_info()["workers"]:
-                        break
-            except OSError:
-                pass
-            time.sleep(0.5)
-        yield address
-    finally:
-        for p in (worker, sched):
-            p.terminate()
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-
-
-def test_sweep_on_an_external_scheduler(tmp_path, dask_cluster):
-    p = spec(tmp_path, "  - key: workload.batch_size\n    values: [1, 2, 3]\n")
-    res = subprocess.run([sys.executable, "-m", "hwsim.cli", "sweep", str(p), "--out", str(tmp_path / "o"),
-                          "--scheduler", dask_cluster, "--json"], capture_output=True, text=True, timeout=300)
-    assert res.returncode == 0, res.stderr
+def test_sweep_on_an_external_scheduler(tmp_path, dask_scheduler):
+    p = spec(tmp_path, "  - key: workload.batch_size\n    values: [1, 2]\n")
+    res = CliRunner().invoke(app, ["sweep", str(p), "--out", str(tmp_path / "o"), "--scheduler", dask_scheduler,
+                                   "--json"])
+    assert res.exit_code == 0, res.stderr
     s = json.loads(res.stdout)
-    assert s["computed"] == 3 and s["failed"] == 0
+    assert s["computed"] == 2 and s["failed"] == 0
 
 
-def test_killed_sweep_resumes_computing_only_the_missing_points(tmp_path):
+def test_killed_sweep_resumes_computing_only_the_missing_points(tmp_path, dask_scheduler):
     import time
     values = ", ".join(str(b) for b in range(1, 13))
     p = spec(tmp_path, f"  - key: workload.batch_size\n    values: [{values}]\n")
     out = tmp_path / "o"
-    cmd = [sys.executable, "-m", "hwsim.cli", "sweep", str(p), "--out", str(out), "--workers", "1", "--json"]
+    cmd = [sys.executable, "-m", "hwsim.cli", "sweep", str(p), "--out", str(out), "--scheduler", dask_scheduler,
+           "--json"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.time() + 120
     while time.time() < deadline and len(list((out / "results").glob("part-*.parquet"))) < 3:
@@ -165,6 +131,5 @@ def test_unreachable_scheduler_and_bad_factors_exit_2_quickly(tmp_path):
     for factors in ("  - key: workload.no_such_key\n    values: [1]\n", "  - key: workload.batch_size\n    values: []\n",
                     "  - key: hardware\n    values: [h200-sxmm]\n"):
         bad = spec(tmp_path, factors)
-        res = subprocess.run([sys.executable, "-m", "hwsim.cli", "sweep", str(bad)], capture_output=True,
-                             text=True, timeout=60)
-        assert res.returncode == 2 and "Traceback" not in res.stderr
+        res = CliRunner().invoke(app, ["sweep", str(bad)])     # refused before any cluster starts
+        assert res.exit_code == 2 and "sweep.yaml" in res.stderr and "Traceback" not in res.stderr

@@ -7,7 +7,8 @@
    and carry no target).
 2. validation/data/h200_moe_steps.csv (issue 16: the grouped and fused MoE schedules, FP8 and
    int4 weights; grid and held-out third fixed in validation/moe_grid.md before calibrating):
-   each row predicted with its `moe_schedule` and `weights` as --set overrides; the held-out
+   each row predicted with its `moe_schedule` and `weights` columns (as `hwsim validate` reads
+   them); the held-out
    rows together within the same bounds, and no row beyond the maximum.
 3. validation/data/h200_general.csv (issue 17: five models never measured before, MLA and a
    dense one among them, and new Mixtral/Qwen3 points; split fixed in validation/general_grid.md
@@ -53,20 +54,12 @@ OPERATOR_MEDIAN = 7.0
 sys.path.insert(0, str(HERE.parent / "calibration"))
 
 
-def moe_sets(row: dict) -> list[str]:
-    """The scenario overrides a row of h200_moe_steps.csv was measured with."""
-    sets = [f"runtime.moe_schedule={row['moe_schedule']}"]
-    if row["weights"] != "bf16":   # attention and expert linears quantized; router and LM head bf16
-        sets += [f"weights.experts.format={row['weights']}", f"weights.attention.format={row['weights']}"]
-    return sets
-
-
 def moe_rows(path: Path = MOE_DATA) -> list[dict]:
-    out = []
-    for row in load_dataset(path):
-        r = validate_rows([row], moe_sets(row))["rows"][0]
-        out.append({**r, "group": f"{row['moe_schedule']}-{row['weights']}", "split": row["split"]})
-    return out
+    """The rows of an MoE grid as `hwsim validate` predicts them (each with its own
+    `moe_schedule` and `weights` columns), tagged with their group and split."""
+    rows = load_dataset(path)
+    return [{**r, "group": f"{row['moe_schedule']}-{row['weights']}", "split": row["split"]}
+            for row, r in zip(rows, validate_rows(rows)["rows"])]
 
 
 def stats(errors: list[float]) -> dict:

@@ -6,6 +6,10 @@ How to run (on the H200; python3.12, torch 2.11+cu130, numpy; no network needed)
     python3 validation/measure_steps.py --out $OUT/h200_steps.csv
     # smoke test first (tiny shapes, ~30 s on a GPU, also runs on a CPU):
     python3 validation/measure_steps.py --dry
+    # verification steps of speculative decoding / MTP (issue 34; predictions written first in
+    # validation/spec_grid.md): B sequences x Q query tokens each
+    python3 validation/measure_steps.py --spec --out $OUT/h200_spec_steps.csv
+    python3 validation/measure_steps.py --spec --dry
 
 Writes the public CSV (`--out`, default validation/h200_steps.csv), one row per measured case:
     name,hardware,model,phase,batch,context_tokens,prompt_tokens,kv_bits,launch,measured_ms,notes
@@ -95,8 +99,20 @@ CUDNN_CASES = {
 }
 
 
-def cases_for(model, dry, extra=False):
-    """(phase, launch, batch, context, prompt) in run order; the largest come last in each group."""
+# --spec: verification steps (issue 34): ("verify", launch, batch, context, Q query tokens per
+# sequence): K = Q - 1 drafted tokens and the sequence's own, one pass (validation/spec_grid.md)
+SPEC_CASES = {
+    "mixtral-8x7b": [("verify", "graph", b, 4096, q) for b in (1, 8) for q in (2, 4, 8)],
+    "qwen3-30b-a3b": [("verify", "graph", b, 4096, q) for b in (1, 8) for q in (2, 4, 8)],
+}
+DRY_SPEC_CASES = [("verify", "graph", 1, 16, 2), ("verify", "graph", 2, 64, 4)]
+
+
+def cases_for(model, dry, extra=False, spec=False):
+    """(phase, launch, batch, context, prompt) in run order; the largest come last in each group
+    (verify: the last is the query tokens per sequence, not a prompt)."""
+    if spec:
+        return DRY_SPEC_CASES if dry else SPEC_CASES[model]
     if extra and not dry:
         return EXTRA_CASES[model]
     c = []
@@ -122,6 +138,8 @@ def cases_for(model, dry, extra=False):
 
 
 def case_name(model, phase, b, ctx, prompt, launch):
+    if phase == "verify":
+        return f"{model}-verify-b{b}-q{prompt}-l{ctx}-{launch}"
     if phase == "decode":
         return f"{model}-decode-b{b}-l{ctx}-{launch}"
     return f"{model}-prefill-t{prompt}-{launch}"
@@ -302,6 +320,37 @@ def decode_step(W, cfg, st):
     return mm(h, W.lm)
 
 
+def verify_step(W, cfg, st):
+    """A speculative verification step: decode_step with Q query tokens per sequence (B Q rows
+    through every GEMM and expert; Q new K and V rows per sequence copied into the cache at
+    ctx..ctx+Q-1; SDPA of q [B, H, Q, hd] over the whole cache, not causal among the Q: the
+    K rows it would mask are Q-1 of ctx+Q; the LM head over every row)."""
+    B, ctx, Q = st["B"], st["ctx"], st["Q"]
+    H, KVH, hd, eps = cfg["H"], cfg["KVH"], cfg["hd"], cfg["eps"]
+    x = st["x"]
+    for li, lw in enumerate(W.layers):
+        h = rms(x, lw["ln1"], eps)
+        qkv = mm(h, lw["wqkv"])
+        q = qkv[:, :H * hd].view(B, Q, H, hd)
+        k = qkv[:, H * hd:(H + KVH) * hd].view(B, Q, KVH, hd)
+        v = qkv[:, (H + KVH) * hd:].view(B, Q, KVH, hd)
+        if cfg["qk_norm"]:
+            q = rms(q, lw["qn"], eps)
+            k = rms(k, lw["kn"], eps)
+        kc, vc = st["cache"][li][0], st["cache"][li][1]  # [B, KVH, ctx+Q, hd]
+        OPS("kv_copy", 2)
+        kc[:, :, ctx:ctx + Q].copy_(k.transpose(1, 2))
+        vc[:, :, ctx:ctx + Q].copy_(v.transpose(1, 2))
+        a = sdpa(q.transpose(1, 2), kc, vc, causal=False)  # [B, H, Q, hd]
+        o = mm(to_rows(a.transpose(1, 2).reshape(B * Q, H, hd), B * Q), lw["wo"])
+        OPS("add")
+        x = x + o
+        h = rms(x, lw["ln2"], eps)
+        x = moe(x, h, lw, st["route"][li], cfg)
+    h = rms(x, W.lnf, eps)
+    return mm(h, W.lm)
+
+
 def prefill_step(W, cfg, st):
     T = st["T"]
     H, KVH, hd, eps = cfg["H"], cfg["KVH"], cfg["hd"], cfg["eps"]
@@ -469,6 +518,8 @@ def main():
     ap.add_argument("--budget-s", type=float, default=270.0,
                     help="start no new case after this many seconds (first model gets 55%%)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--spec", action="store_true",
+                    help="verification steps of Q query tokens per sequence (SPEC_CASES, issue 34)")
     args = ap.parse_args()
 
     dev = "cuda" if torch.cuda.is_available() else "cpu"
@@ -522,7 +573,7 @@ def main():
         cfg = models[model]
         deadline = args.budget_s * (0.55 if (mi == 0 and len(mlist) > 1) else 1.0)
         cases = [c for c in (CUDNN_CASES[model] if args.sdpa_default and not args.dry
-                             else cases_for(model, args.dry, args.extra))
+                             else cases_for(model, args.dry, args.extra, args.spec))
                  if args.only is None or args.only in case_name(model, c[0], c[2], c[3], c[4], c[1])]
         if not cases:
             continue
@@ -543,8 +594,9 @@ def main():
                 log(f"SKIP {name}: time budget ({deadline:.0f}s) spent")
                 jwrite({"part": "skipped", "name": name, "reason": "time budget"})
                 continue
-            ntok = b if phase == "decode" else prompt
-            kvb = kv_bytes(cfg, b, ctx) if phase == "decode" else 0
+            queries = prompt if phase == "verify" else 1
+            ntok = b * queries if phase in ("decode", "verify") else prompt
+            kvb = kv_bytes(cfg, b, ctx + queries - 1) if phase in ("decode", "verify") else 0
             if kvb > args.max_kv_gb * 1e9:
                 log(f"SKIP {name}: KV cache {kvb / 1e9:.1f} GB > --max-kv-gb {args.max_kv_gb}")
                 jwrite({"part": "skipped", "name": name, "kv_bytes": kvb,
@@ -566,7 +618,11 @@ def main():
                       "x": torch.randn((ntok, cfg["d"]), dtype=torch.bfloat16, device=dev,
                                        generator=g),
                       "route": make_routing(cfg, ntok, dev, seed=args.seed + 1000 + ntok)}
-                if phase == "decode":
+                if phase == "verify":
+                    st["Q"] = queries
+                    st["cache"] = make_cache(cfg, b, ctx + queries - 1, dev)
+                    fn = lambda: verify_step(W, cfg, st)  # noqa: E731
+                elif phase == "decode":
                     st["cache"] = make_cache(cfg, b, ctx, dev)
                     fn = lambda: decode_step(W, cfg, st)  # noqa: E731
                 else:
@@ -589,7 +645,8 @@ def main():
             med, p10, p90 = pct(ms)
             nexp = [len(r) for r in st["route"]]
             rec = {"part": "step", "name": name, "model": model, "phase": phase, "batch": b if
-                   phase == "decode" else 1, "context_tokens": ctx, "prompt_tokens": prompt,
+                   phase != "prefill" else 1, "context_tokens": ctx, "prompt_tokens": prompt,
+                   "queries": queries,
                    "launch": launch, "ms": med, "p10": p10, "p90": p90, "replays_ms": ms,
                    "n_replays": len(ms), "kv_bytes": kvb, "weight_bytes": W.nbytes(),
                    "experts_per_layer": nexp, "experts_per_layer_mean": float(np.mean(nexp)),
@@ -608,11 +665,13 @@ def main():
                 notes.append("QK-norm (RMSNorm over head_dim on q and k)")
             if phase == "prefill":
                 notes.append("causal SDPA over prompt; no KV cache; LM head last token only")
+            if phase == "verify":
+                notes.append(f"queries={queries} per sequence; SDPA not causal among them; LM head every row")
             if args.dry:
                 notes.append("DRY tiny shapes")
             rows.append({"name": name, "hardware": hardware, "model": model, "phase": phase,
-                         "batch": b if phase == "decode" else 1,
-                         "context_tokens": ctx if phase == "decode" else 0,
+                         "batch": b if phase != "prefill" else 1,
+                         "context_tokens": ctx if phase != "prefill" else 0,
                          "prompt_tokens": prompt if phase == "prefill" else 0, "kv_bits": 16,
                          "launch": launch, "measured_ms": f"{med:.4f}", "notes": "; ".join(notes)})
             write_csv()

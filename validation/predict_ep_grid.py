@@ -11,16 +11,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ep_steps_to_csv as conv  # noqa: E402
+from ep_layouts import FRESH_CASES, FRESH_SETUPS, PREFILL_CASES, PREFILL_SETUPS  # noqa: E402
 
 from hwsim.validate import predict_ms  # noqa: E402
 
-# measure_ep_steps' FRESH_* and PREFILL_* (that script needs torch; a test holds them equal)
-FRESH_SETUPS = [("mixtral-8x22b", "tp", 2, "fp8"), ("mixtral-8x7b", "tp", 2, "bf16"),
-                ("qwen3-30b-a3b", "tp-ep", 2, "bf16"), ("qwen3-30b-a3b", "dp-ep", 2, "bf16")]
-GRIDS = {   # name: (setups, (rows, context, split) cases, phase)
-    "fresh": (FRESH_SETUPS, [(2, 8192, "fresh"), (16, 2048, "fresh"), (48, 4096, "fresh"),
-                             (96, 1024, "fresh"), (192, 512, "fresh")], "decode"),
-    "prefill": (FRESH_SETUPS[:3], [(512, 0, "fresh"), (2048, 0, "fresh"), (8192, 0, "fresh")], "prefill"),
+GRIDS = {   # name: (setups, (rows, context, split) cases, phase), as measure_ep_steps.py runs them
+    "fresh": (FRESH_SETUPS, FRESH_CASES, "decode"),
+    "prefill": (PREFILL_SETUPS, PREFILL_CASES, "prefill"),
 }
 
 

@@ -6,7 +6,7 @@ The tables (`| case | measured ms | predicted ms | error |`) appear in this orde
 grid (results_h200.json), the test grid (results_h200_extra.json), the cuDNN steps
 (results_h200_cudnn.json), the fresh grid (results_h200_general_fresh.json) and the
 generalisation grid (results_h200_general.json, issue 17). Their prose figures (median, max)
-are left for a person to edit: `python validation/check_accuracy.py` prints them.
+are left for a person to edit: `python docs/figures.py --check` names each that no longer holds.
 """
 
 from __future__ import annotations

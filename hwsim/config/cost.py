@@ -19,6 +19,7 @@ import os
 from dataclasses import dataclass
 
 from hwsim.errors import ConfigError
+from hwsim.model.blocks import moe_schedule as moe_block
 
 DEFAULT_MAX_WALL_S = 1800.0      # 30 minutes
 DEFAULT_MAX_GB = 8.0
@@ -87,7 +88,7 @@ def _kernels(model, tokens: int, moe_schedule: str = "per-expert") -> float:
     experts, k = model.moe.experts, model.moe.top_k
     distinct = experts * -math.expm1(min(tokens, 1e9) * math.log1p(-min(k / experts, 1 - 1e-12)))
     active = min(experts, max(k, distinct)) + model.moe.shared_experts
-    if moe_schedule != "per-expert":
+    if moe_block(moe_schedule).one_kernel:
         return model.layers * (23.0 + 3.0 * active)
     return model.layers * (15.0 + 8.0 * active)
 
@@ -95,7 +96,7 @@ def _kernels(model, tokens: int, moe_schedule: str = "per-expert") -> float:
 def _pass_s(fidelity: str, kernels: float, tokens: int, context: int, layers: int,
             moe_schedule: str = "per-expert") -> float:
     per_token = S_PER_TOKEN_LAYER[fidelity]
-    if moe_schedule != "per-expert" and fidelity == "kernel":
+    if moe_block(moe_schedule).one_kernel and fidelity == "kernel":
         per_token = S_PER_TOKEN_LAYER_GROUPED      # no per-expert gather and scatter to build
     s = kernels * S_PER_KERNEL[fidelity] + tokens * layers * per_token
     if fidelity == "tile":

@@ -53,7 +53,8 @@ def input_files(resolved: dict) -> dict[str, Path]:
         files["hardware_profile"] = profile
     files["model"] = model_path(resolved["model"])
     for role, trace in (("arrivals_trace", resolved.get("workload", {}).get("arrivals", {}).get("trace")),
-                        ("routing_trace", resolved.get("moe", {}).get("routing", {}).get("trace"))):
+                        ("routing_trace", resolved.get("moe", {}).get("routing", {}).get("trace")),
+                        ("kernel_trace", (resolved.get("workload", {}).get("kernel_trace") or {}).get("path"))):
         if trace:
             files[role] = Path(trace)
     return files

@@ -6,8 +6,6 @@ Every user error becomes one ConfigError naming the file, the line and the dotte
 from __future__ import annotations
 
 import os
-import site
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,20 +19,22 @@ from hwsim.config.scenario import Scenario
 from hwsim.config.yaml_lines import LoadedYaml, load_yaml_file, load_yaml_text
 from hwsim.errors import ConfigError
 from hwsim.io.bounded import LIMITS, read_text
+from hwsim.model.blocks import moe_schedule_problems
 from hwsim.model.shapes import MODEL_DIR, ModelShape
 from hwsim.workload import kv_format
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+# hwsim/data: the models, and in an installed wheel copies of the repository's scenarios/ and
+# hardware_profiles/ (setup.py copies them at build time; the top-level folders stay the source)
+PACKAGE_DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 def search_dirs(kind: str) -> list[Path]:
     """Where profiles and scenarios named without a path are looked up, first match wins:
     $HWSIM_HOME/<kind>, ./<kind>, the source tree's <kind> (a clone or an editable install),
-    and <prefix>/share/hwsim/<kind>, where `pip install .` puts copies (of the environment,
-    then of a --user install). README, "Installing"."""
+    and the copies an installed wheel ships in hwsim/data/<kind>. README, "Installing"."""
     roots = [Path(os.environ["HWSIM_HOME"])] if os.environ.get("HWSIM_HOME") else []
-    roots += [Path.cwd(), REPO_ROOT, Path(sys.prefix) / "share" / "hwsim",
-              Path(site.getuserbase()) / "share" / "hwsim"]
+    roots += [Path.cwd(), REPO_ROOT, PACKAGE_DATA]
     return [r / kind for r in roots]
 
 
@@ -47,6 +47,29 @@ def _find(name: str, kind: str) -> Path | None:
         if cand.exists():
             return cand
     return None
+
+
+def scenario_path(arg: str | Path) -> Path:
+    """A scenario or sweep spec given on the command line: a path to a file, or the name of
+    one that hwsim ships (`voice-agent`, or `voice-agent.yaml`), looked up like a profile."""
+    p = Path(arg)
+    if p.exists() or len(p.parts) != 1:
+        return p                         # a path: load_yaml_file reads it or says what is wrong
+    found = _find(p.stem if p.suffix in (".yaml", ".yml") else p.name, "scenarios")
+    if found is None:
+        raise ConfigError("file not found, and no scenario of that name (`hwsim list` shows them)",
+                          file=str(p))
+    return found
+
+
+def named_yaml(kind: str) -> dict[str, Path]:
+    """Every <name>.yaml of `kind` found by search_dirs, name -> the file a lookup picks."""
+    found: dict[str, Path] = {}
+    for d in search_dirs(kind):
+        if d.is_dir():
+            for path in sorted(d.glob("*.yaml")):
+                found.setdefault(path.stem, path)
+    return dict(sorted(found.items()))
 
 
 def default_scenario_path() -> Path:
@@ -116,7 +139,7 @@ def load_scenario(path: str | Path | None, sets: list[str] | None = None,
                   cost_limits: tuple[float | None, float | None] | None = None) -> Scenario:
     """The validated scenario. With `cost_limits` (max wall s, max GB; None = the default or
     the environment's) a run estimated above them is refused (hwsim.config.cost)."""
-    doc = load_yaml_file(path or default_scenario_path())
+    doc = load_yaml_file(scenario_path(path) if path else default_scenario_path())
     if doc.data is None:
         doc.data = {}
     if not isinstance(doc.data, dict):
@@ -249,6 +272,7 @@ def cross_checks(cfg: Scenario, profile: HardwareProfile, model: ModelShape):
             yield "kv_cache.element", f"the decoder of '{profile.name}' supports {profile.decoder.formats}"
     from hwsim.model import weight_format    # weight formats the profile cannot run (docs/weights.md)
     yield from weight_format.problems(weight_format.plan(cfg.weights, model.weights), profile)
+    yield from moe_schedule_problems(cfg)
     from hwsim.serving import kv_transfer      # disaggregated tiers that do not fit their topology
     yield from kv_transfer.problems(cfg, profile.name)
     if cfg.workload.arrivals.kind == "none" and kv.bits < 16:
@@ -327,11 +351,7 @@ def _load_model(doc: LoadedYaml) -> ModelShape:
 
 
 def builtin_profiles() -> list[str]:
-    names: set[str] = set()
-    for d in search_dirs("hardware_profiles"):
-        if d.is_dir():
-            names.update(p.stem for p in d.glob("*.yaml"))
-    return sorted(names)
+    return list(named_yaml("hardware_profiles"))
 
 
 def dump_yaml(data: Any) -> str:

@@ -76,6 +76,48 @@ class Disaggregation(Strict):
                                                    "the hardware, hgx-h200-8 for h200-sxm)")
 
 
+class KernelTrace(Strict):
+    """A torch.profiler (Kineto) trace of one decode step of any engine, imported as the
+    schedule (docs/traces.md); batch_size and context_tokens say the point it was recorded at."""
+    path: str = Field(description="the trace, .json or .json.gz, as torch.profiler writes it")
+    batch_size: int = Field(ge=1, description="sequences the traced step decoded")
+    context_tokens: int = Field(ge=1, description="KV length each traced sequence held")
+    host: str = Field("as-traced", description="host profile (hardware_profiles/hosts/) that issues its ops")
+class Speculative(Strict):
+    """Speculative decoding (a draft model) or multi-token prediction (DeepSeek-V3's MTP module):
+    each decode step drafts `tokens` tokens per sequence, then the model verifies all of them
+    and the sequence's own next token in one pass of tokens + 1 query tokens per sequence
+    (docs/whatif.md). Fixed-batch decode on one GPU."""
+    method: Literal["draft", "mtp"] = Field(
+        description="draft: a smaller model drafts, one decode step per drafted token; mtp: the "
+                    "model's own multi-token-prediction module (one extra transformer layer, its "
+                    "embedding and LM head shared) runs once per drafted token")
+    tokens: int = Field(ge=0, le=16, description="K: tokens drafted per sequence and step (0: plain decode)")
+    acceptance: float | list[float] = Field(
+        0.8, description="the chance a drafted token is accepted given every one before it was: one "
+                         "rate for every position, or one per position (K of them)")
+    draft: str | None = Field(None, description="draft: the draft model, a built-in name or a model-shape YAML")
+
+    @model_validator(mode="after")
+    def _check(self):
+        rates = self.acceptance if isinstance(self.acceptance, list) else [self.acceptance]
+        if any(not 0 <= a <= 1 for a in rates):
+            raise ValueError("every acceptance rate must be between 0 and 1")
+        if isinstance(self.acceptance, list) and len(self.acceptance) != self.tokens:
+            raise ValueError(f"acceptance lists {len(self.acceptance)} rates for {self.tokens} drafted tokens; "
+                             f"give one per position, or one rate")
+        if self.method == "draft" and not self.draft:
+            raise ValueError("method draft needs draft: the draft model's name")
+        if self.method == "mtp" and self.draft:
+            raise ValueError("method mtp drafts with the model's own MTP module; draft: is for method draft")
+        return self
+
+    def rates(self) -> list[float]:
+        """The acceptance rate of each drafted position."""
+        a = self.acceptance
+        return list(a) if isinstance(a, list) else [a] * self.tokens
+
+
 class Workload(Strict):
     batch_size: int = Field(1, ge=1, description="sequences decoded together in one step")
     context_tokens: int = Field(4096, ge=1, description="KV length each sequence holds at the first step")
@@ -106,11 +148,40 @@ class Workload(Strict):
     disaggregation: Disaggregation | None = Field(
         None, description="serving: prefill and decode on separate GPUs, the KV cache sent between "
                           "them (unset: every GPU does both, colocated)")
+    kernel_trace: KernelTrace | None = Field(
+        None, description="a profiler trace of your engine's decode step as the schedule "
+                          "(docs/traces.md); batch_size and context_tokens default to its point")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _trace_point(cls, data):
+        """The predicted point defaults to the trace's own."""
+        kt = data.get("kernel_trace") if isinstance(data, dict) else None
+        if isinstance(kt, dict):
+            data = {"batch_size": kt.get("batch_size", 1), "context_tokens": kt.get("context_tokens", 4096),
+                    **data}
+        return data
+
+    @model_validator(mode="after")
+    def _trace_decodes(self):
+        if self.kernel_trace is not None and (self.prompt_tokens or self.arrivals.kind != "none"):
+            raise ValueError("kernel_trace is one traced decode step: fixed-batch decode only "
+                             "(no prompt_tokens, no arrivals)")
+        return self
+    speculative: Speculative | None = Field(
+        None, description="speculative decoding or MTP: each step verifies drafted tokens (unset: one "
+                          "token per sequence and step)")
 
     @model_validator(mode="after")
     def _swap_needs_preemption(self):
         if self.preemption == "swap" and self.kv_allocation != "as_needed":
             raise ValueError("preemption: swap needs kv_allocation: as_needed (with whole, nothing is preempted)")
+        return self
+
+    @model_validator(mode="after")
+    def _speculative_is_fixed_batch(self):
+        if self.speculative and self.arrivals.kind != "none":
+            raise ValueError("workload.speculative is simulated for fixed-batch decode; not with arrivals")
         return self
 
     @model_validator(mode="after")
@@ -401,6 +472,18 @@ class Scenario(Strict):
     moe: Moe = Moe()
     weights: Weights = Weights()
     parallel: Parallel = Parallel()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _trace_launch(cls, data):
+        """An imported trace's host issues its kernels as it did when traced (eager launches, or
+        its own cudaGraphLaunch calls), unless runtime.launch says graph: the host off the path."""
+        if isinstance(data, dict) and isinstance((data.get("workload") or {}), dict) \
+                and (data.get("workload") or {}).get("kernel_trace") is not None:
+            runtime = data.get("runtime") or {}
+            if isinstance(runtime, dict) and "launch" not in runtime:
+                data = {**data, "runtime": {**runtime, "launch": "eager"}}
+        return data
 
     @model_validator(mode="before")
     @classmethod

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from hwsim.engine.host import HostTotals
 from hwsim.metrics import Component
 from hwsim.model.kernel import ExpertBlock, Kernel
 
@@ -109,6 +110,7 @@ class StreamTotals:
     moved: dict[Component, float] = field(default_factory=dict)
     kernels: int = 0
     replayed: int = 0
+    host: HostTotals = field(default_factory=HostTotals)   # the host's side of the pass
 
     def add(self, parts: dict[Component, float], data: Component, hbm_bytes: float, count: int = 1) -> None:
         for comp, secs in parts.items():

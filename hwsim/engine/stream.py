@@ -23,6 +23,7 @@ from __future__ import annotations
 import simpy
 
 from hwsim.engine.copy import CopyEngine
+from hwsim.engine.host import HeldWork, HostTotals, HostWork
 from hwsim.engine.records import RecordLog, StreamTotals
 from hwsim.engine.replay import ReplayCache
 from hwsim.engine.sharing import Arbiter
@@ -66,6 +67,8 @@ class Stream:
         self.replay = ReplayCache(timer) if reuse else None
         self.graph = launch == "graph"
         self.host = Server("host.launch", 1.0)
+        self.launch_s = device.chip.launch_eager_s   # one eager launch's host cost (an imported
+                                                     # trace's host profile may set its own)
         self.copies = copies or CopyEngine(env, device, arbiter, timer)
         self.kernels = 0
         self.replayed = 0
@@ -93,10 +96,32 @@ class Stream:
         host_t = now                  # the host starts issuing when the step starts (after the last sync)
         waited = 0.0                  # expert-load wait since the previous kernel ended
         launch_total = wait_total = 0.0
-        graph, graph_launch_s = self.graph, chip.launch_graph_s
+        graph, graph_launch_s, launch_s = self.graph, chip.launch_graph_s, self.launch_s
+        host_busy = host_launch = device_busy = host_gap = 0.0
+        syncs = held_launches = host_launches = 0
         i = -1
         for k, owner in _with_owners(items):
             if type(k) is not Kernel:
+                if type(k) is HostWork:         # an imported trace's host (hwsim/engine/host.py)
+                    if not graph:
+                        if k.sync:
+                            syncs += 1
+                            host_t = max(host_t, now)
+                        host_t += k.cpu_s + k.launch_s
+                        host_busy += k.cpu_s + k.launch_s
+                        host_launch += k.launch_s
+                        host_launches += k.launches
+                    continue
+                if type(k) is HeldWork:
+                    if not graph:
+                        host_t = self.host.serve(host_t, launch_s)
+                        held_launches += 1
+                    start = max(now, host_t) if not graph else now + graph_launch_s
+                    host_gap += start - now
+                    now = start + k.seconds
+                    device_busy += k.seconds
+                    totals.add_seconds(Component.ACTIVATION_IO, k.seconds)
+                    continue
                 if now > env.now:
                     yield env.timeout(now - env.now)
                 if isinstance(k, PrefetchLoad):
@@ -114,7 +139,7 @@ class Stream:
             if graph:
                 dispatch = now + graph_launch_s
             else:
-                host_t = self.host.serve(host_t, chip.launch_eager_s)
+                host_t = self.host.serve(host_t, launch_s)
                 dispatch = max(now, host_t)
             key = k.replay_key
             effect = effects.get(key) if key is not None else None
@@ -160,6 +185,7 @@ class Stream:
                 horizon = peek()
             launch = dispatch - ready - waited
             launch_total += launch
+            device_busy += now - dispatch
             wait_total += waited
             if record is not None:          # KernelRecord's fields, in order
                 record((step, i, k, ready, dispatch, now, effect.waves, parts, launch, waited, shared, owner))
@@ -173,7 +199,19 @@ class Stream:
         device.sync()
         totals.kernels += i + 1
         self.kernels += i + 1
-        totals.add_seconds(Component.LAUNCH_OVERHEAD, launch_total)
+        if not graph and host_t > now:     # the host's work after the last kernel (an imported
+            host_gap += host_t - now        # trace's sampling, say) ends the pass
+            now = host_t
+        # of the device's waits on the host, up to one launch call per kernel is launch overhead,
+        # the rest (an imported trace's CPU work and syncs) the host's; a pass without HostWork
+        # items (a built-in schedule) keeps it all as launch overhead, as before
+        launches = 0 if graph else i + 1 + held_launches
+        waited_on_host = launch_total + host_gap
+        as_launch = min(waited_on_host, host_launch) if host_busy else waited_on_host
+        totals.add_seconds(Component.LAUNCH_OVERHEAD, as_launch)
+        totals.add_seconds(Component.HOST, waited_on_host - as_launch)
         totals.add_seconds(Component.EXPERT_LOAD_WAIT, wait_total)
+        totals.host = (HostTotals(host_busy, host_launches, syncs, device_busy) if host_busy or syncs
+                       else HostTotals(launches * launch_s, launches, 0, device_busy))
         if now > env.now:
             yield env.timeout(now - env.now)

@@ -122,10 +122,15 @@ def is_bundle(folder: Path) -> bool:
 
 
 def check_out(out: Path) -> None:
-    """Fail before simulating if `out` can never take a bundle, or another hwsim process is
-    writing one there; from here until the bundle is written (or release_locks), this process
-    holds `out`'s lock (hwsim.io.folder_lock)."""
+    """Fail before simulating if `out` can never take a bundle (reading only)."""
     check_folder_target(out, is_bundle)
+
+
+def hold_out(out: Path) -> None:
+    """check_out, and fail if another hwsim process is writing a bundle there; from here until
+    the bundle is written (or release_locks), this process holds `out`'s lock
+    (hwsim.io.folder_lock)."""
+    check_out(out)
     folder_lock.acquire(out)
 
 
@@ -195,7 +200,7 @@ def write_bundle(result: RunResult, out: Path, manifest: dict, extra: dict | Non
     file names to writers (write(path)), e.g. trace.json. `plots`: draw the figures too; by
     `plotter` (hwsim.io.plotter), if given. Returns the final paths."""
     held = folder_lock.held(out)
-    check_out(out)
+    hold_out(out)
     try:
         # a big run holds millions of objects; the cyclic collector would rescan them on every
         # burst of allocation while the tables and plots are built (hwsim.run.cyclic_gc_paused)

@@ -4,13 +4,16 @@ Tracks:
 - the kernel stream, with a slice per kernel (its tiles, waves, bytes and attribution);
 - one track per unit of the device that was busy during the recorded steps (SM groups, the L2,
   the HBM stacks, the bus, the copy engine, a native decoder, ports), with the slices the
-  unit recorded itself and the share of it each item used (hwsim/hw/units.py).
+  unit recorded itself and the share of it each item used (hwsim/hw/units.py). An SM group's
+  track is named as the Gantt chart names its row, a slot lane ("slot lane 0 (16 SMs' slots,
+  fill order)"): thread blocks take slots in order, so these are not physical SMs.
 """
 
 from __future__ import annotations
 
 import json
 
+from hwsim.plots.gantt_view import lane_label
 from hwsim.run import RunResult
 
 
@@ -18,7 +21,7 @@ def trace_events(result: RunResult, built) -> dict:
     tracks = ["kernels"] + [name for name, spans in result.lanes.items() if spans]
     tid = {name: i + 1 for i, name in enumerate(tracks)}
     events = [{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": built.device.name}}]
-    events += [{"ph": "M", "name": "thread_name", "pid": 1, "tid": tid[n], "args": {"name": n}}
+    events += [{"ph": "M", "name": "thread_name", "pid": 1, "tid": tid[n], "args": {"name": lane_label(n)}}
                for n in tracks]
     events += [{"ph": "M", "name": "thread_sort_index", "pid": 1, "tid": tid[n],
                 "args": {"sort_index": tid[n]}} for n in tracks]

@@ -9,10 +9,27 @@ part of the replay cache's key (hwsim/engine/replay.py).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from enum import Enum
 
+from hwsim.ktrace import ir
 from hwsim.metrics import Component
 
 NOT_TIMING = {"timing": False}
+
+
+class Role(Enum):
+    """Where a kernel stands in its layer, for what cuts a GPU's stream where the layout
+    communicates (hwsim/parallel/multi.py): the schedule says it as it builds the kernel."""
+    ATTENTION_RESIDUAL = "attention residual"   # adds the attention block's output to the residual stream
+    FFN_RESIDUAL = "ffn residual"               # adds the FFN's or the experts' output to it
+    ROUTED = "routed"                           # runs on the routed experts' tokens (or zeroes their sum)
+
+
+def code_of(name: str) -> str:
+    """The code kind a schedule's kernel name stands for: L3.expert12.silu -> silu. Read once,
+    where a builder makes a Kernel without saying its code (Kernel.code); nothing reads names
+    after that."""
+    return name[name.rfind(".") + 1:]     # rsplit(".", 1)[-1] without a list: once per kernel
 
 
 @dataclass(slots=True)    # not frozen: frozen dataclasses build 2x slower, and a step builds ~1000
@@ -64,6 +81,13 @@ class Kernel:               # of them; nothing mutates a Kernel after the schedu
                                     # under top-k routing over E experts)
     data: Component = Component.ACTIVATION_IO      # charged when the tile is memory-bound
     compute: Component = Component.ACTIVATION_IO   # charged when it is compute-bound
+    code: str = field(default="", metadata=NOT_TIMING)   # the kind of code it runs (silu, gather,
+                                    # gate_up): kernels of one kind share their instructions in the
+                                    # SM's cache (hwsim.model.l2_residency); "": code_of(name)
+    role: Role | None = field(default=None, metadata=NOT_TIMING)   # where it stands in its layer
+    item: ir.WorkItem | None = field(default=None, metadata=NOT_TIMING)   # the typed work item it
+                                    # does (hwsim/ktrace/ir.py: a GEMM's M, N, K, an attention's
+                                    # lengths, bytes moved), as its builder was asked; None: not said
     replay_key: int | None = field(default=None, repr=False, compare=False,
                                metadata=NOT_TIMING)   # set once by ReplayCache
     timing: TimingKey | None = field(default=None, init=False, repr=False, compare=False,
@@ -77,6 +101,8 @@ class Kernel:               # of them; nothing mutates a Kernel after the schedu
 
     def __post_init__(self):
         assert self.tiles >= 1, self.name
+        if not self.code:
+            self.code = code_of(self.name)
 
     @property
     def hbm_bytes(self) -> float:

@@ -38,11 +38,6 @@ CODE_FETCH_TRIPS = 1.0
 CODE_FETCH_TRIPS_STRIDED = 2.3
 
 
-def code_kind(name: str) -> str:
-    """The kind of kernel (its code) a schedule name stands for: L3.expert12.silu -> silu."""
-    return name[name.rfind(".") + 1:]     # rsplit(".", 1)[-1] without a list: once per kernel
-
-
 def _walk_info(k: Kernel) -> tuple:
     """What the walk reads of k, kept on it: its reads (each with whether it reads only some
     rows), what it touches whole, what it touches in part, its rows' overlap, the bytes it
@@ -53,7 +48,7 @@ def _walk_info(k: Kernel) -> tuple:
     info = k.walk_info = (
         tuple((name, name in partial) for name in k.reads),
         tuple(name for name in k.reads + k.writes if name not in partial), partial, k.row_overlap,
-        k.tiles * (k.hbm_read + k.hbm_write + k.l2_write - k.l2_atomic), code_kind(k.name), trips)
+        k.tiles * (k.hbm_read + k.hbm_write + k.l2_write - k.l2_atomic), k.code, trips)
     return info
 
 

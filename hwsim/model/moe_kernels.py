@@ -70,17 +70,22 @@ def fused_config(tokens: int, experts: int) -> tuple[int, int, int]:
 
 def grouped_gemm(name: str, layer: int, rows: list[int], k: int, n: int, chip: ChipSpec, *,
                  weight_addr: int, weight_bytes: float, data: Component, writes=(),
-                 dtype: str = "bf16", dequant: str = "native") -> Kernel:
-    """One grouped GEMM over the active experts; `rows` are the tokens each one got."""
+                 dtype: str = "bf16", dequant: str = "native",
+                 on_chip: tuple[float, ...] | None = None) -> Kernel:
+    """One grouped GEMM over the active experts; `rows` are the tokens each one got, `on_chip`
+    the share of each one's weights resident in on-chip SRAM (none: all in HBM)."""
     n_tiles = math.ceil(n / GROUPED_TILE_N)
-    tiles = sum(math.ceil(math.ceil(r / GROUPED_TILE_M) / GROUPED_CLUSTER_M) * GROUPED_CLUSTER_M * n_tiles
-                for r in rows if r > 0)
+    per_expert = [math.ceil(math.ceil(r / GROUPED_TILE_M) / GROUPED_CLUSTER_M) * GROUPED_CLUSTER_M * n_tiles
+                  for r in rows]
+    tiles = sum(per_expert)
     m = max(rows)
+    # each CTA streams its half of the cluster's weight tile; the rows (A) come from L2
+    # through the same TMA pipeline but are not what limits it (rate independent of rows)
+    weights = GROUPED_TILE_N * k * weight_bytes / GROUPED_CLUSTER_M
+    sram = weights * resident_share(per_expert, on_chip)
     return Kernel(
         name=name, layer=layer, tiles=max(tiles, 1),
-        # each CTA streams its half of the cluster's weight tile; the rows (A) come from L2
-        # through the same TMA pipeline but are not what limits it (rate independent of rows)
-        hbm_read=GROUPED_TILE_N * k * weight_bytes / GROUPED_CLUSTER_M,
+        hbm_read=weights - sram, l2_read=sram,
         l2_write=min(m, GROUPED_TILE_M) * GROUPED_TILE_N * ops.ACT_BYTES,
         tensor_flops=2.0 * GROUPED_TILE_M * GROUPED_TILE_N * k,
         smem_bytes=chip.smem_bytes_per_sm,
@@ -93,7 +98,7 @@ def grouped_gemm(name: str, layer: int, rows: list[int], k: int, n: int, chip: C
 
 def fused_moe_gemm(name: str, layer: int, rows: list[int], tokens: int, experts: int, k: int, n: int,
                    chip: ChipSpec, *, weight_addr: int, weight_bytes: float, data: Component,
-                   writes=(), dequant: str = "native") -> Kernel:
+                   writes=(), dequant: str = "native", on_chip: tuple[float, ...] | None = None) -> Kernel:
     """One projection of the fused MoE over the active experts' row blocks.
 
     The grid covers the worst-case padded block count; programs past the real blocks read the
@@ -102,7 +107,8 @@ def fused_moe_gemm(name: str, layer: int, rows: list[int], tokens: int, experts:
     in half of it, else from HBM again (Mixtral's 235 MB gate+up does not). Each program keeps
     FUSED_STAGES - 1 stages of loads in flight, and an SM holds as many programs as its
     threads, registers and shared memory allow; the engine's per-SM block slots
-    (chip.cta_slots_per_sm) carry those programs' bytes in flight between them.
+    (chip.cta_slots_per_sm) carry those programs' bytes in flight between them. `on_chip`: the
+    share of each expert's weights resident in on-chip SRAM, read from there at every block.
     """
     bm, bn, bk = fused_config(tokens, experts)
     active = [r for r in rows if r > 0]
@@ -112,10 +118,18 @@ def fused_moe_gemm(name: str, layer: int, rows: list[int], tokens: int, experts:
     w_tile = bn * k * weight_bytes
     again_hbm = n * k * weight_bytes > chip.l2_bytes / 2
     repeat = blocks - first
-    hbm = w_tile * n_tiles * (first + repeat * again_hbm)
-    if bk * weight_bytes < L2_LINE_BYTES:
-        hbm *= SHORT_SEGMENT_HBM_FACTOR
-    l2 = (w_tile * repeat * (not again_hbm) + blocks * min(max(active), bm) * k * ops.ACT_BYTES) * n_tiles
+    # the weight columns each expert's blocks stream from HBM (its first block, and every later
+    # one where they do not stay in L2), less its share resident in SRAM, read from there
+    streamed = [1 + (math.ceil(r / bm) - 1) * again_hbm if r > 0 else 0 for r in rows]
+    weights = w_tile * n_tiles * sum(streamed)
+    sram = weights * resident_share(streamed, on_chip)
+    hbm = weights - sram
+    # a piece shorter than a line costs HBM more time per byte, but it is still one load: the
+    # factor scales the bytes in flight alike, so a latency-bound program makes the same round
+    # trips (FP8 weights at BK 64 load as many pieces as bf16 does, each half as long)
+    short = SHORT_SEGMENT_HBM_FACTOR if bk * weight_bytes < L2_LINE_BYTES else 1.0
+    hbm *= short
+    l2 = (w_tile * repeat * (not again_hbm) + blocks * min(max(active), bm) * k * ops.ACT_BYTES) * n_tiles + sram
     stage = bn * bk * weight_bytes + bm * bk * ops.ACT_BYTES
     resident = min(SM_THREADS // FUSED_THREADS, chip.smem_bytes_per_sm // (FUSED_STAGES * stage),
                    SM_REGISTERS // (FUSED_REGS[bm] * FUSED_THREADS))
@@ -128,10 +142,18 @@ def fused_moe_gemm(name: str, layer: int, rows: list[int], tokens: int, experts:
     return Kernel(
         name=name, layer=layer, tiles=tiles, hbm_read=hbm / tiles, l2_read=l2 / tiles,
         l2_write=per * bm * bn * ops.ACT_BYTES, tensor_flops=per * 2.0 * bm * bn * k,
-        inflight_bytes=per * bn * bk * weight_bytes * FUSED_STAGES_IN_FLIGHT,   # masked rows load nothing
+        inflight_bytes=per * bn * bk * weight_bytes * short * FUSED_STAGES_IN_FLIGHT,   # masked rows load nothing
         round_trips=2,           # the sorted token ids, then the rows they name
         address=weight_addr, data=data, writes=writes,
         compute=Component.DEQUANT if dequant == "software" else Component.GEMM_COMPUTE, **expand_codes(dequant, per * bn * k, min(max(active), bm)))
+
+
+def resident_share(reads: list[float], on_chip: tuple[float, ...] | None) -> float:
+    """Share of a kernel's weight reads served by SRAM: each expert's `reads` (in any unit),
+    weighted by the share of its weights resident there (`on_chip`, the same order)."""
+    if not on_chip:
+        return 0.0
+    return sum(r * o for r, o in zip(reads, on_chip, strict=True)) / max(sum(reads), 1e-30)
 
 
 def expand_codes(dequant: str, weights: float, rows: int) -> dict:

@@ -14,7 +14,8 @@ import math
 from hwsim.errors import ConfigError
 from hwsim.hw.chip import ChipSpec
 from hwsim.metrics import Component
-from hwsim.model.kernel import Kernel
+from hwsim.ktrace import ir
+from hwsim.model.kernel import Kernel, Role
 
 ACT_BYTES = 2            # bf16 activations
 ACC_BYTES = 4            # fp32 partial sums
@@ -187,6 +188,7 @@ def gemm(name: str, layer: int, m: int, k: int, n: int, chip: ChipSpec, *, weigh
         address=weight_addr, data=data, compute=compute, balanced=tiles > chip.sms,
         channel_group=channel_group, writes=("splitk_partials",) if split > 1 else writes,
         dtype=dtype, decoder_elements=decoder_per_weight * k_per * tile_n,
+        item=ir.Gemm(m, n, k, dtype, split_k=split),
     )
     if split == 1:
         return [main]
@@ -225,12 +227,14 @@ def unaligned_batched_gemm(name: str, layer: int, batch: int, m: int, k: int, n:
         return Kernel(name=name, layer=layer, tiles=tiles, hbm_read=per_tile * ACT_BYTES,
                       vector_flops=2.0 * m * per_tile, inflight_bytes=GEMV_INFLIGHT_BYTES,
                       l2_write=m * GEMV_COLS * ACC_BYTES, address=b_addr, data=data,
-                      compute=Component.ATTENTION_COMPUTE, writes=writes)
+                      compute=Component.ATTENTION_COMPUTE, writes=writes,
+                      item=ir.Gemm(m, n, k, batch=batch, weight=False))
     tiles = batch * math.ceil(n / SIMT_TILE_N)
     return Kernel(name=name, layer=layer, tiles=tiles, hbm_read=SIMT_TILE_N * k * ACT_BYTES,
                   l2_read=m * k * ACT_BYTES, l2_write=m * SIMT_TILE_N * ACT_BYTES,
                   vector_flops=2.0 * SIMT_TILE_M * SIMT_TILE_N * k, round_trips=SIMT_TRIPS,
-                  address=b_addr, data=data, compute=Component.ATTENTION_COMPUTE, writes=writes)
+                  address=b_addr, data=data, compute=Component.ATTENTION_COMPUTE, writes=writes,
+                  item=ir.Gemm(m, n, k, batch=batch, weight=False))
 
 
 def elementwise(name: str, layer: int, read_bytes: float, write_bytes: float, ops_per_byte: float,
@@ -238,7 +242,7 @@ def elementwise(name: str, layer: int, read_bytes: float, write_bytes: float, op
                 component: Component = Component.ACTIVATION_IO, round_trips: float = 1,
                 vectorized: bool = True, input_trips: float = 1, reads: tuple[str, ...] = (),
                 writes: tuple[str, ...] = (), atomic_bytes: float = 0.0,
-                partial: tuple[str, ...] = (), row_overlap: float = 0.0) -> Kernel:
+                partial: tuple[str, ...] = (), row_overlap: float = 0.0, role: Role | None = None) -> Kernel:
     """A memory-streaming PyTorch kernel over L2-resident activations (adds, SiLU, casts).
 
     `round_trips` counts dependent memory accesses before the first useful load (2 for
@@ -264,7 +268,7 @@ def elementwise(name: str, layer: int, read_bytes: float, write_bytes: float, op
         vector_flops=ops_per_byte * read_bytes / tiles, int_ops=int_ops, address=weight_addr,
         data=component, compute=component, round_trips=round_trips,
         input_trips=input_trips, reads=reads, writes=writes, partial=partial, row_overlap=row_overlap,
-        **strided,
+        role=role, item=ir.Memory("elementwise", read_bytes + weight_bytes, write_bytes, vectorized), **strided,
     )
 
 
@@ -288,6 +292,7 @@ def rows_kernel(name: str, layer: int, rows: int, row_elems: int, elem_bytes: fl
         vector_flops=ops_per_elem * row_elems, address=weight_addr,
         miss_trips=1 if weight_bytes and rows > first_wave else -1,
         data=component, compute=component, round_trips=chunks, reads=reads, writes=writes,
+        item=ir.Memory("reduction", rows * row_bytes + weight_bytes, rows * row_bytes),
     )
 
 
@@ -302,7 +307,8 @@ def kv_append(name: str, layer: int, batch: int, elements_per_token: int, kv_byt
     return Kernel(name=name, layer=layer, tiles=tiles, l2_read=nbytes / tiles,
                   hbm_write=nbytes / tiles, int_ops=TI_OPS_PER_ELEM * elements / tiles,
                   address=cache_addr, block_threads=TI_BLOCK_THREADS, alu_chain=TI_ALU_CHAIN,
-                  data=Component.KV_WRITE, compute=Component.KV_WRITE)
+                  data=Component.KV_WRITE, compute=Component.KV_WRITE,
+                  item=ir.Memory("copy", nbytes, nbytes, vectorized=False, per_batch=True))
 
 
 def fa2_split_block_n(head_dim: int) -> int:
@@ -376,6 +382,7 @@ def decode_attention(name: str, layer: int, batch: int, heads: int, kv_heads: in
         smem_bytes=(block_n * (qk_dim + v_dim) + rows * qk_dim) * ACT_BYTES,
         address=cache_addr, data=Component.KV_READ, compute=Component.ATTENTION_COMPUTE,
         round_trips=ATTN_ROUND_TRIPS, mma_sync=True,
+        item=ir.Attention("decode", batch, heads, kv_heads, qk_dim, 1, context, library),
     )
     if splits == 1:
         return [main]
@@ -393,7 +400,8 @@ def unfused_dequant(name: str, layer: int, packed_bytes: float, elements: float,
     tiles = max(1, math.ceil(elements * ACT_BYTES / ELEMENTWISE_TILE_BYTES))
     return Kernel(name=name, layer=layer, tiles=tiles, hbm_read=packed_bytes / tiles,
                   hbm_write=elements * ACT_BYTES / tiles, int_ops=ops_per_element * elements / tiles,
-                  address=cache_addr, data=Component.DEQUANT, compute=Component.DEQUANT)
+                  address=cache_addr, data=Component.DEQUANT, compute=Component.DEQUANT,
+                  item=ir.Memory("elementwise", packed_bytes, elements * ACT_BYTES))
 
 
 @functools.lru_cache(maxsize=256)     # the schedule asks once a layer; a few shapes a run
@@ -426,4 +434,5 @@ def prefill_attention(name: str, layer: int, tokens: int, heads: int, kv_heads: 
         smem_bytes=(ATTN_BLOCK_M * qk_dim + 2 * ATTN_BLOCK_N * (qk_dim + v_dim)) * ACT_BYTES // 2,
         round_trips=ATTN_ROUND_TRIPS,
         data=Component.ATTENTION_COMPUTE, compute=Component.ATTENTION_COMPUTE, mma_sync=True,
+        item=ir.Attention("prefill", 1, heads, kv_heads, qk_dim, tokens, tokens),
     )

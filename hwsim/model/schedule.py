@@ -17,10 +17,11 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from hwsim.hw.chip import ChipSpec
-from hwsim.errors import ConfigError
 from hwsim.metrics import Component
+from hwsim.ktrace import ir
 from hwsim.model import moe_kernels, ops
-from hwsim.model.kernel import ExpertBlock, Kernel, StreamItem, relocated
+from hwsim.model.blocks import DENSE_FFN, attention_kernel as attention_block, moe_schedule as moe_block
+from hwsim.model.kernel import ExpertBlock, Kernel, Role, StreamItem, copy_kernel, relocated
 from hwsim.model.l2_residency import L2Residency
 from hwsim.model.onchip import OnChipState
 from hwsim.model.memory_map import MemoryMap
@@ -45,6 +46,7 @@ SMALL_INDEX_ROWS = 16
 ACTIVATION_REGION_BYTES = 64 * 2**20
 CODE_BYTES = {"fp8": 1, "fp4": 0.5}   # activation bytes per element fed to an FP8 / FP4 MMA
 QUANT_OPS_PER_BYTE = 1.0        # activation cast: scale, convert, pack per bf16 element (2 bytes)
+ROUTED = Role.ROUTED
 KERNEL_MEMO_LIMIT = 100_000
 MOVED_LIMIT = 100_000           # routed experts' weight-reading kernels kept per channel phase
 # The production MoE schedules' small kernels (CUPTI device times on the H200,
@@ -102,6 +104,8 @@ class StepShape:
     context: int               # cached tokens each decoding sequence attends over (mean)
     prefill_tokens: int = 0    # mixed: prompt tokens in this pass
     prefill_sequences: int = 0  # mixed: prompts whose last chunk is in this pass (LM head rows)
+    queries: int = 1           # query tokens per decoding sequence: a speculative step verifies its
+                               # drafted tokens and its own next one (hwsim/whatif/speculative.py)
 
     @property
     def decodes(self) -> int:
@@ -115,7 +119,7 @@ class StepShape:
     def lm_rows(self) -> int:
         if self.phase == "prefill":
             return 1                                   # the last token only
-        return self.decodes + self.prefill_sequences
+        return self.decodes * self.queries + self.prefill_sequences
 
 
 WEIGHT_LAYOUTS_LIMIT = 16
@@ -130,12 +134,12 @@ class Schedule:
         self.model = model
         self.chip = chip
         self.moe_schedule = moe_schedule
-        self.attention_kernel = attention_kernel
+        self.ffn = moe_block(moe_schedule)            # hwsim/model/blocks.py: the registered blocks
+        self.attention = attention_block(attention_kernel)
         self.kv = kv or BF16_KV
         self.dequant = "none" if self.kv.is_unquantized else dequant
-        if attention_kernel == "eager" and not (isinstance(model.attention, MlaAttention) and self.kv.is_unquantized):
-            raise ConfigError("eager attention is modelled for MLA models over a bf16 KV cache only "
-                              "(DeepSeek's reference code); use flash or cudnn", key="runtime.attention_kernel")
+        self._sizes = {"dequant": dequant, "max_batch": max_batch, "max_context": max_context}
+        self.attention.check(model, self.kv)
         self.mem = MemoryMap()
         self._memo: dict = {}
         self._moved: dict = {}    # (id(walked kernel), channel phase) -> (it, its copy there)
@@ -156,6 +160,15 @@ class Schedule:
         for layer in range(model.layers):
             held = min(max_context, model.attention.window_at(layer) or max_context)   # a window keeps its tail only
             self.mem.place(f"L{layer}.kv_cache", max_batch * held * self.kv_bytes_per_token_layer)
+
+    @property
+    def attention_kernel(self) -> str:
+        return self.attention.name
+
+    def with_kv(self, kv: KvFormat) -> "Schedule":
+        """The same schedule over another KV cache format (laid out for it)."""
+        return Schedule(self.model, self.chip, kv=kv, moe_schedule=self.moe_schedule,
+                        attention_kernel=self.attention_kernel, weights=self.wplan, **self._sizes)
 
     def kv_token_bytes(self, context: int) -> float:
         """Stored bytes of one token's K and V in one layer at this context length."""
@@ -307,11 +320,11 @@ class Schedule:
     @_memo
     def _ew(self, name, layer, read, write, ops_per_byte=ADD_OPS_PER_BYTE,
             component=Component.ACTIVATION_IO, round_trips=1, vectorized=True, input_trips=1,
-            reads=(), writes=(), atomic_bytes=0.0, partial=(), row_overlap=0.0):
+            reads=(), writes=(), atomic_bytes=0.0, partial=(), row_overlap=0.0, role=None):
         return ops.elementwise(f"L{layer}.{name}" if layer >= 0 else name, layer, read, write,
                                ops_per_byte, self.chip, component=component, round_trips=round_trips,
                                vectorized=vectorized, input_trips=input_trips, reads=reads, writes=writes,
-                               atomic_bytes=atomic_bytes, partial=partial, row_overlap=row_overlap)
+                               atomic_bytes=atomic_bytes, partial=partial, row_overlap=row_overlap, role=role)
 
     def cold_state(self, l2_bytes: float | None = None) -> OnChipState:
         """An empty L2 (of `l2_bytes` for activations; the chip's whole L2 by default), no SRAM."""
@@ -396,22 +409,16 @@ class Schedule:
                                    writes=(which,)))
             ks.append(self._head_norm(which, layer, t * heads))
         (qk_dim, v_dim), kv_heads = a.dims, a.cached_heads
-        appends, o_in = a.appends, a.o_proj_in
         if s.decodes:
-            append_bytes_per_el = self.kv.append_bits() / 8
-            for name, elems in appends:
-                ks.append(self._kv_append(name, layer, s, elems, append_bytes_per_el))
-            window = a.window_at(layer)
-            attend = replace(s, context=min(s.context, window - 1)) if window else s
-            ks += self._decode_attention(layer, attend, kv_heads, qk_dim, v_dim)
+            ks += self.kv_path(layer, s)
         if s.prompt_tokens:
             ks.append(ops.prefill_attention(f"L{layer}.prefill_attention" if s.decodes else
                                             f"L{layer}.attention", layer, s.prompt_tokens, a.heads,
                                             kv_heads, qk_dim, v_dim, self.chip))
-        ks += self._gemm("o_proj", layer, t, o_in, d, "o_proj", Component.WEIGHT_READ, out=("o",),
+        ks += self._gemm("o_proj", layer, t, a.o_proj_in, d, "o_proj", Component.WEIGHT_READ, out=("o",),
                          cls="attention")
         ks.append(self._ew("residual_add", layer, 2 * t * d * ops.ACT_BYTES, t * d * ops.ACT_BYTES,
-                           reads=("o", "x"), writes=("x",)))
+                           reads=("o", "x"), writes=("x",), role=Role.ATTENTION_RESIDUAL))
         return ks
 
     def _mla_block(self, layer: int, s: StepShape) -> list[Kernel]:
@@ -442,15 +449,11 @@ class Schedule:
                                reads=("kv_a",), writes=("latent",)))
         ks.append(self._latent_norm("kv_a_norm", layer, t, latent, "latent"))
         if s.decodes:
-            append_bytes_per_el = self.kv.append_bits() / 8
-            appends = ([("kv_write", latent), ("pe_write", rope)] if self.attention_kernel == "eager"
-                       else a.appends)
-            for name, elems in appends:
-                ks.append(self._kv_append(name, layer, s, elems, append_bytes_per_el))
-            if self.attention_kernel == "eager":
+            ks += self._kv_appends(layer, s)
+            if self.attention.mla_reference:
                 ks += self._mla_eager_decode(layer, s.decodes, s.context)
             else:
-                ks += self._gemm("kv_b", layer, s.decodes, latent, heads * (a.qk_nope_dim + a.v_head_dim), "kv_b",
+                ks += self._gemm("kv_b", layer, s.decodes * s.queries, latent, heads * (a.qk_nope_dim + a.v_head_dim), "kv_b",
                                  Component.WEIGHT_READ, out=("q_latent",), **attn)
                 ks += self._decode_attention(layer, s, 1, *a.dims)
         if p := s.prompt_tokens:
@@ -465,8 +468,30 @@ class Schedule:
             ks.append(self._ew("attn_out_copy", layer, head_elems * a.v_head_dim * ab,
                                head_elems * a.v_head_dim * ab, vectorized=False, writes=("attn",)))
         ks += self._gemm("o_proj", layer, t, a.o_proj_in, d, "o_proj", Component.WEIGHT_READ, out=("o",), **attn)
-        ks.append(self._ew("residual_add", layer, 2 * t * d * ab, t * d * ab, reads=("o", "x"), writes=("x",)))
+        ks.append(self._ew("residual_add", layer, 2 * t * d * ab, t * d * ab, reads=("o", "x"), writes=("x",),
+                           role=Role.ATTENTION_RESIDUAL))
         return ks
+
+    def kv_path(self, layer: int, s: StepShape) -> list[Kernel]:
+        """The kernels of a decode pass that write and read `layer`'s KV cache: its appends, then
+        (unfused) the expansion and the attention; an MLA model's latent attention without the
+        kv_b weights it is absorbed into (kv.attention_speedup times these)."""
+        a = self.model.attention
+        if isinstance(a, MlaAttention):
+            attend = (self._mla_eager_decode(layer, s.decodes, s.context) if self.attention.mla_reference
+                      else self._decode_attention(layer, s, 1, *a.dims))
+            return self._kv_appends(layer, s) + list(attend)
+        window = a.window_at(layer)
+        attend = replace(s, context=min(s.context, window - 1)) if window else s
+        return self._kv_appends(layer, s) + list(self._decode_attention(layer, attend, a.cached_heads, *a.dims))
+
+    def _kv_appends(self, layer: int, s: StepShape) -> list[Kernel]:
+        a = self.model.attention
+        appends = a.appends
+        if isinstance(a, MlaAttention) and self.attention.mla_reference:
+            appends = [("kv_write", a.kv_lora_rank), ("pe_write", a.qk_rope_dim)]
+        per_el = self.kv.append_bits() / 8
+        return [self._kv_append(name, layer, s, elems, per_el) for name, elems in appends]
 
     @_memo
     def _latent_norm(self, name: str, layer: int, rows: int, width: int, source: str) -> Kernel:
@@ -535,7 +560,7 @@ class Schedule:
 
     @_memo
     def _kv_append(self, name: str, layer: int, s: StepShape, elems: int, bytes_per_el: float) -> Kernel:
-        return ops.kv_append(f"L{layer}.{name}", layer, s.batch, elems, bytes_per_el,
+        return ops.kv_append(f"L{layer}.{name}", layer, s.batch * s.queries, elems, bytes_per_el,
                              self._kv_addr(layer), self.chip)
 
     @_memo
@@ -563,8 +588,9 @@ class Schedule:
                                           self.kv.dequant_ops_per_element(context), addr, self.chip))
             per_token_head = elems * ops.ACT_BYTES
         if "block_m" not in kw:      # a bf16 cache (or one expanded to bf16 first)
-            kw["library"] = self.attention_kernel
-        ks += ops.decode_attention(f"L{layer}.attention", layer, s.batch, a.heads, kv_heads, qk_dim,
+            kw["library"] = self.attention.library
+        # several query tokens of a sequence are packed as rows beside its query heads
+        ks += ops.decode_attention(f"L{layer}.attention", layer, s.batch, a.heads * s.queries, kv_heads, qk_dim,
                                    v_dim, context, per_token_head, addr, self.chip, **kw)
         return ks
 
@@ -577,7 +603,7 @@ class Schedule:
         dispatch = state.dispatch
         ks = [self._norm("ffn_norm", layer, t)]
         if not m.is_moe_layer(layer):
-            ks += self._expert(layer, "dense", t, m.ffn, Component.WEIGHT_READ, gather=False)
+            ks += DENSE_FFN.kernels(self, layer, t)
         else:
             moe = m.moe
             ks += self._gemm("router", layer, t, d, moe.experts, "router", Component.ROUTER,
@@ -593,27 +619,30 @@ class Schedule:
             counts = tokens_per_expert(choice, moe.experts)
             if moe.shared_experts:
                 ks += self._shared_experts(layer, t)
-            if self.moe_schedule == "per-expert":
-                # the combine buffer the experts scatter-add into starts zeroed
-                ks.append(self._ew("moe_zero", layer, 0, t * d * ops.ACT_BYTES, writes=("acc",)))
-                rows = counts.tolist()                   # Python ints: no numpy scalar per expert
-                experts = np.flatnonzero(counts).tolist()
-                plans = dispatch.plan_layer(layer, experts) if dispatch else [FROM_HBM] * len(experts)
-                for e, plan in zip(experts, plans):
-                    if plan.wait:
-                        ks.append(plan.wait)
-                    ks.append(self._routed_expert(layer, e, rows[e], plan.on_chip, plan.channel_group))
-                if dispatch:
-                    dispatch.account(layer, plans)
-            elif not counts.any():
-                pass     # expert parallelism: no token reached this GPU's experts (hwsim/parallel)
-            elif self.moe_schedule == "grouped":
-                ks += self._grouped_moe(layer, t, tuple(int(c) for c in counts if c))
-            else:
-                ks += self._fused_moe(layer, t, tuple(int(c) for c in counts if c))
+            experts = np.flatnonzero(counts).tolist()
+            plans = dispatch.plan_layer(layer, experts) if dispatch else [FROM_HBM] * len(experts)
+            ks += self.ffn.routed(self, layer, t, counts, experts, plans)
+            if dispatch:
+                dispatch.account(layer, plans)
         ks.append(self._ew("ffn_residual_add", layer, 2 * t * d * ops.ACT_BYTES, t * d * ops.ACT_BYTES,
-                           reads=("acc", "x"), writes=("x",)))
+                           reads=("acc", "x"), writes=("x",), role=Role.FFN_RESIDUAL))
         return ks
+
+    def _per_expert_moe(self, layer: int, t: int, counts: np.ndarray, experts: list[int],
+                        plans: list) -> list[StreamItem]:
+        """runtime.moe_schedule per-expert: each active expert's kernels in turn (after the wait
+        for its prefetch, if any), into a combine buffer that starts zeroed."""
+        ks: list[StreamItem] = [self._ew("moe_zero", layer, 0, t * self.model.hidden * ops.ACT_BYTES,
+                                         writes=("acc",), role=ROUTED)]
+        rows = counts.tolist()                   # Python ints: no numpy scalar per expert
+        for e, plan in zip(experts, plans):
+            if plan.wait:
+                ks.append(plan.wait)
+            ks.append(self._routed_expert(layer, e, rows[e], plan.on_chip, plan.channel_group))
+        return ks
+
+    def _dense_ffn(self, layer: int, t: int) -> list[Kernel]:
+        return self._expert(layer, "dense", t, self.model.ffn, Component.WEIGHT_READ, gather=False)
 
     @_memo
     def _shared_experts(self, layer: int, t: int) -> list[Kernel]:
@@ -720,9 +749,9 @@ class Schedule:
                 self._ew("router_topk_sort", layer, picks, picks, component=Component.ROUTER,
                          round_trips=TOPK_SORT_TRIPS)]
 
-    def _small(self, name, layer, read, write, trips=1, vectorized=True, component=Component.ROUTER):
+    def _small(self, name, layer, read, write, trips=1, vectorized=True, component=Component.ROUTER, role=None):
         return self._ew(name, layer, read, write, component=component, round_trips=trips,
-                        vectorized=vectorized)
+                        vectorized=vectorized, role=role)
 
     def _expert_dequant(self) -> str:
         """How the grouped and fused kernels expand the experts' codes: none for bf16 and
@@ -730,8 +759,23 @@ class Schedule:
         f = self.wplan.experts
         return "native" if f.is_bf16 or f.tensor_dtype(self.chip.tensor_flops) != "bf16" else f.dequant
 
+    def _one_kernel_moe(self, layer: int, t: int, counts: tuple[int, ...], plans: list, build) -> list[StreamItem]:
+        """The grouped or fused MoE over the active experts (`counts`, their plans in the same
+        order). The expert SRAM is the L2's persisting share, which serves any kernel's loads of
+        the addresses it holds: each expert's resident share of its weights is read from there.
+        The stream waits for every copy still in flight before the first kernel that reads
+        expert weights (one kernel reads them all); the routing bookkeeping runs meanwhile."""
+        on_chip = tuple(p.on_chip for p in plans) if any(p.on_chip for p in plans) else None
+        ks: list[StreamItem] = list(build(layer, t, counts, on_chip))
+        waits = [p.wait for p in plans if p.wait]
+        if waits:
+            first = next(i for i, k in enumerate(ks) if k.data == Component.EXPERT_READ)
+            ks[first:first] = waits
+        return ks
+
     @_memo
-    def _grouped_moe(self, layer: int, t: int, counts: tuple[int, ...]) -> list[Kernel]:
+    def _grouped_moe(self, layer: int, t: int, counts: tuple[int, ...],
+                     on_chip: tuple[float, ...] | None = None) -> list[Kernel]:
         """torchtitan's MoE on torch._grouped_mm: the routing bookkeeping all on the GPU
         (top-k, a stable argsort of the expert ids, counts by scatter-add, int32 offsets by
         cumsum, token ids by division), one gather, two grouped GEMMs with a SiLU and a
@@ -752,34 +796,37 @@ class Schedule:
         small = n <= SMALL_INDEX_ROWS
         ks.append(self._ew("experts.gather", layer, n * d * ab, n * d * ab,
                            round_trips=1 + INDEX_SELECT_TRIPS_PER_ROW * n if small else 2,
-                           input_trips=n if small else 1, reads=("h",), writes=("xe",)))
+                           input_trips=n if small else 1, reads=("h",), writes=("xe",), role=ROUTED))
         fmt_b = self.wb_cls["experts"]
         dtype = self.wplan.experts.tensor_dtype(self.chip.tensor_flops)
         for proj, (k, nn), out in (("gate_up", (d, 2 * ff), ("gate", "up")), ("down", (ff, d), ("down",))):
             ks.append(self._small(f"experts.{proj}.prepare", layer, len(counts) * 4, len(counts) * 64,
-                                  trips=PREPARE_TRIPS, component=Component.EXPERT_READ))
-            ks.append(moe_kernels.grouped_gemm(f"L{layer}.experts.{proj}", layer, list(counts), k, nn,
+                                  trips=PREPARE_TRIPS, component=Component.EXPERT_READ, role=ROUTED))
+            ks.append(routed(moe_kernels.grouped_gemm(f"L{layer}.experts.{proj}", layer, list(counts), k, nn,
                                                self.chip, weight_addr=self._w(layer, f"expert0.{proj}"),
                                                weight_bytes=fmt_b, data=Component.EXPERT_READ,
-                                               writes=out, dtype=dtype, dequant=self._expert_dequant()))
+                                               writes=out, dtype=dtype, dequant=self._expert_dequant(),
+                                               on_chip=on_chip), ir.GroupedGemm(counts, nn, k, dtype)))
             if proj == "gate_up":     # SiLU of the strided gate half, times the strided up half
                 ks.append(self._ew("experts.silu", layer, n * ff * ab, n * ff * ab, SILU_OPS_PER_BYTE,
-                                   vectorized=False, reads=("gate",), writes=("gate_act",)))
+                                   vectorized=False, reads=("gate",), writes=("gate_act",), role=ROUTED))
                 ks.append(self._ew("experts.mul", layer, 2 * n * ff * ab, n * ff * ab, vectorized=False,
-                                   reads=("gate_act", "up"), writes=("ffn_act",)))
-        ks.append(self._small("experts.route_weights", layer, n * (i64 + ab), n * ab, trips=2, vectorized=False))
+                                   reads=("gate_act", "up"), writes=("ffn_act",), role=ROUTED))
+        ks.append(self._small("experts.route_weights", layer, n * (i64 + ab), n * ab, trips=2, vectorized=False,
+                              role=ROUTED))
         ks.append(self._ew("experts.scale", layer, n * d * ab, n * d * ab, vectorized=False,
-                           reads=("down",), writes=("scaled",)))
-        ks.append(self._ew("moe_zero", layer, 0, t * d * ab, writes=("acc",)))
+                           reads=("down",), writes=("scaled",), role=ROUTED))
+        ks.append(self._ew("moe_zero", layer, 0, t * d * ab, writes=("acc",), role=ROUTED))
         atomics = 0 if small else n * d * ops.L2_ATOMIC_BYTES
         ks.append(self._ew("experts.scatter_add", layer, 2 * n * d * ab, n * d * ab,
                            round_trips=1 + INDEX_ADD_TRIPS_PER_ROW * n if small else 2,
                            input_trips=n if small else 1, reads=("scaled", "acc"), writes=("acc",),
-                           atomic_bytes=atomics))
+                           atomic_bytes=atomics, role=ROUTED))
         return ks
 
     @_memo
-    def _fused_moe(self, layer: int, t: int, counts: tuple[int, ...]) -> list[Kernel]:
+    def _fused_moe(self, layer: int, t: int, counts: tuple[int, ...],
+                   on_chip: tuple[float, ...] | None = None) -> list[Kernel]:
         """The Triton fused MoE (vLLM's design, calibration/moe_impls.py): top-k, the int32
         expert ids, a sentinel fill and moe_align_block_size (one program), then per projection
         one kernel that gathers its own rows (the down one scales by the router weight), a fused
@@ -795,14 +842,16 @@ class Schedule:
         ks.append(self._small("topk_weights_fp32", layer, n * ab, n * FP32_BYTES))
         wb = self.wb_cls["experts"]
         for proj, (k, nn), out in (("gate_up", (d, 2 * ff), ("gate", "up")), ("down", (ff, d), ("down",))):
-            ks.append(moe_kernels.fused_moe_gemm(f"L{layer}.experts.{proj}", layer, list(counts), t, E, k,
+            ks.append(routed(moe_kernels.fused_moe_gemm(f"L{layer}.experts.{proj}", layer, list(counts), t, E, k,
                                                  nn, self.chip, weight_addr=self._w(layer, f"expert0.{proj}"),
                                                  weight_bytes=wb, data=Component.EXPERT_READ, writes=out,
-                                                 dequant=self._expert_dequant()))
+                                                 dequant=self._expert_dequant(), on_chip=on_chip),
+                              ir.GroupedGemm(counts, nn, k, self.wplan.experts.tensor_dtype(self.chip.tensor_flops))))
             if proj == "gate_up":
                 ks.append(self._ew("experts.silu_mul", layer, 2 * n * ff * ab, n * ff * ab, SILU_OPS_PER_BYTE,
-                                   reads=("gate", "up"), writes=("ffn_act",)))
-        ks.append(self._ew("experts.sum", layer, n * d * ab, t * d * ab, reads=("down",), writes=("acc",)))
+                                   reads=("gate", "up"), writes=("ffn_act",), role=ROUTED))
+        ks.append(self._ew("experts.sum", layer, n * d * ab, t * d * ab, reads=("down",), writes=("acc",),
+                           role=ROUTED))
         return ks
 
 
@@ -824,6 +873,12 @@ def align_trips(experts: int, n: int) -> float:
     np2 = 1 << max(0, (n - 1).bit_length())
     per = ALIGN_TRIPS_WARP if np2 <= 32 else ALIGN_TRIPS_BLOCK + ALIGN_TRIPS_PER_128 * (np2 / 128 - 1)
     return 1 + experts * per
+
+
+def routed(k: Kernel, item: ir.WorkItem) -> Kernel:
+    """A library kernel (hwsim.model.moe_kernels) as one of the routed experts' (Role.ROUTED)
+    doing `item`."""
+    return copy_kernel(k, role=ROUTED, item=item)
 
 
 def _concat(name: str, layer: int, parts: list[Kernel], writes: tuple[str, ...]) -> Kernel:

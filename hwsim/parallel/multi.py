@@ -26,10 +26,10 @@ import numpy as np
 
 from hwsim.engine.records import RecordLog, StreamTotals
 from hwsim.engine.stream import Stream
-from hwsim.hw.cluster import Cluster
 from hwsim.hw.power import Activity, activity_of
 from hwsim.metrics import CommComponent, Component
-from hwsim.model.kernel import ExpertBlock, Kernel
+from hwsim.ktrace.ir import Collective
+from hwsim.model.kernel import ExpertBlock, Kernel, Role
 from hwsim.model.onchip import OnChipState
 from hwsim.model.schedule import StepShape
 from hwsim.parallel import collectives, layout as lay
@@ -61,18 +61,23 @@ class ParallelRun:
     dispatch_kernel: CommKernel = DEEPEP_LOW_LATENCY     # MoE dispatch and combine (dp attention)
 
 
-Cut = tuple[str, int] | None                 # (collective, layer) after a segment, or None at the end
+Cut = Collective | None                     # the collective after a segment, or None at the end
 
 
-def cut_points(items: list, layout: lay.Layout, moe_layers: set[int]) -> list[tuple[list, Cut]]:
-    """The GPU's stream cut into segments, each followed by the collective that ends it."""
+def cut_points(items: list, layout: lay.Layout, moe_layers: set[int], shape: StepShape,
+               hidden: int, vocab: int) -> list[tuple[list, Cut]]:
+    """The GPU's stream cut into segments, each followed by the collective that ends it, where
+    the kernels' roles say (Kernel.role): the all-reduce of a block's partial sums before its
+    residual add, the MoE dispatch before the first kernel of the routed experts and the
+    combine after them, the logits' all-gather at the end. `shape` is the micro-batch's."""
     out: list[tuple[list, Cut]] = []
     cur: list = []
     dispatched: set[int] = set()
+    hidden_bytes = shape.tokens * hidden * ACT_BYTES
 
-    def cut(what: str, layer: int):
+    def cut(what: str, layer: int, nbytes: float = 0.0):    # dispatch, combine: routing's bytes
         nonlocal cur
-        out.append((cur, (what, layer)))
+        out.append((cur, Collective(what, nbytes, layout.gpus, layer)))
         cur = []
 
     for k in items:
@@ -81,23 +86,23 @@ def cut_points(items: list, layout: lay.Layout, moe_layers: set[int]) -> list[tu
                 cut("dispatch", k.layer)
                 dispatched.add(k.layer)
         elif type(k) is Kernel:
-            name, layer = k.name, k.layer
+            role, layer = k.role, k.layer
             moe = layer in moe_layers and layout.all_to_all
-            if name == f"L{layer}.residual_add" and layout.tp > 1:
-                cut("all_reduce", layer)
-            elif name == f"L{layer}.ffn_residual_add":
+            if role is Role.ATTENTION_RESIDUAL and layout.tp > 1:
+                cut("all_reduce", layer, hidden_bytes)
+            elif role is Role.FFN_RESIDUAL:
                 if moe:
                     if layer not in dispatched:
                         cut("dispatch", layer)
                     cut("combine", layer)
                 elif layout.tp > 1:
-                    cut("all_reduce", layer)
-            elif moe and layer not in dispatched and (name == f"L{layer}.moe_zero"
-                                                      or name.startswith(f"L{layer}.expert")):
+                    cut("all_reduce", layer, hidden_bytes)
+            elif moe and layer not in dispatched and role is Role.ROUTED:
                 cut("dispatch", layer)
                 dispatched.add(layer)
         cur.append(k)
-    out.append((cur, ("all_gather", -1) if layout.tp > 1 else None))
+    logits = Collective("all_gather", max(shape.lm_rows, 1) * vocab * ACT_BYTES, layout.gpus)
+    out.append((cur, logits if layout.tp > 1 else None))
     return out
 
 
@@ -200,7 +205,7 @@ def _micro_batch(b, shape: StepShape, routing, owner, groups, tokens: np.ndarray
         gpu_shape = StepShape(shape.phase, n, n, shape.context) if layout.all_to_all else mb_shape
         mine = {layer: lay.per_gpu_choice(layout, c, mb_groups[layer], gpu) for layer, c in mb_routing.items()}
         kernels = b.schedule.step(gpu_shape, mine, run.onchips[gpu])
-        segments.append(cut_points(kernels, layout, set(routing)))
+        segments.append(cut_points(kernels, layout, set(routing), mb_shape, b.model.hidden, b.model.vocab))
     cuts = [c for _, c in segments[0]]
     assert all([c for _, c in s] == cuts for s in segments), "every GPU must reach the same collectives"
     return MicroBatch(mb_shape, mb_owner, mb_groups, segments)
@@ -228,33 +233,45 @@ def _comms(b, mb: MicroBatch, computed, communicated, calls):
         yield env.all_of(computed[s])
         if cut is not None:
             start = env.now
-            yield from _collective(b, mb.shape, cut, mb.owner, mb.groups)
-            calls.append((start, env.now, cut[0]))
+            yield from COLLECTIVES[cut.kind](b, cut, mb.owner, mb.groups)
+            calls.append((start, env.now, cut.kind))
         communicated[s].succeed()
 
 
-def _collective(b, shape: StepShape, cut: tuple[str, int], owner, groups):
-    """Process body: the collective at a cut, on every GPU of the cluster."""
+def _all_reduce(b, c: Collective, owner, groups):
+    """Tensor parallel: every GPU holds every token's partial sums."""
+    yield from collectives.all_reduce(b.cluster, b.cluster.devices, c.nbytes, NCCL_RING, f"L{c.layer}.all-reduce")
+
+
+def _all_gather(b, c: Collective, owner, groups):
+    yield from collectives.all_gather(b.cluster, b.cluster.devices, c.nbytes, NCCL_GATHER_SCATTER,
+                                      "logits all-gather")
+
+
+def _dispatch(b, c: Collective, owner, groups):
+    """Expert parallel: each (token, expert) choice's bytes from the token's GPU to the expert's.
+    DeepEP's low-latency kernels send FP8 tokens; all_to_all_single the bf16 activations."""
     run: ParallelRun = b.parallel
-    cluster: Cluster = b.cluster
-    devices = cluster.devices
-    what, layer = cut
     d = b.model.hidden
-    if what == "all_reduce":          # tensor parallel: every GPU holds every token
-        yield from collectives.all_reduce(cluster, devices, shape.tokens * d * ACT_BYTES, NCCL_RING,
-                                          f"L{layer}.all-reduce")
-    elif what == "all_gather":
-        rows = max(shape.lm_rows, 1)
-        yield from collectives.all_gather(cluster, devices, rows * b.model.vocab * ACT_BYTES, NCCL_GATHER_SCATTER,
-                                          "logits all-gather")
-    else:
-        counts = lay.dispatch_counts(run.layout, owner, groups[layer])
-        kernel = run.dispatch_kernel
-        if what == "dispatch":      # DeepEP sends FP8 tokens; all_to_all_single the bf16 activations
-            matrix = counts * (ll_dispatch_bytes(d) if kernel is DEEPEP_LOW_LATENCY else d * ACT_BYTES)
-        else:
-            matrix = counts.T * d * ACT_BYTES
-        yield from collectives.moe_low_latency(cluster, devices, matrix, kernel, f"L{layer}.{what}")
+    per_choice = ll_dispatch_bytes(d) if run.dispatch_kernel is DEEPEP_LOW_LATENCY else d * ACT_BYTES
+    yield from _moe_all_to_all(b, c, lay.dispatch_counts(run.layout, owner, groups[c.layer]) * per_choice)
+
+
+def _combine(b, c: Collective, owner, groups):
+    """The experts' bf16 outputs back to their tokens' GPUs: the dispatch reversed."""
+    run: ParallelRun = b.parallel
+    counts = lay.dispatch_counts(run.layout, owner, groups[c.layer])
+    yield from _moe_all_to_all(b, c, counts.T * b.model.hidden * ACT_BYTES)
+
+
+def _moe_all_to_all(b, c: Collective, matrix):
+    yield from collectives.moe_low_latency(b.cluster, b.cluster.devices, matrix, b.parallel.dispatch_kernel,
+                                           f"L{c.layer}.{c.kind}")
+
+
+# process bodies: the collective at a cut, on every GPU of the cluster, by its kind
+COLLECTIVES = {"all_reduce": _all_reduce, "all_gather": _all_gather,
+               "dispatch": _dispatch, "combine": _combine}
 
 
 def _stats(t0: float, t1: float, busy, calls, imbalance) -> PassStats:

@@ -10,7 +10,7 @@ from hwsim.plots.figure import new_axes, save_png
 # A fixed colour per component, so every plot of every run reads the same way; keyed by the
 # Component enum itself, so a new component without a colour fails here, not in a plot.
 _COMPONENT_COLORS = {
-    Component.LAUNCH_OVERHEAD: "#9e9e9e", Component.KERNEL_OVERHEAD: "#cfcfcf",
+    Component.LAUNCH_OVERHEAD: "#9e9e9e", Component.HOST: "#6b6b6b", Component.KERNEL_OVERHEAD: "#cfcfcf",
     Component.WEIGHT_READ: "#1f77b4", Component.EXPERT_READ: "#6baed6", Component.KV_READ: "#d62728",
     Component.KV_WRITE: "#ff9896", Component.DEQUANT: "#9467bd", Component.ATTENTION_COMPUTE: "#e377c2",
     Component.GEMM_COMPUTE: "#2ca02c", Component.ROUTER: "#bcbd22", Component.ACTIVATION_IO: "#17becf",

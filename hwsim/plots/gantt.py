@@ -3,7 +3,8 @@
 Drawn from the units' own busy intervals (hwsim/hw/units.py), not guessed from kernels: an
 HBM stack is busy only while a kernel's bytes on that stack are being served, the copy engine
 while a copy runs. Bar height is the share of the unit the item used; colour is the kernel's
-data component. Lanes of units that did nothing during the run are left out.
+data component. Lanes of units that did nothing during the run are left out. SM lanes are
+slot lanes: thread-block slots taken in fill order, not physical SMs (gantt_view.lane_label).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from matplotlib.patches import Rectangle
 
 from hwsim.plots.breakdown import COLORS
 from hwsim.plots.figure import new_axes, save_png
-from hwsim.plots.gantt_view import _ending_after, gpu_of
+from hwsim.plots.gantt_view import _ending_after, gpu_of, lane_label
 
 COPY_COLOR = "#8c564b"
 # a collective's bars (labels such as "L3.dispatch", "L3.all-reduce setup", "logits all-gather")
@@ -68,10 +69,12 @@ def plot_gantt(ax: Axes, lanes: dict[str, list], records):
                           linewidths=np.concatenate(edges) if boxes else 0)
     ax.add_collection(bars, autolim=False)     # the limits are set below: no extents pass over every box
     _shade_gpus(ax, rows)
-    ax.set_yticks(range(len(rows)), rows, fontsize=7)
+    ax.set_yticks(range(len(rows)), [lane_label(r) for r in rows], fontsize=7)
     ax.set_ylim(len(rows) - 0.5, -0.5)
     ax.set_xlim(0, (t1 - t0) * 1e3)
-    ax.set_xlabel("time within the step (ms); bar height: share of the unit used")
+    slots = "\nslot lanes: the SMs' thread-block slots, taken in fill order (not physical SMs)" \
+        if any(lane_label(r) != r for r in rows) else ""
+    ax.set_xlabel(f"time within the step (ms); bar height: share of the unit used{slots}")
     return [bars]
 
 

@@ -7,6 +7,7 @@ import re
 from typing import NamedTuple
 
 GPU_LANE = re.compile(r"GPU(\d+) (.+)")
+SM_GROUP_LANE = re.compile(r"(GPU\d+ )?SMs (\d+)-(\d+)")
 # what the chart draws of each GPU when there are several (the trace keeps every unit): its
 # first SM group and HBM stack, which each kernel's tiles and bytes spread over like the
 # others, and its ports (the links), so that 8 GPUs stay readable (~5 rows each, not 22)
@@ -37,6 +38,21 @@ def chart_lanes(lanes: dict[str, list]) -> dict[str, list]:
         return lanes
     return {name: spans for name, spans in lanes.items()
             if (m := GPU_LANE.match(name)) and m.group(2).startswith(CHART_UNITS)}
+
+
+def lane_label(lane: str) -> str:
+    """A lane's name as the trace and the chart show it. An SM group's lane ("SMs 0-15",
+    hwsim/hw/device.py) holds the thread-block slots of that many SMs taken in fill order, not
+    those physical SMs: a 132-block GEMM fills the first lanes' slots while, on the chip, each
+    of 132 SMs runs one block. So it is labelled for what it is: "slot lane 0 (16 SMs' slots,
+    fill order)" (issue 28)."""
+    m = SM_GROUP_LANE.fullmatch(lane)
+    if not m:
+        return lane
+    from hwsim.hw.device import SM_GROUP
+
+    first, last = int(m.group(2)), int(m.group(3))
+    return f"{m.group(1) or ''}slot lane {first // SM_GROUP} ({last - first + 1} SMs' slots, fill order)"
 
 
 def gpu_of(lane: str) -> int | None:

@@ -58,7 +58,12 @@ def plot_heatmap(ax: Axes, table: pd.DataFrame, x: str, y: str, budget_ms: float
     z = grid.to_numpy()
     if np.nanmin(z) < budget_ms < np.nanmax(z) and min(z.shape) > 1:
         artists.append(ax.contour(z, levels=[budget_ms], colors="white", linewidths=2))
-    plt.colorbar(image, ax=ax, label=f"{value} (ms); white: {budget_ms:g} ms budget")
+        budget = f"white: {budget_ms:g} ms budget"
+    else:    # no contour to draw: say where the budget lies rather than leave the reader looking
+        budget = (f"no point within the {budget_ms:g} ms budget" if np.nanmin(z) > budget_ms else
+                  f"every point within the {budget_ms:g} ms budget" if np.nanmax(z) <= budget_ms else
+                  f"budget {budget_ms:g} ms")
+    plt.colorbar(image, ax=ax, label=f"{value} (ms); {budget}")
     for (i, j), v in np.ndenumerate(z):
         if not np.isnan(v):
             ax.text(j, i, f"{v:.1f}", ha="center", va="center", fontsize=6, color="white")

@@ -106,6 +106,14 @@ def check_address(address: str) -> None:
                           key="--scheduler")
 
 
+def scheduler_address(scheduler: str | None) -> str | None:
+    """--scheduler, else $DASK_SCHEDULER_ADDRESS, checked; None: an embedded cluster."""
+    address = scheduler if scheduler is not None else (os.environ.get("DASK_SCHEDULER_ADDRESS") or None)
+    if address is not None:
+        check_address(address)
+    return address
+
+
 def _remove_stale_parts(out: Path, wanted: set[str]) -> None:
     """Parts of points this sweep no longer has (an edited spec, profile or model changes the
     points' hashes) and parts that cannot be read: results.parquet, the index, is rewritten from
@@ -157,13 +165,43 @@ def _quiet_dask() -> None:
         logging.getLogger(name).setLevel(logging.CRITICAL + 1)
 
 
-def run_sweep(points: list[dict], out: Path, *, scheduler: str | None = None, workers: int | None = None,
-              progress=None) -> dict:
-    from dask.distributed import Client, LocalCluster, as_completed
+@contextmanager
+def dask_client(scheduler: str | None, workers: int | None):
+    """A Dask client: of the scheduler at `scheduler` (or $DASK_SCHEDULER_ADDRESS), else of an
+    embedded LocalCluster of `workers` single-threaded processes, closed on the way out (the
+    sweep's points and a sensitivity's perturbations run on it)."""
+    from dask.distributed import Client, LocalCluster
 
-    address = scheduler if scheduler is not None else (os.environ.get("DASK_SCHEDULER_ADDRESS") or None)
-    if address is not None:
-        check_address(address)
+    address = scheduler_address(scheduler)
+    cluster = None
+    if address:
+        try:
+            client = Client(address, timeout=SCHEDULER_TIMEOUT_S)
+        except (OSError, TimeoutError, ValueError) as exc:
+            raise ConfigError(f"cannot reach the Dask scheduler at {address}: {exc}",
+                              key="--scheduler") from None
+    else:
+        with _children_ignore_sigint(), warnings.catch_warnings():
+            # a port taken by another cluster only moves the dashboard: not worth a warning
+            warnings.filterwarnings("ignore", message="Port .* is already in use")
+            cluster = LocalCluster(n_workers=workers or 1, threads_per_worker=1, processes=True,
+                                   dashboard_address=":0")
+        client = Client(cluster)
+    try:
+        yield client
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def run_sweep(points: list[dict], out: Path, *, scheduler: str | None = None, workers: int | None = None,
+              progress=None, announce=None) -> dict:
+    """Run the points not yet in `out`; `announce(link)` is told the Dask dashboard's address
+    once the cluster is up."""
+    from dask.distributed import as_completed
+
+    scheduler_address(scheduler)        # a malformed address fails before anything is written
     (out / "results").mkdir(parents=True, exist_ok=True)
     for tmp in [*out.glob(".*.tmp"), *(out / "results").glob(".*.tmp")]:
         tmp.unlink(missing_ok=True)        # left by a sweep killed mid-write (atomic_write)
@@ -171,42 +209,27 @@ def run_sweep(points: list[dict], out: Path, *, scheduler: str | None = None, wo
     todo = [p for p in points if p["hash"] not in done]
     reused = len(points) - len(todo)
     computed = failed = 0
-    cluster = None
     if todo:
-        if address:
+        with dask_client(scheduler, workers) as client:
+            if announce:
+                announce(client.dashboard_link)
             try:
-                client = Client(address, timeout=SCHEDULER_TIMEOUT_S)
-            except (OSError, TimeoutError, ValueError) as exc:
-                raise ConfigError(f"cannot reach the Dask scheduler at {address}: {exc}",
-                                  key="--scheduler") from None
-        else:
-            with _children_ignore_sigint(), warnings.catch_warnings():
-                # a port taken by another cluster only moves the dashboard: not worth a warning
-                warnings.filterwarnings("ignore", message="Port .* is already in use")
-                cluster = LocalCluster(n_workers=workers or 1, threads_per_worker=1, processes=True,
-                                       dashboard_address=":0")
-            client = Client(cluster)
-        try:
-            futures = client.map(run_point, todo, pure=False)
-            for i, future in enumerate(as_completed(futures), start=1):
-                try:
-                    row = future.result()
-                except Exception as exc:   # noqa: BLE001 - a killed worker loses its point only
-                    row = {"point": None, "status": "failed", "error": repr(exc)}
-                if row.get("point"):
-                    frame = pd.DataFrame([row])
-                    atomic_write(_part(out, row["point"]), lambda p, f=frame: f.to_parquet(p, index=False))
-                computed += row["status"] == "ok"
-                failed += row["status"] != "ok"
-                if progress:
-                    progress(reused + i, len(points))
-        except KeyboardInterrupt:
-            _quiet_dask()          # the shutdown below would log every cancelled task
-            raise
-        finally:
-            client.close()
-            if cluster is not None:
-                cluster.close()
+                futures = client.map(run_point, todo, pure=False)
+                for i, future in enumerate(as_completed(futures), start=1):
+                    try:
+                        row = future.result()
+                    except Exception as exc:   # noqa: BLE001 - a killed worker loses its point only
+                        row = {"point": None, "status": "failed", "error": repr(exc)}
+                    if row.get("point"):
+                        frame = pd.DataFrame([row])
+                        atomic_write(_part(out, row["point"]), lambda p, f=frame: f.to_parquet(p, index=False))
+                    computed += row["status"] == "ok"
+                    failed += row["status"] != "ok"
+                    if progress:
+                        progress(reused + i, len(points))
+            except KeyboardInterrupt:
+                _quiet_dask()          # the shutdown below would log every cancelled task
+                raise
     wanted = {p["hash"] for p in points}
     parts = [_read_part(out / "results" / f"part-{h}.parquet") for h in sorted(wanted)]
     parts = [p for p in parts if p is not None]

@@ -97,8 +97,11 @@ class KvFormat:
 
     @property
     def is_unquantized(self) -> bool:
-        return (self.routine.key_bits >= 16 and self.routine.value_bits >= 16 and self.sink_bits >= 16
-                and self.recent_bits >= 16 and (self.outlier_fraction == 0 or self.outlier_bits >= 16))
+        """Every token stored at 16 bits: a class with no tokens (no sinks, no recent window, no
+        outliers) stores nothing, whatever width it names."""
+        return (self.routine.key_bits >= 16 and self.routine.value_bits >= 16
+                and (self.sinks == 0 or self.sink_bits >= 16) and (self.recent == 0 or self.recent_bits >= 16)
+                and (self.outlier_fraction == 0 or self.outlier_bits >= 16))
 
     # -- dequantization work -------------------------------------------------------------
     def _ops(self, bits: float) -> float:

@@ -1,0 +1,217 @@
+"""Capture torch.profiler traces of Hugging Face transformers decode steps, and measure the
+same steps unprofiled: the validation of issue 30 (docs/traces.md, "Validation on the H200").
+
+    # 1. traces at the traced points (profiled; one decode step each, .json.gz)
+    python3 calibration/capture_hf_traces.py capture --out $OUT/traces
+    # 2. (here, before any measurement) predict the fresh grid from those traces:
+    #    hwsim validate validation/data/h200_hf_traces_predict.csv  -> commit the predictions
+    # 3. the measurements: unprofiled wall time (median of 10) and device-busy time (union of
+    #    the kernels of one profiled step) at every point of the grid
+    python3 calibration/capture_hf_traces.py measure --out $OUT/h200_hf_steps.jsonl
+    # anywhere, no GPU: what would run; with torch installed, tiny configs on the CPU
+    python3 calibration/capture_hf_traces.py capture --dry --out /tmp/traces
+
+Models are built from their configs' shapes with random bf16 weights (no download: the device
+machine reaches no network); the shapes are those of hwsim's model files. Stacks: `eager` (the
+default experts backend, grouped_mm in transformers 5), `eager-loop` (set_experts_implementation
+("eager"): the per-expert loop), `compiled` (torch.compile(mode="reduce-overhead") on a
+StaticCache: CUDA graphs of Inductor's Triton kernels), all on DynamicCache but `compiled`.
+"""
+
+import argparse
+import functools
+import gzip
+import inspect
+import json
+import os
+import statistics
+import sys
+import time
+
+# HF config kwargs of each model (the shapes of hwsim/data/models/*.yaml; random weights)
+MODELS = {
+    "llama-3.1-8b": ("LlamaConfig", dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                     num_attention_heads=32, num_key_value_heads=8, head_dim=128, vocab_size=128256)),
+    "mixtral-8x7b": ("MixtralConfig", dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                     num_attention_heads=32, num_key_value_heads=8, head_dim=128, vocab_size=32000,
+                     num_local_experts=8, num_experts_per_tok=2)),
+    "qwen3-30b-a3b": ("Qwen3MoeConfig", dict(hidden_size=2048, moe_intermediate_size=768, intermediate_size=6144,
+                      num_hidden_layers=48, num_attention_heads=32, num_key_value_heads=4, head_dim=128,
+                      vocab_size=151936, num_experts=128, num_experts_per_tok=8, decoder_sparse_step=1)),
+    "olmoe-1b-7b": ("OlmoeConfig", dict(hidden_size=2048, intermediate_size=1024, num_hidden_layers=16,
+                    num_attention_heads=16, num_key_value_heads=16, vocab_size=50304, num_experts=64,
+                    num_experts_per_tok=8)),
+    "qwen1.5-moe-a2.7b": ("Qwen2MoeConfig", dict(hidden_size=2048, moe_intermediate_size=1408,
+                          shared_expert_intermediate_size=5632, intermediate_size=5632, num_hidden_layers=24,
+                          num_attention_heads=16, num_key_value_heads=16, vocab_size=151936, num_experts=60,
+                          num_experts_per_tok=4, decoder_sparse_step=1)),
+}
+TRACE_POINTS = [(8, 4096), (1, 1024), (32, 2048)]            # (batch, context) traced
+GRID = [(1, 1024), (1, 8192), (4, 8192), (8, 4096), (16, 2048), (32, 2048), (64, 1024)]   # measured
+STACKS = ["eager", "eager-loop", "compiled"]
+REPEATS = 10
+
+
+def log(msg):
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def build(name, stack, device, dry):
+    import torch
+    import transformers
+    cls_name, kw = MODELS[name]
+    kw = dict(kw)
+    if dry:                       # tiny shapes of the same architecture, for the CPU
+        kw.update(num_hidden_layers=2, hidden_size=256, intermediate_size=512, vocab_size=1024,
+                  num_attention_heads=4, num_key_value_heads=min(kw.get("num_key_value_heads", 4), 4))
+        kw.update({k: 128 for k in ("moe_intermediate_size", "shared_expert_intermediate_size") if k in kw})
+        kw.update(head_dim=64) if "head_dim" in kw else None
+    cfg = getattr(transformers, cls_name)(**kw, torch_dtype="bfloat16")
+    with torch.device(device):
+        model = transformers.AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.bfloat16).eval()
+    if stack == "eager-loop" and hasattr(model, "set_experts_implementation"):
+        model.set_experts_implementation("eager")
+    return model, cfg
+
+
+def filled_cache(model, cfg, batch, context, stack, device):
+    """A cache holding `context` random tokens of K and V in every layer."""
+    import torch
+    import transformers
+    heads = cfg.num_key_value_heads
+    dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    if stack == "compiled":
+        cache = transformers.StaticCache(config=cfg, max_batch_size=batch, max_cache_len=context + 16,
+                                         device=device, dtype=torch.bfloat16)
+    else:
+        cache = transformers.DynamicCache()
+    pos = torch.arange(context, device=device)
+    for layer in range(cfg.num_hidden_layers):
+        k = torch.randn(batch, heads, context, dim, device=device, dtype=torch.bfloat16)
+        cache.update(k, torch.randn_like(k), layer, {"cache_position": pos})
+    return cache
+
+
+def decode_step(model, cache, batch, context, device):
+    """One decode step as generate() runs it: forward one token per sequence, pick the next
+    token, and read it back (.item(): the sync a serving loop does)."""
+    import torch
+    ids = torch.randint(0, model.config.vocab_size, (batch, 1), device=device)
+    pos = torch.tensor([context], device=device)
+    kw = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+    out = model(input_ids=ids, use_cache=True, cache_position=pos, **{kw: cache})
+    nxt = out.logits[:, -1].argmax(-1)
+    nxt[0].item()
+    extra = cache.get_seq_length() - context if hasattr(cache, "crop") else 0
+    if extra > 0:                        # back to `context` tokens for the next repeat (a negative
+        cache.crop(-extra)               # count removes that many, in transformers 4 and 5)
+
+
+def profiled(step, path, cuda):
+    """One profiled step (after warm-up steps) written as a gzip Kineto trace; the trace."""
+    from torch.profiler import ProfilerActivity, profile, schedule
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    raw = path[:-3] if path.endswith(".gz") else path
+    with profile(activities=acts, record_shapes=True, schedule=schedule(wait=1, warmup=2, active=1),
+                 on_trace_ready=lambda p: p.export_chrome_trace(raw)) as prof:
+        for _ in range(4):
+            step()
+            prof.step()
+    with open(raw, "rb") as src, gzip.open(path, "wb") as dst:
+        dst.write(src.read())
+    os.remove(raw)
+    with gzip.open(path, "rt") as fh:
+        return json.load(fh)
+
+
+def device_busy_ms(trace):
+    """Union of the kernels' (and copies') intervals in the trace's last ProfilerStep."""
+    evs = trace["traceEvents"]
+    steps = [e for e in evs if str(e.get("name", "")).startswith("ProfilerStep#")]
+    lo, hi = (steps[-1]["ts"], float("inf")) if steps else (float("-inf"), float("inf"))
+    spans = sorted((e["ts"], e["ts"] + e.get("dur", 0)) for e in evs
+                   if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and e["ts"] >= lo and e["ts"] <= hi)
+    busy, reach = 0.0, float("-inf")
+    for a, b in spans:
+        if b > reach:
+            busy += b - max(a, reach)
+            reach = b
+    return busy / 1e3, len(spans)
+
+
+def run(args):
+    try:
+        import torch
+        import transformers
+        log(f"torch {torch.__version__}, transformers {transformers.__version__}")
+    except ImportError:
+        torch = None
+    cuda = torch is not None and torch.cuda.is_available()
+    if torch is None or (not cuda and not args.dry):
+        for name in args.models:
+            for stack in args.stacks:
+                for b, c in (TRACE_POINTS if args.phase == "capture" else GRID):
+                    log(f"would {args.phase} {name} {stack} batch {b} context {c}")
+        log("no torch and transformers (or no GPU without --dry): nothing run")
+        return 0
+    device = "cuda" if cuda else "cpu"
+    points = TRACE_POINTS if args.phase == "capture" else GRID
+    if args.dry:
+        points = [(2, 64)]
+    os.makedirs(args.out if args.phase == "capture" else os.path.dirname(args.out) or ".", exist_ok=True)
+    rows = []
+    for name in args.models:
+        for stack in args.stacks:
+            if stack == "compiled" and not cuda:
+                continue
+            model, cfg = build(name, stack, device, args.dry)
+            fwd = torch.compile(model, mode="reduce-overhead") if stack == "compiled" else model
+            for batch, context in points:
+                cache = filled_cache(model, cfg, batch, context, stack, device)
+                step = functools.partial(decode_step, fwd, cache, batch, context, device)
+                for _ in range(3):
+                    step()
+                row = {"model": name, "stack": stack, "batch": batch, "context_tokens": context,
+                       "device": torch.cuda.get_device_name() if cuda else "cpu",
+                       "torch": torch.__version__}
+                if args.phase == "capture":
+                    path = os.path.join(args.out, f"hf-{name}-{stack}-b{batch}-l{context}.json.gz")
+                    trace = profiled(step, path, cuda)
+                    row.update(trace=os.path.basename(path), device_busy_ms=device_busy_ms(trace)[0])
+                else:
+                    times = []
+                    for _ in range(REPEATS):
+                        if cuda:
+                            torch.cuda.synchronize()
+                        t0 = time.perf_counter()
+                        step()               # ends in .item(): the device is done
+                        times.append((time.perf_counter() - t0) * 1e3)
+                    trace = profiled(step, os.path.join(os.path.dirname(args.out) or ".", "busy.json.gz"), cuda)
+                    busy, kernels = device_busy_ms(trace)
+                    row.update(wall_ms=statistics.median(times), wall_ms_all=times, device_busy_ms=busy,
+                               kernels=kernels)
+                log(json.dumps({k: v for k, v in row.items() if k != "wall_ms_all"}))
+                rows.append(row)
+                del cache
+            del model, fwd
+            if cuda:
+                torch.cuda.empty_cache()
+    out = os.path.join(args.out, "captured.jsonl") if args.phase == "capture" else args.out
+    with open(out, "a") as fh:
+        for row in rows:
+            fh.write(json.dumps(row) + "\n")
+    return 0
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("phase", choices=["capture", "measure"])
+    p.add_argument("--out", required=True, help="capture: a folder; measure: a JSONL file")
+    p.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    p.add_argument("--stacks", nargs="+", default=STACKS, choices=STACKS)
+    p.add_argument("--dry", action="store_true", help="tiny configs, one point, CPU if no GPU")
+    return run(p.parse_args())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

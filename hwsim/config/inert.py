@@ -1,0 +1,172 @@
+"""Keys changed from their default that cannot change this run (issue 28: a silent no-op is never
+acceptable). Each one a scenario sets where it does not act (a zipf exponent under uniform
+routing, an arrival rate without arrivals, expert keys on a dense model) becomes one warning
+of the run, naming the key and what it needs. tests/test_every_key_matters.py holds every rule
+to a run: warned, the key changes nothing; set where it is said to act, it changes the result.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from pydantic import BaseModel
+
+from hwsim.config.scenario import Scenario
+
+Acts = Callable[[Scenario, object], bool]     # (scenario, model shape) -> does the key act here
+
+
+def _serving(c, m) -> bool:
+    return c.workload.arrivals.kind != "none"
+
+
+def _kind(*kinds: str) -> Acts:
+    return lambda c, m: c.workload.arrivals.kind in kinds
+
+
+def _lengths(which: str, *kinds: str) -> Acts:
+    """A prompt or output length key: a serving run that draws lengths (a trace has its own)."""
+    return lambda c, m: (c.workload.arrivals.kind not in ("none", "trace")
+                         and getattr(c.workload, which).kind in kinds)
+
+
+def _moe(c, m) -> bool:
+    return m.moe is not None
+
+
+def _zipf(c, m) -> bool:
+    return _moe(c, m) and c.moe.routing.kind == "zipf"
+
+
+def _sram(c, m) -> bool:
+    k = c.moe.cache
+    return _moe(c, m) and (k.policy != "none" or c.moe.prefetch.enabled or k.pin_router)
+
+
+def _prefetch(c, m) -> bool:
+    return _moe(c, m) and c.moe.prefetch.enabled
+
+
+def _quantized_kv(c, m) -> bool:
+    return any(b < 16 for b in c.kv_cache.widths())
+
+
+def _weights_class(cls: str | None) -> Acts:
+    """A weights key of one tensor class (None: any): acts when that class is stored quantized."""
+    def acts(c, m):
+        from hwsim.model.weight_format import TENSOR_CLASSES, plan
+        p = plan(c.weights, m.weights)
+        return any(not p.of(k).is_bf16 for k in ([cls] if cls else TENSOR_CLASSES))
+    return acts
+
+
+def _gpus(c, m) -> bool:
+    return c.parallel.gpus > 1
+
+
+def _expert_parallel(c, m) -> bool:
+    return _moe(c, m) and c.parallel.gpus > 1 and c.parallel.ep > 1
+
+
+# key, or a group ending in "." -> (what it needs, in words; whether it acts). The first match wins.
+RULES: list[tuple[str, str, Acts]] = [
+    ("workload.arrivals.rate_per_s", "workload.arrivals.kind poisson or gamma", _kind("poisson", "gamma")),
+    ("workload.arrivals.cv", "workload.arrivals.kind gamma", _kind("gamma")),
+    ("workload.arrivals.users", "workload.arrivals.kind closed", _kind("closed")),
+    ("workload.arrivals.think_ms", "workload.arrivals.kind closed", _kind("closed")),
+    ("workload.arrivals.trace", "workload.arrivals.kind trace", _kind("trace")),
+    ("workload.arrivals.rate_scale", "workload.arrivals.kind trace", _kind("trace")),
+    ("workload.arrivals.start", "workload.arrivals.kind trace", _kind("trace")),
+    ("workload.arrivals.duration", "workload.arrivals.kind trace", _kind("trace")),
+    ("workload.arrivals.", "a serving run (workload.arrivals.kind other than none)", _serving),
+    ("workload.prompt.low", "workload.prompt.kind uniform, arrivals not from a trace", _lengths("prompt", "uniform")),
+    ("workload.prompt.high", "workload.prompt.kind uniform, arrivals not from a trace", _lengths("prompt", "uniform")),
+    ("workload.prompt.sigma", "workload.prompt.kind lognormal, arrivals not from a trace",
+     _lengths("prompt", "lognormal")),
+    ("workload.prompt.tokens", "workload.prompt.kind fixed or lognormal, arrivals not from a trace",
+     _lengths("prompt", "fixed", "lognormal")),
+    ("workload.prompt.", "serving arrivals that draw prompt lengths (poisson, gamma, closed)",
+     _lengths("prompt", "fixed", "uniform", "lognormal")),
+    ("workload.output.low", "workload.output.kind uniform, arrivals not from a trace", _lengths("output", "uniform")),
+    ("workload.output.high", "workload.output.kind uniform, arrivals not from a trace", _lengths("output", "uniform")),
+    ("workload.output.sigma", "workload.output.kind lognormal, arrivals not from a trace",
+     _lengths("output", "lognormal")),
+    ("workload.output.tokens", "workload.output.kind fixed or lognormal, arrivals not from a trace",
+     _lengths("output", "fixed", "lognormal")),
+    ("workload.output.", "serving arrivals that draw output lengths (poisson, gamma, closed)",
+     _lengths("output", "fixed", "uniform", "lognormal")),
+    ("workload.host_link", "workload.preemption swap", lambda c, m: _serving(c, m) and c.workload.preemption == "swap"),
+    *[(f"workload.{k}", "a serving run (workload.arrivals.kind other than none)", _serving)
+      for k in ("max_batch_size", "token_budget", "chunked_prefill", "prefix_caching", "kv_allocation",
+                "preemption", "ttft_target_ms", "itl_target_ms", "disaggregation")],
+    ("runtime.moe_schedule", "a MoE model", _moe),
+    ("runtime.attention_kernel", "a bf16 KV cache (a quantized one is read by the fused low-bit kernel)",
+     lambda c, m: not _quantized_kv(c, m)),
+    ("moe.routing.zipf_exponent", "moe.routing.kind zipf", _zipf),
+    ("moe.routing.hot_persist_steps", "moe.routing.kind zipf", _zipf),
+    ("moe.routing.drift", "moe.routing.kind zipf", _zipf),
+    ("moe.routing.balance", "moe.routing.kind zipf", _zipf),
+    ("moe.routing.trace", "moe.routing.kind trace", lambda c, m: _moe(c, m) and c.moe.routing.kind == "trace"),
+    ("moe.routing.overflow", "moe.routing.capacity_factor",
+     lambda c, m: _moe(c, m) and c.moe.routing.capacity_factor is not None),
+    ("moe.cache.capacity_mib", "expert SRAM in use (moe.cache.policy, moe.prefetch.enabled or pin_router)", _sram),
+    ("moe.cache.persist_fraction", "expert SRAM in use (moe.cache.policy, moe.prefetch.enabled or pin_router)",
+     _sram),
+    ("moe.prefetch.accuracy", "moe.prefetch.enabled with predictor oracle",
+     lambda c, m: _prefetch(c, m) and c.moe.prefetch.predictor == "oracle"),
+    ("moe.prefetch.", "moe.prefetch.enabled", _prefetch),
+    ("moe.", "a MoE model", _moe),
+    ("kv_cache.sinks.bits", "kv_cache.sinks.tokens", lambda c, m: c.kv_cache.sinks.tokens > 0),
+    ("kv_cache.recent.bits", "kv_cache.recent.tokens", lambda c, m: c.kv_cache.recent.tokens > 0),
+    ("kv_cache.outliers.bits", "kv_cache.outliers.fraction", lambda c, m: c.kv_cache.outliers.fraction > 0),
+    ("kv_cache.vq.", "kv_cache.element vq", lambda c, m: c.kv_cache.element == "vq"),
+    ("kv_cache.relayout_ops_", "a quantized KV cache with kv_cache.dequant software",
+     lambda c, m: _quantized_kv(c, m) and c.kv_cache.dequant == "software"),
+    *[(f"kv_cache.{k}", "a quantized KV cache (some width under 16 bits)", _quantized_kv)
+      for k in ("group_size", "scale_format", "zero_point", "dequant")],
+    *[(f"weights.{cls}.{k}", f"weights.{cls}.format other than bf16", _weights_class(cls))
+      for cls in ("experts", "attention", "embeddings") for k in ("group_size", "scale_format", "dequant")],
+    *[(f"weights.{k}", "a weights format other than bf16", _weights_class(None))
+      for k in ("group_size", "scale_format", "dequant")],
+    ("parallel.expert_placement", "expert parallelism (parallel.ep above 1)", _expert_parallel),
+    ("parallel.redundant_experts", "expert parallelism (parallel.ep above 1)", _expert_parallel),
+    ("parallel.dispatch_kernel", "expert parallelism (parallel.ep above 1)", _expert_parallel),
+    *[(f"parallel.{k}", "several GPUs (parallel.gpus)", _gpus)
+      for k in ("tp", "ep", "dp_attention", "nodes", "topology", "micro_batches")],
+]
+
+
+def changed_keys(node: BaseModel, default: BaseModel | None = None, prefix: str = "") -> list[str]:
+    """Dotted keys set in `node` to a value other than the schema's default: its class's, and
+    (`default`) the enclosing block's own where that differs (workload.output is tokens 128, a
+    Lengths 512; a block written in part keeps the class's for the rest). Leaves only; a block
+    set where its default is none counts as its own key."""
+    out = []
+    for name, field in type(node).model_fields.items():
+        if field.is_required() or name not in node.model_fields_set:
+            continue
+        value, own = getattr(node, name), field.get_default(call_default_factory=True)
+        base = getattr(default, name) if default is not None else own
+        key = f"{prefix}{name}"
+        if isinstance(value, BaseModel) and isinstance(base, BaseModel):
+            out += changed_keys(value, base, key + ".")
+        elif value != base and value != own:
+            out.append(key)
+    return out
+
+
+def rule_for(key: str) -> tuple[str, Acts] | None:
+    for prefix, needs, acts in RULES:
+        if key == prefix or (prefix.endswith((".", "_")) and key.startswith(prefix)):
+            return needs, acts
+    return None
+
+
+def inert_keys(cfg: Scenario, model) -> list[str]:
+    """One line for each key this scenario changes from its default that cannot act in it."""
+    lines = []
+    for key in changed_keys(cfg):
+        rule = rule_for(key)
+        if rule and not rule[1](cfg, model):
+            lines.append(f"{key} has no effect in this run: it needs {rule[0]}")
+    return lines

@@ -1,0 +1,64 @@
+"""A scenario's workload.kernel_trace as the schedule of its passes (docs/traces.md), with the
+warnings the import raises."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hwsim.errors import ConfigError
+from hwsim.ktrace import ir
+from hwsim.ktrace.classify import Point
+from hwsim.ktrace.host import load_host
+from hwsim.ktrace.reader import read_trace
+from hwsim.ktrace.schedule import TraceSchedule
+from hwsim.ktrace.shapes import weight_shapes
+from hwsim.ktrace.timeline import assemble
+
+
+def trace_schedule(cfg, base, streams) -> TraceSchedule:
+    """The scenario's workload.kernel_trace as the schedule of its passes; the streams it feeds
+    pay no launch cost of their own (the trace's host steps carry it)."""
+    kt = cfg.workload.kernel_trace
+    if cfg.parallel.gpus > 1:
+        raise ConfigError("an imported kernel trace runs on one GPU (its collectives are held as traced)",
+                          key="workload.kernel_trace")
+    host = load_host(kt.host)
+    trace = read_trace(Path(kt.path))
+    model = base.model
+    point = Point(kt.batch_size, kt.context_tokens, model.moe.top_k if model.moe else 1)
+    traced = assemble(trace, model, point, host.profiler_overhead.value)
+    warnings = _warnings(trace, cfg.hardware, traced) + _model_check(traced, model, cfg.model)
+    for s in streams:
+        s.launch_s = 0.0
+    return TraceSchedule(base, traced, point, host, warnings)
+
+
+def _model_check(traced, model, name: str) -> list[str]:
+    """A warning when the trace's weight GEMMs (from op shapes) are not the model's weights."""
+    shapes = {(k, n) for k, n, _ in weight_shapes(model)}
+    gemms = [k.item for k in traced.kernels if isinstance(k.item, ir.Gemm) and k.item.weight
+             and k.how == "op-shapes"]
+    foreign = [g for g in gemms if (g.k, g.n) not in shapes and (g.n, g.k) not in shapes]
+    if gemms and len(foreign) > len(gemms) / 2:
+        return [f"{len(foreign)} of the trace's {len(gemms)} weight GEMMs match none of {name}'s weight "
+                f"shapes (e.g. K={foreign[0].k}, N={foreign[0].n}): is `model:` the traced model?"]
+    return []
+
+
+def _warnings(trace, hardware: str, traced) -> list[str]:
+    out = []
+    family = hardware.split("-")[0].lower()
+    if trace.gpu is None:
+        out.append(f"kernel trace {trace.path} does not name its GPU (no deviceProperties)")
+    elif family not in trace.gpu.lower():
+        out.append(f"kernel trace {trace.path} was recorded on {trace.gpu}; its kernels are re-timed "
+                   f"on {hardware}, its host times are that machine's")
+    if not trace.has_shapes:
+        out.append(f"kernel trace {trace.path} was recorded without record_shapes=True: kernels are "
+                   f"classified from their names, grids and the model's shapes only")
+    r = traced.report()
+    if r["fallback_kernels"]:
+        out.append(f"kernel trace: {r['fallback_kernels']} of {r['kernels']} kernels "
+                   f"({100 * r['fallback_share']:.1f}% of traced device time) unclassified, held at "
+                   f"their traced durations")
+    return out

@@ -1,0 +1,90 @@
+"""Lower typed work items to the engine's kernels, built by the same builders (and the same
+weight and KV formats) as hwsim's own schedule, so the simulated device times them from their
+shapes. What has no shape to time is a HeldWork of the documented fallback."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hwsim.engine.host import HeldWork
+from hwsim.ktrace import ir
+from hwsim.ktrace.shapes import weight_class
+from hwsim.metrics import Component
+from hwsim.model import moe_kernels, ops
+from hwsim.model.kernel import Kernel, copy_kernel
+from hwsim.model.schedule import Schedule, StepShape
+from hwsim.serving.host_link import HOST_LINKS
+
+L2_RESIDENT_SHARE = 0.5   # a tensor up to half the L2 is read from (written into) L2, as the kernel
+                          # before it left it; a larger one streams from (to) HBM. The built-in
+                          # schedule's L2 walk needs activation names an imported trace lacks.
+EW_OPS_PER_BYTE = 0.25    # fp32 ops per byte of a generic element-wise kernel (an add: 1 op per bf16
+                          # element read twice); the compute is never what limits these
+DATA = {"experts": Component.EXPERT_READ, "attention": Component.WEIGHT_READ,
+        "embeddings": Component.WEIGHT_READ}
+HOST_LINK = HOST_LINKS["pcie-gen5"]
+
+
+@dataclass
+class Lowering:
+    """The target: its schedule (chip, model, weight plan, KV format, memory map)."""
+    schedule: Schedule
+
+    def kernels(self, name: str, item: ir.WorkItem, traced_s: float) -> list:
+        s = self.schedule
+        chip, model = s.chip, s.model
+        if isinstance(item, ir.Gemm):
+            return self._gemm(name, item) if min(item.m, item.n, item.k, item.batch) > 0 else []
+        if isinstance(item, ir.GroupedGemm):
+            if not any(item.rows) or not item.n or not item.k:
+                return []
+            fmt = s.wplan.of("experts")
+            return [moe_kernels.grouped_gemm(name, -1, list(item.rows), item.k, item.n, chip,
+                                             weight_addr=self._addr(), weight_bytes=s.wb_cls["experts"],
+                                             data=Component.EXPERT_READ, dequant=fmt.dequant)]
+        if isinstance(item, ir.Attention):
+            a = model.attention
+            if item.phase == "decode":
+                shape = StepShape("decode", item.batch, item.batch, max(0, item.kv_len - 1))
+                qk, v = a.dims
+                return [copy_kernel(k, name=f"{name}{k.name[len('L0.attention'):]}")
+                        for k in s._decode_attention(0, shape, item.kv_heads, qk, v)]
+            return [ops.prefill_attention(name, -1, item.q_len, item.heads, item.kv_heads, item.head_dim,
+                                          item.head_dim, chip)] * item.batch
+        if isinstance(item, ir.Memory):
+            return [self._memory(name, item.read_bytes, item.write_bytes, item.vectorized)]
+        if isinstance(item, ir.Memset):
+            return [self._memory(name, 0.0, item.nbytes, True)]
+        if isinstance(item, ir.Memcpy):
+            if item.direction in ("DtoD", "PtoP"):
+                return [self._memory(name, item.nbytes, item.nbytes, True)]
+            return [HeldWork(name, HOST_LINK.latency_s + item.nbytes / (HOST_LINK.bytes_s * HOST_LINK.efficiency))]
+        if isinstance(item, ir.Absorbed):
+            return []
+        return [HeldWork(name, traced_s)]      # Unclassified and Collective: as traced
+
+    def _addr(self) -> int:
+        return self.schedule.activation_address
+
+    def _gemm(self, name: str, g: ir.Gemm) -> list[Kernel]:
+        s = self.schedule
+        if not g.weight or g.batch > 1:        # both operands activations: B streams once per batch
+            return ops.gemm(name, -1, g.m, g.k, g.n * g.batch, s.chip, weight_addr=self._addr(),
+                            weight_bytes=ops.ACT_BYTES, data=Component.ACTIVATION_IO)
+        cls = weight_class(s.model, g.k, g.n)
+        fmt = s.wplan.of(cls)
+        if fmt.is_bf16:
+            dtype = g.dtype if g.dtype in s.chip.tensor_flops else "bf16"
+            return ops.gemm(name, -1, g.m, g.k, g.n, s.chip, weight_addr=self._addr(), weight_bytes=s.wb,
+                            data=DATA[cls], dtype=dtype)
+        return s._quant_gemm(fmt, name, -1, g.m, g.k, g.n, self._addr(), DATA[cls],
+                             Component.GEMM_COMPUTE, 0.0, -1, ())
+
+    def _memory(self, name: str, read: float, write: float, vectorized: bool) -> Kernel:
+        limit = self.schedule.chip.l2_bytes * L2_RESIDENT_SHARE
+        from_hbm = read if read > limit else 0.0
+        k = ops.elementwise(name, -1, read - from_hbm, write, EW_OPS_PER_BYTE, self.schedule.chip,
+                            weight_bytes=from_hbm, weight_addr=self._addr(), vectorized=vectorized)
+        if write > limit:
+            k = copy_kernel(k, hbm_write=k.l2_write, l2_write=0.0)
+        return k

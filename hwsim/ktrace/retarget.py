@@ -1,0 +1,56 @@
+"""Move a trace's work items from the point it was recorded at to the point predicted.
+
+Rules (docs/traces.md): a GEMM's rows equal to the traced batch become the new batch, equal to
+batch x top-k the new batch x top-k; a grouped GEMM's rows are the new batch x top-k spread
+over the expected distinct experts of uniform routing when they summed to the traced batch x
+top-k; an attention's batch
+becomes the new batch and a key length equal to the traced context (+1) the new one; a memory
+kernel's bytes scale with the batch and the context where a dim of its largest tensor was one of
+them. Anything else stays as traced and is counted as not rescaled (held kernels included)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hwsim.ktrace import ir
+from hwsim.ktrace.classify import Point, grouped_rows
+
+
+def retarget(item: ir.WorkItem, old: Point, new: Point) -> tuple[ir.WorkItem, bool]:
+    """(item at the new point, whether it was rescaled); an item the rules do not reach is
+    returned as it was, with False (only counted when the point moves)."""
+    if old == new:
+        return item, True
+    b = _batch_map(old, new)
+    if isinstance(item, ir.Gemm):
+        if item.weight and item.m in b:
+            return replace(item, m=b[item.m]), True
+        if not item.weight and item.batch in b:
+            return replace(item, batch=b[item.batch], n=_ctx(item.n, old, new), k=_ctx(item.k, old, new)), True
+        return item, False
+    if isinstance(item, ir.GroupedGemm):
+        total = sum(item.rows)
+        near = next((t for t in b if abs(total - t) <= len(item.rows)), None)   # rows were rounded
+        if near is not None:
+            return replace(item, rows=grouped_rows(b[near], len(item.rows), new.top_k)), True
+        return item, False
+    if isinstance(item, ir.Attention):
+        if item.phase != "decode":
+            return item, False
+        return replace(item, batch=b.get(item.batch, item.batch), kv_len=_ctx(item.kv_len, old, new)), \
+            item.batch in b
+    if isinstance(item, ir.Memory):
+        if not (item.per_batch or item.per_context):
+            return item, False
+        f = (new.batch / old.batch if item.per_batch else 1.0) * \
+            (new.context / old.context if item.per_context else 1.0)
+        return replace(item, read_bytes=item.read_bytes * f, write_bytes=item.write_bytes * f), True
+    return item, isinstance(item, ir.Absorbed)
+
+
+def _batch_map(old: Point, new: Point) -> dict[int, int]:
+    return {old.batch * old.top_k: new.batch * new.top_k, old.batch: new.batch}
+
+
+def _ctx(n: int, old: Point, new: Point) -> int:
+    return {old.context: new.context, old.context + 1: new.context + 1}.get(n, n)

@@ -1,0 +1,77 @@
+"""An imported trace as the schedule of a pass: the host's steps and the device items they
+issue, the items retargeted to the pass's batch and context and lowered for the target chip.
+Everything but `step` (weights, KV cache, memory) is the built-in schedule's, which the
+scenario's model, weights and kv_cache keys configure as for any run."""
+
+from __future__ import annotations
+
+import copy
+from collections import Counter
+
+from hwsim.engine.host import HostWork
+from hwsim.ktrace import ir
+from hwsim.ktrace.classify import Point
+from hwsim.ktrace.host import HostProfile
+from hwsim.ktrace.lower import Lowering
+from hwsim.ktrace.retarget import retarget
+from hwsim.ktrace.timeline import TraceStep
+from hwsim.model.blocks import attention_kernel
+from hwsim.model.schedule import Schedule, StepShape
+
+NAME_CHARS = 64
+
+
+class TraceSchedule:
+    def __init__(self, base: Schedule, traced: TraceStep, point: Point, host: HostProfile,
+                 warnings: list[str]):
+        self.base = base
+        self.traced = traced
+        self.point = point
+        self.host = host
+        self.warnings = warnings
+        lowering = copy.copy(base)     # the attention library the trace ran, on its own memo
+        lowering._memo = {}
+        lowering.attention = attention_kernel(_backend(traced))
+        self.lowering = Lowering(lowering)
+        self._passes: dict[tuple[int, int], tuple[list, int]] = {}
+
+    def __getattr__(self, name):
+        return getattr(self.base, name)
+
+    def step(self, shape: StepShape, routing: dict, state=None) -> list:
+        return self._pass(shape.batch, shape.context)[0]
+
+    def not_rescaled(self, batch: int, context: int) -> int:
+        """Device items the retargeting rules left as traced at this point (docs/traces.md)."""
+        return self._pass(batch, context)[1]
+
+    def _pass(self, batch: int, context: int) -> tuple[list, int]:
+        key = (batch, context)
+        if key not in self._passes:
+            if len(self._passes) > 64:
+                self._passes.clear()
+            self._passes[key] = self._build(Point(batch, context, self.point.top_k))
+        return self._passes[key]
+
+    def _build(self, new: Point) -> tuple[list, int]:
+        h = self.host
+        speed, launch_us = h.cpu_speed.value, h.launch_us.value if h.launch_us else None
+        items: list = []
+        missed = 0
+        index = 0
+        for hs in self.traced.steps:
+            launch_s = hs.launches * launch_us * 1e-6 if launch_us is not None else hs.launch_s
+            if hs.cpu_s or launch_s or hs.sync:
+                items.append(HostWork(hs.cpu_s / speed, launch_s, hs.launches, hs.sync))
+            for tk in hs.kernels:
+                item, scaled = retarget(tk.item, self.point, new)
+                missed += not scaled
+                items += self.lowering.kernels(f"trace.{index}.{tk.name[:NAME_CHARS]}", item, tk.traced_s)
+                index += 1
+        return items, missed
+
+
+def _backend(traced: TraceStep) -> str:
+    """The decode attention library the trace ran (cudnn or flash; others are timed as flash)."""
+    seen = Counter(k.item.backend for k in traced.kernels if isinstance(k.item, ir.Attention))
+    return "cudnn" if seen and seen.most_common(1)[0][0] == "cudnn" else "flash"

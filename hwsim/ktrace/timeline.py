@@ -1,0 +1,137 @@
+"""The trace's step as the host issued it: its host calls in time order, each with the CPU work
+before it and the device events it launched (classified), from the last ProfilerStep window that
+launched anything (or the whole trace when it has none)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hwsim.errors import ConfigError
+from hwsim.ktrace import ir
+from hwsim.ktrace.classify import Point, classify
+from hwsim.ktrace.reader import COPIES, GRAPH_LAUNCHES, KEY, LAUNCHES, SYNCS, DeviceEvent, Trace
+from hwsim.model.shapes import ModelShape
+
+US = 1e-6
+ITEM_ONCE = (ir.Gemm, ir.GroupedGemm, ir.Attention)   # one op, one item: its other kernels are absorbed
+
+
+@dataclass(frozen=True)
+class TraceStep:
+    steps: tuple[ir.HostStep, ...]
+    window_s: float                  # the traced step's wall time (profiled)
+    device_busy_s: float             # union of its device events, as traced
+    kernels: tuple[ir.TraceKernel, ...]
+
+    def report(self) -> dict:
+        """Counts for the JSON's `trace` block: what was classified, and how."""
+        ks = self.kernels
+        fallback = [k for k in ks if isinstance(k.item, ir.Unclassified)]
+        traced = sum(k.traced_s for k in ks)
+        how: dict[str, int] = {}
+        for k in ks:
+            how[k.how] = how.get(k.how, 0) + 1
+        kinds: dict[str, int] = {}
+        for k in ks:
+            name = type(k.item).__name__ if not isinstance(k.item, ir.Memory) else k.item.kind
+            kinds[name] = kinds.get(name, 0) + 1
+        return {"kernels": len(ks), "classified": len(ks) - len(fallback),
+                "fallback_kernels": len(fallback),
+                "fallback_share": sum(k.traced_s for k in fallback) / traced if traced else 0.0,
+                "classified_by": how, "items": kinds,
+                "traced_step_ms": self.window_s * 1e3, "traced_device_busy_ms": self.device_busy_s * 1e3}
+
+
+def _window(trace: Trace) -> tuple[float, float]:
+    launches = [c.ts for c in trace.calls if c.name in LAUNCHES | GRAPH_LAUNCHES]
+    for start, end in reversed(trace.steps):
+        if any(start <= t <= end for t in launches):
+            return start, end
+    events = [e for evs in trace.device.values() for e in evs]
+    start = min([c.ts for c in trace.calls] + [e.ts for e in events])
+    end = max([c.ts + c.dur for c in trace.calls] + [e.ts + e.dur for e in events])
+    return start, end
+
+
+def _issuing_thread(calls) -> int:
+    """The host thread that launched the most kernels: the one whose CPU time is the step's."""
+    counts: dict[int, int] = {}
+    for c in calls:
+        if c.name in LAUNCHES or c.name in GRAPH_LAUNCHES:
+            counts[c.tid] = counts.get(c.tid, 0) + 1
+    return max(counts, key=counts.get) if counts else (calls[0].tid if calls else 0)
+
+
+def _union(events: list[DeviceEvent]) -> float:
+    busy, reach = 0.0, float("-inf")
+    for e in sorted(events, key=lambda e: e.ts):
+        end = e.ts + e.dur
+        if end > reach:
+            busy += end - max(e.ts, reach)
+            reach = end
+    return busy * US
+
+
+def assemble(trace: Trace, model: ModelShape, point: Point, profiler_overhead: float) -> TraceStep:
+    """The host steps of the traced step. CPU gaps between the issuing thread's calls are the
+    host's own work, divided by `profiler_overhead` (the profiler slows the host it records); a
+    sync's duration is the device's (the simulation waits instead), a launch's is the launch
+    call's cost. Other threads' launches keep their kernels' place in time, at no host cost."""
+    if not trace.device:
+        raise ConfigError("the trace has no GPU kernels: record it with "
+                          "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]", file=trace.path, key=KEY)
+    start, end = _window(trace)
+    calls = [c for c in trace.calls if start <= c.ts <= end]
+    linked = {c.correlation for c in calls}
+    recorded = {c.correlation for c in trace.calls}
+    # device events whose launching call was not recorded keep their place by their own start
+    orphans = sorted((e for corr, evs in trace.device.items() if corr not in recorded for e in evs
+                      if start <= e.ts <= end), key=lambda e: e.ts)
+    seen_ops: set[int] = set()
+    prev: list = [None]               # (K, N) of the last GEMM: what the next one may consume
+    kernels: list[ir.TraceKernel] = []
+    steps: list[ir.HostStep] = []
+    t = start
+    oi = 0
+
+    def classified(ev: DeviceEvent, ext: int) -> ir.TraceKernel:
+        op = trace.ops.get(ext if ext >= 0 else ev.ext_id)
+        item, how = classify(ev, op, model, point, prev[0])
+        if isinstance(item, (ir.Gemm, ir.GroupedGemm)):
+            prev[0] = (item.k, item.n)
+        if how == "op-shapes" and isinstance(item, ITEM_ONCE):
+            if ext in seen_ops:
+                item, how = ir.Absorbed(op.name), "op-shapes"
+            seen_ops.add(ext)
+        k = ir.TraceKernel(ev.name, item, how, ev.dur * US, ev.stream, op.name if op else "")
+        kernels.append(k)
+        return k
+
+    main = _issuing_thread(calls)
+    for c in calls:
+        while oi < len(orphans) and orphans[oi].ts <= c.ts:
+            steps.append(ir.HostStep(0.0, 0.0, 0, False, (classified(orphans[oi], -1),)))
+            oi += 1
+        if c.tid != main:      # another thread's call: its kernels in time order, no host time here
+            steps.append(ir.HostStep(0.0, 0.0, 0, False,
+                                     tuple(classified(e, c.ext_id) for e in sorted(
+                                         trace.device.get(c.correlation, ()), key=lambda e: e.ts))))
+            continue
+        gap = max(0.0, c.ts - t) * US / profiler_overhead
+        evs = sorted(trace.device.get(c.correlation, ()), key=lambda e: e.ts)
+        ks = tuple(classified(e, c.ext_id) for e in evs)
+        if c.name in SYNCS and c.name not in COPIES:
+            steps.append(ir.HostStep(gap, 0.0, 0, True, ()))
+        elif c.name in SYNCS:                       # a blocking copy: issue it, then wait for it
+            steps.append(ir.HostStep(gap, 0.0, 1, False, ks))
+            steps.append(ir.HostStep(0.0, 0.0, 0, True, ()))
+        else:
+            steps.append(ir.HostStep(gap, c.dur * US / profiler_overhead, 1, False, ks))
+        t = max(t, c.ts + c.dur)
+    for e in orphans[oi:]:
+        steps.append(ir.HostStep(0.0, 0.0, 0, False, (classified(e, -1),)))
+    steps.append(ir.HostStep(max(0.0, end - t) * US / profiler_overhead, 0.0, 0, False, ()))
+    in_window = [e for corr in linked for e in trace.device.get(corr, ())] + orphans
+    if not kernels:
+        raise ConfigError("the trace's step launches no GPU kernels", file=trace.path, key=KEY)
+    return TraceStep(tuple(steps), (end - start) * US, _union(in_window), tuple(kernels))

@@ -1,0 +1,34 @@
+"""kv.attention_speedup: how much faster one decode pass's KV path runs over the scenario's KV
+cache format than over a bf16 cache, everything else of the scenario alike (docs/kv_cache.md).
+
+The KV path of a layer is what writes and reads its cache (Schedule.kv_path): the appends, an
+unfused expansion, the attention kernel(s). Each path is simulated alone on the device, as a
+microbenchmark times it (hwsim.operators), once per distinct kind of layer (a sliding window
+or not), and weighted by how many layers are of that kind.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from hwsim import operators
+from hwsim.model.schedule import Schedule, StepShape
+from hwsim.workload.kv_format import BF16_KV
+
+
+def attention_speedup(schedule: Schedule, batch: int, context: int) -> float:
+    """bf16 KV path time over this format's (above 1: the format's path is faster)."""
+    if schedule.kv.is_unquantized:
+        return 1.0
+    shape = StepShape("decode", batch, batch, context)
+    return kv_path_s(schedule.with_kv(BF16_KV), shape) / kv_path_s(schedule, shape)
+
+
+def kv_path_s(schedule: Schedule, shape: StepShape) -> float:
+    """Device seconds of every layer's KV path in a decode pass of `shape`."""
+    attention = schedule.model.attention
+    kinds = Counter(attention.window_at(layer) for layer in range(schedule.model.layers))
+    first = {w: next(layer for layer in range(schedule.model.layers) if attention.window_at(layer) == w)
+             for w in kinds}
+    return sum(n * operators.device_time_s(schedule.chip, schedule.kv_path(first[w], shape))
+               for w, n in kinds.items())

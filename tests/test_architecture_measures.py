@@ -1,0 +1,57 @@
+"""The code-shape measures of benchmarks/architecture.py find what they claim to find."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+SPEC = importlib.util.spec_from_file_location(
+    "architecture", Path(__file__).resolve().parents[1] / "benchmarks" / "architecture.py")
+architecture = importlib.util.module_from_spec(SPEC)
+sys.modules["architecture"] = architecture          # its dataclasses look their module up
+SPEC.loader.exec_module(architecture)
+
+
+def _package(tmp_path: Path, files: dict[str, str]) -> Path:
+    pkg = tmp_path / "hwsim"
+    for name, text in files.items():
+        path = pkg / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return pkg
+
+
+def test_a_lazy_import_does_not_hide_a_circle(tmp_path):
+    pkg = _package(tmp_path, {
+        "__init__.py": "",
+        "a.py": "from hwsim.b import g\n",
+        "b.py": "def g():\n    from hwsim import c\n",
+        "c.py": "from .a import *\n",
+        "d.py": "import hwsim.a\n",
+    })
+    modules = architecture.load_modules(pkg)
+    assert architecture.import_circles(modules) == [["hwsim.a", "hwsim.b", "hwsim.c"]]
+    assert modules["hwsim.b"].imports == {"hwsim.c": True}      # lazy
+    assert modules["hwsim.a"].imports == {"hwsim.b": False}
+
+
+def test_the_walk_follows_the_config_through_aliases_and_imports(tmp_path):
+    pkg = _package(tmp_path, {
+        "__init__.py": "",
+        "run.py": ("from hwsim.build import build\nfrom hwsim import util\n"
+                   "def run_scenario(cfg):\n    rt = cfg.runtime\n    build(rt)\n    util.unrelated(1)\n"),
+        "build.py": "from hwsim.util import deep\ndef build(runtime):\n    deep(x=runtime.clock)\n",
+        "util.py": "def deep(x):\n    return x\ndef unrelated(y):\n    return y\n",
+    })
+    walk = architecture.scenario_walk(architecture.load_modules(pkg), ("hwsim.run", "run_scenario", "cfg"))
+    assert walk["files"] == 3 and walk["functions"] == 3 and walk["climbs_back"] == 2
+
+
+def test_forks_count_parallel_tests_and_string_choices(tmp_path):
+    pkg = _package(tmp_path, {
+        "__init__.py": "",
+        "x.py": ("def f(b, cfg):\n    if b.parallel:\n        pass\n"
+                 "    if cfg.moe.schedule == 'grouped' or cfg.kind in ('a', 'b'):\n        pass\n"
+                 "    return 1 if cfg.n == 2 else 0\n"),
+    })
+    counted = architecture.forks(architecture.load_modules(pkg))
+    assert counted["if_parallel"] == 1 and counted["string_choice_comparisons"] == 2

@@ -1,0 +1,260 @@
+"""Imported kernel traces (hwsim/ktrace, docs/traces.md): the device side is timed from shapes,
+the host is simulated, points are retargeted, bad traces are refused in one line. The traces
+here are SYNTHETIC (hwsim.ktrace.synthetic): they test the mechanism, never accuracy."""
+
+import gzip
+import json
+import subprocess
+import sys
+
+import pytest
+
+from hwsim.config.load import load_scenario
+from hwsim.errors import ConfigError
+from hwsim.ktrace import ir, reader, synthetic
+from hwsim.run import run_scenario
+
+LAYERS = 2
+
+
+def _trace(tmp_path, name="t.json.gz", batch=8, context=4096, model="mixtral-8x7b", **kw):
+    path = tmp_path / name
+    synthetic.write(path, synthetic.decode_step(model, batch, context, layers=LAYERS, **kw))
+    return path
+
+
+def _run(path, *sets, batch=8, context=4096, model="mixtral-8x7b"):
+    """The default scenario (which sets its own batch, context and launch mode: the trace's point
+    and its own host here, unless `sets` move them) with the trace as its schedule."""
+    cfg = load_scenario(None, ["workload.decode_steps=1", f"model={model}", "runtime.launch=eager",
+                               f"workload.kernel_trace.path={path}",
+                               f"workload.kernel_trace.batch_size={batch}",
+                               f"workload.kernel_trace.context_tokens={context}",
+                               f"workload.batch_size={batch}", f"workload.context_tokens={context}", *sets])
+    return run_scenario(cfg, intervals=False).summary
+
+
+def test_wiped_kernel_durations_predict_the_same(tmp_path):
+    doc = synthetic.decode_step("mixtral-8x7b", 8, 4096, layers=LAYERS)
+    synthetic.write(tmp_path / "a.json.gz", doc)
+    synthetic.write(tmp_path / "wiped.json.gz", synthetic.wipe_durations(doc))
+    a, w = _run(tmp_path / "a.json.gz"), _run(tmp_path / "wiped.json.gz")
+    assert w["trace"]["traced_device_busy_ms"] == 0 < a["trace"]["traced_device_busy_ms"]
+    assert w["itl_ms"]["mean"] == pytest.approx(a["itl_ms"]["mean"], rel=0.01)
+    assert w["device_busy_ms"] == pytest.approx(a["device_busy_ms"], rel=0.01)
+
+
+def test_a_trace_retargeted_matches_one_recorded_at_that_point(tmp_path):
+    """Batch 8, context 4096 predicted at batch 32, context 2048 times the same device work as a
+    trace recorded at batch 32, context 2048 (the rules rescale rows, attention and cat bytes)."""
+    moved = _run(_trace(tmp_path, "b8.json.gz"), "workload.batch_size=32", "workload.context_tokens=2048")
+    native = _run(_trace(tmp_path, "b32.json.gz", batch=32, context=2048), batch=32, context=2048)
+    same = _run(_trace(tmp_path, "b8b.json.gz"))
+    assert moved["trace"]["not_rescaled"] <= 1          # the .item() copy: bytes fixed
+    assert moved["device_busy_ms"] == pytest.approx(native["device_busy_ms"], rel=0.01)
+    # the KV cache's torch.cat copies twice the bytes at 32 x 2048 as at 8 x 4096
+    assert moved["breakdown_ms"]["activation_io"] > 1.5 * same["breakdown_ms"]["activation_io"]
+
+
+def test_the_host_is_on_the_critical_path_unless_graph_replays(tmp_path):
+    path = _trace(tmp_path, batch=1, context=128, model="llama-3.1-8b")
+    eager = _run(path, batch=1, context=128, model="llama-3.1-8b")
+    graph = _run(path, "runtime.launch=graph", batch=1, context=128, model="llama-3.1-8b")
+    assert eager["launch"] == "eager" and graph["launch"] == "graph"
+    h = eager["host"]
+    assert h["syncs"] == 1 and h["launches"] == eager["trace"]["kernels"]
+    # host-bound: the step is at least the host's work, and the device idles on it
+    assert eager["itl_ms"]["mean"] >= h["busy_ms"] > eager["device_busy_ms"]
+    assert eager["breakdown_ms"]["host"] > 0 and h["critical_share"] > 0.3
+    assert graph["host"]["busy_ms"] == 0 and graph["breakdown_ms"]["host"] == 0
+    assert graph["itl_ms"]["mean"] < eager["itl_ms"]["mean"]
+    assert graph["device_busy_ms"] == pytest.approx(eager["device_busy_ms"], rel=1e-9)
+
+
+def test_a_faster_host_profile_shortens_a_host_bound_step(tmp_path):
+    path = _trace(tmp_path, batch=1, context=128, model="llama-3.1-8b")
+    slow = _run(path, batch=1, context=128, model="llama-3.1-8b")
+    fast = _run(path, "workload.kernel_trace.host=fast-host", batch=1, context=128, model="llama-3.1-8b")
+    assert fast["host"]["busy_ms"] < slow["host"]["busy_ms"]
+    assert fast["itl_ms"]["mean"] < slow["itl_ms"]["mean"]
+
+
+def test_kv_and_weight_formats_retime_the_imported_items(tmp_path):
+    path = _trace(tmp_path)
+    base = _run(path, "runtime.launch=graph")
+    kv = _run(path, "runtime.launch=graph", "kv_cache.preset=kivi-2")
+    w = _run(path, "runtime.launch=graph", "weights.experts.format=fp8")
+    assert kv["breakdown_ms"]["attention_compute"] + kv["breakdown_ms"]["kv_read"] + kv["breakdown_ms"]["dequant"] \
+        != pytest.approx(base["breakdown_ms"]["attention_compute"] + base["breakdown_ms"]["kv_read"], rel=0.01)
+    assert w["breakdown_ms"]["expert_weight_read"] < 0.8 * base["breakdown_ms"]["expert_weight_read"]
+
+
+def test_classification_counts_and_the_fallback(tmp_path):
+    s = _run(_trace(tmp_path, unknown=3))
+    t = s["trace"]
+    assert t["fallback_kernels"] == 3 and t["classified"] == t["kernels"] - 3
+    assert 0 < t["fallback_share"] < 0.5
+    assert any("unclassified" in w for w in s["warnings"])
+    assert t["items"]["Attention"] == LAYERS and t["items"]["GroupedGemm"] == 2 * LAYERS
+    assert t["items"]["Absorbed"] == LAYERS          # the split-KV combine kernels
+
+
+def test_a_trace_without_shapes_is_classified_from_names_with_a_warning(tmp_path):
+    s = _run(_trace(tmp_path, shapes=False))
+    t = s["trace"]
+    assert t["classified_by"].get("op-shapes", 0) == 0 and t["classified_by"]["name+grid+model"] > 0
+    assert t["fallback_kernels"] == 0 and t["items"]["Gemm"] >= 3 * LAYERS + 1
+    assert any("record_shapes" in w for w in s["warnings"])
+
+
+def test_a_gemm_without_shapes_is_found_among_the_models_weights(tmp_path):
+    from hwsim.config.load import load_model
+    from hwsim.ktrace.classify import Point, from_name
+    ev = reader.DeviceEvent("kernel", "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize64x128x64_warpgroup"
+                            "size1x1x1_execute_segment_k_off_kernel__5x_cublas", 0, 0, 1, 1, 7,
+                            grid=(250, 1, 1))
+    g = from_name(ev, load_model("mixtral-8x7b"), Point(8, 4096, 2))
+    assert isinstance(g, ir.Gemm) and (g.m, g.k, g.n) == (8, 4096, 32000)    # the LM head
+
+
+def test_a_trace_of_another_gpu_warns_and_runs(tmp_path):
+    s = _run(_trace(tmp_path, gpu="NVIDIA H100 80GB HBM3"))
+    assert any("NVIDIA H100" in w and "re-timed" in w for w in s["warnings"])
+
+
+def test_built_in_schedules_report_device_busy_and_host():
+    s = run_scenario(load_scenario(None, ["workload.decode_steps=1", "runtime.launch=eager"]),
+                     intervals=False).summary
+    assert 0 < s["device_busy_ms"] < s["itl_ms"]["mean"]
+    assert s["host"]["launches"] == s["kernels_per_step"] and s["host"]["syncs"] == 0
+    assert "trace" not in s and s["breakdown_ms"]["host"] == 0
+
+
+@pytest.mark.parametrize("content, words", [
+    (b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name"', "truncated"),
+    (b"not json at all", "not JSON"),
+    (gzip.compress(b'{"traceEvents": [')[:-6], "truncated"),
+    (json.dumps({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1, "dur": 2,
+                                  "args": {"External id": 1}}]}).encode(), "no GPU kernels"),
+])
+def test_bad_traces_exit_2_with_one_line(tmp_path, content, words):
+    path = tmp_path / "bad.json"
+    path.write_bytes(content)
+    p = subprocess.run([sys.executable, "-m", "hwsim.cli", "run", "--out", str(tmp_path / "out"), "--set",
+                        "workload.decode_steps=1", "--set", f"workload.kernel_trace.path={path}", "--set",
+                        "workload.kernel_trace.batch_size=1", "--set", "workload.kernel_trace.context_tokens=64"],
+                       capture_output=True, text=True)
+    assert p.returncode == 2, p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and words in lines[0] and "bad.json" in lines[0] and "Traceback" not in p.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_oversized_trace_is_refused_while_streaming(tmp_path, monkeypatch):
+    path = _trace(tmp_path)
+    monkeypatch.setattr(reader, "MAX_KEPT", 20)
+    with pytest.raises(ConfigError, match="profile one step"):
+        reader.read_trace(path)
+
+
+def test_validate_takes_a_kernel_trace_column(tmp_path):
+    from hwsim.validate import load_dataset, validate_rows
+    path = _trace(tmp_path, batch=1, context=128, model="llama-3.1-8b")
+    csv = tmp_path / "rows.csv"
+    csv.write_text("name,hardware,model,phase,batch,context_tokens,prompt_tokens,kv_bits,launch,measured_ms,"
+                   "kernel_trace,trace_batch,trace_context_tokens\n"
+                   f"own,h200-sxm,llama-3.1-8b,decode,1,128,0,16,eager,1.0,{path},1,128\n"
+                   f"moved,h200-sxm,llama-3.1-8b,decode,4,512,0,16,eager,1.0,{path},1,128\n")
+    rows = validate_rows(load_dataset(csv), workers=1)["rows"]
+    own = _run(path, "runtime.sm_clock=max", batch=1, context=128, model="llama-3.1-8b")
+    assert rows[0]["predicted_ms"] == pytest.approx(own["itl_ms"]["mean"], rel=0.01)
+    assert rows[1]["predicted_ms"] > rows[0]["predicted_ms"]
+
+
+REAL_CPU_TRACE = "tests/data/ktrace/hf-tiny-llama-cpu-b2-l64.json.gz"   # tests/data/ktrace/README.md
+
+
+def test_a_real_profiler_trace_is_read_with_its_shapes():
+    """torch.profiler's own output (HF Llama at tiny shapes on the CPU): the ops and their
+    shapes as the schema really writes them, the step window, every projection a GEMM."""
+    from hwsim.ktrace.classify import Point, from_op
+    t = reader.read_trace(REAL_CPU_TRACE)
+    assert t.has_shapes and len(t.steps) == 1 and t.kernels == 0
+    gemms = [from_op(op, Point(2, 64)) for op in t.ops.values() if op.name == "aten::mm"]
+    assert len(gemms) == 2 * 7 + 1                       # q, k, v, o, gate, up, down a layer; LM head
+    assert {(g.m, g.k, g.n) for g in gemms} == {(2, 256, 256), (2, 256, 512), (2, 512, 256), (2, 256, 1024)}
+    attn = [from_op(op, Point(2, 64)) for op in t.ops.values()
+            if op.name == "aten::_scaled_dot_product_flash_attention_for_cpu"]
+    assert {(a.phase, a.batch, a.heads, a.kv_heads, a.head_dim, a.kv_len) for a in attn} == \
+        {("decode", 2, 4, 4, 64, 65)}
+
+
+def test_a_trace_without_gpu_kernels_exits_2(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "hwsim.cli", "run", "--out", str(tmp_path / "out"), "--set",
+                        "workload.decode_steps=1", "--set", f"workload.kernel_trace.path={REAL_CPU_TRACE}",
+                        "--set", "workload.kernel_trace.batch_size=2", "--set",
+                        "workload.kernel_trace.context_tokens=64"], capture_output=True, text=True)
+    assert p.returncode == 2 and "no GPU kernels" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+def test_a_compiled_graph_trace_is_classified_from_names_and_launched_once(tmp_path):
+    path = _trace(tmp_path, batch=1, context=128, model="llama-3.1-8b", compiled=True)
+    s = _run(path, batch=1, context=128, model="llama-3.1-8b")
+    t = s["trace"]
+    assert t["fallback_kernels"] == 0 and t["classified_by"].get("op-shapes", 0) == 0
+    assert t["items"]["Gemm"] == 4 * LAYERS + 1 and t["items"]["Attention"] == LAYERS
+    assert s["host"]["launches"] == 2 and s["host"]["syncs"] == 1     # the graph and the .item() copy
+    eager = _run(_trace(tmp_path, "eager.json.gz", batch=1, context=128, model="llama-3.1-8b"),
+                 batch=1, context=128, model="llama-3.1-8b")
+    assert s["itl_ms"]["mean"] < eager["itl_ms"]["mean"]              # no host between the kernels
+
+
+@pytest.mark.parametrize("model, batch, context", [("llama-3.1-8b", 1, 128), ("mixtral-8x7b", 8, 4096)])
+def test_gemms_without_shapes_are_the_ones_with_shapes(tmp_path, model, batch, context):
+    """From names, grids, the model and the stream order alone, a compiled trace's GEMMs and
+    grouped GEMMs come out as the eager trace's op shapes say (an o_proj and a down projection
+    share N: the down projection is the one after the gate+up)."""
+    from hwsim.config.load import load_model
+    from hwsim.ktrace.classify import Point
+    from hwsim.ktrace.timeline import assemble
+    m = load_model(model)
+    point = Point(batch, context, m.moe.top_k if m.moe else 1)
+
+    def gemms(**kw):
+        path = _trace(tmp_path, f"{kw}.json.gz", batch=batch, context=context, model=model, **kw)
+        return [k.item for k in assemble(reader.read_trace(path), m, point, 1.15).kernels
+                if isinstance(k.item, (ir.Gemm, ir.GroupedGemm))]
+    eager, compiled = gemms(), gemms(compiled=True)
+    assert [(g.k, g.n) for g in compiled] == [(g.k, g.n) for g in eager] and len(eager) >= 4 * LAYERS
+
+
+def test_a_trace_of_another_model_is_flagged(tmp_path):
+    s = _run(_trace(tmp_path, model="llama-3.1-8b", batch=1, context=128), batch=1, context=128,
+             model="qwen3-30b-a3b")
+    assert any("is `model:` the traced model" in w for w in s["warnings"])
+    same = _run(_trace(tmp_path, "own.json.gz", model="llama-3.1-8b", batch=1, context=128), batch=1,
+                context=128, model="llama-3.1-8b")
+    assert not any("traced model" in w for w in same["warnings"])
+
+
+def test_a_gzip_trace_that_inflates_past_the_bound_is_refused(tmp_path, monkeypatch):
+    from hwsim.ktrace import guard
+    path = _trace(tmp_path)
+    monkeypatch.setattr(guard, "MAX_INFLATED_BYTES", 5_000)
+    with pytest.raises(ConfigError, match="inflates past"):
+        reader.read_trace(path)
+
+
+def test_another_threads_launch_adds_its_kernel_not_host_time(tmp_path):
+    doc = synthetic.decode_step("llama-3.1-8b", 1, 128, layers=LAYERS)
+    synthetic.write(tmp_path / "one.json.gz", doc)
+    launch = next(e for e in doc["traceEvents"] if e["name"] == "cudaLaunchKernel")
+    kernel = next(e for e in doc["traceEvents"] if e.get("cat") == "kernel")
+    extra = [dict(launch, tid=9, ts=launch["ts"] + 1, args={"correlation": 1}),
+             dict(kernel, ts=kernel["ts"] + 1, args={**kernel["args"], "correlation": 1})]
+    synthetic.write(tmp_path / "two.json.gz", {**doc, "traceEvents": doc["traceEvents"] + extra})
+    one = _run(tmp_path / "one.json.gz", batch=1, context=128, model="llama-3.1-8b")
+    two = _run(tmp_path / "two.json.gz", batch=1, context=128, model="llama-3.1-8b")
+    assert two["trace"]["kernels"] == one["trace"]["kernels"] + 1
+    assert two["host"]["launches"] == one["host"]["launches"]
+    assert two["host"]["busy_ms"] == pytest.approx(one["host"]["busy_ms"], rel=1e-9)
