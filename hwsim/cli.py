@@ -88,12 +88,14 @@ def cli_errors(command):
     """Map every way a command can end to one line on stderr and the documented exit code."""
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
+        from hwsim.config.load import forget_scenario, locate
+        forget_scenario()
         try:
             return command(*args, **kwargs)
         except (typer.Exit, click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
             raise
         except ConfigError as exc:
-            _fail(exc)
+            _fail(locate(exc))     # a key found wrong after loading: at its scenario file and line
         except KeyboardInterrupt:
             _say("interrupted", "stopped; earlier results and bundles are left as they were")
             raise typer.Exit(EXIT_INTERRUPTED) from None
@@ -102,7 +104,10 @@ def cli_errors(command):
             _say("error", f"{where}{exc.strerror or exc}")
             raise typer.Exit(EXIT_BAD_INPUT) from None
         except MemoryError:
-            _say("error", "out of memory; make the run smaller (see --max-gb)")
+            from hwsim.config.cost import uncap_memory
+            uncap_memory()            # room to report it
+            _say("error", "out of memory: the run needed more than its memory limit (--max-gb, "
+                          "HWSIM_MAX_GB, default 8 GB) allows; make it smaller or raise the limit")
             raise typer.Exit(EXIT_BAD_INPUT) from None
         except Exception as exc:        # noqa: BLE001 - a bug: say so in one line, keep the exit code
             if os.environ.get("HWSIM_DEBUG"):
@@ -202,16 +207,18 @@ def run(
     try:
         _run(scenario, set_, out, json_out, trace, max_wall_s, max_gb, figures, plotter, dry_run)
     finally:
+        from hwsim.io.bundle import release_locks
+        release_locks()               # --out's lock, taken by check_out (hwsim.io.folder_lock)
         if plotter:
             plotter.close()
 
 
 def _run(scenario, set_, out, json_out, trace, max_wall_s, max_gb, figures, plotter, dry_run) -> None:
     from hwsim.build import build
-    from hwsim.config.cost import estimate
+    from hwsim.config.cost import cap_memory, estimate
     from hwsim.config.fingerprint import fingerprint
     from hwsim.config.load import load_scenario, scenario_path
-    from hwsim.io.bundle import write_bundle
+    from hwsim.io.bundle import hold_out, write_bundle
     from hwsim.provenance import provenance
     from hwsim.run import run_scenario
 
@@ -227,13 +234,15 @@ def _run(scenario, set_, out, json_out, trace, max_wall_s, max_gb, figures, plot
         _print_dry_run(cfg, scenario_file, set_, out, json_out)
         return
     _writable_parent(out)
+    hold_out(out)                        # one writer: a second run into `out` is refused
     built = build(cfg)
     cost = estimate(cfg, built.model)
+    cap_memory(limits[1])                # a wrong estimate ends in MemoryError: exit 2
     if cost.wall_s > LONG_RUN_S:
         err_console().print(f"[dim]note: a long run, estimated (on the high side) at {cost.describe()}[/]",
                           highlight=False)
     started = time.time()
-    with _progress(enabled=not json_out and sys.stderr.isatty()) as progress:
+    with _progress(enabled=not (json_out and sys.stderr.isatty())) as progress:
         # the busy intervals of every step only for the trace; the Gantt chart draws one step;
         # without either, none
         result = run_scenario(cfg, built, progress=progress, every_interval=trace,
@@ -313,35 +322,58 @@ def _print_dry_run(cfg, scenario_file: str, sets: list[str], out: Path, json_out
 
 
 class _progress:
-    """A progress bar on stderr (requests or steps done) once a run has taken SHOW_AFTER_S; a
-    no-op when stderr is no terminal, so short runs print nothing extra."""
+    """Progress on stderr (requests, steps or points done) once a run has taken SHOW_AFTER_S:
+    a bar on a terminal; elsewhere (a log, CI, a pipe) one line every LINE_EVERY_S with the
+    rate and the time left. Short runs print nothing extra; stdout (--json) is never touched."""
 
     SHOW_AFTER_S = 2.0
+    LINE_EVERY_S = 10.0
 
     def __init__(self, enabled: bool):
         self.enabled = enabled
         self.bar = None
         self.started = time.perf_counter()
+        self.terminal = sys.stderr.isatty()
+        self.last_line = self.started
 
     def __enter__(self):
         return self.update if self.enabled else None
 
     def update(self, done: int, total: int) -> None:
+        if not self.terminal:
+            self._line(done, total)
+            return
         if self.bar is None:
             if time.perf_counter() - self.started < self.SHOW_AFTER_S:
                 return
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn,
+                                       TimeRemainingColumn)
             self.bar = Progress("[progress.description]{task.description}", BarColumn(),
-                                MofNCompleteColumn(), TimeElapsedColumn(), console=err_console(),
-                                transient=True)
+                                MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
+                                console=err_console(), transient=True)
             self.bar.start()
             self.task = self.bar.add_task("simulating", total=None)
         self.bar.update(self.task, completed=done, total=total)
+
+    def _line(self, done: int, total: int) -> None:
+        now = time.perf_counter()
+        if now - self.last_line < self.LINE_EVERY_S or not total:
+            return
+        self.last_line = now
+        elapsed = now - self.started
+        left = (total - done) * elapsed / done if done else None
+        eta = f", about {_seconds(left)} left" if left is not None else ""
+        sys.stderr.write(f"progress: {done} of {total} done ({done / total:.0%}) in {_seconds(elapsed)}{eta}\n")
+        sys.stderr.flush()
 
     def __exit__(self, *exc):
         if self.bar:
             self.bar.stop()
         return False
+
+
+def _seconds(s: float) -> str:
+    return f"{s:.0f} s" if s < 120 else f"{s / 60:.0f} min" if s < 7200 else f"{s / 3600:.1f} h"
 
 
 def _print_summary(s: dict, paths: dict, figures: str) -> None:
@@ -496,7 +528,7 @@ def sweep(
     check_sweep_out(out)
     out.mkdir(exist_ok=True)
     try:
-        with _progress(enabled=not json_out and sys.stderr.isatty()) as progress:
+        with _progress(enabled=not (json_out and sys.stderr.isatty())) as progress:
             summary = run_sweep(points, out, scheduler=scheduler, workers=workers, progress=progress,
                                 announce=_announce_dashboard)
     except KeyboardInterrupt:

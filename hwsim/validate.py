@@ -34,6 +34,7 @@ from hwsim.config.scenario import Scenario
 from hwsim.config.yaml_lines import LoadedYaml
 from hwsim.errors import ConfigError
 from hwsim.hw.power import Activity, settle
+from hwsim.io.bounded import LIMITS, open_text
 from hwsim.io.forked import map_side_by_side
 from hwsim.run import cyclic_gc_paused, power_model
 from hwsim.step import PassPlan, plan_pass, simulate_pass
@@ -48,7 +49,7 @@ ROUTING_DRAWS = 3     # decode rows: mean over this many routing draws (the meas
 
 def load_dataset(path: Path) -> list[dict]:
     try:
-        with open(path, newline="", encoding="utf-8") as fh:
+        with open_text(path, LIMITS["validation CSV"], newline="") as fh:
             reader = csv.DictReader(fh)
             header = [h.strip() for h in reader.fieldnames or []]
             missing = [c for c in REQUIRED if c not in header]

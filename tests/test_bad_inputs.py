@@ -233,7 +233,7 @@ CASES = [
     ("validate-too-many-rows", lambda ws: ["validate", csv(ws, OK_ROW.format(batch=1) * 10_001)], 2,
      ("cases.csv:10002", "more than 10000 rows")),
     ("validate-missing-file", lambda ws: ["validate", ws / "nope.csv"], 2, "nope.csv"),
-    ("validate-a-folder", lambda ws: ["validate", ws / "out"], 2, "Is a directory"),
+    ("validate-a-folder", lambda ws: ["validate", ws / "out"], 2, "is a folder, not a file"),
     ("validate-binary", lambda ws: ["validate", write_bytes(ws, "bin.csv", b"\xff\xfe\x00garbage")], 2, "bin.csv"),
     ("validate-bad-set", lambda ws: ["validate", csv(ws, OK_ROW.format(batch=1)), "--set", "budget_ms=.inf"], 2,
      "--set"),

@@ -37,6 +37,10 @@ BYTES_PER_ITERATION = 6000               # serving: an iteration's record, its t
 S_PER_ITERATION = 5e-5                   # serving: the loop's own work per iteration (reused shape)
 REHEARSE_ABOVE_S = 120.0                 # serving: priced pass by pass above this, rehearse it
                                          # (the rehearsal itself takes about a second)
+BYTES_PER_USER = 8000                    # closed loop: a user's process and three random streams
+                                         # (4 KB measured by tracemalloc, doubled)
+S_PER_USER = 5e-5                        # closed loop: starting a user's process and streams
+BYTES_PER_ROUTING_BYTE = 20              # a routing trace held as lists of ids: ~20x its CSV text
 BASE_BYTES = 300e6                       # the interpreter, numpy, pandas, matplotlib
 
 
@@ -103,16 +107,24 @@ def _pass_s(fidelity: str, kernels: float, tokens: int, context: int, layers: in
 def estimate(cfg, model) -> Cost:
     """The cost of simulating scenario `cfg` (a Scenario) of model shape `model`."""
     w, fidelity = cfg.workload, cfg.runtime.fidelity
+    extra_bytes = _routing_trace_bytes(cfg)
     if w.arrivals.kind != "none":
         requests = w.arrivals.requests
+        # closed loop: only the users that get a request are started (hwsim.serving.loop)
+        users = min(w.arrivals.users, requests) if w.arrivals.kind == "closed" else 0
         out_tokens, prompt = _mean_length(w.output), _mean_length(w.prompt)
-        batch = max(1, min(w.max_batch_size, requests))
+        batch = max(1, min(w.max_batch_size, requests, users or requests))
         iterations = 2 * (requests * out_tokens / batch + requests * prompt / w.token_budget)
         kernels = _kernels(model, batch, cfg.runtime.moe_schedule)
-        wall = iterations * _pass_s(fidelity, kernels, batch, int(prompt + out_tokens), model.layers)
-        memory = requests * (BYTES_PER_REQUEST + 8 * out_tokens) + iterations * BYTES_PER_ITERATION
+        wall = (iterations * _pass_s(fidelity, kernels, batch, int(prompt + out_tokens), model.layers)
+                + users * S_PER_USER)
+        memory = (requests * (BYTES_PER_REQUEST + 8 * out_tokens) + iterations * BYTES_PER_ITERATION
+                  + users * BYTES_PER_USER + extra_bytes)
         if wall > REHEARSE_ABOVE_S:
-            return _rehearsed(cfg.model_dump_json(), cfg, model)
+            cost = _rehearsed(cfg.model_dump_json(), cfg, model)
+            return Cost(cost.wall_s + users * S_PER_USER,
+                        cost.memory_gb + (users * BYTES_PER_USER + extra_bytes) / 1e9,
+                        cost.passes, cost.kernels_per_pass, cost.iterations)
         return Cost(wall, (BASE_BYTES + memory) / 1e9, iterations, kernels)
     passes = w.decode_steps + (1 if w.prompt_tokens else 0)
     kernels = _kernels(model, w.batch_size, cfg.runtime.moe_schedule)
@@ -124,8 +136,20 @@ def estimate(cfg, model) -> Cost:
     kept = passes if cfg.runtime.kernel_records < 0 else min(passes, cfg.runtime.kernel_records)
     memory = (kept * kernels * BYTES_PER_RECORD
               + max(w.batch_size, w.prompt_tokens) * model.layers * BYTES_PER_TOKEN_LAYER * 4
-              + passes * 2048)     # one step result each
+              + passes * 2048      # one step result each
+              + extra_bytes)
     return Cost(wall, (BASE_BYTES + memory) / 1e9, passes, kernels)
+
+
+def _routing_trace_bytes(cfg) -> float:
+    """What holding the scenario's routing trace costs (hwsim.workload.router.load_trace)."""
+    routing = cfg.moe.routing
+    if routing.kind != "trace" or not routing.trace:
+        return 0.0
+    try:
+        return os.stat(routing.trace).st_size * BYTES_PER_ROUTING_BYTE
+    except OSError:
+        return 0.0                    # reported when it is read
 
 
 def _serving_rehearsed(cfg, model) -> Cost:
@@ -211,3 +235,46 @@ def _biggest_key(cfg) -> str:
     sizes = {"workload.decode_steps": w.decode_steps, "workload.batch_size": w.batch_size * 20,
              "workload.prompt_tokens": w.prompt_tokens}
     return max(sizes, key=sizes.get)
+
+
+def cap_memory(max_gb: float | None) -> None:
+    """Back the estimate with a hard cap: this process (and what it forks) may map at most
+    `max_gb` (default HWSIM_MAX_GB, else DEFAULT_MAX_GB) of data, so a run that the estimate got
+    wrong ends in a MemoryError, reported as one line and exit 2 (hwsim.cli), rather than in
+    the kernel's OOM killer or a machine swapping to a halt. RLIMIT_DATA counts the heap and
+    private anonymous mappings (Linux 4.7+), not shared libraries or reserved address space."""
+    import resource
+
+    limit = int((max_gb if max_gb is not None else limits_from_env()[1]) * 1e9)
+    # never below what is mapped already (the estimate refuses such a limit; a cap under it
+    # would fail every allocation, even the error's own)
+    limit = max(limit, _data_bytes() + CAP_HEADROOM_BYTES)
+    soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    if soft == resource.RLIM_INFINITY or limit < soft:
+        resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))
+
+
+CAP_HEADROOM_BYTES = 128 * 2**20
+
+
+def _data_bytes() -> int:
+    """This process's data mappings now (VmData), 0 where /proc does not say."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmData:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def uncap_memory() -> None:
+    """Lift cap_memory's limit (to report a MemoryError, and exit, with room to do so)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    if soft != hard:
+        resource.setrlimit(resource.RLIMIT_DATA, (hard, hard))

@@ -19,10 +19,18 @@ def sha256_bytes(data: bytes) -> str:
 
 
 def sha256_file(path: Path) -> str | None:
+    """The file's hash, streamed through the bounded reader; None if it cannot be read."""
+    from hwsim.errors import ConfigError
+    from hwsim.io.bounded import LIMITS, open_binary
+
+    h = hashlib.sha256()
     try:
-        return sha256_bytes(Path(path).read_bytes())
-    except OSError:
+        with open_binary(path, LIMITS["request trace"]) as fh:     # the largest input kind
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    except (OSError, ConfigError):
         return None
+    return h.hexdigest()
 
 
 @lru_cache(maxsize=1)
@@ -52,21 +60,38 @@ def input_files(resolved: dict) -> dict[str, Path]:
     return files
 
 
-def fingerprint(resolved: dict) -> dict:
-    """{hwsim_version, code_sha256, scenario_sha256, files: {role: {path, sha256}}}."""
+def fingerprint(resolved: dict, sha_of=sha256_file) -> dict:
+    """{hwsim_version, code_sha256, scenario_sha256, files: {role: {path, sha256}}}; `sha_of`
+    hashes a file (a sweep passes one that hashes each file once)."""
     return {
         "hwsim_version": __version__,
         "code_sha256": code_sha256(),
         "scenario_sha256": sha256_bytes(json.dumps(resolved, sort_keys=True).encode()),
-        "files": {role: {"path": str(path), "sha256": sha256_file(path)}
+        "files": {role: {"path": str(path), "sha256": sha_of(path)}
                   for role, path in input_files(resolved).items()},
     }
 
 
-def point_key(resolved: dict) -> str:
+def point_key(resolved: dict, loaded: dict | None = None, fp: dict | None = None) -> str:
     """A sweep point's id: the scenario and the content of every input, never a file's name
-    alone (a moved but identical profile keeps the key, an edited one changes it)."""
-    fp = fingerprint(resolved)
+    alone (a moved but identical profile keeps the key, an edited one changes it). `loaded`:
+    the hashes of the profile and model as loaded and shipped to the workers ({"profile",
+    "model"}), which then stand for their files."""
+    fp = fp or fingerprint(resolved)
+    files = {role: f["sha256"] for role, f in fp["files"].items()}
+    if loaded:
+        files.pop("hardware_profile", None)
+        files.pop("model", None)
+        files.update(loaded)
     content = {"scenario": fp["scenario_sha256"], "version": fp["hwsim_version"], "code": fp["code_sha256"],
-               "files": {role: f["sha256"] for role, f in fp["files"].items()}}
+               "files": files}
     return sha256_bytes(json.dumps(content, sort_keys=True).encode())[:16]
+
+
+TRACE_ROLES = ("arrivals_trace", "routing_trace")
+
+
+def changed_traces(fp: dict) -> list[str]:
+    """The trace files of a fingerprint whose content is no longer what it recorded."""
+    return [f["path"] for role, f in fp["files"].items()
+            if role in TRACE_ROLES and sha256_file(Path(f["path"])) != f["sha256"]]

@@ -13,11 +13,12 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from hwsim.config.cost import check_cost
-from hwsim.config.limits import model_problems, profile_problems
+from hwsim.config.limits import model_problems, profile_problems, value_problems
 from hwsim.config.profile import HardwareProfile
 from hwsim.config.scenario import Scenario
 from hwsim.config.yaml_lines import LoadedYaml, load_yaml_file, load_yaml_text
 from hwsim.errors import ConfigError
+from hwsim.io.bounded import LIMITS, read_text
 from hwsim.model.blocks import moe_schedule_problems
 from hwsim.model.shapes import MODEL_DIR, ModelShape
 from hwsim.workload import kv_format
@@ -82,7 +83,7 @@ def validate(model: type[BaseModel], doc: LoadedYaml) -> Any:
     if not isinstance(doc.data, dict):
         raise ConfigError("expected a mapping at the top level", file=doc.source, line=1)
     try:
-        return model.model_validate(doc.data)
+        obj = model.model_validate(doc.data)
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = [str(p) for p in err["loc"] if not str(p).startswith("function-after")]
@@ -94,7 +95,12 @@ def validate(model: type[BaseModel], doc: LoadedYaml) -> Any:
         if "input" in err and err["type"] not in ("missing", "extra_forbidden") and not isinstance(err["input"], dict):
             msg += f" (got {err['input']!r})"
         more = f" (and {len(exc.errors()) - 1} more problem(s))" if len(exc.errors()) > 1 else ""
-        raise ConfigError(msg + more, file=doc.source, line=doc.line_of(loc), key=".".join(loc)) from None
+        # a key missing at the top level is written nowhere: the file's first line stands for it
+        line = doc.line_of(loc) or (1 if err["type"] == "missing" else None)
+        raise ConfigError(msg + more, file=doc.source, line=line, key=".".join(loc)) from None
+    for key, problem in value_problems(obj):
+        raise error_at(doc, key, problem)
+    return obj
 
 
 def parse_set(item: str) -> tuple[list[str], Any]:
@@ -154,23 +160,66 @@ def load_scenario(path: str | Path | None, sets: list[str] | None = None,
         try:
             loaded["hardware"] = apply_hardware_overrides(loaded["hardware"], cfg.hardware_overrides)
         except ConfigError as exc:
-            raise ConfigError(exc.message, file=doc.source, line=doc.line_of(exc.key.split(".")),
-                              key=exc.key) from None
+            raise error_at(doc, exc.key, exc.message) from None
         for key, problem in cross_checks(cfg, loaded["hardware"], loaded["model"]):
-            raise ConfigError(problem, file=doc.source, line=doc.line_of(key.split(".")), key=key)
+            raise error_at(doc, key, problem)
         if cost_limits is not None:
             try:
                 check_cost(cfg, loaded["model"], *cost_limits)
             except ConfigError as exc:
-                raise ConfigError(exc.message, file=doc.source, line=doc.line_of(exc.key.split(".")),
-                                  key=exc.key) from None
+                raise error_at(doc, exc.key, exc.message) from None
+        _loaded_scenario[:] = [doc, overridden]
         return cfg
     except ConfigError as exc:
-        if exc.key and any(o == exc.key or o.startswith(exc.key + ".") for o in overridden):
-            raise ConfigError(exc.message, file="--set", key=exc.key) from None
-        raise
+        raise _from_set(exc, overridden) from None
 
 
+def _from_set(exc: ConfigError, overridden: set[str]) -> ConfigError:
+    """`exc`, said of --set when the key it is about came from an override."""
+    if exc.key and any(o == exc.key or o.startswith(exc.key + ".") for o in overridden):
+        return ConfigError(exc.message, file="--set", key=exc.key)
+    return exc
+
+
+# The scenario this command loaded (its document and overridden keys), for locate().
+_loaded_scenario: list = []
+
+
+def forget_scenario() -> None:
+    _loaded_scenario.clear()
+
+
+def locate(exc: ConfigError) -> ConfigError:
+    """An error about a scenario key that was found after loading (by build, a topology or
+    layout check, the run), which sees only the validated scenario and so names the key alone:
+    the same error naming the file and line where the scenario this command loaded writes that
+    key (or its nearest parent), or --set when an override gave it."""
+    if exc.file is not None or not exc.key or not _loaded_scenario:
+        return exc
+    doc, overridden = _loaded_scenario
+    parts = exc.key.split(".")
+    if parts[0] not in Scenario.model_fields:
+        return exc
+    located = _from_set(exc, overridden)
+    if located is not exc:
+        return located
+    if doc.line_of(parts) is None and any(o.split(".")[0] == parts[0] for o in overridden):
+        return ConfigError(exc.message, file="--set", key=exc.key)     # its block came from --set
+    return error_at(doc, exc.key, exc.message)
+
+
+def error_at(doc: LoadedYaml, key: str, message: str) -> ConfigError:
+    """An error about `key` of a loaded file, at the line of the key or of its nearest written
+    parent; a key the file does not write at all (its default applies) is said so, at line 1."""
+    line = doc.line_of(key.split("."))
+    if line is None:
+        top = key.split(".")[0]
+        return ConfigError(f"{message} ({top} is not written in this file: its default applies)",
+                           file=doc.source, line=1, key=key)
+    return ConfigError(message, file=doc.source, line=line, key=key)
+
+
+MIN_LOCKED_CLOCK_MHZ = 100      # a profile without a power block: no SM clock is set lower
 WHAT_IF_SOURCE = "what-if override in the scenario (hardware_overrides)"
 
 
@@ -198,7 +247,7 @@ def apply_hardware_overrides(profile: HardwareProfile, overrides: dict[str, floa
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err["loc"] if p != "value")
         raise ConfigError(f"{err['msg']}", key=f"hardware_overrides.{loc}") from None
-    for key, problem in profile_problems(data):
+    for key, problem in [*profile_problems(data), *value_problems(profile)]:
         raise ConfigError(problem, key=f"hardware_overrides.{key}" if key in overrides else "hardware_overrides")
     return profile
 
@@ -207,6 +256,13 @@ def cross_checks(cfg: Scenario, profile: HardwareProfile, model: ModelShape):
     """Problems that only show once the scenario meets its profile and model: (key, message)."""
     kv = cfg.kv_cache
     head_dim = getattr(model.attention, "kv_lora_rank", 0) or model.attention.head_dim
+    clock = cfg.runtime.sm_clock
+    if not isinstance(clock, str):
+        top = profile.sm.clock_mhz.value
+        low = profile.power.min_clock_mhz.value if profile.power else MIN_LOCKED_CLOCK_MHZ
+        if not low <= clock <= top:
+            yield "runtime.sm_clock", (f"a locked clock of {clock:g} MHz is outside what '{profile.name}' "
+                                       f"can run at ({low:g} to {top:g} MHz)")
     if kv.dequant == "decoder" and profile.decoder is None:
         yield "kv_cache.dequant", f"profile '{profile.name}' has no native sub-byte decoder (no decoder: block)"
     from hwsim.model import dequant_kernels    # kernel families (docs/kv_cache.md)
@@ -219,6 +275,13 @@ def cross_checks(cfg: Scenario, profile: HardwareProfile, model: ModelShape):
     yield from moe_schedule_problems(cfg)
     from hwsim.serving import kv_transfer      # disaggregated tiers that do not fit their topology
     yield from kv_transfer.problems(cfg, profile.name)
+    if cfg.workload.arrivals.kind == "none" and kv.bits < 16:
+        longest = cfg.workload.context_tokens + cfg.workload.decode_steps
+        kept = kv.sinks.tokens + kv.recent.tokens
+        if kept >= longest and kept > 0:
+            yield "kv_cache.sinks.tokens", (f"{kv.sinks.tokens} sink and {kv.recent.tokens} recent tokens "
+                                            f"keep every one of the {longest} tokens of the context at full "
+                                            "width: nothing would be stored at kv_cache.bits")
     if kv.element != "fp8" and head_dim % kv.group_size and kv.group_size < head_dim:
         yield "kv_cache.group_size", f"group_size {kv.group_size} does not divide the head dim {head_dim}"
     if kv.element == "vq":
@@ -247,14 +310,14 @@ _LOADED_MAX = 64
 
 
 def _once(kind: str, path: Path, load):
-    try:
-        key = (kind, str(path), path.read_bytes())
-    except OSError:
-        return load(path)                       # the loader reports it
+    """load(doc) of the file's text, read once: what is parsed is what the key holds, even if
+    the file is edited meanwhile (a sweep's profile, edited while it runs)."""
+    text = read_text(path, LIMITS["yaml"])
+    key = (kind, str(path), text)
     if key not in _LOADED:
         if len(_LOADED) >= _LOADED_MAX:
             _LOADED.clear()
-        _LOADED[key] = load(path)
+        _LOADED[key] = load(load_yaml_text(text, str(path)))
     return _LOADED[key]
 
 
@@ -266,11 +329,10 @@ def load_profile(name: str) -> HardwareProfile:
     return _once("profile", path, _load_profile)
 
 
-def _load_profile(path: Path) -> HardwareProfile:
-    doc = load_yaml_file(path)
+def _load_profile(doc: LoadedYaml) -> HardwareProfile:
     profile = validate(HardwareProfile, doc)
     for key, problem in profile_problems(profile.model_dump(mode="python")):
-        raise ConfigError(problem, file=doc.source, line=doc.line_of(key.split(".")), key=key)
+        raise error_at(doc, key, problem)
     return profile
 
 
@@ -282,10 +344,9 @@ def load_model(name: str) -> ModelShape:
     return _once("model", path, _load_model)
 
 
-def _load_model(path: Path) -> ModelShape:
-    doc = load_yaml_file(path)
+def _load_model(doc: LoadedYaml) -> ModelShape:
     for key, problem in model_problems(doc.data if isinstance(doc.data, dict) else {}):
-        raise ConfigError(problem, file=doc.source, line=doc.line_of(key.split(".")), key=key)
+        raise error_at(doc, key, problem)
     return validate(ModelShape, doc)
 
 

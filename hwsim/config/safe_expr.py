@@ -123,6 +123,11 @@ def _check(node: ast.AST, names: set[str]) -> None:
         raise ExprError(f"{_describe(node)} are not allowed in a filter")
 
 
+def _short(value: float | int) -> str:
+    text = repr(value)
+    return text if len(text) <= 24 else f"{text[:10]}...({len(text)} digits)"
+
+
 def _number(value: Any) -> float | int:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ExprError(f"arithmetic needs numbers, got {value!r}")
@@ -145,15 +150,18 @@ def _eval(node: ast.AST, p: dict[str, Any]) -> Any:
         return -_number(value) if isinstance(node.op, ast.USub) else +_number(value)
     if isinstance(node, ast.BinOp):
         left, right = _number(_eval(node.left, p)), _number(_eval(node.right, p))
-        if isinstance(node.op, ast.Pow) and (abs(right) > MAX_EXPONENT or abs(left) > MAX_MAGNITUDE):
-            raise ExprError(f"power {left!r} ** {right!r} is too large")
+        if isinstance(node.op, ast.Pow) and (abs(right) > MAX_EXPONENT or abs(left) > MAX_MAGNITUDE
+                                             or (abs(left) > 1 and right * math.log10(abs(left)) > 300)):
+            # bounded before it is computed: (10**64)**64 is a 4,097-digit integer
+            raise ExprError(f"power {_short(left)} ** {_short(right)} is too large")
         try:
             result = _ARITH[type(node.op)](left, right)
         except ZeroDivisionError:
             raise ExprError("division by zero") from None
         except (OverflowError, ValueError, TypeError) as exc:
             raise ExprError(f"arithmetic failed: {exc}") from None
-        if isinstance(result, complex) or not math.isfinite(result) or abs(result) > MAX_MAGNITUDE:
+        if (isinstance(result, complex) or abs(result) > MAX_MAGNITUDE   # an int past a float's range too
+                or not math.isfinite(result)):
             raise ExprError("an arithmetic result is out of range")
         return result
     if isinstance(node, ast.Compare):

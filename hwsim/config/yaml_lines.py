@@ -17,25 +17,59 @@ import yaml
 from hwsim.config.limits import check_numbers
 from hwsim.errors import ConfigError
 
+# YAML 1.2's core schema, not PyYAML's YAML 1.1: `seed: 1:20` is the string "1:20", not 80
+# (base 60); `010` is ten, not eight; `yes`, `no`, `on`, `off` are strings, not booleans; and
+# `4.8e12` is a number (YAML 1.1 wants `4.8e+12`).
+_BOOL_RE = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
+_INT_RE = re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$")
 _FLOAT_RE = re.compile(
-    r"""^[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?$
-    |^[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)$
-    |^[-+]?\.[0-9_]+(?:[eE][-+][0-9]+)?$
+    r"""^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$
     |^[-+]?\.(?:inf|Inf|INF)$
     |^\.(?:nan|NaN|NAN)$""",
     re.X,
 )
+_TAG = "tag:yaml.org,2002:"
 
 
 class _LineLoader(yaml.SafeLoader):
-    """SafeLoader with duplicate-key detection and scientific-notation floats."""
+    """SafeLoader with duplicate-key detection and YAML 1.2 core-schema scalars."""
+
+    source_name = "<yaml>"
+
+    def construct_object(self, node, deep=False):
+        """A value that cannot be built (an integer of 5,000 digits, `!!float abc`) is an error
+        at its own line."""
+        try:
+            return super().construct_object(node, deep=deep)
+        except (ValueError, OverflowError, TypeError) as exc:
+            text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise ConfigError(f"a value cannot be read: {text}", file=self.source_name,
+                              line=node.start_mark.line + 1) from None
 
 
 _LineLoader.yaml_implicit_resolvers = {
-    k: [r for r in v if r[0] != "tag:yaml.org,2002:float"]
+    k: [r for r in v if r[0] not in (_TAG + "float", _TAG + "int", _TAG + "bool", _TAG + "timestamp")]
     for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
-_LineLoader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_RE, list("-+0123456789."))
+# in this order: "12" matches the int and the float patterns, and the first added wins
+_LineLoader.add_implicit_resolver(_TAG + "bool", _BOOL_RE, list("tTfF"))
+_LineLoader.add_implicit_resolver(_TAG + "int", _INT_RE, list("-+0123456789"))
+_LineLoader.add_implicit_resolver(_TAG + "float", _FLOAT_RE, list("-+0123456789."))
+
+
+def _construct_int(loader: _LineLoader, node: yaml.ScalarNode) -> int:
+    """A YAML 1.2 integer: decimal (leading zeros are decimal), 0o octal or 0x hex; an integer
+    of more than 4300 digits is a ValueError (Python's limit), reported by load_yaml_text."""
+    text = loader.construct_scalar(node)
+    if text.startswith(("0o", "0x")):
+        return int(text[2:], 8 if text[1] == "o" else 16)
+    if not re.fullmatch(r"[-+]?[0-9]+", text):      # `!!int 1:20` or `!!int 0b11`
+        raise ConfigError(f"{text[:40]!r} is not a YAML 1.2 integer", file=loader.source_name,
+                          line=node.start_mark.line + 1)
+    return int(text)
+
+
+_LineLoader.add_constructor(_TAG + "int", _construct_int)
 
 
 def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode, deep: bool = False):
@@ -113,10 +147,28 @@ def _index_lines(root: yaml.Node, source: str) -> dict[str, int]:
     return out
 
 
+def _too_deep_line(text: str) -> int:
+    """The line where flow brackets first nest more than MAX_DEPTH deep (what overflows the
+    parser's recursion), else 1."""
+    depth = 0
+    for line, row in enumerate(text.splitlines(), start=1):
+        for ch in row:
+            depth += (ch in "[{") - (ch in "]}")
+            if depth > MAX_DEPTH:
+                return line
+    return 1
+
+
 def load_yaml_text(text: str, source: str) -> LoadedYaml:
     if len(text) > MAX_BYTES:
         raise ConfigError(f"the file is {len(text)} bytes long (at most {MAX_BYTES})", file=source)
-    loader = _LineLoader(text)
+    if "\0" in text:             # PyYAML's reader refuses it without a line
+        raise ConfigError("holds a NUL byte (a binary file?)", file=source,
+                          line=text[:text.index("\0")].count("\n") + 1)
+    try:
+        loader = _LineLoader(text)
+    except yaml.YAMLError as exc:        # a character YAML does not allow (a control character)
+        raise ConfigError(f"YAML error: {exc}", file=source, line=1) from None
     loader.source_name = source
     try:
         node = loader.get_single_node()
@@ -124,7 +176,8 @@ def load_yaml_text(text: str, source: str) -> LoadedYaml:
         lines = _index_lines(node, source) if node is not None else {}
         data = loader.construct_document(node) if node is not None else None
     except RecursionError:
-        raise ConfigError(f"nested too deeply (at most {MAX_DEPTH} levels)", file=source) from None
+        raise ConfigError(f"nested too deeply (at most {MAX_DEPTH} levels)", file=source,
+                          line=_too_deep_line(text)) from None
     except (ValueError, OverflowError) as exc:     # e.g. an integer of 5000 digits
         raise ConfigError(f"a value cannot be read: {str(exc).splitlines()[0]}", file=source) from None
     except yaml.MarkedYAMLError as exc:
@@ -140,14 +193,7 @@ def load_yaml_text(text: str, source: str) -> LoadedYaml:
 
 
 def load_yaml_file(path: str | Path) -> LoadedYaml:
-    path = Path(path)
-    try:
-        if path.is_file() and path.stat().st_size > MAX_BYTES:
-            raise ConfigError(f"the file is {path.stat().st_size} bytes long (at most {MAX_BYTES})",
-                              file=str(path))
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError("file not found", file=str(path)) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read file: {exc}", file=str(path)) from None
-    return load_yaml_text(text, str(path))
+    """A YAML file, read through the bounded reader (a regular file of at most MAX_BYTES)."""
+    from hwsim.io.bounded import LIMITS, read_text
+
+    return load_yaml_text(read_text(path, LIMITS["yaml"]), str(path))

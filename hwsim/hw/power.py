@@ -127,7 +127,9 @@ def settle(model: PowerModel, simulate: Callable[[float], tuple[float, Activity]
     last = over
     # first guess: every rate scales with the clock (a compute-bound pass), so energy per pass
     # scales with x^2 and time with 1/x: P(x) ~ idle + (P(1) - idle) x^3
-    clock = top * ((model.limit_w - model.idle_w) / (at_max - model.idle_w)) ** (1 / 3)
+    # (a limit at or under the idle power is refused at load: hwsim.config.limits; the guard
+    # keeps the cube root real: the lowest clock, then the probes below)
+    clock = top * max((model.limit_w - model.idle_w) / (at_max - model.idle_w), 0.0) ** (1 / 3)
     best = None
     for n in range(2, _MAX_SIMULATIONS + 1):
         clock = min(max(clock, model.min_clock_hz), top)

@@ -112,24 +112,40 @@ def _exchange(a: Path, b: Path) -> bool:
     raise OSError(err, os.strerror(err), str(b))
 
 
-def _swap_in(tmp: Path, target: Path) -> None:
+def keep_aside(old: Path) -> Path:
+    """Move a replaced folder that still holds files we may not delete to a visible name beside
+    the target (`<name>.kept-<pid>`), where no later run cleans it up."""
+    name = old.name.split(_TMP)[0].split(_OLD)[0].lstrip(".")
+    kept = Path(tempfile.mkdtemp(dir=old.parent, prefix=f"{name}.kept-{os.getpid()}-"))
+    os.rmdir(kept)
+    os.rename(old, kept)
+    return kept
+
+
+def _swap_in(tmp: Path, target: Path, remove_old) -> None:
     if not target.exists():
         os.rename(tmp, target)
         return
     if _exchange(tmp, target):          # tmp now holds the old folder
-        shutil.rmtree(tmp, ignore_errors=True)
+        remove_old(tmp)
         return
     old = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}{_OLD}{os.getpid()}-"))
     os.rmdir(old)
     os.rename(target, old)
     os.rename(tmp, target)
+    remove_old(old)
+
+
+def _remove_tree(old: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
 @contextmanager
-def replace_folder(target: Path):
+def replace_folder(target: Path, remove_old=_remove_tree, check=None):
     """`with replace_folder(out) as tmp:` write the folder's files into tmp; on a clean exit
-    tmp replaces `out` whole, on any exception (Ctrl-C too) `out` is left as it was."""
+    tmp replaces `out` whole, on any exception (Ctrl-C too) `out` is left as it was.
+    `remove_old(path)` deletes the folder replaced (by default all of it); `check(out)`, if
+    given, is called again just before the swap (the folder may have changed while we wrote)."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     clean_leftovers(target)
@@ -137,7 +153,9 @@ def replace_folder(target: Path):
     try:
         yield tmp
         os.chmod(tmp, 0o755)
-        _swap_in(tmp, target)
+        if check is not None:
+            check(target)
+        _swap_in(tmp, target, remove_old)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

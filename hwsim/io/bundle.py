@@ -4,16 +4,21 @@
 The whole bundle is written into a temporary folder beside the target and swapped in at the
 end (hwsim.io.atomic.replace_folder): an interrupted or failed run leaves the earlier bundle
 as it was, and no file of an earlier run survives into a new one. manifest.json is written
-last and lists every other file with its SHA-256, so a bundle can be checked whole.
+last and lists every other file with its SHA-256, so a bundle can be checked whole; with its
+marker (BUNDLE_MARKER) and that list it is also what makes a folder provably a bundle, the
+only kind of folder `hwsim run --out` replaces (bundle_files).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 from pathlib import Path
 
 from hwsim.io import strict_json
-from hwsim.io.atomic import check_folder_target, replace_folder
+from hwsim.io import folder_lock
+from hwsim.io.atomic import check_folder_target, keep_aside, replace_folder
 from hwsim.io.tables import EVENT_COLUMNS, Coded, Joined, records_columns, rows_to_columns, write_csv, write_parquet
 from hwsim.run import RunResult, cyclic_gc_paused
 
@@ -61,13 +66,76 @@ def json_text(obj) -> str:
     return strict_json.dumps(obj, indent=2) + "\n"
 
 
+BUNDLE_MARKER = "hwsim_bundle"     # manifest.json's key saying hwsim wrote it: the format version
+BUNDLE_FORMAT = 1
+REPORT_PAGE = "index.html"         # written into a bundle by `hwsim report`, from the bundle
+_REPORT_TITLE = b"<title>hwsim report</title>"
+
+
+def bundle_files(folder: Path) -> set[str] | None:
+    """The files of the hwsim run bundle in `folder` (manifest.json and those it lists), or None
+    when the folder is not provably one: manifest.json is a regular file that hwsim wrote (its
+    marker, and the file list written with it), and every entry of the folder is a regular file
+    it lists, or the report page that `hwsim report` made of it. Anything else (a sweep folder,
+    someone's project that happens to hold a manifest.json, a bundle with a file added) is not
+    ours to replace."""
+    from hwsim.errors import ConfigError
+    from hwsim.io.bounded import LIMITS, read_text
+
+    folder = Path(folder)
+    try:
+        manifest = json.loads(read_text(folder / "manifest.json", LIMITS["manifest"]))
+    except (ConfigError, ValueError):
+        return None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
+        return None
+    if manifest.get(BUNDLE_MARKER) != BUNDLE_FORMAT and not _legacy_manifest(manifest):
+        return None
+    listed = {"manifest.json", *manifest["files"]}
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return None
+    for entry in entries:
+        if entry.is_symlink() or not entry.is_file(follow_symlinks=False):
+            return None
+        if entry.name not in listed and not (entry.name == REPORT_PAGE and _is_report_page(entry.path)):
+            return None
+    return {entry.name for entry in entries}
+
+
+def _legacy_manifest(manifest: dict) -> bool:
+    """A bundle of an hwsim from before the marker: its manifest's own keys, all present."""
+    return {"summary", "resolved_config", "hardware_profile", "model_shape", "provenance"} <= set(manifest)
+
+
+def _is_report_page(path: str) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return _REPORT_TITLE in fh.read(4096)
+    except OSError:
+        return False
+
+
 def is_bundle(folder: Path) -> bool:
-    return (Path(folder) / "manifest.json").is_file()
+    return bundle_files(folder) is not None
 
 
 def check_out(out: Path) -> None:
-    """Fail before simulating if `out` can never take a bundle."""
+    """Fail before simulating if `out` can never take a bundle (reading only)."""
     check_folder_target(out, is_bundle)
+
+
+def hold_out(out: Path) -> None:
+    """check_out, and fail if another hwsim process is writing a bundle there; from here until
+    the bundle is written (or release_locks), this process holds `out`'s lock
+    (hwsim.io.folder_lock)."""
+    check_out(out)
+    folder_lock.acquire(out)
+
+
+def release_locks() -> None:
+    folder_lock.release_all()
 
 
 def _sha256(path: Path) -> str:
@@ -131,12 +199,29 @@ def write_bundle(result: RunResult, out: Path, manifest: dict, extra: dict | Non
     """Write the bundle to `out`, replacing an earlier bundle there whole. `extra` maps more
     file names to writers (write(path)), e.g. trace.json. `plots`: draw the figures too; by
     `plotter` (hwsim.io.plotter), if given. Returns the final paths."""
-    check_out(out)
-    # a big run holds millions of objects; the cyclic collector would rescan them on every
-    # burst of allocation while the tables and plots are built (hwsim.run.cyclic_gc_paused)
-    with replace_folder(out) as tmp, cyclic_gc_paused():
-        staged = _write_files(result, tmp, manifest, extra or {}, plots, plotter)
+    held = folder_lock.held(out)
+    hold_out(out)
+    try:
+        # a big run holds millions of objects; the cyclic collector would rescan them on every
+        # burst of allocation while the tables and plots are built (hwsim.run.cyclic_gc_paused)
+        with replace_folder(out, remove_old=_remove_bundle, check=check_out) as tmp, cyclic_gc_paused():
+            staged = _write_files(result, tmp, {BUNDLE_MARKER: BUNDLE_FORMAT, **manifest}, extra or {},
+                                  plots, plotter)
+    finally:
+        if not held:
+            folder_lock.release(out)
     return {name: out / path.name for name, path in staged.items()}
+
+
+def _remove_bundle(old: Path) -> None:
+    """Delete an earlier bundle swapped out of the way: only the files it lists; a folder that
+    still holds anything else (added while this run wrote) is left where it is."""
+    for name in bundle_files(old) or ():
+        (old / name).unlink(missing_ok=True)
+    try:
+        os.rmdir(old)
+    except OSError:
+        keep_aside(old)
 
 
 def _write_files(result: RunResult, out: Path, manifest: dict, extra: dict, plots: bool,

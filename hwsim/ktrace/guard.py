@@ -35,6 +35,9 @@ class _Bounded:
 
 def open_bounded(path: Path, key: str) -> _Bounded:
     """`path` (.json or .json.gz, told apart by its first bytes) as a bounded binary stream."""
+    from hwsim.io.bounded import Limit, check_regular
+
+    check_regular(path, Limit("kernel trace", MAX_FILE_BYTES), key)     # no device, FIFO or folder
     try:
         size = path.stat().st_size
         raw = open(path, "rb")

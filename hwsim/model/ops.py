@@ -11,6 +11,7 @@ import functools
 import heapq
 import math
 
+from hwsim.errors import ConfigError
 from hwsim.hw.chip import ChipSpec
 from hwsim.metrics import Component
 from hwsim.ktrace import ir
@@ -144,6 +145,9 @@ def gemm(name: str, layer: int, m: int, k: int, n: int, chip: ChipSpec, *, weigh
     and stage bytes, K tile 128, calibration/data/h200_moe_kernels.jsonl), and
     `decoder_per_weight` the elements a native decoder expands per weight (what-if chips).
     """
+    if min(m, k, n) < 1:     # a zero-sized dimension (e.g. a model's ffn: 0) has no tiles to time
+        raise ConfigError(f"{name}: a GEMM of {m} x {k} x {n} has a dimension of 0; "
+                          "check the model's sizes (ffn, expert_ffn, shared_ffn)", key="model")
     tile_m, tile_n = chip.gemm_tile_m, chip.gemm_tile_n
     one_wave = one_wave_tile(m, n, chip.sms) if m > tile_m else None
     if one_wave:

@@ -17,6 +17,7 @@ token comes at the end of the iteration that completes its prompt.
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import dataclass
 
 import simpy
@@ -102,7 +103,9 @@ class ServingLoop:
         self.oracle = oracle or StepOracle(built)     # a stand-in: tests, hwsim.serving.rehearse
         self.env = env or simpy.Environment()        # shared by the instances of a disaggregated run
         self.streams = RandomStreams(self.cfg.seed)
-        self.waiting: list[Request] = []
+        # FIFO admission pops from the head: a deque, as a list's pop(0) made a million-request
+        # trace quadratic
+        self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
         self.finished: list[Request] = []
         self.iterations: list[Iteration] = []
@@ -190,13 +193,13 @@ class ServingLoop:
             if need > free + self.prefix.evictable_bytes(keep):
                 alone = free + self.prefix.evictable_bytes(keep) if not self.running else self._kv_capacity
                 if whole > alone:
-                    self.rejected.append(self.waiting.pop(0))      # could never fit: reject it
+                    self.rejected.append(self.waiting.popleft())   # could never fit: reject it
                     self._target -= 1
                     continue
                 return True                   # head of line waits for KV space
             if need > free:                   # cached prefixes no request holds make room
                 self.prefix.evict(need - free, keep)
-            self.waiting.pop(0)
+            self.waiting.popleft()
             if req.swapped_bytes:             # copied back before the next iteration; its prefill stands
                 req.held_bytes, req.swapped_bytes = req.swapped_bytes, 0.0
                 self._reserved += req.held_bytes
@@ -241,7 +244,7 @@ class ServingLoop:
             self.prefix.release(blocks)
             victim.preemptions += 1
             self.preemptions += 1
-            self.waiting.insert(0, victim)
+            self.waiting.appendleft(victim)
             decoding = [r for r in decoding if r is not victim]
 
     def _prefill_chunks(self, budget: int) -> list[tuple[Request, int]]:
@@ -343,7 +346,9 @@ class ServingLoop:
     def _start_arrivals(self, done: dict) -> None:
         a = self.w.arrivals
         if a.kind == "closed":
-            for user in range(a.users):
+            # users past the requests' count would never issue one (the target only falls):
+            # not started, nor given their random streams
+            for user in range(min(a.users, self._target)):
                 self.env.process(self._closed_user(user, done))
         else:
             self.env.process(self._open_loop(open_loop_requests(self.w, self.streams)))

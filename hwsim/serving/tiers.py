@@ -41,7 +41,7 @@ class PrefillInstance(ServingLoop):
 
     def outstanding_tokens(self) -> int:
         """Prompt tokens still to compute here: the router sends a new request to the least."""
-        return sum(r.prefill_target - r.prefilled for r in self.waiting + self.running)
+        return sum(r.prefill_target - r.prefilled for r in [*self.waiting, *self.running])
 
     def release(self, req: Request) -> None:
         """Its KV has been sent (or it needs no decode): the memory is free again."""

@@ -13,8 +13,8 @@ simulated arrival is (trace time - start) / rate_scale. Requests whose prompt or
 own layout they are an error, as before. Rows must be in time order.
 
 Files are read a line at a time and reading stops at the window's end or after `limit`
-requests, so a multi-GB production trace costs only the slice replayed; a file larger than
-MAX_TRACE_BYTES is refused.
+requests, so a multi-GB production trace costs only the slice replayed; a file that is not a
+regular file, or is larger than hwsim.io.bounded.LIMITS["request trace"], is refused.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from datetime import datetime
 from pathlib import Path
 
 from hwsim.errors import ConfigError
+from hwsim.io.bounded import LIMITS, open_text
 
-MAX_TRACE_BYTES = 8 * 2**30          # the largest public traces (BurstGPT's 4 months) are ~200 MB
 MAX_TRACE_REQUESTS = 10_000_000      # requests kept from one trace
 MAX_LINE_CHARS = 1 << 20             # a Mooncake line with a few thousand hash ids is ~50 KB
 KEY = "workload.arrivals.trace"
@@ -55,26 +55,13 @@ def read_trace(path: Path, *, start: float = 0.0, duration: float | None = None,
                rate_scale: float = 1.0, limit: int = MAX_TRACE_REQUESTS) -> list[TraceRequest]:
     """The trace's requests in the window, at most `limit` of them, in arrival order."""
     path = Path(path)
-    try:
-        size = path.stat().st_size
-        fh = open(path, newline="", encoding="utf-8-sig")
-    except OSError as exc:
-        raise ConfigError(f"cannot read request trace: {exc.strerror or exc}", file=str(path),
-                          key=KEY) from None
-    if size > MAX_TRACE_BYTES:
-        fh.close()
-        raise ConfigError(f"the request trace is {size} bytes long (at most {MAX_TRACE_BYTES})",
-                          file=str(path), key=KEY)
     window = _Window(path, start, duration, rate_scale, min(limit, MAX_TRACE_REQUESTS))
-    try:
-        with fh:
-            first = fh.readline(MAX_LINE_CHARS)
-            if first.lstrip().startswith("{"):
-                _read_mooncake(path, first, fh, window)
-            else:
-                _read_csv(path, first, fh, window)
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"not UTF-8 text ({exc.reason})", file=str(path), key=KEY) from None
+    with open_text(path, LIMITS["request trace"], key=KEY, encoding="utf-8-sig", newline="") as fh:
+        first = fh.readline(MAX_LINE_CHARS)
+        if first.lstrip().startswith("{"):
+            _read_mooncake(path, first, fh, window)
+        else:
+            _read_csv(path, first, fh, window)
     if not window.rows:
         raise ConfigError("request trace has no requests" + (" in the start/duration window"
                                                              if window.windowed else ""),

@@ -47,18 +47,21 @@ class GroupPlans:
         self.models: dict = {}
         self.reusable = True
 
-    def summary(self, cfg) -> dict:
-        """The point's summary: its plans replayed from an earlier point's where its chip allows."""
+    def summary(self, cfg, profile=None, model=None) -> dict:
+        """The point's summary: its plans replayed from an earlier point's where its chip allows.
+        `profile` and `model`: the resolved ones the point carries (read from the files if not)."""
         from hwsim.build import build
         from hwsim.config.load import apply_hardware_overrides, load_model, load_profile
         from hwsim.run import run_scenario
         from hwsim.whatif.numbers import Base
         from hwsim.whatif.reuse import SharedPlans
 
-        profile = apply_hardware_overrides(load_profile(cfg.hardware), cfg.hardware_overrides)
-        if cfg.model not in self.models:
-            self.models[cfg.model] = load_model(cfg.model)
-        model = self.models[cfg.model]
+        if profile is None:
+            profile = apply_hardware_overrides(load_profile(cfg.hardware), cfg.hardware_overrides)
+        if model is None:
+            if cfg.model not in self.models:
+                self.models[cfg.model] = load_model(cfg.model)
+            model = self.models[cfg.model]
         if not self.reusable:
             return run_scenario(cfg, build(cfg, profile, model), intervals=False).summary
         for shared in self.bases:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import signal
 import threading
 import warnings
@@ -34,14 +35,24 @@ def run_point(point: dict, plans=None) -> dict:
     """One point, on a worker: simulate it and flatten the summary into a table row. `plans`
     (hwsim/sweep/groups.py GroupPlans): its group's plans, replayed where its chip allows."""
     from hwsim.build import build
+    from hwsim.config.fingerprint import changed_traces
+    from hwsim.config.profile import HardwareProfile
     from hwsim.config.scenario import Scenario
+    from hwsim.model.shapes import ModelShape
     from hwsim.run import run_scenario
 
     t0 = time.perf_counter()
     row = {"point": point["hash"], **{f"factor.{k}": v for k, v in point["factors"].items()}}
     try:
         cfg = Scenario.model_validate(point["scenario"])
-        s = plans.summary(cfg) if plans is not None else run_scenario(cfg, build(cfg)).summary
+        # the profile and model the client read and hashed, not the files as they are now
+        profile = HardwareProfile.model_validate(point["profile"])
+        model = ModelShape.model_validate(point["model"])
+        s = (plans.summary(cfg, profile, model) if plans is not None
+             else run_scenario(cfg, build(cfg, profile, model)).summary)
+        changed = changed_traces(point["inputs"])      # read here, so checked once read
+        if changed:
+            raise RuntimeError(f"{changed[0]} changed while the sweep ran; run the sweep again")
         row.update(flatten(s))
         row["status"] = "ok"
         row["error"] = None
@@ -71,12 +82,13 @@ def _part(out: Path, h: str) -> Path:
 
 
 def is_sweep_folder(folder: Path) -> bool:
-    manifest = folder / "manifest.json"
+    from hwsim.io.bounded import LIMITS, read_text
+
     if (folder / "results").is_dir():
         return True
     try:
-        return "sweep" in json.loads(manifest.read_text(encoding="utf-8"))
-    except (OSError, ValueError, TypeError):
+        return "sweep" in json.loads(read_text(folder / "manifest.json", LIMITS["manifest"]))
+    except (ConfigError, ValueError, TypeError):
         return False
 
 
@@ -100,6 +112,36 @@ def _gathered(written: dict, wanted: set[str]) -> list[pd.DataFrame]:
     import pyarrow as pa
     tables = [t for h, t in written.items() if h in wanted]
     return [pa.concat_tables(tables, promote_options="default").to_pandas()] if tables else []
+
+
+_ADDRESS = re.compile(r"^(?:(?:tcp|tls|ws|wss|ucx)://)?(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):(\d{1,5})$")
+
+
+def check_address(address: str) -> None:
+    """A Dask scheduler address, [scheme://]host:port, checked before Dask parses it (its own
+    errors for a malformed one are a ValueError and a traceback printed as the client is freed)."""
+    match = _ADDRESS.match(address.strip())
+    if not match or not 0 < int(match.group(1)) < 65536:
+        raise ConfigError(f"'{address[:80]}' is not a Dask scheduler address like tcp://host:8786",
+                          key="--scheduler")
+
+
+def scheduler_address(scheduler: str | None) -> str | None:
+    """--scheduler, else $DASK_SCHEDULER_ADDRESS, checked; None: an embedded cluster."""
+    address = scheduler if scheduler is not None else (os.environ.get("DASK_SCHEDULER_ADDRESS") or None)
+    if address is not None:
+        check_address(address)
+    return address
+
+
+def _remove_stale_parts(out: Path, wanted: set[str]) -> None:
+    """Parts of points this sweep no longer has (an edited spec, profile or model changes the
+    points' hashes) and parts that cannot be read: results.parquet, the index, is rewritten from
+    the wanted points only, so these would only accumulate."""
+    for part in (out / "results").glob("part-*.parquet"):
+        h = part.name[len("part-"):-len(".parquet")]
+        if h not in wanted or _read_part(part, columns=["point"]) is None:
+            part.unlink(missing_ok=True)
 
 
 def _read_part(part: Path, columns=None) -> pd.DataFrame | None:
@@ -150,12 +192,12 @@ def dask_client(scheduler: str | None, workers: int | None):
     sweep's points and a sensitivity's perturbations run on it)."""
     from dask.distributed import Client, LocalCluster
 
-    address = scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS")
+    address = scheduler_address(scheduler)
     cluster = None
     if address:
         try:
             client = Client(address, timeout=SCHEDULER_TIMEOUT_S)
-        except (OSError, TimeoutError) as exc:
+        except (OSError, TimeoutError, ValueError) as exc:
             raise ConfigError(f"cannot reach the Dask scheduler at {address}: {exc}",
                               key="--scheduler") from None
     else:
@@ -186,6 +228,7 @@ def run_sweep(points: list[dict], out: Path, *, scheduler: str | None = None, wo
     once the cluster is up."""
     from dask.distributed import as_completed
 
+    scheduler_address(scheduler)        # a malformed address fails before anything is written
     (out / "results").mkdir(parents=True, exist_ok=True)
     for tmp in [*out.glob(".*.tmp"), *(out / "results").glob(".*.tmp")]:
         tmp.unlink(missing_ok=True)        # left by a sweep killed mid-write (atomic_write)
@@ -225,6 +268,7 @@ def run_sweep(points: list[dict], out: Path, *, scheduler: str | None = None, wo
     parts = [p for p in parts if p is not None] + _gathered(written, wanted)
     table = (pd.concat(parts, ignore_index=True).sort_values("point", kind="stable", ignore_index=True) if parts
              else pd.DataFrame({"point": [], "status": []}))
+    _remove_stale_parts(out, wanted)
     results = out / "results.parquet"
     atomic_write(results, lambda p: table.to_parquet(p, index=False))
     bad = table[table["status"] != "ok"] if len(table) else table

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from hwsim.errors import ConfigError
+from hwsim.io.bounded import LIMITS, open_text
 from hwsim.model.shapes import Moe
 
 
@@ -202,31 +203,37 @@ def tokens_per_expert(choice: np.ndarray, experts: int) -> np.ndarray:
 def load_trace(path: Path, experts: int, top_k: int) -> dict[tuple[int, int], list[list[int]]]:
     """A router log: CSV with columns step, layer, token, experts (ids separated by spaces or ';')."""
     table: dict[tuple[int, int], list[list[int]]] = {}
-    try:
-        fh = open(path, newline="", encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read routing trace: {exc.strerror or exc}", file=str(path),
-                          key="moe.routing.trace") from None
-    with fh:
+    with open_text(path, LIMITS["routing trace"], key="moe.routing.trace", newline="") as fh:
         reader = csv.DictReader(fh)
-        missing = {"step", "layer", "token", "experts"} - set(reader.fieldnames or [])
-        if missing:
-            raise ConfigError(f"routing trace lacks column(s) {sorted(missing)}", file=str(path), line=1)
-        for line, row in enumerate(reader, start=2):
-            try:
-                step, layer = int(row["step"]), int(row["layer"])
-                ids = [int(x) for x in row["experts"].replace(";", " ").split()]
-            except (TypeError, ValueError, AttributeError):
-                raise ConfigError("step, layer and experts must be integers", file=str(path), line=line,
-                                  key="moe.routing.trace") from None
-            bad = [i for i in ids if not 0 <= i < experts]
-            if bad:
-                raise ConfigError(f"expert id {bad[0]} out of range 0..{experts - 1}", file=str(path), line=line,
-                                  key="moe.routing.trace")
-            if len(ids) != top_k or len(set(ids)) != top_k:
-                raise ConfigError(f"expected {top_k} distinct expert ids, got {ids}", file=str(path), line=line,
-                                  key="moe.routing.trace")
-            table.setdefault((step, layer), []).append(ids)
+        try:
+            _read_rows(reader, path, experts, top_k, table)
+        except csv.Error as exc:      # a NUL byte, an unclosed quote
+            raise ConfigError(f"malformed CSV: {exc}", file=str(path), line=reader.line_num,
+                              key="moe.routing.trace") from None
     if not table:
-        raise ConfigError("routing trace has no rows", file=str(path), line=1)
+        raise ConfigError("routing trace has no rows", file=str(path), line=1, key="moe.routing.trace")
     return table
+
+
+def _read_rows(reader, path: Path, experts: int, top_k: int, table: dict) -> None:
+    """The rows of a routing trace into `table` ((step, layer) -> each token's expert ids)."""
+    missing = {"step", "layer", "token", "experts"} - set(reader.fieldnames or [])
+    if missing:
+        raise ConfigError(f"routing trace lacks column(s) {sorted(missing)}", file=str(path), line=1,
+                          key="moe.routing.trace")
+    for line, row in enumerate(reader, start=2):
+        try:
+            step, layer = int(row["step"]), int(row["layer"])
+            ids = [int(x) for x in row["experts"].replace(";", " ").split()]
+        except (TypeError, ValueError, AttributeError):
+            raise ConfigError("step, layer and experts must be integers", file=str(path), line=line,
+                              key="moe.routing.trace") from None
+        bad = [i for i in ids if not 0 <= i < experts]
+        if bad:
+            raise ConfigError(f"expert id {bad[0]} out of range 0..{experts - 1}", file=str(path), line=line,
+                              key="moe.routing.trace")
+        if len(ids) != top_k or len(set(ids)) != top_k:
+            raise ConfigError(f"expected {top_k} distinct expert ids, got {ids}", file=str(path), line=line,
+                              key="moe.routing.trace")
+        table.setdefault((step, layer), []).append(ids)
+
