@@ -239,6 +239,8 @@ def apply_hardware_overrides(profile: HardwareProfile, overrides: dict[str, floa
         if not isinstance(leaf, dict) or "value" not in leaf:
             raise ConfigError(f"'{path}' is not a number of the hardware profile",
                               key=f"hardware_overrides.{path}")
+        if isinstance(leaf["value"], int) and isinstance(value, float) and value.is_integer():
+            value = int(value)          # overrides are read as numbers; a count stays a whole one
         leaf["value"] = value
         leaf["source"] = WHAT_IF_SOURCE
     try:
