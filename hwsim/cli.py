@@ -333,13 +333,15 @@ class _progress:
         self.enabled = enabled
         self.bar = None
         self.started = time.perf_counter()
-        self.terminal = sys.stderr.isatty()
+        self.terminal = None          # asked of the stderr console when first needed
         self.last_line = self.started
 
     def __enter__(self):
         return self.update if self.enabled else None
 
     def update(self, done: int, total: int) -> None:
+        if self.terminal is None:
+            self.terminal = err_console().is_terminal
         if not self.terminal:
             self._line(done, total)
             return
