@@ -12,10 +12,10 @@ Each kernel is timed alone by the timer (through the replay cache). Then one of 
   with what it asks of each unit, and ends when the arbiter says (hwsim/engine/sharing.py).
   The time it loses to sharing is charged to its body (its largest component).
 
-A **private** stream (one per GPU of a multi-GPU step, hwsim/parallel/step.py) ignores other
-processes' events: between two collectives the other processes are the other GPUs' streams,
-which touch only their own device, so its kernels still run alone unless an arbiter item is in
-flight.
+A **private** stream (each GPU's of a multi-GPU pass with one micro-batch: hwsim/build.py sets
+it, hwsim/parallel/multi.py runs it) ignores other processes' events: between two collectives
+the other processes are the other GPUs' streams, which touch only their own device, so its
+kernels still run alone unless an arbiter item is in flight.
 """
 
 from __future__ import annotations
