@@ -215,7 +215,7 @@ def run(
 
 def _run(scenario, set_, out, json_out, trace, max_wall_s, max_gb, figures, plotter, dry_run) -> None:
     from hwsim.build import build
-    from hwsim.config.cost import cap_memory, estimate
+    from hwsim.config.cost import cap_memory, check_loaded_cost, estimate
     from hwsim.config.fingerprint import fingerprint
     from hwsim.config.load import load_scenario, scenario_path
     from hwsim.io.bundle import hold_out, write_bundle
@@ -223,7 +223,8 @@ def _run(scenario, set_, out, json_out, trace, max_wall_s, max_gb, figures, plot
     from hwsim.run import run_scenario
 
     limits = (_positive(max_wall_s, "--max-wall-s"), _positive(max_gb, "--max-gb"))
-    cfg = load_scenario(scenario, set_, cost_limits=limits)
+    cfg = load_scenario(scenario, set_)
+    check_loaded_cost(cfg, limits)
     scenario_file = str(scenario_path(scenario)) if scenario else "scenarios/default.yaml"
     default_out = out is None
     if default_out:

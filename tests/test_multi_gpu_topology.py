@@ -3,7 +3,7 @@ every number, and leaves the chip profiles and their list as they were."""
 
 import pytest
 
-from hwsim.config.load import builtin_profiles, load_profile
+from hwsim.config.files import builtin_profiles, load_profile
 from hwsim.config.sourced import _Sourced
 from hwsim.hw.chip import ChipSpec
 from hwsim.parallel.topology import load_topology

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+import hwsim.config.files as files
 import hwsim.config.load as load
 
 REPO = Path(__file__).resolve().parents[1]
@@ -23,17 +24,17 @@ REPO = Path(__file__).resolve().parents[1]
 def test_profiles_are_found_in_the_package_data(tmp_path, monkeypatch):
     data = tmp_path / "site" / "hwsim" / "data"
     shutil.copytree(REPO / "hardware_profiles", data / "hardware_profiles")
-    monkeypatch.setattr(load, "REPO_ROOT", tmp_path / "no-source-tree")
-    monkeypatch.setattr(load, "PACKAGE_DATA", data)
+    monkeypatch.setattr(files, "REPO_ROOT", tmp_path / "no-source-tree")
+    monkeypatch.setattr(files, "PACKAGE_DATA", data)
     monkeypatch.delenv("HWSIM_HOME", raising=False)
     monkeypatch.chdir(tmp_path)
-    assert load.load_profile("h200-sxm").name
-    assert "h200-sxm" in load.builtin_profiles()
+    assert files.load_profile("h200-sxm").name
+    assert "h200-sxm" in files.builtin_profiles()
     from hwsim.parallel.topology import load_topology
     assert load_topology("hgx-h200-8").chip == "h200-sxm"        # topologies too (issue 18)
-    monkeypatch.setattr(load, "PACKAGE_DATA", tmp_path / "empty")
-    with pytest.raises(load.ConfigError, match="known: none found"):
-        load.load_profile("h200-sxm")
+    monkeypatch.setattr(files, "PACKAGE_DATA", tmp_path / "empty")
+    with pytest.raises(files.ConfigError, match="known: none found"):
+        files.load_profile("h200-sxm")
 
 
 def test_a_scenario_is_found_by_name_from_any_folder(tmp_path, monkeypatch):
@@ -42,9 +43,9 @@ def test_a_scenario_is_found_by_name_from_any_folder(tmp_path, monkeypatch):
     assert load.scenario_path("voice-agent") == REPO / "scenarios" / "voice-agent.yaml"
     assert load.scenario_path("voice-agent.yaml") == REPO / "scenarios" / "voice-agent.yaml"
     assert load.load_scenario("voice-agent").name == "voice-agent"
-    with pytest.raises(load.ConfigError, match="no scenario of that name"):
+    with pytest.raises(files.ConfigError, match="no scenario of that name"):
         load.scenario_path("no-such-scenario")
-    with pytest.raises(load.ConfigError, match="file not found"):
+    with pytest.raises(files.ConfigError, match="file not found"):
         load.load_scenario("sub/voice-agent.yaml")      # a path is never looked up by name
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from hwsim.config.load import builtin_profiles, load_profile
+from hwsim.config.files import builtin_profiles, load_profile
 from hwsim.config.sourced import _Sourced
 from hwsim.hw.chip import ChipSpec
 

@@ -4,7 +4,7 @@ and replayed; every point's row is the one its solo run gives."""
 from pathlib import Path
 
 from hwsim.sweep.groups import GroupPlans, group_points, run_group
-from hwsim.sweep.runner import run_point
+from hwsim.sweep.point import run_point
 from hwsim.sweep.spec import load_sweep
 
 TINY = str(Path(__file__).parent / "data" / "tiny-moe.yaml")

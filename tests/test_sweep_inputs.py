@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 
 from hwsim.cli import app
 from hwsim.errors import ConfigError
-from hwsim.sweep.runner import run_point, run_sweep
+from hwsim.sweep.point import run_point
+from hwsim.sweep.runner import run_sweep
 from hwsim.sweep.spec import load_sweep
 
 TINY = str(Path(__file__).parent / "data" / "tiny-moe.yaml")

@@ -1,5 +1,5 @@
 """`hwsim list`: what can be named without a path, found where a run looks names up
-(hwsim.config.load.search_dirs; the models ship inside the package)."""
+(hwsim.config.files.search_dirs; the models ship inside the package)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ def _is_sweep(path: Path) -> bool:
 
 
 def catalog() -> dict[str, list[str]]:
-    from hwsim.config.load import builtin_profiles, named_yaml
+    from hwsim.config.files import builtin_profiles, named_yaml
     from hwsim.config.scenario import KV_PRESETS
     from hwsim.model.shapes import builtin_models
 

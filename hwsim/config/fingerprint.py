@@ -45,7 +45,7 @@ def code_sha256() -> str:
 
 def input_files(resolved: dict) -> dict[str, Path]:
     """The files a resolved scenario (as a dict) reads, by role."""
-    from hwsim.config.load import model_path, profile_path
+    from hwsim.config.files import model_path, profile_path
 
     files: dict[str, Path] = {}
     profile = profile_path(resolved["hardware"])

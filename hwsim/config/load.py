@@ -5,102 +5,22 @@ Every user error becomes one ConfigError naming the file, the line and the dotte
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
-from hwsim.config.cost import check_cost
-from hwsim.config.limits import model_problems, profile_problems, value_problems
+from hwsim.config.files import (default_scenario_path, error_at, load_model, load_profile, scenario_path,
+                                validate)
+from hwsim.config.limits import profile_problems, value_problems
 from hwsim.config.profile import HardwareProfile
 from hwsim.config.scenario import Scenario
 from hwsim.config.yaml_lines import LoadedYaml, load_yaml_file, load_yaml_text
 from hwsim.errors import ConfigError
-from hwsim.io.bounded import LIMITS, read_text
 from hwsim.model.blocks import moe_schedule_problems
-from hwsim.model.shapes import MODEL_DIR, ModelShape
+from hwsim.model.shapes import ModelShape
 from hwsim.workload import kv_format
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-# hwsim/data: the models, and in an installed wheel copies of the repository's scenarios/ and
-# hardware_profiles/ (setup.py copies them at build time; the top-level folders stay the source)
-PACKAGE_DATA = Path(__file__).resolve().parents[1] / "data"
-
-
-def search_dirs(kind: str) -> list[Path]:
-    """Where profiles and scenarios named without a path are looked up, first match wins:
-    $HWSIM_HOME/<kind>, ./<kind>, the source tree's <kind> (a clone or an editable install),
-    and the copies an installed wheel ships in hwsim/data/<kind>. README, "Installing"."""
-    roots = [Path(os.environ["HWSIM_HOME"])] if os.environ.get("HWSIM_HOME") else []
-    roots += [Path.cwd(), REPO_ROOT, PACKAGE_DATA]
-    return [r / kind for r in roots]
-
-
-def _find(name: str, kind: str) -> Path | None:
-    p = Path(name)
-    if p.suffix in (".yaml", ".yml") and p.exists():
-        return p
-    for d in search_dirs(kind):
-        cand = d / f"{name}.yaml"
-        if cand.exists():
-            return cand
-    return None
-
-
-def scenario_path(arg: str | Path) -> Path:
-    """A scenario or sweep spec given on the command line: a path to a file, or the name of
-    one that hwsim ships (`voice-agent`, or `voice-agent.yaml`), looked up like a profile."""
-    p = Path(arg)
-    if p.exists() or len(p.parts) != 1:
-        return p                         # a path: load_yaml_file reads it or says what is wrong
-    found = _find(p.stem if p.suffix in (".yaml", ".yml") else p.name, "scenarios")
-    if found is None:
-        raise ConfigError("file not found, and no scenario of that name (`hwsim list` shows them)",
-                          file=str(p))
-    return found
-
-
-def named_yaml(kind: str) -> dict[str, Path]:
-    """Every <name>.yaml of `kind` found by search_dirs, name -> the file a lookup picks."""
-    found: dict[str, Path] = {}
-    for d in search_dirs(kind):
-        if d.is_dir():
-            for path in sorted(d.glob("*.yaml")):
-                found.setdefault(path.stem, path)
-    return dict(sorted(found.items()))
-
-
-def default_scenario_path() -> Path:
-    found = _find("default", "scenarios")
-    if found is None:
-        raise ConfigError("no scenarios/default.yaml found (run from the repository or set HWSIM_HOME)")
-    return found
-
-
-def validate(model: type[BaseModel], doc: LoadedYaml) -> Any:
-    if not isinstance(doc.data, dict):
-        raise ConfigError("expected a mapping at the top level", file=doc.source, line=1)
-    try:
-        obj = model.model_validate(doc.data)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = [str(p) for p in err["loc"] if not str(p).startswith("function-after")]
-        msg = err["msg"]
-        if err["type"] == "extra_forbidden":
-            msg = "unknown key"
-        elif err["type"] == "missing":
-            msg = "required key is missing"
-        if "input" in err and err["type"] not in ("missing", "extra_forbidden") and not isinstance(err["input"], dict):
-            msg += f" (got {err['input']!r})"
-        more = f" (and {len(exc.errors()) - 1} more problem(s))" if len(exc.errors()) > 1 else ""
-        # a key missing at the top level is written nowhere: the file's first line stands for it
-        line = doc.line_of(loc) or (1 if err["type"] == "missing" else None)
-        raise ConfigError(msg + more, file=doc.source, line=line, key=".".join(loc)) from None
-    for key, problem in value_problems(obj):
-        raise error_at(doc, key, problem)
-    return obj
 
 
 def parse_set(item: str) -> tuple[list[str], Any]:
@@ -135,10 +55,9 @@ def apply_overrides(data: dict, sets: list[str], doc: LoadedYaml) -> None:
     doc.overridden = {".".join(parse_set(s)[0]) for s in sets}
 
 
-def load_scenario(path: str | Path | None, sets: list[str] | None = None,
-                  cost_limits: tuple[float | None, float | None] | None = None) -> Scenario:
-    """The validated scenario. With `cost_limits` (max wall s, max GB; None = the default or
-    the environment's) a run estimated above them is refused (hwsim.config.cost)."""
+def load_scenario(path: str | Path | None, sets: list[str] | None = None) -> Scenario:
+    """The validated scenario. Its cost (which rehearses serving on a built system) is checked
+    above build, by the caller: hwsim.config.cost.check_loaded_cost."""
     doc = load_yaml_file(scenario_path(path) if path else default_scenario_path())
     if doc.data is None:
         doc.data = {}
@@ -163,11 +82,6 @@ def load_scenario(path: str | Path | None, sets: list[str] | None = None,
             raise error_at(doc, exc.key, exc.message) from None
         for key, problem in cross_checks(cfg, loaded["hardware"], loaded["model"]):
             raise error_at(doc, key, problem)
-        if cost_limits is not None:
-            try:
-                check_cost(cfg, loaded["model"], *cost_limits)
-            except ConfigError as exc:
-                raise error_at(doc, exc.key, exc.message) from None
         _loaded_scenario[:] = [doc, overridden]
         return cfg
     except ConfigError as exc:
@@ -183,6 +97,13 @@ def _from_set(exc: ConfigError, overridden: set[str]) -> ConfigError:
 
 # The scenario this command loaded (its document and overridden keys), for locate().
 _loaded_scenario: list = []
+
+
+def at_loaded_scenario(exc: ConfigError) -> ConfigError:
+    """An error about a key of the scenario this command just loaded, found by a check made
+    after loading (its cost): at the key's line, or --set, as load_scenario says its own."""
+    doc, overridden = _loaded_scenario
+    return _from_set(error_at(doc, exc.key, exc.message), overridden)
 
 
 def forget_scenario() -> None:
@@ -206,17 +127,6 @@ def locate(exc: ConfigError) -> ConfigError:
     if doc.line_of(parts) is None and any(o.split(".")[0] == parts[0] for o in overridden):
         return ConfigError(exc.message, file="--set", key=exc.key)     # its block came from --set
     return error_at(doc, exc.key, exc.message)
-
-
-def error_at(doc: LoadedYaml, key: str, message: str) -> ConfigError:
-    """An error about `key` of a loaded file, at the line of the key or of its nearest written
-    parent; a key the file does not write at all (its default applies) is said so, at line 1."""
-    line = doc.line_of(key.split("."))
-    if line is None:
-        top = key.split(".")[0]
-        return ConfigError(f"{message} ({top} is not written in this file: its default applies)",
-                           file=doc.source, line=1, key=key)
-    return ConfigError(message, file=doc.source, line=line, key=key)
 
 
 MIN_LOCKED_CLOCK_MHZ = 100      # a profile without a power block: no SM clock is set lower
@@ -292,68 +202,6 @@ def cross_checks(cfg: Scenario, profile: HardwareProfile, model: ModelShape):
         if codebook > smem / 2:
             yield "kv_cache.vq.entries", (f"codebook of {codebook} bytes does not fit in half of the "
                                           f"{smem:.0f} bytes of shared memory per SM")
-
-
-def profile_path(name: str) -> Path | None:
-    return _find(name, "hardware_profiles")
-
-
-def model_path(name: str) -> Path:
-    p = Path(name)
-    return p if p.suffix in (".yaml", ".yml") and p.exists() else MODEL_DIR / f"{name}.yaml"
-
-
-# Validated profiles and models by (kind, path, file bytes), at most _LOADED_MAX: a command
-# reads the same ones several times (the scenario's checks, build, each validate row), and
-# parsing and validating one takes 20-40 ms. Keyed by the content, an edited file is read anew.
-# The objects are shared: nothing changes one once loaded (overrides make a copy).
-_LOADED: dict[tuple, Any] = {}
-_LOADED_MAX = 64
-
-
-def _once(kind: str, path: Path, load):
-    """load(doc) of the file's text, read once: what is parsed is what the key holds, even if
-    the file is edited meanwhile (a sweep's profile, edited while it runs)."""
-    text = read_text(path, LIMITS["yaml"])
-    key = (kind, str(path), text)
-    if key not in _LOADED:
-        if len(_LOADED) >= _LOADED_MAX:
-            _LOADED.clear()
-        _LOADED[key] = load(load_yaml_text(text, str(path)))
-    return _LOADED[key]
-
-
-def load_profile(name: str) -> HardwareProfile:
-    path = profile_path(name)
-    if path is None:
-        known = ", ".join(builtin_profiles()) or "none found"
-        raise ConfigError(f"unknown hardware profile '{name}' (known: {known})", key="hardware")
-    return _once("profile", path, _load_profile)
-
-
-def _load_profile(doc: LoadedYaml) -> HardwareProfile:
-    profile = validate(HardwareProfile, doc)
-    for key, problem in profile_problems(profile.model_dump(mode="python")):
-        raise error_at(doc, key, problem)
-    return profile
-
-
-def load_model(name: str) -> ModelShape:
-    path = model_path(name)
-    if not path.exists():
-        from hwsim.model.shapes import builtin_models
-        raise ConfigError(f"unknown model '{name}' (known: {', '.join(builtin_models())})", key="model")
-    return _once("model", path, _load_model)
-
-
-def _load_model(doc: LoadedYaml) -> ModelShape:
-    for key, problem in model_problems(doc.data if isinstance(doc.data, dict) else {}):
-        raise error_at(doc, key, problem)
-    return validate(ModelShape, doc)
-
-
-def builtin_profiles() -> list[str]:
-    return list(named_yaml("hardware_profiles"))
 
 
 def dump_yaml(data: Any) -> str:

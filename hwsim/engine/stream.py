@@ -12,13 +12,17 @@ Each kernel is timed alone by the timer (through the replay cache). Then one of 
   with what it asks of each unit, and ends when the arbiter says (hwsim/engine/sharing.py).
   The time it loses to sharing is charged to its body (its largest component).
 
-A **private** stream (one per GPU of a multi-GPU step, hwsim/parallel/step.py) ignores other
-processes' events: between two collectives the other processes are the other GPUs' streams,
-which touch only their own device, so its kernels still run alone unless an arbiter item is in
-flight.
+A **private** stream (each GPU's of a multi-GPU pass with one micro-batch: hwsim/build.py sets
+it, hwsim/parallel/multi.py runs it) ignores other processes' events: between two collectives
+the other processes are the other GPUs' streams, which touch only their own device, so its
+kernels still run alone unless an arbiter item is in flight.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 import simpy
 
@@ -57,6 +61,44 @@ def _with_owners(items: list[StreamItem]):
             yield item, None
 
 
+@dataclass(slots=True)
+class _Pass:
+    """One run of a stream's items: its clocks, what it read once at the start, and what it
+    has counted so far."""
+    now: float                    # the stream's clock; env.now catches up at every hand-back
+    host_t: float                 # the host issues from here (the step's start, after the last sync)
+    horizon: float                # the next event of any other process (fixed until we yield)
+    peek: Callable[[], float]
+    in_flight: list               # items of other streams in flight (the arbiter's own list)
+    effects: dict                 # replayed effects, looked up inline: runs for every kernel
+    events_alone: bool            # a kernel alone is still played on the clock (wave, tile)
+    recording: bool
+    once: Any                     # items recorded already, when only first runs are kept
+    graph: bool
+    graph_launch_s: float
+    launch_s: float
+    waited: float = 0.0           # expert-load wait since the previous kernel ended
+    kernels: int = 0
+    replayed: int = 0
+    launch_total: float = 0.0
+    wait_total: float = 0.0
+    host_busy: float = 0.0
+    host_launch: float = 0.0
+    device_busy: float = 0.0
+    host_gap: float = 0.0
+    syncs: int = 0
+    held_launches: int = 0
+    host_launches: int = 0
+    last_alone: Any = None        # the effect of the current run of alone kernels of one shape
+    run_length: int = 0
+    alone_counts: dict = field(default_factory=dict)    # effect -> kernels that ran alone with it
+
+    def flush_alone(self) -> None:
+        """The current run of alone kernels of one shape added to `alone_counts`."""
+        if self.last_alone is not None:
+            self.alone_counts[self.last_alone] = self.alone_counts.get(self.last_alone, 0) + self.run_length
+
+
 class Stream:
     def __init__(self, env: simpy.Environment, device: Device, arbiter: Arbiter, timer: KernelTimer,
                  *, launch: str, reuse: bool = True, copies: CopyEngine | None = None):
@@ -76,143 +118,178 @@ class Stream:
 
     def run(self, items: list[StreamItem], step: int, records: RecordLog | None,
             totals: StreamTotals):
-        """Process body: run the items in order; add each kernel to `totals`, and a record
-        per kernel to `records` unless it is None."""
-        env, device, arbiter, chip = self.env, self.device, self.arbiter, self.device.chip
-        events_alone = self.timer.uses_events
-        recording = device.recording
-        once = device.recorded_once     # items recorded already, when only first runs are kept
-        replay = self.replay
+        """Process body: run the items in order, waiting where they say; add each kernel to
+        `totals`, and a record per kernel to `records` unless it is None."""
+        p = self._start_pass()
         record = records.rows.append if records is not None else None
-        # replayed effects, looked up inline: this loop runs for every kernel of every step
-        effects = replay.effects if replay else {}
-        peek = _never if self.private else env.peek
-        horizon = peek()              # the next event of any other process (fixed until we yield)
-        in_flight = arbiter.active    # items of other streams in flight (the arbiter's own list)
-        replayed = 0
-        last_alone, run_length = None, 0
-        alone_counts: dict = {}       # effect -> kernels that ran alone with it (added in bulk)
-        now = env.now                 # the stream's clock; env.now catches up at every hand-back
-        host_t = now                  # the host starts issuing when the step starts (after the last sync)
-        waited = 0.0                  # expert-load wait since the previous kernel ended
-        launch_total = wait_total = 0.0
-        graph, graph_launch_s, launch_s = self.graph, chip.launch_graph_s, self.launch_s
-        host_busy = host_launch = device_busy = host_gap = 0.0
-        syncs = held_launches = host_launches = 0
-        i = -1
         for k, owner in _with_owners(items):
-            if type(k) is not Kernel:
-                if type(k) is HostWork:         # an imported trace's host (hwsim/engine/host.py)
-                    if not graph:
-                        if k.sync:
-                            syncs += 1
-                            host_t = max(host_t, now)
-                        host_t += k.cpu_s + k.launch_s
-                        host_busy += k.cpu_s + k.launch_s
-                        host_launch += k.launch_s
-                        host_launches += k.launches
-                    continue
-                if type(k) is HeldWork:
-                    if not graph:
-                        host_t = self.host.serve(host_t, launch_s)
-                        held_launches += 1
-                    start = max(now, host_t) if not graph else now + graph_launch_s
-                    host_gap += start - now
-                    now = start + k.seconds
-                    device_busy += k.seconds
-                    totals.add_seconds(Component.ACTIVATION_IO, k.seconds)
-                    continue
-                if now > env.now:
-                    yield env.timeout(now - env.now)
-                if isinstance(k, PrefetchLoad):
-                    self.copies.start(k)
+            if type(k) is Kernel:
+                ready, dispatch, effect, shared = self._dispatch(p, k)
+                if shared or p.events_alone:
+                    effect, parts = yield from self._run_on_clock(p, k, owner, effect, dispatch, shared, totals)
                 else:
-                    event = self.copies.landed.get(k.key)
-                    if event is not None and not event.triggered:
-                        yield event
-                        waited += env.now - now
-                now = env.now
-                horizon = peek()
-                continue
-            i += 1
-            ready = now - waited
-            if graph:
-                dispatch = now + graph_launch_s
+                    parts = self._run_alone(p, k, owner, effect, dispatch)
+                self._count(p, k, owner, effect, parts, ready, dispatch, shared, step, record)
+            elif type(k) is HostWork:
+                self._host_work(p, k)
+            elif type(k) is HeldWork:
+                self._held_work(p, k, totals)
             else:
-                host_t = self.host.serve(host_t, launch_s)
-                dispatch = max(now, host_t)
-            key = k.replay_key
-            effect = effects.get(key) if key is not None else None
-            if effect is not None:
-                replayed += 1
-            elif replay is not None:
-                effect, hit = replay.effect(k)
-                replayed += hit
-            else:
-                effect = self.timer.at_once(k)
-            end = dispatch + effect.duration
-            shared = True if in_flight else horizon < end
-            if not shared and not events_alone:
-                now = end
-                if effect is last_alone:      # runs of one shape (a layer's experts) count in one go
-                    run_length += 1
-                else:
-                    if last_alone is not None:
-                        alone_counts[last_alone] = alone_counts.get(last_alone, 0) + run_length
-                    last_alone, run_length = effect, 1
-                parts = effect.parts
-                if recording and (once is None or effect not in once):
-                    device.record(effect, dispatch, end, owner.name_of(k) if owner else k.name)
-            else:
-                if now > env.now:
-                    yield env.timeout(now - env.now)
-                if dispatch > env.now:
-                    yield env.timeout(dispatch - env.now)
-                if shared:
-                    item = arbiter.submit(owner.name_of(k) if owner else k.name, effect.duration,
-                                          device.shares(effect))
-                    yield item.done
-                    now = env.now
-                    parts = _stretched(effect.parts, (now - dispatch) - effect.duration)
-                else:
-                    effect = yield from self.timer.events(env, k)
-                    now = env.now
-                    parts = effect.parts
-                device.account(effect)
-                totals.add(parts, k.data, k.hbm_bytes)
-                if recording:
-                    device.record(effect, dispatch, now, owner.name_of(k) if owner else k.name)
-                horizon = peek()
-            launch = dispatch - ready - waited
-            launch_total += launch
-            device_busy += now - dispatch
-            wait_total += waited
-            if record is not None:          # KernelRecord's fields, in order
-                record((step, i, k, ready, dispatch, now, effect.waves, parts, launch, waited, shared, owner))
-            waited = 0.0
-        if last_alone is not None:
-            alone_counts[last_alone] = alone_counts.get(last_alone, 0) + run_length
-        self.replayed += replayed
-        for effect, n in alone_counts.items():
+                yield from self._copy(p, k)
+        self._end_pass(p, totals)
+        if p.now > self.env.now:
+            yield self.env.timeout(p.now - self.env.now)
+
+    def _start_pass(self) -> _Pass:
+        """A pass's state; what it reads of the device, arbiter and replay is read once, here."""
+        env, device, replay = self.env, self.device, self.replay
+        peek = _never if self.private else env.peek
+        return _Pass(
+            now=env.now, host_t=env.now, horizon=peek(), peek=peek,
+            in_flight=self.arbiter.active, effects=replay.effects if replay else {},
+            events_alone=self.timer.uses_events, recording=device.recording, once=device.recorded_once,
+            graph=self.graph, graph_launch_s=device.chip.launch_graph_s, launch_s=self.launch_s)
+
+    def _dispatch(self, p: _Pass, k: Kernel):
+        """(ready, dispatch, effect, shared) of the next kernel: when the stream is ready for it,
+        when it is launched, its effect timed alone, and whether it must share the device."""
+        ready = p.now - p.waited
+        if p.graph:
+            dispatch = p.now + p.graph_launch_s
+        else:
+            p.host_t = self.host.serve(p.host_t, p.launch_s)
+            dispatch = max(p.now, p.host_t)
+        key = k.replay_key
+        effect = p.effects.get(key) if key is not None else None
+        if effect is not None:
+            p.replayed += 1
+        elif self.replay is not None:
+            effect, hit = self.replay.effect(k)
+            p.replayed += hit
+        else:
+            effect = self.timer.at_once(k)
+        end = dispatch + effect.duration
+        shared = True if p.in_flight else p.horizon < end
+        return ready, dispatch, effect, shared
+
+    def _run_alone(self, p: _Pass, k: Kernel, owner, effect, dispatch: float):
+        """The kernel's parts, run alone on the stream's own clock; its unit accounting is
+        added in bulk at the end of the pass."""
+        end = dispatch + effect.duration
+        p.now = end
+        if effect is p.last_alone:      # runs of one shape (a layer's experts) count in one go
+            p.run_length += 1
+        else:
+            p.flush_alone()
+            p.last_alone, p.run_length = effect, 1
+        if p.recording and (p.once is None or effect not in p.once):
+            self.device.record(effect, dispatch, end, owner.name_of(k) if owner else k.name)
+        return effect.parts
+
+    def _run_on_clock(self, p: _Pass, k: Kernel, owner, effect, dispatch: float, shared: bool,
+                      totals: StreamTotals):
+        """(effect, parts) of the kernel run on SimPy's clock: shared through the arbiter, or
+        played a wave or tile at a time."""
+        env, device = self.env, self.device
+        if p.now > env.now:
+            yield env.timeout(p.now - env.now)
+        if dispatch > env.now:
+            yield env.timeout(dispatch - env.now)
+        if shared:
+            item = self.arbiter.submit(owner.name_of(k) if owner else k.name, effect.duration,
+                                       device.shares(effect))
+            yield item.done
+            p.now = env.now
+            parts = _stretched(effect.parts, (p.now - dispatch) - effect.duration)
+        else:
+            effect = yield from self.timer.events(env, k)
+            p.now = env.now
+            parts = effect.parts
+        device.account(effect)
+        totals.add(parts, k.data, k.hbm_bytes)
+        if p.recording:
+            device.record(effect, dispatch, p.now, owner.name_of(k) if owner else k.name)
+        p.horizon = p.peek()
+        return effect, parts
+
+    @staticmethod
+    def _count(p: _Pass, k: Kernel, owner, effect, parts, ready: float, dispatch: float,
+               shared: bool, step: int, record) -> None:
+        """The kernel's launch, busy and wait times added to the pass, and its record."""
+        launch = dispatch - ready - p.waited
+        p.launch_total += launch
+        p.device_busy += p.now - dispatch
+        p.wait_total += p.waited
+        if record is not None:          # KernelRecord's fields, in order
+            record((step, p.kernels, k, ready, dispatch, p.now, effect.waves, parts, launch, p.waited,
+                    shared, owner))
+        p.kernels += 1
+        p.waited = 0.0
+
+    @staticmethod
+    def _host_work(p: _Pass, k: HostWork) -> None:
+        """An imported trace's host work (hwsim/engine/host.py): the host is busy, the device not."""
+        if p.graph:
+            return
+        if k.sync:
+            p.syncs += 1
+            p.host_t = max(p.host_t, p.now)
+        p.host_t += k.cpu_s + k.launch_s
+        p.host_busy += k.cpu_s + k.launch_s
+        p.host_launch += k.launch_s
+        p.host_launches += k.launches
+
+    def _held_work(self, p: _Pass, k: HeldWork, totals: StreamTotals) -> None:
+        """Device work of a fixed time (activations moved in or out), launched like a kernel."""
+        if not p.graph:
+            p.host_t = self.host.serve(p.host_t, p.launch_s)
+            p.held_launches += 1
+        start = max(p.now, p.host_t) if not p.graph else p.now + p.graph_launch_s
+        p.host_gap += start - p.now
+        p.now = start + k.seconds
+        p.device_busy += k.seconds
+        totals.add_seconds(Component.ACTIVATION_IO, k.seconds)
+
+    def _copy(self, p: _Pass, k: StreamItem):
+        """A prefetch started on the copy engine, or a wait for an expert's copy to land."""
+        env = self.env
+        if p.now > env.now:
+            yield env.timeout(p.now - env.now)
+        if isinstance(k, PrefetchLoad):
+            self.copies.start(k)
+        else:
+            event = self.copies.landed.get(k.key)
+            if event is not None and not event.triggered:
+                yield event
+                p.waited += env.now - p.now
+        p.now = env.now
+        p.horizon = p.peek()
+
+    def _end_pass(self, p: _Pass, totals: StreamTotals) -> None:
+        """The pass's alone kernels accounted in bulk, the device synced, and its launch, host
+        and wait times added to `totals`."""
+        device = self.device
+        p.flush_alone()
+        self.replayed += p.replayed
+        for effect, n in p.alone_counts.items():
             totals.add(effect.parts, effect.data, effect.hbm_bytes, n)
-        device.account_all(alone_counts)
+        device.account_all(p.alone_counts)
         if not self.private:        # a private stream's device is synced at the end of its pass
             device.sync()
-        totals.kernels += i + 1
-        self.kernels += i + 1
-        if not graph and host_t > now:     # the host's work after the last kernel (an imported
-            host_gap += host_t - now        # trace's sampling, say) ends the pass
-            now = host_t
+        totals.kernels += p.kernels
+        self.kernels += p.kernels
+        if not p.graph and p.host_t > p.now:     # the host's work after the last kernel (an imported
+            p.host_gap += p.host_t - p.now        # trace's sampling, say) ends the pass
+            p.now = p.host_t
         # of the device's waits on the host, up to one launch call per kernel is launch overhead,
         # the rest (an imported trace's CPU work and syncs) the host's; a pass without HostWork
         # items (a built-in schedule) keeps it all as launch overhead, as before
-        launches = 0 if graph else i + 1 + held_launches
-        waited_on_host = launch_total + host_gap
-        as_launch = min(waited_on_host, host_launch) if host_busy else waited_on_host
+        launches = 0 if p.graph else p.kernels + p.held_launches
+        waited_on_host = p.launch_total + p.host_gap
+        as_launch = min(waited_on_host, p.host_launch) if p.host_busy else waited_on_host
         totals.add_seconds(Component.LAUNCH_OVERHEAD, as_launch)
         totals.add_seconds(Component.HOST, waited_on_host - as_launch)
-        totals.add_seconds(Component.EXPERT_LOAD_WAIT, wait_total)
-        totals.host = (HostTotals(host_busy, host_launches, syncs, device_busy) if host_busy or syncs
-                       else HostTotals(launches * launch_s, launches, 0, device_busy))
-        if now > env.now:
-            yield env.timeout(now - env.now)
+        totals.add_seconds(Component.EXPERT_LOAD_WAIT, p.wait_total)
+        totals.host = (HostTotals(p.host_busy, p.host_launches, p.syncs, p.device_busy)
+                       if p.host_busy or p.syncs
+                       else HostTotals(launches * p.launch_s, launches, 0, p.device_busy))

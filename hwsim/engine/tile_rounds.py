@@ -232,17 +232,7 @@ def tile_rounds(path, k: Kernel, start: float) -> tuple[float, dict[Component, f
         order = np.argsort(slot_free, kind="stable")[:n]        # the earliest-free slots, in order
         a = slot_free[order]
         unit = done_units + np.arange(n)
-        mem = np.maximum(a + pipe_s, serve_single(path.bus, a, hbm_r + hbm_w + l2))
-        if l2:
-            mem = np.maximum(mem, serve_single(path.l2, a, l2))
-        if hbm_r:
-            path.hbm.read_bytes += hbm_r * n
-            mem = np.maximum(mem, _hbm_serve(path.hbm, a, k.address + unit * hbm_r, hbm_r,
-                                             k.channel_group, 1.0))
-        if hbm_w:
-            path.hbm.write_bytes += hbm_w * n
-            mem = np.maximum(mem, _hbm_serve(path.hbm, a, k.address + unit * hbm_w, hbm_w, -1,
-                                             path.hbm.write_scale))
+        mem = _round_memory(path, k, a, unit, pipe_s, hbm_r, hbm_w, l2)
         comp = tensor_pipes(tensor_free, slot_sm[order], a, compute_s)
         if k.alu_chain > 1.0:        # a fresh block's own chain, not yet overlapped by others
             comp = np.where(fresh[order], np.maximum(comp, a + k.alu_chain * compute_s), comp)
@@ -262,3 +252,22 @@ def tile_rounds(path, k: Kernel, start: float) -> tuple[float, dict[Component, f
         if secs:
             chain[comp_] = chain.get(comp_, 0.0) + float(secs)
     return float(slot_free[last]), chain, 2 * units
+
+
+def _round_memory(path, k: Kernel, a: np.ndarray, unit: np.ndarray, pipe_s: float, hbm_r: float,
+                  hbm_w: float, l2: float) -> np.ndarray:
+    """When each of a round's tiles, starting at `a`, has its bytes: the SM's load pipe, then
+    the bus, L2 and HBM each serving the tiles in order (HBM's byte counters charged)."""
+    n = len(a)
+    mem = np.maximum(a + pipe_s, serve_single(path.bus, a, hbm_r + hbm_w + l2))
+    if l2:
+        mem = np.maximum(mem, serve_single(path.l2, a, l2))
+    if hbm_r:
+        path.hbm.read_bytes += hbm_r * n
+        mem = np.maximum(mem, _hbm_serve(path.hbm, a, k.address + unit * hbm_r, hbm_r,
+                                         k.channel_group, 1.0))
+    if hbm_w:
+        path.hbm.write_bytes += hbm_w * n
+        mem = np.maximum(mem, _hbm_serve(path.hbm, a, k.address + unit * hbm_w, hbm_w, -1,
+                                         path.hbm.write_scale))
+    return mem

@@ -36,10 +36,6 @@ class Cluster:
         self.devices = [Device(chip, index=i) for i in range(gpus)]
         self._links: dict[tuple[Device, Device], Link] = {}     # at most one per pair of devices
 
-    def nic_in(self, device: Device) -> Unit:
-        """The receiving side of a device's NIC (full duplex: `device.nic` is what it sends)."""
-        return device.nic_rx
-
     def node_of(self, device: Device) -> int:
         return device.index // self.gpus_per_node
 

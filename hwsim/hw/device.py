@@ -179,14 +179,6 @@ class Device:
         for unit, b, served in zip(self.hbm_stacks, busy, self.stack_bytes()):
             unit.busy_s, unit.served = float(b) / per_channel, float(served)
 
-    def charge(self, e: Effect, start: float, end: float, label: str,
-               copy_engine: int | None = None) -> None:
-        """Add one run of the item (from start to end) to the units, and its busy intervals
-        while recording."""
-        self.account(e, 1, copy_engine)
-        if self.recording:
-            self.record(e, start, end, label, copy_engine)
-
     def record(self, e: Effect, start: float, end: float, label: str, copy_engine: int | None = None) -> None:
         """Busy intervals of one run: a unit is busy from the item's start until its last
         request there is served; an item stretched by sharing (end - start > duration alone)

@@ -75,9 +75,3 @@ class SmArray:
             decoder = decoder_elements / (c.decoder_elements_per_clk * c.clock_hz)
         return max(tensor, alu, decoder)
 
-    def busy_seconds(self) -> dict[str, float]:
-        return {
-            "load": sum(s.busy_s for s in self.load_pipes),
-            "tensor": sum(s.busy_s for s in self.tensor),
-            "alu": sum(s.busy_s for s in self.alu),
-        }

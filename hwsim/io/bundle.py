@@ -19,18 +19,8 @@ from pathlib import Path
 from hwsim.io import strict_json
 from hwsim.io import folder_lock
 from hwsim.io.atomic import check_folder_target, keep_aside, replace_folder
-from hwsim.io.tables import EVENT_COLUMNS, Coded, Joined, records_columns, rows_to_columns, write_csv, write_parquet
+from hwsim.io.tables import records_columns, rows_to_columns, write_csv, write_parquet
 from hwsim.run import RunResult, cyclic_gc_paused
-
-
-def records_frame(result: RunResult):
-    """One row per kernel: timing, bytes and the critical-path attribution (ms), as a pandas
-    DataFrame (the bundle itself writes the columns straight to events.parquet)."""
-    import pandas as pd
-
-    columns = records_columns(result.records)
-    return pd.DataFrame({name: v.tolist() if isinstance(v, (Coded, Joined)) else v for name, v in columns.items()},
-                        columns=list(EVENT_COLUMNS))
 
 
 def breakdown_columns(result: RunResult) -> dict[str, list]:
@@ -42,12 +32,6 @@ def breakdown_columns(result: RunResult) -> dict[str, list]:
     for k in (steps[0].breakdown_s if steps else ()):
         cols[k] = [s.breakdown_s[k] * 1e3 for s in steps]
     return cols
-
-
-def breakdown_frame(result: RunResult):
-    import pandas as pd
-
-    return pd.DataFrame(breakdown_columns(result))
 
 
 def iterations_columns(result: RunResult) -> dict[str, list]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from hwsim.config.load import search_dirs, validate
+from hwsim.config.files import search_dirs, validate
 from hwsim.config.sourced import Positive
 from hwsim.config.strict import Strict
 from hwsim.config.yaml_lines import load_yaml_file

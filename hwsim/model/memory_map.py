@@ -24,6 +24,3 @@ class MemoryMap:
             self._next += -(-int(nbytes) // ALIGN) * ALIGN
         return region[0]
 
-    @property
-    def allocated_bytes(self) -> int:
-        return self._next

@@ -26,7 +26,7 @@ from hwsim.model.kernel import ExpertBlock, Kernel, Role, StreamItem, copy_kerne
 from hwsim.model.l2_residency import L2Residency
 from hwsim.model.onchip import OnChipState
 from hwsim.model.memory_map import MemoryMap
-from hwsim.model.moe_dispatch import FROM_HBM, ExpertDispatch
+from hwsim.model.moe_dispatch import FROM_HBM
 from hwsim.model.shapes import MlaAttention, ModelShape
 from hwsim.model.weight_format import BF16, WeightPlan
 from hwsim.workload.kv_format import BF16_KV, KvFormat
@@ -893,11 +893,3 @@ def routed(k: Kernel, item: ir.WorkItem) -> Kernel:
     return copy_kernel(k, role=ROUTED, item=item)
 
 
-def _concat(name: str, layer: int, parts: list[Kernel], writes: tuple[str, ...]) -> Kernel:
-    """A grouped kernel: the union of several GEMMs' tiles, with averaged per-tile work."""
-    tiles = sum(p.tiles for p in parts)
-    avg = lambda attr: sum(getattr(p, attr) * p.tiles for p in parts) / tiles
-    first = parts[0]
-    return Kernel(name=name, layer=layer, tiles=tiles, hbm_read=avg("hbm_read"), l2_read=avg("l2_read"),
-                  l2_write=avg("l2_write"), tensor_flops=avg("tensor_flops"), smem_bytes=first.smem_bytes,
-                  address=first.address, data=first.data, compute=first.compute, writes=writes)

@@ -120,11 +120,6 @@ class WeightPlan:
     def of(self, cls: str) -> WeightFormat:
         return getattr(self, cls)
 
-    @property
-    def all_bf16(self) -> bool:
-        return all(self.of(c).is_bf16 for c in TENSOR_CLASSES)
-
-
 def plan(cfg_weights, model_defaults: dict | None = None, families=None) -> WeightPlan:
     """The scenario's `weights:` block over the model's default formats (DeepSeek-V3: FP8), each
     software class costed by its kernel family of `families` (None: the naive fit)."""

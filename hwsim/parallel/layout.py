@@ -175,16 +175,3 @@ def dispatch_counts(layout: Layout, owner: np.ndarray, groups: np.ndarray) -> np
     return np.bincount(src[keep] * g + dst[keep], minlength=g * g).reshape(g, g).astype(float)
 
 
-def destination_counts(layout: Layout, owner: np.ndarray, groups: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Normal style: ([i][j] tokens i sends to GPU j, once per token and destination GPU;
-    [i][n] tokens i sends to node n, once per token and destination node)."""
-    g, per_node = layout.gpus, layout.gpus_per_node
-    nodes = g // per_node
-    to_gpu = np.zeros((g, g))
-    to_node = np.zeros((g, nodes))
-    for t, row in enumerate(groups):
-        dst = np.unique(row[row >= 0])
-        to_gpu[owner[t], dst] += 1
-        to_node[owner[t], np.unique(dst // per_node)] += 1
-    return to_gpu, to_node
-

@@ -16,7 +16,7 @@ from pathlib import Path
 from pydantic import Field
 
 from hwsim.errors import ConfigError
-from hwsim.config.load import load_profile, search_dirs, validate
+from hwsim.config.files import load_profile, search_dirs, validate
 from hwsim.config.profile import Interconnect
 from hwsim.config.sourced import Count
 from hwsim.config.strict import Strict

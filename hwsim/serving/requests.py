@@ -71,12 +71,6 @@ def interarrival_gaps(cfg, rng: np.random.Generator, n: int) -> np.ndarray:
     return rng.gamma(shape, mean / shape, size=n)
 
 
-def load_request_trace(path: Path, **window) -> list[tuple[float, int, int]]:
-    """(arrival_s, prompt_tokens, output_tokens) of each request of a trace in any layout
-    hwsim.serving.traces reads (hwsim's CSV, Azure, BurstGPT, Mooncake JSONL)."""
-    return [(r.arrival_s, r.prompt_tokens, r.output_tokens) for r in read_trace(path, **window)]
-
-
 def open_loop_requests(workload, streams) -> list[Request]:
     """All requests of an open-loop arrival process (poisson, gamma or a trace)."""
     a = workload.arrivals

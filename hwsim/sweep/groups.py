@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import math
 
+from hwsim.sweep.point import run_point
+
 HARDWARE_KEYS = ("hardware", "hardware_overrides")
 MAX_GROUP = 64        # points per task: enough to amortise the plans, small enough to stream and balance
 MIN_GROUP = 16        # fewer remake the plans too often (a point that makes them costs 2-3 that replay)
@@ -77,6 +79,5 @@ class GroupPlans:
 
 def run_group(points: list[dict]) -> list[dict]:
     """A group's points on one worker, its plans made once: one table row each."""
-    from hwsim.sweep.runner import run_point
     plans = GroupPlans()
     return [run_point(p, plans) for p in points]
