@@ -162,4 +162,8 @@ def test_a_throttled_run_replays_its_plans_and_equals_a_run_locked_at_its_clock(
         assert settled["itl_ms"][key] == pytest.approx(locked["itl_ms"][key], rel=1e-9)
     assert settled["breakdown_ms"] == pytest.approx(locked["breakdown_ms"], rel=1e-9)
     assert settled["moe"]["cache"] == locked["moe"]["cache"]
-    assert settled["moe"]["prefetch"] == pytest.approx(locked["moe"]["prefetch"], rel=1e-9)
+    prefetch, locked_prefetch = settled["moe"]["prefetch"], locked["moe"]["prefetch"]
+    assert prefetch.keys() == locked_prefetch.keys()
+    for key, value in prefetch.items():       # numbers to 1e-9; the predictor's name exactly
+        expected = locked_prefetch[key]
+        assert value == (pytest.approx(expected, rel=1e-9) if isinstance(expected, float) else expected), key
