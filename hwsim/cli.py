@@ -515,8 +515,9 @@ def sweep(
     max_wall_s: Optional[float] = typer.Option(None, "--max-wall-s", help=MAX_WALL_HELP + ", per point"),
     max_gb: Optional[float] = typer.Option(None, "--max-gb", help=MAX_GB_HELP + ", per point"),
 ):
-    """Run every point of a what-if study on Dask; resumable, results in Parquet (exit 1 if
-    any point failed)."""
+    """Run every point of a what-if study on Dask; resumable, results in Parquet.
+
+    Exit 1 if any point failed."""
     from hwsim.config.load import scenario_path
     from hwsim.provenance import provenance
     from hwsim.sweep.runner import check_sweep_out, run_sweep
