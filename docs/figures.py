@@ -135,7 +135,7 @@ def moe_grid() -> dict:
 def frontier() -> dict:
     """scenarios/sweep-frontier.yaml, point by point (in this process: the figures, not Dask,
     are the point here)."""
-    from hwsim.sweep.runner import run_point
+    from hwsim.sweep.point import run_point
     from hwsim.sweep.spec import load_sweep
     spec, points = load_sweep(ROOT / "scenarios" / "sweep-frontier.yaml")
     itl = {}
