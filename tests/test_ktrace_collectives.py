@@ -76,6 +76,9 @@ def test_the_summary_counts_retimed_and_held_collectives(tmp_path):
     assert not any("parallel.topology" in w for w in retimed["warnings"])
 
 
-def test_a_topology_of_another_chip_is_refused(tmp_path):
+def test_a_topology_of_another_chip_or_none_is_refused(tmp_path):
     with pytest.raises(ConfigError, match="built of h100-sxm"):
         build(_cfg(tmp_path, "workload.kernel_trace.group_size=2", "parallel.topology=hgx-h100-8"))
+    with pytest.raises(ConfigError, match="no topology .* built of mi300x"):
+        build(_cfg(tmp_path, "workload.kernel_trace.group_size=2", "hardware=mi300x"))
+    build(_cfg(tmp_path, "hardware=mi300x"))        # group_size 1 needs no topology
