@@ -33,7 +33,7 @@ from hwsim.parallel import layout as lay, memory
 from hwsim.parallel.comm_kernels import KERNELS
 from hwsim.parallel.memory import GpuMemory
 from hwsim.parallel.multi import ParallelRun
-from hwsim.parallel.topology import for_chip, load_topology
+from hwsim.parallel.topology import resolve
 
 
 @dataclass
@@ -139,14 +139,8 @@ def build(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelSha
 def _topology(cfg: Scenario, chip_name: str, chip: ChipSpec) -> tuple[str, ChipSpec]:
     """The system the GPUs are built into: its ports replace the chip profile's."""
     p = cfg.parallel
-    name = p.topology or for_chip(chip_name)
-    if name is None:
-        raise ConfigError(f"parallel.gpus = {p.gpus}: no topology in hardware_profiles/topologies/ is built "
-                          f"of {chip_name}; name one with parallel.topology", key="parallel.topology")
-    topo = load_topology(name)
-    if topo.chip != chip_name:
-        raise ConfigError(f"topology {name} is built of {topo.chip}, not {chip_name} (hardware)",
-                          key="parallel.topology")
+    topo = resolve(p.topology, chip_name, f"parallel.gpus = {p.gpus}")
+    name = p.topology or topo.name           # as named (a path stays a path)
     per_node = p.gpus // p.nodes
     if per_node > topo.gpus_per_node.value:
         raise ConfigError(f"{per_node} GPUs per node (gpus / nodes) but a {name} node has "

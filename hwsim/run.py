@@ -392,7 +392,8 @@ def host_summary(cfg: Scenario, b: Built, steps: list[StepResult]) -> dict:
         w = cfg.workload
         out["trace"] = {**b.schedule.traced.report(), "path": kt.path, "host_profile": kt.host,
                         "traced_point": {"batch_size": kt.batch_size, "context_tokens": kt.context_tokens},
-                        "not_rescaled": b.schedule.not_rescaled(w.batch_size, w.context_tokens)}
+                        "not_rescaled": b.schedule.not_rescaled(w.batch_size, w.context_tokens),
+                        "collectives": b.schedule.collectives()}
     return out
 
 

@@ -73,6 +73,7 @@ COVERED_ELSEWHERE = {
     "workload.kernel_trace.batch_size": "tests/test_ktrace.py::test_a_trace_retargeted_matches_one_recorded_at_that_point",
     "workload.kernel_trace.context_tokens": "tests/test_ktrace.py::test_a_trace_retargeted_matches_one_recorded_at_that_point",
     "workload.kernel_trace.host": "tests/test_ktrace.py::test_a_faster_host_profile_shortens_a_host_bound_step",
+    "workload.kernel_trace.group_size": "tests/test_ktrace_collectives.py::test_a_traced_all_reduce_takes_what_hwsims_two_gpu_model_gives",
 }
 
 SERVING = ["workload.arrivals.kind=poisson", "workload.arrivals.rate_per_s=5000", "workload.arrivals.requests=4",

@@ -73,6 +73,11 @@ def _gpus(c, m) -> bool:
     return c.parallel.gpus > 1
 
 
+def _gpus_or_trace_group(c, m) -> bool:
+    kt = c.workload.kernel_trace
+    return _gpus(c, m) or (kt is not None and kt.group_size > 1)
+
+
 def _expert_parallel(c, m) -> bool:
     return _moe(c, m) and c.parallel.gpus > 1 and c.parallel.ep > 1
 
@@ -144,7 +149,9 @@ RULES: list[tuple[str, str, Acts]] = [
     ("parallel.redundant_experts", "expert parallelism (parallel.ep above 1)", _expert_parallel),
     ("parallel.dispatch_kernel", "expert parallelism (parallel.ep above 1)", _expert_parallel),
     *[(f"parallel.{k}", "several GPUs (parallel.gpus)", _gpus)
-      for k in ("tp", "ep", "dp_attention", "nodes", "topology", "micro_batches")],
+      for k in ("tp", "ep", "dp_attention", "nodes", "micro_batches")],
+    ("parallel.topology", "several GPUs (parallel.gpus), or a kernel trace's collectives re-timed "
+     "(workload.kernel_trace.group_size above 1)", _gpus_or_trace_group),
 ]
 
 

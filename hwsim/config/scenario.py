@@ -83,6 +83,10 @@ class KernelTrace(Strict):
     batch_size: int = Field(ge=1, description="sequences the traced step decoded")
     context_tokens: int = Field(ge=1, description="KV length each traced sequence held")
     host: str = Field("as-traced", description="host profile (hardware_profiles/hosts/) that issues its ops")
+    group_size: int = Field(1, ge=1, le=4096, description=(
+        "GPUs in the traced collectives' group (the traced rank's tensor-parallel size): above 1, "
+        "its NCCL calls are re-timed by hwsim's collective model on the chip's topology "
+        "(parallel.topology if set); 1 holds them as traced"))
 class Speculative(Strict):
     """Speculative decoding (a draft model) or multi-token prediction (DeepSeek-V3's MTP module):
     each decode step drafts `tokens` tokens per sequence, then the model verifies all of them

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from hwsim.errors import ConfigError
+from hwsim.hw.cluster import Cluster
 from hwsim.ktrace import ir
 from hwsim.ktrace.classify import Point
 from hwsim.ktrace.host import load_host
@@ -13,6 +14,7 @@ from hwsim.ktrace.reader import read_trace
 from hwsim.ktrace.schedule import TraceSchedule
 from hwsim.ktrace.shapes import weight_shapes
 from hwsim.ktrace.timeline import assemble
+from hwsim.parallel.topology import resolve
 
 
 def trace_schedule(cfg, base, streams) -> TraceSchedule:
@@ -20,7 +22,8 @@ def trace_schedule(cfg, base, streams) -> TraceSchedule:
     pay no launch cost of their own (the trace's host steps carry it)."""
     kt = cfg.workload.kernel_trace
     if cfg.parallel.gpus > 1:
-        raise ConfigError("an imported kernel trace runs on one GPU (its collectives are held as traced)",
+        raise ConfigError("an imported kernel trace runs on one GPU (workload.kernel_trace.group_size "
+                          "re-times its collectives on its group)",
                           key="workload.kernel_trace")
     host = load_host(kt.host)
     trace = read_trace(Path(kt.path))
@@ -30,7 +33,17 @@ def trace_schedule(cfg, base, streams) -> TraceSchedule:
     warnings = _warnings(trace, cfg.hardware, traced) + _model_check(traced, model, cfg.model)
     for s in streams:
         s.launch_s = 0.0
-    return TraceSchedule(base, traced, point, host, warnings)
+    return TraceSchedule(base, traced, point, host, warnings, _group(cfg, base.chip))
+
+
+def _group(cfg, chip) -> Cluster | None:
+    """The traced collectives' group: group_size GPUs of the chip (what-ifs included) in the
+    topology a multi-GPU scenario on it gets (parallel.topology if set); None below 2."""
+    g = cfg.workload.kernel_trace.group_size
+    if g < 2:
+        return None
+    topo = resolve(cfg.parallel.topology, chip.name, f"workload.kernel_trace.group_size = {g}")
+    return Cluster(topo.apply(chip), g, topo.gpus_per_node.value)
 
 
 def _model_check(traced, model, name: str) -> list[str]:

@@ -62,7 +62,8 @@ class Memcpy:
 
 @dataclass(frozen=True, slots=True)
 class Collective:
-    """Bytes exchanged between GPUs: of a trace (timed as traced on one GPU), or where a built-in
+    """Bytes exchanged between GPUs: of a trace (on one GPU: as traced, or as hwsim's model times
+    the call alone on workload.kernel_trace.group_size GPUs), or where a built-in
     schedule's layout communicates (hwsim/parallel/multi.py: timed on the cluster's links)."""
     kind: str                   # all_reduce, all_gather, reduce_scatter, all_to_all, send_recv; an
                                 # expert-parallel MoE layer's all-to-alls: dispatch and combine

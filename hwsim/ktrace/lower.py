@@ -4,15 +4,17 @@ shapes. What has no shape to time is a HeldWork of the documented fallback."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from hwsim.engine.host import HeldWork
+from hwsim.hw.cluster import Cluster
 from hwsim.ktrace import ir
 from hwsim.ktrace.shapes import weight_class
 from hwsim.metrics import Component
 from hwsim.model import moe_kernels, ops
 from hwsim.model.kernel import Kernel, copy_kernel
 from hwsim.model.schedule import Schedule, StepShape
+from hwsim.parallel import collectives
 from hwsim.serving.host_link import HOST_LINKS
 
 L2_RESIDENT_SHARE = 0.5   # a tensor up to half the L2 is read from (written into) L2, as the kernel
@@ -27,8 +29,11 @@ HOST_LINK = HOST_LINKS["pcie-gen5"]
 
 @dataclass
 class Lowering:
-    """The target: its schedule (chip, model, weight plan, KV format, memory map)."""
+    """The target: its schedule (chip, model, weight plan, KV format, memory map), and the
+    traced collectives' group on the target's topology (None: they are held as traced)."""
     schedule: Schedule
+    group: Cluster | None = None
+    _collective_s: dict = field(default_factory=dict, repr=False)
 
     def kernels(self, name: str, item: ir.WorkItem, traced_s: float) -> list:
         s = self.schedule
@@ -61,7 +66,20 @@ class Lowering:
             return [HeldWork(name, HOST_LINK.latency_s + item.nbytes / (HOST_LINK.bytes_s * HOST_LINK.efficiency))]
         if isinstance(item, ir.Absorbed):
             return []
-        return [HeldWork(name, traced_s)]      # Unclassified and Collective: as traced
+        if isinstance(item, ir.Collective) and (modelled := self.collective_s(item)) is not None:
+            return [HeldWork(name, modelled)]
+        return [HeldWork(name, traced_s)]      # Unclassified, and a Collective not re-timed: as traced
+
+    def collective_s(self, c: ir.Collective) -> float | None:
+        """hwsim's time for this call alone on the group (hwsim/parallel/collectives.alone_s);
+        None where it is held as traced: no group, no bytes (no op shapes), or a kind the model
+        lacks (send_recv)."""
+        if self.group is None or c.nbytes <= 0:
+            return None
+        key = (c.kind, c.nbytes)
+        if key not in self._collective_s:
+            self._collective_s[key] = collectives.alone_s(self.group, c.kind, c.nbytes)
+        return self._collective_s[key]
 
     def _addr(self) -> int:
         return self.schedule.activation_address

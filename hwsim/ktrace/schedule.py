@@ -9,6 +9,7 @@ import copy
 from collections import Counter
 
 from hwsim.engine.host import HostWork
+from hwsim.hw.cluster import Cluster
 from hwsim.ktrace import ir
 from hwsim.ktrace.classify import Point
 from hwsim.ktrace.host import HostProfile
@@ -23,7 +24,7 @@ NAME_CHARS = 64
 
 class TraceSchedule:
     def __init__(self, base: Schedule, traced: TraceStep, point: Point, host: HostProfile,
-                 warnings: list[str]):
+                 warnings: list[str], group: Cluster | None = None):
         self.base = base
         self.traced = traced
         self.point = point
@@ -32,7 +33,7 @@ class TraceSchedule:
         lowering = copy.copy(base)     # the attention library the trace ran, on its own memo
         lowering._memo = {}
         lowering.attention = attention_kernel(_backend(traced))
-        self.lowering = Lowering(lowering)
+        self.lowering = Lowering(lowering, group)
         self._passes: dict[tuple[int, int], tuple[list, int]] = {}
 
     def __getattr__(self, name):
@@ -40,6 +41,14 @@ class TraceSchedule:
 
     def step(self, shape: StepShape, routing: dict, state=None) -> list:
         return self._pass(shape.batch, shape.context)[0]
+
+    def collectives(self) -> dict:
+        """The trace's collectives: re-timed by hwsim's model on the group, or held as traced."""
+        calls = [k.item for k in self.traced.kernels if isinstance(k.item, ir.Collective)]
+        retimed = sum(self.lowering.collective_s(c) is not None for c in calls)
+        group = self.lowering.group
+        return {"retimed": retimed, "held": len(calls) - retimed,
+                "group_size": len(group.devices) if group else 1}
 
     def not_rescaled(self, batch: int, context: int) -> int:
         """Device items the retargeting rules left as traced at this point (docs/traces.md)."""

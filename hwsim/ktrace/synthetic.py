@@ -113,11 +113,14 @@ def _gemm_kernel(m: int, n: int) -> tuple[str, list]:
 
 
 def decode_step(model_name: str, batch: int, context: int, *, layers: int | None = None,
-                shapes: bool = True, unknown: int = 0, gpu: str = "NVIDIA H200", compiled: bool = False) -> dict:
+                shapes: bool = True, unknown: int = 0, gpu: str = "NVIDIA H200", compiled: bool = False,
+                all_reduces: bool = False) -> dict:
     """The trace of one HF-transformers-like eager decode step (DynamicCache: torch.cat of the
     cache every step; SDPA flash split-KV; grouped_mm experts); `compiled`: the same kernels
     replayed from one CUDA graph, element-wise ones named as Inductor's Triton kernels, and no
-    op shapes (as torch.compile(mode="reduce-overhead") records)."""
+    op shapes (as torch.compile(mode="reduce-overhead") records); `all_reduces`: a tensor-parallel
+    rank's NCCL all-reduce of the hidden state after the attention and after the FFN of each
+    layer (the shapes stay the whole model's: a synthetic trace tests the mechanism)."""
     m = load_model(model_name)
     a, h = m.attention, m.hidden
     w = _Writer(gpu, graph=compiled)
@@ -128,6 +131,12 @@ def decode_step(model_name: str, batch: int, context: int, *, layers: int | None
           "at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<c10::BFloat16>, at::detail::Array<char*, 3>)")
     nbytes = B * h * 2
     ew_grid = [max(1, math.ceil(B * h / 512)), 1, 1]
+
+    def all_reduce():
+        if all_reduces:
+            w.op("c10d::allreduce_", [act], None,
+                 [("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)", [16, 1, 1],
+                   [512, 1, 1], nbytes)], shapes)
     start = w.t
     for layer in range(layers or m.layers):
         w.op("aten::mul", [act, act], None, [(ew, ew_grid, [128, 1, 1], 2 * nbytes)], shapes)
@@ -151,6 +160,7 @@ def decode_step(model_name: str, batch: int, context: int, *, layers: int | None
                   [128, 1, 1], B * a.heads * splits * d * 4)] if splits > 1 else []), shapes)
         name, grid = _gemm_kernel(B, h)
         w.op("aten::mm", [[B, a.heads * d], [a.heads * d, h]], None, [(name, grid, [384, 1, 1], h * h * 2)], shapes)
+        all_reduce()
         w.op("aten::add", [act, act, []], None, [(ew, ew_grid, [128, 1, 1], 3 * nbytes)], shapes)
         if not m.moe:             # a dense MLP: gate+up, SiLU x up, down
             f = m.ffn
@@ -174,6 +184,7 @@ def decode_step(model_name: str, batch: int, context: int, *, layers: int | None
             w.op("aten::index_add_", [[B, h], [], [rows], [rows, h], []], [BF16, "", "long int", BF16, ""],
                  [("void at::native::indexFuncLargeIndex<c10::BFloat16, long, unsigned int, 2, 2, -2, true>(...)",
                    [132 * 4, 1, 1], [128, 1, 1], rows * h * 2)], shapes)
+        all_reduce()
         for i in range(unknown if layer == 0 else 0):
             w.op("my_extension::custom_op", [], None, [(f"my_custom_kernel_{i}", [64, 1, 1], [256, 1, 1], 1e6)],
                  False)

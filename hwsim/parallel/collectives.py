@@ -36,7 +36,7 @@ import numpy as np
 from hwsim.hw.cluster import Cluster
 from hwsim.hw.device import Device
 from hwsim.parallel import flows
-from hwsim.parallel.comm_kernels import NCCL_GATHER_SCATTER, NCCL_RING, CommKernel
+from hwsim.parallel.comm_kernels import NCCL_ALL_TO_ALL, NCCL_GATHER_SCATTER, NCCL_RING, CommKernel
 from hwsim.parallel.flows import Send
 
 
@@ -70,10 +70,14 @@ def protocol(cluster: Cluster, kernel: CommKernel, sends: Sequence[Send], steps:
     return min(kernel.protocols, key=lambda p: p.fixed_us * 1e-6 + steps * flows.alone_s(cluster, sends, p))
 
 
+def _ring_hops(devices: Sequence[Device], slice_bytes: float) -> list[Send]:
+    g = len(devices)
+    return [(devices[i], devices[(i + 1) % g], slice_bytes) for i in range(g)]
+
+
 def _ring(cluster: Cluster, devices: Sequence[Device], slice_bytes: float, steps: int,
           kernel: CommKernel, label: str):
-    g = len(devices)
-    hops = [(devices[i], devices[(i + 1) % g], slice_bytes) for i in range(g)]
+    hops = _ring_hops(devices, slice_bytes)
     kernel = protocol(cluster, kernel, hops, steps)
     yield from fixed_cost(cluster, devices, kernel, label)
     for _ in range(steps):
@@ -147,6 +151,36 @@ def moe_normal(cluster: Cluster, devices: Sequence[Device], rank_bytes: Sequence
                 sends.append((src, relay, node_bytes[i][n]))
             sends += [(relay, devices[j], rank_bytes[i][j]) for j in members]
     return (yield from phase(cluster, sends, kernel, label))
+
+
+# kind -> (kernel, steps on G GPUs, sends of an nbytes buffer): the shapes of the processes above
+def _ring_slices(devices: Sequence[Device], nbytes: float) -> list[Send]:
+    return _ring_hops(devices, nbytes / len(devices))
+
+
+def _to_every_peer(devices: Sequence[Device], nbytes: float) -> list[Send]:
+    return [(a, b, nbytes / len(devices)) for a in devices for b in devices if a is not b]
+
+
+ALONE = {
+    "all_reduce": (NCCL_RING, lambda g: 2 * (g - 1), _ring_slices),
+    "all_gather": (NCCL_GATHER_SCATTER, lambda g: g - 1, _ring_slices),
+    "reduce_scatter": (NCCL_GATHER_SCATTER, lambda g: g - 1, _ring_slices),
+    "all_to_all": (NCCL_ALL_TO_ALL, lambda g: 1, _to_every_peer),
+}
+
+
+def alone_s(cluster: Cluster, kind: str, nbytes: float) -> float | None:
+    """Seconds an NCCL call of this kind on an nbytes buffer takes on every GPU of the cluster
+    with nothing else running (an all-to-all: nbytes/G to each peer), in closed form: the
+    protocol NCCL would choose, its fixed cost, then its steps alone. What the processes above
+    take on an idle cluster (tests/test_ktrace_collectives.py); None for a kind they lack."""
+    if kind not in ALONE or len(cluster.devices) < 2:
+        return None
+    kernel, steps, sends = ALONE[kind]
+    step_sends, n_steps = sends(cluster.devices, nbytes), steps(len(cluster.devices))
+    chosen = protocol(cluster, kernel, step_sends, n_steps)
+    return chosen.fixed_us * 1e-6 + n_steps * flows.alone_s(cluster, step_sends, chosen)
 
 
 def time_alone(cluster: Cluster, body) -> float:

@@ -74,6 +74,21 @@ def for_chip(chip: str) -> str | None:
     return None
 
 
+def resolve(name: str | None, chip: str, key: str) -> Topology:
+    """The topology a scenario on this chip profile runs in: `name` (its `key`), else the
+    shipped one built of the chip (for_chip); refused when none is, or when it is built of
+    another chip."""
+    name = name or for_chip(chip)
+    if name is None:
+        raise ConfigError(f"{key}: no topology in hardware_profiles/topologies/ is built of {chip}; "
+                          f"name one with parallel.topology", key="parallel.topology")
+    topo = load_topology(name)
+    if topo.chip != chip:
+        raise ConfigError(f"topology {name} is built of {topo.chip}, not {chip} (hardware)",
+                          key="parallel.topology")
+    return topo
+
+
 def load_topology(name: str) -> Topology:
     path = topology_path(name)
     if path is None:
