@@ -18,7 +18,7 @@ from hwsim.hw.power import Activity, PowerModel, Settled, settle
 from hwsim.engine.records import RecordLog
 from hwsim.metrics import percentiles
 from hwsim.model import dequant_kernels
-from hwsim.model.kv_speedup import attention_speedup, attention_speedup_by_kernel
+from hwsim.model.kv_speedup import attention_speedups
 from hwsim.model.schedule import StepShape
 from hwsim.model.weight_speedup import expert_gemm_speedup_by_kernel
 from hwsim.step import PassPlan, StepResult, plan_pass, simulate_pass
@@ -350,28 +350,25 @@ def kv_summary(cfg: Scenario, b: Built) -> dict:
     heads = a.cached_heads
     stored = b.schedule.kv_token_bytes(context)
     bf16 = BF16_KV.bytes_per_token(a.kv_elements_per_token(), heads, context)
+    families = dequant_kernels.from_profile(b.profile)
+    variants = dequant_kernels.kv_variants(cfg.kv_cache, families, b.chip.decoder_formats)
+    speedup, by_kernel = attention_speedups(b.schedule, batch, context, variants)
     return {
         "effective_bits_per_element": bits,
         "bytes_per_token": m.layers * stored,
         "effective_bandwidth_multiplier": 16.0 / bits,    # kept for scripts; byte_ratio says what it is
         "byte_ratio": bf16 / stored,
-        "attention_speedup": attention_speedup(b.schedule, batch, context),
+        "attention_speedup": speedup,
         "attention_rel_error": attention_rel_error(fmt, cfg.seed),
         "max_context_tokens_fitting": max_context_fitting(
             free, batch, m.layers, a.kv_elements_per_token(), heads, fmt),
         "dequant": b.schedule.dequant,
-        **kernel_summary(cfg, b, batch, context),
+        # the dequant kernel family this cache is read by, the spread over families (issue 31),
+        # and whether each family's cost is measured, predicted or a what-if
+        "kernel": dequant_kernels.kv_family(cfg.kv_cache, families),
+        "attention_speedup_by_kernel": by_kernel,
+        "kernel_basis": {f: dequant_kernels.basis(families, f) for f, v in variants.items() if v},
     }
-
-
-def kernel_summary(cfg: Scenario, b: Built, batch: int, context: int) -> dict:
-    """The dequant kernel family this cache is read by, and the spread over families (issue 31):
-    attention_speedup for each, and whether its cost is measured, predicted or a what-if."""
-    families = dequant_kernels.from_profile(b.profile)
-    variants = dequant_kernels.kv_variants(cfg.kv_cache, families, b.chip.decoder_formats)
-    return {"kernel": dequant_kernels.kv_family(cfg.kv_cache, families),
-            "attention_speedup_by_kernel": attention_speedup_by_kernel(b.schedule, batch, context, variants),
-            "kernel_basis": {f: dequant_kernels.basis(families, f) for f, v in variants.items() if v}}
 
 
 def host_summary(cfg: Scenario, b: Built, steps: list[StepResult]) -> dict:

@@ -16,24 +16,20 @@ from hwsim.model.schedule import Schedule, StepShape
 from hwsim.workload.kv_format import BF16_KV
 
 
-def attention_speedup(schedule: Schedule, batch: int, context: int) -> float:
-    """bf16 KV path time over this format's (above 1: the format's path is faster)."""
+def attention_speedups(schedule: Schedule, batch: int, context: int,
+                       variants: dict) -> tuple[float, dict[str, float | None] | None]:
+    """attention_speedup: the bf16 KV path's time over this format's (above 1: the format's
+    path is faster); and the same for each kernel family that could read this cache
+    (`variants`: family -> (KvFormat, dequant), or None where the chip has none;
+    hwsim.model.dequant_kernels.kv_variants). A bf16 cache: 1 and None. The bf16 path is
+    timed once for both."""
     if schedule.kv.is_unquantized:
-        return 1.0
-    shape = StepShape("decode", batch, batch, context)
-    return kv_path_s(schedule.with_kv(BF16_KV), shape) / kv_path_s(schedule, shape)
-
-
-def attention_speedup_by_kernel(schedule: Schedule, batch: int, context: int,
-                                variants: dict) -> dict[str, float | None] | None:
-    """attention_speedup of this cache read by each kernel family (`variants`: family ->
-    (KvFormat, dequant) or None where the chip has none; hwsim.model.dequant_kernels.kv_variants).
-    None for a bf16 cache."""
-    if schedule.kv.is_unquantized:
-        return None
+        return 1.0, None
     shape = StepShape("decode", batch, batch, context)
     bf16 = kv_path_s(schedule.with_kv(BF16_KV), shape)
-    return {family: bf16 / kv_path_s(schedule.with_kv(*v), shape) if v else None for family, v in variants.items()}
+    by_kernel = {family: bf16 / kv_path_s(schedule.with_kv(*v), shape) if v else None
+                 for family, v in variants.items()}
+    return bf16 / kv_path_s(schedule, shape), by_kernel
 
 
 def kv_path_s(schedule: Schedule, shape: StepShape) -> float:
