@@ -238,9 +238,9 @@ def test_a_trace_of_another_model_is_flagged(tmp_path):
 
 
 def test_a_gzip_trace_that_inflates_past_the_bound_is_refused(tmp_path, monkeypatch):
-    from hwsim.ktrace import guard
+    from hwsim.io import bounded
     path = _trace(tmp_path)
-    monkeypatch.setattr(guard, "MAX_INFLATED_BYTES", 5_000)
+    monkeypatch.setitem(bounded.LIMITS, "kernel trace", bounded.Limit("kernel trace", 2**30, max_inflated_bytes=5_000))
     with pytest.raises(ConfigError, match="inflates past"):
         reader.read_trace(path)
 

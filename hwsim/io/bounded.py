@@ -35,6 +35,7 @@ class Limit:
     what: str              # names the file in messages: "scenario", "request trace", ...
     max_bytes: int
     max_lines: int | None = None     # text only; None: bounded by max_bytes alone
+    max_inflated_bytes: int | None = None    # gunzip: what the file may inflate to (None: max_bytes)
 
 
 # One entry per kind of file hwsim reads. Each bound is far above any real file of its kind
@@ -51,8 +52,9 @@ LIMITS = {
     "validation CSV": Limit("validation CSV", 16 * 2**20, 100_000),
     # a bundle's manifest.json: the resolved config, profile, model and file list, < 1 MB
     "manifest": Limit("manifest.json", 64 * 2**20, 2_000_000),
-    # torch profiler traces: up to 2 GB, streamed (also the inflated size of a .gz)
-    "kernel trace": Limit("kernel trace", 2 * 2**30),
+    # torch profiler traces, streamed (hwsim.ktrace.reader): a profiled decode step of a 100-B
+    # model writes ~0.1-1 GB; a .gz may inflate to 16 GB
+    "kernel trace": Limit("kernel trace", 4 * 2**30, max_inflated_bytes=16 * 2**30),
 }
 
 
@@ -95,8 +97,9 @@ def _open_fd(path: Path, limit: Limit, key: str | None) -> int:
 class _CountedRaw(io.RawIOBase):
     """A raw binary stream that refuses to deliver more than `limit.max_bytes` bytes."""
 
-    def __init__(self, raw, path: Path, limit: Limit, key: str | None):
+    def __init__(self, raw, path: Path, limit: Limit, key: str | None, inflated: bool = False):
         self._raw, self._path, self._limit, self._key = raw, path, limit, key
+        self._inflated = inflated           # counting what a gzip file inflates to
         self.count = 0
 
     def readable(self) -> bool:
@@ -106,8 +109,10 @@ class _CountedRaw(io.RawIOBase):
         n = self._raw.readinto(buffer)
         self.count += n or 0
         if self.count > self._limit.max_bytes:
+            what = " inflated: the file inflates past" if self._inflated else " ("
             raise _refuse(self._path, self._limit, self._key,
-                          f"more than {self._limit.max_bytes:,} bytes (the limit for this kind of file)")
+                          f"more than {self._limit.max_bytes:,} bytes{what} the limit for this kind of file"
+                          f"{'' if self._inflated else ')'}")
         return n
 
     def close(self) -> None:
@@ -162,7 +167,9 @@ class _GunzipRaw(io.RawIOBase):
     def readinto(self, buffer) -> int:
         try:
             return self._gz.readinto(buffer)
-        except (OSError, EOFError, zlib.error) as exc:
+        except EOFError as exc:             # the stream ends before its end-of-stream marker
+            raise _refuse(self._path, self._limit, self._key, f"the gzip stream is truncated ({exc})") from None
+        except (OSError, zlib.error) as exc:
             raise _refuse(self._path, self._limit, self._key, f"not a valid gzip file ({exc})") from None
 
     def close(self) -> None:
@@ -173,14 +180,16 @@ class _GunzipRaw(io.RawIOBase):
 @contextmanager
 def open_binary(path: str | Path, limit: Limit, key: str | None = None, gunzip: bool = False):
     """A buffered binary stream of a regular file that raises ConfigError past limit.max_bytes.
-    With `gunzip`, the stream is the file inflated, and the inflated bytes are what is counted
-    (a 1 MB file that inflates to 100 GB is refused at the limit)."""
+    With `gunzip`, the stream is the file inflated, and the inflated bytes are what is counted,
+    up to limit.max_inflated_bytes (a 1 MB file that inflates to 100 GB is refused there)."""
     path = Path(path)
     fd = _open_fd(path, limit, key)
     raw = open(fd, "rb", buffering=0)
     if gunzip:
         unbounded = Limit(limit.what, 2**63)          # the compressed size is bounded by the stat
-        stream = _CountedRaw(_GunzipRaw(io.BufferedReader(raw), path, unbounded, key), path, limit, key)
+        inflated = Limit(limit.what, limit.max_inflated_bytes or limit.max_bytes)
+        stream = _CountedRaw(_GunzipRaw(io.BufferedReader(raw), path, unbounded, key), path, inflated, key,
+                             inflated=True)
     else:
         stream = _CountedRaw(raw, path, limit, key)
     with io.BufferedReader(stream, buffer_size=1 << 16) as fh:

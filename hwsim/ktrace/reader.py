@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import itertools
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import ijson
 
 from hwsim.errors import ConfigError
-from hwsim.ktrace.guard import open_bounded
+from hwsim.io.bounded import LIMITS, open_binary
 
 MAX_KEPT = 1_000_000             # records kept from one trace: ~600 B each with the parser's buffers
                                  # (benchmarks/ktrace_stream.py), so 0.6 GB at most; a profiled step
@@ -100,20 +101,29 @@ def _nested(value) -> tuple:
     return int(value) if isinstance(value, (int, float)) else value
 
 
+@contextmanager
+def open_trace(path: Path, key: str = KEY):
+    """The trace's bytes (.json, or .json.gz told apart by its first bytes, inflated), through
+    hwsim's bounded reader: a regular file, its size and what it inflates to bounded
+    (LIMITS["kernel trace"])."""
+    limit = LIMITS["kernel trace"]
+    with open_binary(path, limit, key) as head:
+        gzipped = head.read(2) == b"\x1f\x8b"
+    with open_binary(path, limit, key, gunzip=gzipped) as stream:
+        yield stream
+
+
 def _gpu_name(path: Path) -> str | None:
     """deviceProperties[0].name, read from the trace's head (Kineto writes it before the events)."""
-    stream = open_bounded(path, KEY)
     try:
-        head = itertools.islice(ijson.parse(stream), 20_000)
-        for prefix, event, value in head:
-            if prefix == "deviceProperties.item.name":
-                return str(value)
-            if prefix == "traceEvents":
-                return None
-    except (ijson.JSONError, EOFError, OSError):
+        with open_trace(path) as stream:
+            for prefix, event, value in itertools.islice(ijson.parse(stream), 20_000):
+                if prefix == "deviceProperties.item.name":
+                    return str(value)
+                if prefix == "traceEvents":
+                    return None
+    except (ijson.JSONError, ConfigError):      # read_trace has said what is wrong with the file
         return None
-    finally:
-        stream.close()
     return None
 
 
@@ -123,25 +133,20 @@ def read_trace(path: Path, key: str = KEY) -> Trace:
     path = Path(path)
     trace = Trace(str(path), None)
     kept = 0
-    stream = open_bounded(path, key)
     try:
-        for ev in ijson.items(stream, "traceEvents.item", use_float=True):
-            if not isinstance(ev, dict) or ev.get("ph") != "X":
-                continue
-            kept += _keep(trace, ev)
-            if kept > MAX_KEPT:
-                raise ConfigError(f"trace holds more than {MAX_KEPT:,} kernels, host calls and ops: "
-                                  f"profile one step (torch.profiler.schedule(active=1))",
-                                  file=str(path), key=key)
+        with open_trace(path, key) as stream:
+            for ev in ijson.items(stream, "traceEvents.item", use_float=True):
+                if not isinstance(ev, dict) or ev.get("ph") != "X":
+                    continue
+                kept += _keep(trace, ev)
+                if kept > MAX_KEPT:
+                    raise ConfigError(f"trace holds more than {MAX_KEPT:,} kernels, host calls and ops: "
+                                      f"profile one step (torch.profiler.schedule(active=1))",
+                                      file=str(path), key=key)
     except ijson.IncompleteJSONError as e:
         raise ConfigError(f"trace is truncated or not JSON ({_first_line(e)})", file=str(path), key=key) from None
     except ijson.JSONError as e:
         raise ConfigError(f"trace is not JSON ({_first_line(e)})", file=str(path), key=key) from None
-    except (EOFError, OSError) as e:        # a cut gzip stream, a bad gzip header
-        raise ConfigError(f"trace is truncated or not gzip/JSON ({_first_line(e)})", file=str(path),
-                          key=key) from None
-    finally:
-        stream.close()
     trace.gpu = _gpu_name(path)
     trace.calls.sort(key=lambda c: c.ts)
     trace.steps.sort()
