@@ -620,7 +620,7 @@ def sensitivity(
         raise ConfigError(f"expected 1 to {MAX_WORKERS} workers, got {workers}", key="--workers")
     base = load_base(scenario, set_)
     out = out or Path("reports") / f"{base.cfg.name}-sensitivity"
-    _writable_parent(out)
+    _whatif_target(out)
     result, summary = run_sensitivity(base, workers=workers, scheduler=scheduler)
     _whatif_folder(out, base, set_, summary, {"sensitivity": result},
                    lambda path: __import__("hwsim.plots.tornado", fromlist=["x"]).save_tornado_png(result, path),
@@ -670,9 +670,9 @@ def goal(
     if len(vary) == 2:
         if span:
             raise ConfigError("--bracket is for one --vary", key="--bracket")
-        front = frontier(base, vary[0], vary[1], path, value)
         out = out or Path("reports") / f"{base.cfg.name}-goal"
-        _writable_parent(out)
+        _whatif_target(out)
+        front = frontier(base, vary[0], vary[1], path, value)
         title = f"{base.cfg.model} on {base.cfg.hardware}: {path} = {value:g}"
         _whatif_folder(out, base, set_, evaluate(base, {}), {"frontier": front},
                        lambda p: __import__("hwsim.plots.tornado", fromlist=["x"]).save_frontier_png(front, p, title),
@@ -710,6 +710,36 @@ def _bracket_option(text: str) -> tuple[float, float]:
     if not (math.isfinite(lo) and math.isfinite(hi)) or lo == hi:
         raise ConfigError(f"expected LO,HI (two different numbers), got '{text}'", key="--bracket")
     return lo, hi
+
+
+WHATIF_FILES = {"manifest.json", "tornado.png", "frontier.png", "index.html"}
+
+
+def _whatif_target(out: Path) -> None:
+    """Fail before the runs if `out` cannot take a what-if's folder: absent, empty or an earlier
+    what-if's (manifest.json written over, as a run's bundle is replaced: never a run bundle's
+    or anyone else's folder)."""
+    from hwsim.io.atomic import check_folder_target
+
+    _writable_parent(out)
+    check_folder_target(out, _is_whatif_folder)
+
+
+def _is_whatif_folder(folder: Path) -> bool:
+    """Only files a what-if writes (and `hwsim report` beside them), its manifest one of ours."""
+    import json
+
+    from hwsim.io.bounded import LIMITS, read_text
+
+    entries = list(folder.iterdir())
+    if any(e.is_symlink() or not e.is_file() or e.name not in WHATIF_FILES for e in entries):
+        return False
+    try:
+        manifest = json.loads(read_text(folder / "manifest.json", LIMITS["manifest"]))
+    except (ConfigError, ValueError):
+        return False
+    return isinstance(manifest, dict) and "provenance" in manifest and \
+        ("sensitivity" in manifest or "frontier" in manifest)
 
 
 def _whatif_folder(out: Path, base, sets: list[str], summary: dict | None, result: dict, draw, figure: str) -> None:

@@ -139,6 +139,20 @@ def test_sensitivity_cli_writes_the_sorted_table_and_tornado(hbm_bound, tmp_path
     assert run("report", str(out)).returncode == 0
     page = (out / "index.html").read_text()
     assert 'alt="tornado.png"' in page and "hbm.peak_bandwidth_gbps" in page
+    assert run("sensitivity", str(hbm_bound), "--out", str(out)).returncode == 0    # its own folder again
+
+
+def test_a_what_if_never_writes_over_a_run_bundle_or_a_foreign_folder(tmp_path):
+    """Its manifest.json would replace theirs (issue 29's rule for --out): refused before any run."""
+    for name, files in (("bundle", {"manifest.json": json.dumps({"hwsim_bundle": 1, "files": {}})}),
+                        ("project", {"manifest.json": "{}", "app.py": "print()"})):
+        out = tmp_path / name
+        out.mkdir()
+        for file, text in files.items():
+            (out / file).write_text(text)
+        p = run("sensitivity", "--out", str(out))
+        assert p.returncode == 2 and "refusing" in p.stderr and str(out) in p.stderr, p.stderr
+        assert {f.name: f.read_text() for f in out.iterdir()} == files
 
 
 def test_frontier_of_bandwidth_and_efficiency_keeps_their_product(hbm_bound):
