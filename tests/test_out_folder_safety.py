@@ -74,6 +74,25 @@ def test_a_folder_another_process_writes_is_refused(ws):
         os.close(fd)
 
 
+def test_a_killed_run_leaves_no_lock_behind_in_its_forked_children(ws):
+    """A run killed while its forked bundle writers still run (SIGKILL reaches the parent only):
+    the children hold none of its locks, so the next run is not refused."""
+    import subprocess
+    import sys
+
+    from hwsim.io import folder_lock
+    child = ws / "child.pid"
+    script = (f"import os, time\nfrom hwsim.io import folder_lock\nfolder_lock.acquire({str(ws / 'out')!r})\n"
+              f"pid = os.fork()\nif pid == 0:\n    time.sleep(5)\n    os._exit(0)\n"
+              f"open({str(child)!r}, 'w').write(str(pid))\nos._exit(0)\n")      # dies holding the lock
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
+    try:
+        folder_lock.acquire(ws / "out")          # the writer is dead, its child sleeps on: not refused
+        folder_lock.release(ws / "out")
+    finally:
+        os.kill(int(child.read_text()), 9)
+
+
 def test_a_symlink_in_a_bundle_makes_it_not_ours(ws):
     os.symlink("/etc/hostname", ws / "out" / "breakdown.csv.bak")
     res, t = invoke(["run", write(ws, "s.yaml", BASE), "--out", ws / "out"])

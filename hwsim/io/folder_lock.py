@@ -77,4 +77,14 @@ def _folder_of(lock: str) -> Path:
     return p.parent / p.name[1:-len(".hwsim-lock")]
 
 
+def _forget_in_child() -> None:
+    """A forked child (a bundle's side-by-side writers, hwsim.io.forked) does not hold its
+    parent's locks: with the lock's descriptor open in a child that outlives a killed parent,
+    the folder would stay locked until that child ended."""
+    for fd in _held.values():
+        os.close(fd)
+    _held.clear()
+
+
 atexit.register(release_all)
+os.register_at_fork(after_in_child=_forget_in_child)
