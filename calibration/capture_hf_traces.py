@@ -50,6 +50,19 @@ TRACE_POINTS = [(8, 4096), (1, 1024), (32, 2048)]            # (batch, context) 
 GRID = [(1, 1024), (1, 8192), (4, 8192), (8, 4096), (16, 2048), (32, 2048), (64, 1024)]   # measured
 STACKS = ["eager", "eager-loop", "compiled"]
 REPEATS = 10
+# The per-expert loop launches ~10 kernels per active expert per layer (Qwen3 at batch 32: ~100k
+# kernels, seconds a step, a trace past the 16 MiB a device call returns): batch <= 8 only.
+# Compiled steps recompile and re-record graphs for every new shape (a minute each): traced
+# points only, which is what the compiled target (same point) needs.
+LOOP_MAX_BATCH = 8
+# (model, stack) in order of value: a call that runs out of time drops the tail, not the head
+PLAN = ([(m, "eager") for m in MODELS] + [("llama-3.1-8b", "compiled")]
+        + [(m, "eager-loop") for m in MODELS if m != "llama-3.1-8b"] + [("olmoe-1b-7b", "compiled")])
+
+
+def points_of(phase, stack):
+    points = TRACE_POINTS if phase == "capture" or stack == "compiled" else GRID
+    return [(b, c) for b, c in points if stack != "eager-loop" or b <= LOOP_MAX_BATCH]
 
 
 def log(msg):
@@ -147,60 +160,105 @@ def run(args):
     except ImportError:
         torch = None
     cuda = torch is not None and torch.cuda.is_available()
+    plan = [(m, s) for m, s in PLAN if m in args.models and s in args.stacks]
     if torch is None or (not cuda and not args.dry):
-        for name in args.models:
-            for stack in args.stacks:
-                for b, c in (TRACE_POINTS if args.phase == "capture" else GRID):
-                    log(f"would {args.phase} {name} {stack} batch {b} context {c}")
+        for name, stack in plan:
+            for b, c in points_of(args.phase, stack):
+                log(f"would {args.phase} {name} {stack} batch {b} context {c}")
         log("no torch and transformers (or no GPU without --dry): nothing run")
         return 0
     device = "cuda" if cuda else "cpu"
-    points = TRACE_POINTS if args.phase == "capture" else GRID
-    if args.dry:
-        points = [(2, 64)]
+    deadline = time.monotonic() + args.deadline_s
     os.makedirs(args.out if args.phase == "capture" else os.path.dirname(args.out) or ".", exist_ok=True)
-    rows = []
-    for name in args.models:
-        for stack in args.stacks:
-            if stack == "compiled" and not cuda:
-                continue
+    out = os.path.join(args.out, "captured.jsonl") if args.phase == "capture" else args.out
+    for name, stack in plan:
+        if stack == "compiled" and not cuda:
+            continue
+        if time.monotonic() > deadline:
+            log(f"deadline: {name} {stack} not run")
+            continue
+        model = fwd = None
+        try:                                    # one stack failing costs its rows, not the call's
             model, cfg = build(name, stack, device, args.dry)
             fwd = torch.compile(model, mode="reduce-overhead") if stack == "compiled" else model
-            for batch, context in points:
-                cache = filled_cache(model, cfg, batch, context, stack, device)
-                step = functools.partial(decode_step, fwd, cache, batch, context, device)
-                for _ in range(3):
-                    step()
-                row = {"model": name, "stack": stack, "batch": batch, "context_tokens": context,
-                       "device": torch.cuda.get_device_name() if cuda else "cpu",
-                       "torch": torch.__version__}
-                if args.phase == "capture":
-                    path = os.path.join(args.out, f"hf-{name}-{stack}-b{batch}-l{context}.json.gz")
-                    trace = profiled(step, path, cuda)
-                    row.update(trace=os.path.basename(path), device_busy_ms=device_busy_ms(trace)[0])
-                else:
-                    times = []
-                    for _ in range(REPEATS):
-                        if cuda:
-                            torch.cuda.synchronize()
-                        t0 = time.perf_counter()
-                        step()               # ends in .item(): the device is done
-                        times.append((time.perf_counter() - t0) * 1e3)
-                    trace = profiled(step, os.path.join(os.path.dirname(args.out) or ".", "busy.json.gz"), cuda)
-                    busy, kernels = device_busy_ms(trace)
-                    row.update(wall_ms=statistics.median(times), wall_ms_all=times, device_busy_ms=busy,
-                               kernels=kernels)
-                log(json.dumps({k: v for k, v in row.items() if k != "wall_ms_all"}))
-                rows.append(row)
-                del cache
-            del model, fwd
-            if cuda:
-                torch.cuda.empty_cache()
-    out = os.path.join(args.out, "captured.jsonl") if args.phase == "capture" else args.out
-    with open(out, "a") as fh:
-        for row in rows:
-            fh.write(json.dumps(row) + "\n")
+            for batch, context in [(2, 64)] if args.dry else points_of(args.phase, stack):
+                if time.monotonic() > deadline:
+                    log(f"deadline: {name} {stack} batch {batch} context {context} not run")
+                    continue
+                row = measure_point(args, torch, fwd, model, cfg, name, stack, batch, context, device, cuda)
+                with open(out, "a") as fh:      # row by row: a call cut short keeps what it has
+                    fh.write(json.dumps(row) + "\n")
+        except Exception as exc:                # noqa: BLE001 (logged, and the next stack runs)
+            log(f"FAILED {name} {stack}: {type(exc).__name__}: {str(exc)[:500]}")
+        del model, fwd
+        if cuda:
+            torch.cuda.empty_cache()
     return 0
+
+
+def measure_point(args, torch, fwd, model, cfg, name, stack, batch, context, device, cuda):
+    cache = filled_cache(model, cfg, batch, context, stack, device)
+    step = functools.partial(decode_step, fwd, cache, batch, context, device)
+    t0 = time.perf_counter()
+    for _ in range(3):
+        step()
+    row = {"model": name, "stack": stack, "batch": batch, "context_tokens": context,
+           "device": torch.cuda.get_device_name() if cuda else "cpu", "torch": torch.__version__,
+           "warmup_s": round(time.perf_counter() - t0, 3)}
+    if args.phase == "capture":
+        path = os.path.join(args.out, f"hf-{name}-{stack}-b{batch}-l{context}.json.gz")
+        trace = profiled(step, path, cuda)
+        busy, kernels = device_busy_ms(trace)
+        row.update(trace=os.path.basename(path), device_busy_ms=busy, kernels=kernels,
+                   profiled_step_ms=profiled_step_ms(trace))
+    else:
+        times = []
+        for _ in range(REPEATS):
+            if cuda:
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            step()               # ends in .item(): the device is done
+            times.append((time.perf_counter() - t0) * 1e3)
+        trace = profiled(step, os.path.join(os.path.dirname(args.out) or ".", "busy.json.gz"), cuda)
+        busy, kernels = device_busy_ms(trace)
+        row.update(wall_ms=statistics.median(times), wall_ms_all=times, device_busy_ms=busy,
+                   kernels=kernels, profiled_step_ms=profiled_step_ms(trace))
+    log(json.dumps({k: v for k, v in row.items() if k != "wall_ms_all"}))
+    del cache
+    return row
+
+
+def profiled_step_ms(trace):
+    """The last ProfilerStep's span on the host: the profiled step's wall time."""
+    steps = [e for e in trace["traceEvents"] if str(e.get("name", "")).startswith("ProfilerStep#")]
+    return steps[-1].get("dur", 0) / 1e3 if steps else None
+
+
+def pack(folder, limit_mb=15.5, bundles=6):
+    """The traces of `folder` into at most `bundles` tar files of at most `limit_mb` each (a
+    device call returns 8 files of 16 MiB): smallest first; what does not fit is listed."""
+    import tarfile
+    names = sorted((os.path.getsize(os.path.join(folder, n)), n) for n in os.listdir(folder)
+                   if n.endswith(".json.gz"))
+    cap, packs, left = limit_mb * 2 ** 20, [], []
+    for size, n in names:
+        for pack in packs:
+            if pack[0] + size <= cap:
+                pack[0] += size
+                pack[1].append(n)
+                break
+        else:
+            if len(packs) < bundles and size <= cap:
+                packs.append([size, [n]])
+            else:
+                left.append(n)
+    for i, (_, members) in enumerate(packs):
+        with tarfile.open(os.path.join(folder, f"traces-{i}.tar"), "w") as tar:
+            for n in members:
+                tar.add(os.path.join(folder, n), arcname=n)
+        for n in members:
+            os.remove(os.path.join(folder, n))
+    log(f"packed {sum(len(p[1]) for p in packs)} traces into {len(packs)} tar files; not packed: {left}")
 
 
 def main():
@@ -210,7 +268,14 @@ def main():
     p.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     p.add_argument("--stacks", nargs="+", default=STACKS, choices=STACKS)
     p.add_argument("--dry", action="store_true", help="tiny configs, one point, CPU if no GPU")
-    return run(p.parse_args())
+    p.add_argument("--deadline-s", type=float, default=1e9,
+                   help="start no new point after this many seconds (a device call has 10 minutes)")
+    p.add_argument("--pack", action="store_true", help="capture: tar the traces for the trip back")
+    args = p.parse_args()
+    rc = run(args)
+    if args.pack and args.phase == "capture" and os.path.isdir(args.out):
+        pack(args.out)
+    return rc
 
 
 if __name__ == "__main__":
