@@ -234,7 +234,7 @@ def profiled_step_ms(trace):
     return steps[-1].get("dur", 0) / 1e3 if steps else None
 
 
-def pack(folder, limit_mb=15.5, bundles=6):
+def pack(folder, limit_mb=15.0, bundles=4):
     """The traces of `folder` into at most `bundles` tar files of at most `limit_mb` each (a
     device call returns 8 files of 16 MiB): smallest first; what does not fit is listed."""
     import tarfile

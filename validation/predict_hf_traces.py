@@ -1,0 +1,147 @@
+"""hwsim's predictions from the Hugging Face traces of issue 30, written down before the
+unprofiled steps are measured, and their errors once they are (docs/traces.md, "Validation").
+
+    # predictions: every trace of captured.jsonl at its own point and at the measured grid
+    python validation/predict_hf_traces.py predict --traces validation/traces/h200-hf \\
+        > validation/data/h200_hf_predictions.jsonl
+    # errors against calibration/capture_hf_traces.py measure's rows
+    python validation/predict_hf_traces.py compare validation/data/h200_hf_steps.jsonl
+
+Each prediction runs `scenarios/kernel-trace.yaml` (no `runtime.launch`: the traced host) with
+the trace's model, the trace and its point, and the predicted point; one decode step. Wall time
+is the step's time (summary itl_ms p50), device-busy the union of its kernels (device_busy_ms).
+The same-point device-busy target is also held against the trace's own (durations wiped:
+hwsim reads shapes, not durations)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+from hwsim.build import build
+from hwsim.config.load import load_scenario
+from hwsim.run import run_scenario
+
+HERE = Path(__file__).resolve().parent
+BASE = HERE.parent / "scenarios" / "kernel-trace.yaml"
+sys.path.insert(0, str(HERE.parent / "calibration"))
+
+
+def predict_point(model: str, trace: Path, traced: tuple[int, int], point: tuple[int, int],
+                  hardware: str = "h200-sxm") -> dict:
+    sets = [f"model={model}", f"hardware={hardware}", f"workload.kernel_trace.path={trace}",
+            f"workload.kernel_trace.batch_size={traced[0]}",
+            f"workload.kernel_trace.context_tokens={traced[1]}",
+            f"workload.batch_size={point[0]}", f"workload.context_tokens={point[1]}",
+            "workload.decode_steps=1"]
+    cfg = load_scenario(BASE, sets)
+    s = run_scenario(cfg, build(cfg), intervals=False).summary
+    return {"wall_ms": s["itl_ms"]["p50"], "device_busy_ms": s["device_busy_ms"],
+            "host_busy_ms": s["host"]["busy_ms"], "fallback_share": s["trace"]["fallback_share"],
+            "classified_by": s["trace"]["classified_by"], "not_rescaled": s["trace"]["not_rescaled"]}
+
+
+def predict(traces: Path, jobs: int, hardware: str) -> None:
+    from capture_hf_traces import points_of
+    tasks = []
+    for line in (traces / "captured.jsonl").read_text().splitlines():
+        cap = json.loads(line)
+        if not (traces / cap["trace"]).exists():
+            print(f"missing {traces / cap['trace']}", file=sys.stderr)
+            continue
+        traced = (cap["batch"], cap["context_tokens"])
+        for point in dict.fromkeys([traced, *points_of("measure", cap["stack"])]):
+            tasks.append({"model": cap["model"], "stack": cap["stack"], "trace": cap["trace"],
+                          "trace_batch": traced[0], "trace_context_tokens": traced[1],
+                          "batch": point[0], "context_tokens": point[1], "_folder": str(traces),
+                          "_hardware": hardware})
+    if jobs > 1:
+        import multiprocessing
+        with multiprocessing.get_context("fork").Pool(jobs) as pool:
+            rows = pool.map(predict_row, tasks, chunksize=1)
+    else:
+        rows = map(predict_row, tasks)
+    for row in rows:                          # in the tasks' order, whatever the pool did
+        print(json.dumps(row), flush=True)
+
+
+def predict_row(task: dict) -> dict:
+    row = {k: v for k, v in task.items() if not k.startswith("_")}
+    try:
+        row.update(predict_point(task["model"], Path(task["_folder"]) / task["trace"],
+                                 (task["trace_batch"], task["trace_context_tokens"]),
+                                 (task["batch"], task["context_tokens"]), task["_hardware"]))
+    except Exception as exc:                  # noqa: BLE001 (a row that fails is reported as such)
+        row["error"] = f"{type(exc).__name__}: {exc}"[:300]
+    return row
+
+
+def err(pred: float, meas: float) -> float:
+    return (pred - meas) / meas * 100
+
+
+def table(title: str, errors: list[float]) -> str:
+    if not errors:
+        return f"| {title} | 0 | - | - | - |"
+    absolute = [abs(e) for e in errors]
+    return (f"| {title} | {len(errors)} | {statistics.median(absolute):.1f}% | {max(absolute):.1f}% | "
+            f"{statistics.mean(errors):+.1f}% |")
+
+
+def compare(measured: Path, predictions: Path, captured: Path) -> None:
+    meas = {(r["model"], r["stack"], r["batch"], r["context_tokens"]): r
+            for r in map(json.loads, measured.read_text().splitlines())}
+    traced_busy = {r["trace"]: r["device_busy_ms"] for r in map(json.loads, captured.read_text().splitlines())}
+    groups: dict[str, list[float]] = {}
+    rows = []
+    for p in map(json.loads, predictions.read_text().splitlines()):
+        if "error" in p:
+            rows.append(f"| {p['trace']} | {p['batch']}x{p['context_tokens']} | error: {p['error'][:80]} |||||")
+            continue
+        m = meas.get((p["model"], p["stack"], p["batch"], p["context_tokens"]))
+        same = (p["batch"], p["context_tokens"]) == (p["trace_batch"], p["trace_context_tokens"])
+        kind = "compiled" if p["stack"] == "compiled" else "eager"
+        if same:
+            groups.setdefault(f"{kind}, same point, device-busy vs the trace's own",
+                              []).append(err(p["device_busy_ms"], traced_busy[p["trace"]]))
+        if m is None:
+            continue
+        where = "same point" if same else "cross point"
+        e_busy, e_wall = err(p["device_busy_ms"], m["device_busy_ms"]), err(p["wall_ms"], m["wall_ms"])
+        groups.setdefault(f"{kind}, {where}, device-busy", []).append(e_busy)
+        groups.setdefault(f"{kind}, {where}, wall", []).append(e_wall)
+        rows.append(f"| {p['trace']} | {p['batch']}x{p['context_tokens']} | {m['device_busy_ms']:.2f} | "
+                    f"{p['device_busy_ms']:.2f} ({e_busy:+.1f}%) | {m['wall_ms']:.2f} | "
+                    f"{p['wall_ms']:.2f} ({e_wall:+.1f}%) | {p['fallback_share']:.3f} |")
+    print("| group | rows | median abs | max abs | mean signed |\n|---|---:|---:|---:|---:|")
+    for title in sorted(groups):
+        print(table(title, groups[title]))
+    print("\n| trace | predicted point | measured busy ms | predicted busy ms | measured wall ms | "
+          "predicted wall ms | fallback share |\n|---|---|---:|---:|---:|---:|---:|")
+    print("\n".join(rows))
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    pr = sub.add_parser("predict")
+    pr.add_argument("--traces", type=Path, required=True, help="a folder: captured.jsonl and the traces")
+    pr.add_argument("--hardware", default="h200-sxm", help="the chip profile the traces ran on")
+    pr.add_argument("--jobs", type=int, default=1, help="rows predicted side by side (processes)")
+    co = sub.add_parser("compare")
+    co.add_argument("measured", type=Path)
+    co.add_argument("--predictions", type=Path, default=HERE / "data" / "h200_hf_predictions.jsonl")
+    co.add_argument("--captured", type=Path, default=HERE / "traces" / "h200-hf" / "captured.jsonl")
+    args = p.parse_args()
+    if args.cmd == "predict":
+        predict(args.traces, args.jobs, args.hardware)
+    else:
+        compare(args.measured, args.predictions, args.captured)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
