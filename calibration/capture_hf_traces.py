@@ -20,6 +20,7 @@ StaticCache: CUDA graphs of Inductor's Triton kernels), all on DynamicCache but 
 
 import argparse
 import functools
+import gc
 import gzip
 import inspect
 import json
@@ -115,7 +116,8 @@ def decode_step(model, cache, batch, context, device):
     out = model(input_ids=ids, use_cache=True, cache_position=pos, **{kw: cache})
     nxt = out.logits[:, -1].argmax(-1)
     nxt[0].item()
-    extra = cache.get_seq_length() - context if hasattr(cache, "crop") else 0
+    dynamic = type(cache).__name__ == "DynamicCache"   # a StaticCache rewrites slot `context`
+    extra = cache.get_seq_length() - context if dynamic else 0
     if extra > 0:                        # back to `context` tokens for the next repeat (a negative
         cache.crop(-extra)               # count removes that many, in transformers 4 and 5)
 
@@ -161,6 +163,9 @@ def run(args):
         torch = None
     cuda = torch is not None and torch.cuda.is_available()
     plan = [(m, s) for m, s in PLAN if m in args.models and s in args.stacks]
+    if args.pairs_from:                         # only the (model, stack) pairs these captures hold
+        held = {(r["model"], r["stack"]) for f in args.pairs_from for r in map(json.loads, open(f))}
+        plan = [pair for pair in plan if pair in held]
     if torch is None or (not cuda and not args.dry):
         for name, stack in plan:
             for b, c in points_of(args.phase, stack):
@@ -191,6 +196,7 @@ def run(args):
         except Exception as exc:                # noqa: BLE001 (logged, and the next stack runs)
             log(f"FAILED {name} {stack}: {type(exc).__name__}: {str(exc)[:500]}")
         del model, fwd
+        gc.collect()                            # the model's cycles, before the next one is built
         if cuda:
             torch.cuda.empty_cache()
     return 0
@@ -270,6 +276,8 @@ def main():
     p.add_argument("--dry", action="store_true", help="tiny configs, one point, CPU if no GPU")
     p.add_argument("--deadline-s", type=float, default=1e9,
                    help="start no new point after this many seconds (a device call has 10 minutes)")
+    p.add_argument("--pairs-from", nargs="+", default=[], metavar="CAPTURED_JSONL",
+                   help="run only the (model, stack) pairs that these captured.jsonl files hold")
     p.add_argument("--pack", action="store_true", help="capture: tar the traces for the trip back")
     args = p.parse_args()
     rc = run(args)

@@ -5,6 +5,7 @@
 #                                                    # whole grid from them, written before any
 #                                                    # unprofiled step is measured; traces packed
 #   bash calibration/hf_validation_call.sh measure   # unprofiled wall (median of 10) + device-busy
+# HF_ARGS replaces the models chosen by GPU (capture_hf_traces.py's --models, --stacks, --pairs-from).
 # hwsim's dependencies missing on the device travel as wheels in .whl/ (run's README, Notes).
 set -o pipefail
 export PYTHONUNBUFFERED=1
@@ -13,7 +14,7 @@ GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 case "$GPU" in *H200*) HW=h200-sxm; MODELS="";; *H100*) HW=h100-sxm; MODELS="--models llama-3.1-8b qwen3-30b-a3b olmoe-1b-7b qwen1.5-moe-a2.7b";; *) HW=h200-sxm; MODELS="";; esac
 echo "GPU: $GPU -> profile $HW ${MODELS:+(Mixtral does not fit: $MODELS)}"
 if [ "$1" = capture ]; then
-    python3 calibration/capture_hf_traces.py capture --out "$OUT/traces" --deadline-s "${DEADLINE:-330}" $MODELS 2>&1 \
+    python3 calibration/capture_hf_traces.py capture --out "$OUT/traces" --deadline-s "${DEADLINE:-330}" ${HF_ARGS:-$MODELS} 2>&1 \
         | grep -v -e USDT -e '^\s*$' | tee "$OUT/capture.log" | cut -c1-300
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
     PYTHONPATH=/tmp/site:$PWD timeout "${PREDICT_S:-170}" python3 validation/predict_hf_traces.py predict \
@@ -21,7 +22,7 @@ if [ "$1" = capture ]; then
     echo "predictions: $(wc -l < "$OUT/hf_predictions.jsonl") rows, $(grep -c '"error"' "$OUT/hf_predictions.jsonl") errors"; tail -3 "$OUT/predict.err"
     python3 -c "import sys; sys.path.insert(0, 'calibration'); import capture_hf_traces as c; c.pack('$OUT/traces')"
 else
-    python3 calibration/capture_hf_traces.py measure --out "$OUT/hf_steps.jsonl" --deadline-s "${DEADLINE:-480}" $MODELS 2>&1 \
+    python3 calibration/capture_hf_traces.py measure --out "$OUT/hf_steps.jsonl" --deadline-s "${DEADLINE:-480}" ${HF_ARGS:-$MODELS} 2>&1 \
         | grep -v -e USDT -e '^\s*$' | tee "$OUT/measure.log" | cut -c1-300
     rm -f "$OUT/busy.json.gz"
 fi
