@@ -31,6 +31,7 @@ GEMM_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::line
 ATTN_OPS = {  # op -> (backend, layout of q/k: BHSD or BSHD)
     "aten::_scaled_dot_product_flash_attention": ("flash", "BHSD"),
     "aten::_scaled_dot_product_cudnn_attention": ("cudnn", "BHSD"),
+    "aten::_cudnn_attention_forward": ("cudnn", "BHSD"),       # what launches it in torch 2.11
     "aten::_scaled_dot_product_efficient_attention": ("efficient", "BHSD"),
     "aten::_scaled_dot_product_flash_attention_for_cpu": ("flash", "BHSD"),
     "aten::scaled_dot_product_attention": ("flash", "BHSD"),
@@ -54,7 +55,7 @@ FILL_OPS = {"aten::fill_", "aten::zero_", "aten::zeros", "aten::ones", "aten::fu
 
 # PyTorch's non-vectorised TensorIterator kernel (strided or broadcast operands: offsets computed
 # per element), as opposed to vectorized_/unrolled_elementwise_kernel
-STRIDED = re.compile(r"(?<![a-z_])elementwise_kernel<|elementwise_kernel_with_index")
+STRIDED = re.compile(r"(?<![a-z_])elementwise_kernel<|elementwise_kernel_with_index|CatArrayBatchedCopy<")
 NAME_GROUPED = re.compile(r"grouped|Grouped|fused_moe|moe_gemm|MoeGemm|_moe_", re.I)
 NAME_GEMM = re.compile(r"gemm|nvjet|xmma|s16816|s1688|wgmma|cutlass.*(?:Gemm|gemm|sm90)|Kernel2|gemv|"
                        r"triton_tem_fused_.*mm|_mm_kernel|matmul", re.I)
@@ -208,6 +209,8 @@ def _memory(name: str, op: CpuOp, ts: list) -> ir.WorkItem | None:
         total = sum(sizes)
         return ir.Memory("cat", total, total)
     if name in INDEX_OPS:
+        if len(ts) < 2:        # aten::index's indices are a TensorList the profiler records as []:
+            return ir.Memory("index", first, first)     # a gather of about its input's size
         idx = ts[-1][0]
         row = numel(ts[0][0][1:]) * DTYPE_BYTES.get(ts[0][1], 2) if len(ts[0][0]) > 1 else ACT_BYTES
         out = numel(idx) * row if name in ("aten::embedding", "aten::index_select", "aten::index") \
