@@ -57,6 +57,9 @@ class Lowering:
             return [ops.prefill_attention(name, -1, item.q_len, item.heads, item.kv_heads, item.head_dim,
                                           item.head_dim, chip)] * item.batch
         if isinstance(item, ir.Memory):
+            if item.kind == "cat" and not item.vectorized:
+                return [ops.strided_cat(name, -1, item.read_bytes, item.write_bytes, chip, weight_addr=self._addr(),
+                                        from_hbm=item.read_bytes > chip.l2_bytes * L2_RESIDENT_SHARE)]
             return [self._memory(name, item.read_bytes, item.write_bytes, item.vectorized)]
         if isinstance(item, ir.Memset):
             return [self._memory(name, 0.0, item.nbytes, True)]
