@@ -99,7 +99,8 @@ def classify(ev: DeviceEvent, op: CpuOp | None, model: ModelShape, point: Point,
     if op is not None and op.dims:
         item = from_op(op, point)
         if isinstance(item, ir.Memory):        # the kernel's name says whether it is the strided one
-            item = replace(item, vectorized=not STRIDED.search(ev.name))
+            item = replace(item, vectorized=not STRIDED.search(ev.name), ctas=math.prod(ev.grid),
+                           threads=math.prod(ev.block))
         if item is not None:
             return item, "op-shapes"
     item = from_name(ev, model, point, prev)

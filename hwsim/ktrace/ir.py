@@ -47,6 +47,8 @@ class Memory:
     vectorized: bool = True     # False: PyTorch's strided elementwise_kernel (offsets per element)
     per_batch: bool = False     # its bytes grow with the batch (a tensor dim is the batch or batch x top-k)
     per_context: bool = False   # and with the context (a dim is the context: a KV cache torch.cat)
+    ctas: int = 0               # its grid's blocks and their threads, as traced (0: not known); a
+    threads: int = 0            # row reduction's grid is set by its rows, not its bytes
 
 
 @dataclass(frozen=True, slots=True)

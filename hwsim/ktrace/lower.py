@@ -60,6 +60,10 @@ class Lowering:
             if item.kind == "cat" and not item.vectorized:
                 return [ops.strided_cat(name, -1, item.read_bytes, item.write_bytes, chip, weight_addr=self._addr(),
                                         from_hbm=item.read_bytes > chip.l2_bytes * L2_RESIDENT_SHARE)]
+            if item.kind == "reduction" and 0 < item.ctas < chip.sms and item.threads:
+                return [ops.grid_limited(name, -1, item.read_bytes, item.write_bytes, item.ctas, item.threads,
+                                         chip, from_hbm=item.read_bytes > chip.l2_bytes * L2_RESIDENT_SHARE,
+                                         weight_addr=self._addr())]
             return [self._memory(name, item.read_bytes, item.write_bytes, item.vectorized)]
         if isinstance(item, ir.Memset):
             return [self._memory(name, 0.0, item.nbytes, True)]

@@ -6,7 +6,7 @@ over the expected distinct experts of uniform routing when they summed to the tr
 top-k; an attention's batch
 becomes the new batch and a key length equal to the traced context (+1) the new one; a memory
 kernel's bytes scale with the batch and the context where a dim of its largest tensor was one of
-them. Anything else stays as traced and is counted as not rescaled (held kernels included)."""
+them (and a grid-limited reduction's blocks with them: the same work per block). Anything else stays as traced and is counted as not rescaled (held kernels included)."""
 
 from __future__ import annotations
 
@@ -44,7 +44,8 @@ def retarget(item: ir.WorkItem, old: Point, new: Point) -> tuple[ir.WorkItem, bo
             return item, False
         f = (new.batch / old.batch if item.per_batch else 1.0) * \
             (new.context / old.context if item.per_context else 1.0)
-        return replace(item, read_bytes=item.read_bytes * f, write_bytes=item.write_bytes * f), True
+        return replace(item, read_bytes=item.read_bytes * f, write_bytes=item.write_bytes * f,
+                       ctas=max(1, round(item.ctas * f)) if item.ctas else 0), True
     return item, isinstance(item, ir.Absorbed)
 
 

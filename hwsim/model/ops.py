@@ -290,8 +290,27 @@ def strided_cat(name: str, layer: int, read_bytes: float, write_bytes: float, ch
         l2_read=(read_bytes - hbm_r) / tiles, hbm_write=write_bytes / tiles if from_hbm else 0.0,
         l2_write=0.0 if from_hbm else write_bytes / tiles, address=weight_addr,
         inflight_bytes=CAT_BLOCK_THREADS * ACT_BYTES, block_threads=CAT_BLOCK_THREADS,
+        int_ops=TI_OPS_PER_ELEM * write_bytes / ACT_BYTES / tiles,
         data=Component.ACTIVATION_IO, compute=Component.ACTIVATION_IO,
         item=ir.Memory("cat", read_bytes, write_bytes, vectorized=False),
+    )
+
+
+LOAD_VEC_BYTES = 16        # a thread's vector load (ATen's reduce_kernel reads 4 x fp32 or 8 x bf16)
+
+
+def grid_limited(name: str, layer: int, read_bytes: float, write_bytes: float, ctas: int,
+                 threads: int, chip: ChipSpec, *, from_hbm: bool, weight_addr: int = 0) -> Kernel:
+    """A reduction launched on fewer blocks than the chip has SMs (ATen's reduce_kernel sizes its
+    grid by the output's rows: argmax over a 128k vocabulary at batch 1 is one block of 512
+    threads): each block walks its share with one vector load in flight per thread, so the
+    kernel is bound by memory latency over few blocks, not by bandwidth (Little's law)."""
+    hbm_r = read_bytes if from_hbm else 0.0
+    return Kernel(
+        name=name, layer=layer, tiles=ctas, hbm_read=hbm_r / ctas, l2_read=(read_bytes - hbm_r) / ctas,
+        l2_write=write_bytes / ctas, address=weight_addr, inflight_bytes=threads * LOAD_VEC_BYTES,
+        block_threads=min(threads, 1024), data=Component.ACTIVATION_IO, compute=Component.ACTIVATION_IO,
+        item=ir.Memory("reduction", read_bytes, write_bytes, ctas=ctas, threads=threads),
     )
 
 
