@@ -5,6 +5,7 @@
 #                                                    # whole grid from them, written before any
 #                                                    # unprofiled step is measured; traces packed
 #   bash calibration/hf_validation_call.sh measure   # unprofiled wall (median of 10) + device-busy
+#   bash calibration/hf_validation_call.sh all       # both in one call, after measure_aten_kernels.py
 # HF_ARGS replaces the models chosen by GPU (capture_hf_traces.py's --models, --stacks, --pairs-from).
 # hwsim's dependencies missing on the device travel as wheels in .whl/ (run's README, Notes).
 set -o pipefail
@@ -12,7 +13,16 @@ export PYTHONUNBUFFERED=1
 OUT=${OUT:?set OUT}
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 case "$GPU" in *H200*) HW=h200-sxm; MODELS="";; *H100*) HW=h100-sxm; MODELS="--models llama-3.1-8b qwen3-30b-a3b olmoe-1b-7b qwen1.5-moe-a2.7b";; *) HW=h200-sxm; MODELS="";; esac
-echo "GPU: $GPU -> profile $HW ${MODELS:+(Mixtral does not fit: $MODELS)}"
+[ -n "$HF_ARGS" ] || echo "GPU: $GPU -> profile $HW ${MODELS:+(Mixtral does not fit: $MODELS)}"
+if [ "$1" = all ]; then      # one call: microbenchmarks, traces, predictions, then the measurements
+    python3 calibration/measure_aten_kernels.py --out "$OUT/aten_kernels.jsonl" 2>&1 | grep -v USDT | cut -c1-160 | tail -60
+    EARLIER=""                 # an earlier call's traces count where this call got the same chip
+    [ "$HW" = h100-sxm ] && EARLIER=validation/data/hf_traces_h100/captured_1.jsonl
+    CAPTURE_MODELS=$([ "$HW" = h100-sxm ] && echo "--models llama-3.1-8b qwen3-30b-a3b olmoe-1b-7b" || echo "")
+    HF_ARGS="$CAPTURE_MODELS --stacks eager compiled" DEADLINE=${CAPTURE_S:-110} PREDICT_S=${PREDICT_S:-70} bash "$0" capture
+    HF_ARGS="$MODELS --pairs-from $EARLIER $OUT/traces/captured.jsonl" DEADLINE=${MEASURE_S:-200} bash "$0" measure
+    exit
+fi
 if [ "$1" = capture ]; then
     python3 calibration/capture_hf_traces.py capture --out "$OUT/traces" --deadline-s "${DEADLINE:-330}" ${HF_ARGS:-$MODELS} 2>&1 \
         | grep -v -e USDT -e '^\s*$' | tee "$OUT/capture.log" | cut -c1-300
