@@ -30,6 +30,7 @@ if [ "$1" = capture ]; then
     PYTHONPATH=/tmp/site:$PWD timeout "${PREDICT_S:-170}" python3 validation/predict_hf_traces.py predict \
         --traces "$OUT/traces" --hardware "$HW" --jobs 14 > "$OUT/hf_predictions.jsonl" 2> "$OUT/predict.err"
     echo "predictions: $(wc -l < "$OUT/hf_predictions.jsonl") rows, $(grep -c '"error"' "$OUT/hf_predictions.jsonl") errors"; tail -3 "$OUT/predict.err"
+    cat "$OUT/predict.err" >> "$OUT/capture.log"; rm -f "$OUT/predict.err" "$OUT"/traces/*.json   # 8 files come back
     python3 -c "import sys; sys.path.insert(0, 'calibration'); import capture_hf_traces as c; c.pack('$OUT/traces')"
 else
     python3 calibration/capture_hf_traces.py measure --out "$OUT/hf_steps.jsonl" --deadline-s "${DEADLINE:-480}" ${HF_ARGS:-$MODELS} 2>&1 \
