@@ -258,3 +258,67 @@ def test_another_threads_launch_adds_its_kernel_not_host_time(tmp_path):
     assert two["trace"]["kernels"] == one["trace"]["kernels"] + 1
     assert two["host"]["launches"] == one["host"]["launches"]
     assert two["host"]["busy_ms"] == pytest.approx(one["host"]["busy_ms"], rel=1e-9)
+
+
+H100_LLAMA = "tests/data/ktrace/h100-hf-llama-3.1-8b-eager-b1-l1024.json.gz"   # README.md there
+H100_OLMOE = "tests/data/ktrace/h100-hf-olmoe-1b-7b-eager-b8-l4096.json.gz"
+
+
+def _real(trace, model, batch, context, *sets):
+    cfg = load_scenario("scenarios/kernel-trace.yaml", [
+        f"model={model}", "hardware=h100-sxm", f"workload.kernel_trace.path={trace}",
+        f"workload.kernel_trace.batch_size={batch}", f"workload.kernel_trace.context_tokens={context}",
+        f"workload.batch_size={batch}", f"workload.context_tokens={context}", "workload.decode_steps=1", *sets])
+    return run_scenario(cfg, intervals=False).summary
+
+
+@pytest.mark.parametrize("trace, model, batch, context", [(H100_LLAMA, "llama-3.1-8b", 1, 1024),
+                                                          (H100_OLMOE, "olmoe-1b-7b", 8, 4096)])
+def test_a_real_gpu_trace_is_classified_from_its_op_shapes(trace, model, batch, context):
+    """HF transformers 5.17 on an H100 (torch 2.11): every kernel has a rule, nearly all from
+    the op that launched it; cuDNN attention (aten::_cudnn_attention_forward) is attention and
+    the grouped_mm experts a grouped GEMM."""
+    t = _real(trace, model, batch, context)["trace"]
+    assert t["fallback_kernels"] == 0 and t["kernels"] > 1000
+    assert t["classified_by"]["op-shapes"] > 0.9 * t["kernels"]
+    layers = 32 if model == "llama-3.1-8b" else 16
+    assert t["items"]["Attention"] == layers
+    assert t["items"].get("GroupedGemm", 0) == (2 * layers if model == "olmoe-1b-7b" else 0)
+
+
+def test_dynamic_cache_cat_is_latency_bound_and_grows_with_the_context():
+    """DynamicCache's torch.cat of the whole cache (CatArrayBatchedCopy, one element in flight
+    per thread) runs far below the HBM bandwidth a vectorised copy of the same bytes gets, and
+    the step's device time grows with the context the trace is retargeted to."""
+    from hwsim import operators
+    from hwsim.build import build
+    cfg = load_scenario("scenarios/kernel-trace.yaml", [
+        "model=llama-3.1-8b", "hardware=h100-sxm", f"workload.kernel_trace.path={H100_LLAMA}",
+        "workload.kernel_trace.batch_size=1", "workload.kernel_trace.context_tokens=1024"])
+    b = build(cfg)
+    cats = [k for k in b.schedule.traced.kernels if isinstance(k.item, ir.Memory) and k.item.kind == "cat"
+            and not k.item.vectorized and k.item.per_context]
+    assert len(cats) == 64                               # K and V of 32 layers
+    low, chip = b.schedule.lowering, b.schedule.chip
+    cat_s = operators.device_time_s(chip, low.kernels("cat", ir.Memory("cat", 256e6, 256e6, vectorized=False), 0))
+    copy_s = operators.device_time_s(chip, low.kernels("copy", ir.Memory("copy", 256e6, 256e6), 0))
+    assert cat_s > 1.25 * copy_s
+    short = _real(H100_LLAMA, "llama-3.1-8b", 1, 1024)["device_busy_ms"]
+    longer = _real(H100_LLAMA, "llama-3.1-8b", 1, 1024, "workload.context_tokens=8192")["device_busy_ms"]
+    assert longer > short * 1.15        # 1 GB more cache read by attention, read and written by the cat
+
+
+def test_a_reduction_on_few_blocks_is_slower_than_on_many():
+    """ATen's reduce_kernel sizes its grid by the output's rows: an argmax over a 128k vocabulary
+    at batch 1 is one block, which streams its 256 KB far slower than a grid filling the chip."""
+    from hwsim import operators
+    from hwsim.build import build
+    chip = build(load_scenario(None, ["model=llama-3.1-8b", "hardware=h100-sxm"])).schedule.chip
+    one = operators.device_time_s(chip, [ops_grid(chip, 1)])
+    many = operators.device_time_s(chip, [ops_grid(chip, 128)])
+    assert one > 4 * many
+
+
+def ops_grid(chip, ctas):
+    from hwsim.model import ops
+    return ops.grid_limited("argmax", -1, 256e3, 8, ctas, 512, chip, from_hbm=False)
