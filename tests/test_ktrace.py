@@ -302,7 +302,7 @@ def test_dynamic_cache_cat_is_latency_bound_and_grows_with_the_context():
     low, chip = b.schedule.lowering, b.schedule.chip
     cat_s = operators.device_time_s(chip, low.kernels("cat", ir.Memory("cat", 256e6, 256e6, vectorized=False), 0))
     copy_s = operators.device_time_s(chip, low.kernels("copy", ir.Memory("copy", 256e6, 256e6), 0))
-    assert cat_s > 1.25 * copy_s
+    assert cat_s > 1.8 * copy_s
     short = _real(H100_LLAMA, "llama-3.1-8b", 1, 1024)["device_busy_ms"]
     longer = _real(H100_LLAMA, "llama-3.1-8b", 1, 1024, "workload.context_tokens=8192")["device_busy_ms"]
     assert longer > short * 1.15        # 1 GB more cache read by attention, read and written by the cat
