@@ -19,6 +19,10 @@ if [ "$1" = all ]; then      # one call: microbenchmarks, traces, predictions, t
     EARLIER=""                 # an earlier call's traces count where this call got the same chip
     [ "$HW" = h100-sxm ] && EARLIER=validation/data/hf_traces_h100/captured_1.jsonl
     CAPTURE_MODELS=$([ "$HW" = h100-sxm ] && echo "--models llama-3.1-8b qwen3-30b-a3b olmoe-1b-7b" || echo "")
+    if [ -n "$EARLIER" ] && [ -n "$QUICK" ]; then    # little device time left: measure what was traced
+        HF_ARGS="$MODELS --pairs-from $EARLIER" DEADLINE=${MEASURE_S:-200} bash "$0" measure
+        exit
+    fi
     HF_ARGS="$CAPTURE_MODELS --stacks eager compiled" DEADLINE=${CAPTURE_S:-110} PREDICT_S=${PREDICT_S:-70} bash "$0" capture
     HF_ARGS="$MODELS --pairs-from $EARLIER $OUT/traces/captured.jsonl" DEADLINE=${MEASURE_S:-200} bash "$0" measure
     exit
