@@ -124,6 +124,25 @@ def compare(measured: Path, predictions: Path, captured: Path) -> None:
     print("\n".join(rows))
 
 
+def selfcheck(traces: Path, hardware: str) -> None:
+    """Each trace at its own point: hwsim's device-busy (from shapes) against the trace's own
+    (its kernels' durations), and the predicted wall against the profiled step."""
+    errors = []
+    print("| trace | traced busy ms | hwsim busy ms | error | profiled step ms | hwsim wall ms |\n"
+          "|---|---:|---:|---:|---:|---:|")
+    for cap in (json.loads(line) for f in sorted(traces.glob("captured*.jsonl")) for line in f.read_text().splitlines()):
+        path = traces / cap["trace"]
+        if not path.exists():
+            path = traces / "traces" / cap["trace"]
+        point = (cap["batch"], cap["context_tokens"])
+        p = predict_point(cap["model"], path, point, point, hardware)
+        e = err(p["device_busy_ms"], cap["device_busy_ms"])
+        errors.append(e)
+        print(f"| {cap['trace']} | {cap['device_busy_ms']:.2f} | {p['device_busy_ms']:.2f} | {e:+.1f}% | "
+              f"{cap['profiled_step_ms']:.2f} | {p['wall_ms']:.2f} |")
+    print(f"\n{table('same point, device-busy vs the trace own', errors)}")
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -135,8 +154,13 @@ def main() -> int:
     co.add_argument("measured", type=Path)
     co.add_argument("--predictions", type=Path, default=HERE / "data" / "h200_hf_predictions.jsonl")
     co.add_argument("--captured", type=Path, default=HERE / "traces" / "h200-hf" / "captured.jsonl")
+    sc = sub.add_parser("selfcheck", help="each trace at its own point against its own durations")
+    sc.add_argument("--traces", type=Path, required=True)
+    sc.add_argument("--hardware", default="h200-sxm")
     args = p.parse_args()
-    if args.cmd == "predict":
+    if args.cmd == "selfcheck":
+        selfcheck(args.traces, args.hardware)
+    elif args.cmd == "predict":
         predict(args.traces, args.jobs, args.hardware)
     else:
         compare(args.measured, args.predictions, args.captured)
