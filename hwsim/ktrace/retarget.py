@@ -6,7 +6,8 @@ over the expected distinct experts of uniform routing when they summed to the tr
 top-k; an attention's batch
 becomes the new batch and a key length equal to the traced context (+1) the new one; a memory
 kernel's bytes scale with the batch and the context where a dim of its largest tensor was one of
-them (and a grid-limited reduction's blocks with them: the same work per block). Anything else stays as traced and is counted as not rescaled (held kernels included)."""
+them (and a grid-limited reduction's blocks with them: the same work per block). Anything else
+stays as traced and is counted as not rescaled (held kernels included)."""
 
 from __future__ import annotations
 
