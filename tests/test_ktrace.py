@@ -284,6 +284,8 @@ def test_a_real_gpu_trace_is_classified_from_its_op_shapes(trace, model, batch, 
     layers = 32 if model == "llama-3.1-8b" else 16
     assert t["items"]["Attention"] == layers
     assert t["items"].get("GroupedGemm", 0) == (2 * layers if model == "olmoe-1b-7b" else 0)
+    # the caching allocator: the growing cache's new blocks at batch 8 x 4k, none at batch 1 x 1k
+    assert (t["host_allocs"] > 0 and t["host_alloc_ms"] > 1.0) == (batch == 8)
 
 
 def test_dynamic_cache_cat_is_latency_bound_and_grows_with_the_context():

@@ -33,6 +33,8 @@ COPIES = {"cudaMemcpyAsync", "cudaMemcpy", "cudaMemcpy2DAsync", "cudaMemsetAsync
 SYNCS = {"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy",
          "cuStreamSynchronize", "cuCtxSynchronize", "cuEventSynchronize"}
 HOST_CALLS = LAUNCHES | GRAPH_LAUNCHES | COPIES | SYNCS
+# the caching allocator's calls: part of the host's CPU time as traced (reported, not rescaled)
+ALLOCS = {"cudaMalloc", "cudaFree", "cuMemAlloc_v2", "cuMemFree_v2", "cudaMallocAsync", "cudaFreeAsync"}
 DEVICE_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset",
                "Kernel": "kernel", "Memcpy": "memcpy", "Memset": "memset"}
 STEP_NAME = re.compile(r"ProfilerStep#(\d+)")
@@ -81,6 +83,7 @@ class Trace:
     calls: list[HostCall] = field(default_factory=list)  # host calls, in time order
     device: dict[int, list[DeviceEvent]] = field(default_factory=dict)   # correlation -> its events
     steps: list[tuple[float, float]] = field(default_factory=list)       # ProfilerStep windows (us)
+    allocs: list[tuple[float, float]] = field(default_factory=list)      # allocator calls (ts, dur, us)
     has_shapes: bool = False
 
     @property
@@ -174,6 +177,9 @@ def _keep(trace: Trace, ev: dict) -> int:
         if name in HOST_CALLS:
             trace.calls.append(HostCall(name, ts, dur, int(args.get("correlation", -1)), ext,
                                         int(ev.get("tid", 0)) if str(ev.get("tid", 0)).isdigit() else 0))
+            return 1
+        if name in ALLOCS:
+            trace.allocs.append((ts, dur))
             return 1
         return 0
     if STEP_NAME.fullmatch(name) and cat in ("user_annotation", "cpu_op", "python_function"):

@@ -22,6 +22,8 @@ class TraceStep:
     window_s: float                  # the traced step's wall time (profiled)
     device_busy_s: float             # union of its device events, as traced
     kernels: tuple[ir.TraceKernel, ...]
+    alloc_s: float = 0.0             # of the host's traced time, in cudaMalloc/cudaFree calls
+    allocs: int = 0
 
     def report(self) -> dict:
         """Counts for the JSON's `trace` block: what was classified, and how."""
@@ -39,7 +41,8 @@ class TraceStep:
                 "fallback_kernels": len(fallback),
                 "fallback_share": sum(k.traced_s for k in fallback) / traced if traced else 0.0,
                 "classified_by": how, "items": kinds,
-                "traced_step_ms": self.window_s * 1e3, "traced_device_busy_ms": self.device_busy_s * 1e3}
+                "traced_step_ms": self.window_s * 1e3, "traced_device_busy_ms": self.device_busy_s * 1e3,
+                "host_alloc_ms": self.alloc_s * 1e3, "host_allocs": self.allocs}
 
 
 def _window(trace: Trace) -> tuple[float, float]:
@@ -134,4 +137,6 @@ def assemble(trace: Trace, model: ModelShape, point: Point, profiler_overhead: f
     in_window = [e for corr in linked for e in trace.device.get(corr, ())] + orphans
     if not kernels:
         raise ConfigError("the trace's step launches no GPU kernels", file=trace.path, key=KEY)
-    return TraceStep(tuple(steps), (end - start) * US, _union(in_window), tuple(kernels))
+    allocs = [dur for ts, dur in trace.allocs if start <= ts <= end]
+    return TraceStep(tuple(steps), (end - start) * US, _union(in_window), tuple(kernels),
+                     sum(allocs) * US, len(allocs))
