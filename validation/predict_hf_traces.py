@@ -1,11 +1,14 @@
 """hwsim's predictions from the Hugging Face traces of issue 30, written down before the
 unprofiled steps are measured, and their errors once they are (docs/traces.md, "Validation").
 
-    # predictions: every trace of captured.jsonl at its own point and at the measured grid
-    python validation/predict_hf_traces.py predict --traces validation/traces/h200-hf \\
-        > validation/data/h200_hf_predictions.jsonl
+    # predictions: every trace of FOLDER/captured.jsonl at its own point and at the measured grid
+    # (calibration/hf_validation_call.sh runs this on the device, between capture and measure)
+    python validation/predict_hf_traces.py predict --traces FOLDER --hardware h100-sxm > predictions.jsonl
+    # each trace at its own point against its own kernel durations
+    python validation/predict_hf_traces.py selfcheck --traces validation/data/hf_traces_h100 --hardware h100-sxm
     # errors against calibration/capture_hf_traces.py measure's rows
-    python validation/predict_hf_traces.py compare validation/data/h200_hf_steps.jsonl
+    python validation/predict_hf_traces.py compare hf_steps.jsonl \
+        --predictions validation/data/hf_traces_h100/predictions_2.jsonl
 
 Each prediction runs `scenarios/kernel-trace.yaml` (no `runtime.launch`: the traced host) with
 the trace's model, the trace and its point, and the predicted point; one decode step. Wall time
@@ -152,8 +155,8 @@ def main() -> int:
     pr.add_argument("--jobs", type=int, default=1, help="rows predicted side by side (processes)")
     co = sub.add_parser("compare")
     co.add_argument("measured", type=Path)
-    co.add_argument("--predictions", type=Path, default=HERE / "data" / "h200_hf_predictions.jsonl")
-    co.add_argument("--captured", type=Path, default=HERE / "traces" / "h200-hf" / "captured.jsonl")
+    co.add_argument("--predictions", type=Path, default=HERE / "data" / "hf_traces_h100" / "predictions_2.jsonl")
+    co.add_argument("--captured", type=Path, default=HERE / "data" / "hf_traces_h100" / "captured_1.jsonl")
     sc = sub.add_parser("selfcheck", help="each trace at its own point against its own durations")
     sc.add_argument("--traces", type=Path, required=True)
     sc.add_argument("--hardware", default="h200-sxm")
