@@ -133,7 +133,9 @@ def selfcheck(traces: Path, hardware: str) -> None:
     errors = []
     print("| trace | traced busy ms | hwsim busy ms | error | profiled step ms | hwsim wall ms |\n"
           "|---|---:|---:|---:|---:|---:|")
-    for cap in (json.loads(line) for f in sorted(traces.glob("captured*.jsonl")) for line in f.read_text().splitlines()):
+    captured = [json.loads(line) for f in sorted(traces.glob("captured*.jsonl"))
+                for line in f.read_text().splitlines()]
+    for cap in captured:
         path = traces / cap["trace"]
         if not path.exists():
             path = traces / "traces" / cap["trace"]
