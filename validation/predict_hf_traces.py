@@ -145,7 +145,7 @@ def selfcheck(traces: Path, hardware: str) -> None:
         errors.append(e)
         print(f"| {cap['trace']} | {cap['device_busy_ms']:.2f} | {p['device_busy_ms']:.2f} | {e:+.1f}% | "
               f"{cap['profiled_step_ms']:.2f} | {p['wall_ms']:.2f} |")
-    print(f"\n{table("same point, device-busy vs the trace's own", errors)}")
+    print("\n" + table("same point, device-busy vs the trace's own", errors))
 
 
 def main() -> int:
