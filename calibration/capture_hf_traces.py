@@ -1,5 +1,5 @@
 """Capture torch.profiler traces of Hugging Face transformers decode steps, and measure the
-same steps unprofiled: the validation of issue 30 (docs/traces.md, "Validation on the H200").
+same steps unprofiled: the validation of issue 30 (docs/traces.md, "Validation").
 
     # 1. traces at the traced points (profiled; one decode step each, .json.gz)
     python3 calibration/capture_hf_traces.py capture --out $OUT/traces
