@@ -1,12 +1,9 @@
 """Capture torch.profiler traces of Hugging Face transformers decode steps, and measure the
 same steps unprofiled: the validation of issue 30 (docs/traces.md, "Validation").
 
-    # 1. traces at the traced points (profiled; one decode step each, .json.gz)
-    python3 calibration/capture_hf_traces.py capture --out $OUT/traces
-    # 2. (here, before any measurement) predict the fresh grid from those traces:
-    #    hwsim validate validation/data/h200_hf_traces_predict.csv  -> commit the predictions
-    # 3. the measurements: unprofiled wall time (median of 10) and device-busy time (union of
-    #    the kernels of one profiled step) at every point of the grid
+    # all of it in one device call (calibration/hf_validation_call.sh all): traces, hwsim's
+    # predictions of the grid from them (validation/predict_hf_traces.py predict), then:
+    python3 calibration/capture_hf_traces.py capture --out $OUT/traces --pack
     python3 calibration/capture_hf_traces.py measure --out $OUT/h200_hf_steps.jsonl
     # anywhere, no GPU: what would run; with torch installed, tiny configs on the CPU
     python3 calibration/capture_hf_traces.py capture --dry --out /tmp/traces
