@@ -136,11 +136,16 @@ def profiled(step, path, cuda):
         return json.load(fh)
 
 
+def last_profiler_step(trace):
+    """The trace's last ProfilerStep# event (the profiled step on the host), or None."""
+    steps = [e for e in trace["traceEvents"] if str(e.get("name", "")).startswith("ProfilerStep#")]
+    return steps[-1] if steps else None
+
+
 def device_busy_ms(trace):
-    """Union of the kernels' (and copies') intervals in the trace's last ProfilerStep."""
-    evs = trace["traceEvents"]
-    steps = [e for e in evs if str(e.get("name", "")).startswith("ProfilerStep#")]
-    lo, hi = (steps[-1]["ts"], float("inf")) if steps else (float("-inf"), float("inf"))
+    """Union of the kernels' (and copies') intervals from the trace's last ProfilerStep on."""
+    evs, step = trace["traceEvents"], last_profiler_step(trace)
+    lo, hi = (step["ts"], float("inf")) if step else (float("-inf"), float("inf"))
     spans = sorted((e["ts"], e["ts"] + e.get("dur", 0)) for e in evs
                    if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and e["ts"] >= lo and e["ts"] <= hi)
     busy, reach = 0.0, float("-inf")
@@ -233,8 +238,8 @@ def measure_point(args, torch, fwd, model, cfg, name, stack, batch, context, dev
 
 def profiled_step_ms(trace):
     """The last ProfilerStep's span on the host: the profiled step's wall time."""
-    steps = [e for e in trace["traceEvents"] if str(e.get("name", "")).startswith("ProfilerStep#")]
-    return steps[-1].get("dur", 0) / 1e3 if steps else None
+    step = last_profiler_step(trace)
+    return step.get("dur", 0) / 1e3 if step else None
 
 
 def pack(folder, limit_mb=15.0, bundles=4):

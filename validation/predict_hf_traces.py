@@ -4,6 +4,7 @@ unprofiled steps are measured, and their errors once they are (docs/traces.md, "
     # predictions: every trace of FOLDER/captured.jsonl at its own point and at the measured grid
     # (calibration/hf_validation_call.sh runs this on the device, between capture and measure)
     python validation/predict_hf_traces.py predict --traces FOLDER --hardware h100-sxm > predictions.jsonl
+    # (FOLDER: captured*.jsonl, and the traces beside them or in FOLDER/traces)
     # each trace at its own point against its own kernel durations
     python validation/predict_hf_traces.py selfcheck --traces validation/data/hf_traces_h100 --hardware h100-sxm
     # errors against calibration/capture_hf_traces.py measure's rows
@@ -47,19 +48,27 @@ def predict_point(model: str, trace: Path, traced: tuple[int, int], point: tuple
             "classified_by": s["trace"]["classified_by"], "not_rescaled": s["trace"]["not_rescaled"]}
 
 
+def captured(folder: Path):
+    """(row, trace path) of each capture row in the folder's captured*.jsonl whose trace is
+    there (beside it, or in its traces/); a missing trace is said on stderr."""
+    for f in sorted(folder.glob("captured*.jsonl")):
+        for cap in map(json.loads, f.read_text().splitlines()):
+            path = next((p for p in (folder / cap["trace"], folder / "traces" / cap["trace"]) if p.exists()), None)
+            if path is None:
+                print(f"missing {folder / cap['trace']}", file=sys.stderr)
+                continue
+            yield cap, path
+
+
 def predict(traces: Path, jobs: int, hardware: str) -> None:
     from capture_hf_traces import points_of
     tasks = []
-    for line in (traces / "captured.jsonl").read_text().splitlines():
-        cap = json.loads(line)
-        if not (traces / cap["trace"]).exists():
-            print(f"missing {traces / cap['trace']}", file=sys.stderr)
-            continue
+    for cap, path in captured(traces):
         traced = (cap["batch"], cap["context_tokens"])
         for point in dict.fromkeys([traced, *points_of("measure", cap["stack"])]):
             tasks.append({"model": cap["model"], "stack": cap["stack"], "trace": cap["trace"],
                           "trace_batch": traced[0], "trace_context_tokens": traced[1],
-                          "batch": point[0], "context_tokens": point[1], "_folder": str(traces),
+                          "batch": point[0], "context_tokens": point[1], "_path": str(path),
                           "_hardware": hardware})
     if jobs > 1:
         import multiprocessing
@@ -74,7 +83,7 @@ def predict(traces: Path, jobs: int, hardware: str) -> None:
 def predict_row(task: dict) -> dict:
     row = {k: v for k, v in task.items() if not k.startswith("_")}
     try:
-        row.update(predict_point(task["model"], Path(task["_folder"]) / task["trace"],
+        row.update(predict_point(task["model"], Path(task["_path"]),
                                  (task["trace_batch"], task["trace_context_tokens"]),
                                  (task["batch"], task["context_tokens"]), task["_hardware"]))
     except Exception as exc:                  # noqa: BLE001 (a row that fails is reported as such)
@@ -133,12 +142,7 @@ def selfcheck(traces: Path, hardware: str) -> None:
     errors = []
     print("| trace | traced busy ms | hwsim busy ms | error | profiled step ms | hwsim wall ms |\n"
           "|---|---:|---:|---:|---:|---:|")
-    captured = [json.loads(line) for f in sorted(traces.glob("captured*.jsonl"))
-                for line in f.read_text().splitlines()]
-    for cap in captured:
-        path = traces / cap["trace"]
-        if not path.exists():
-            path = traces / "traces" / cap["trace"]
+    for cap, path in captured(traces):
         point = (cap["batch"], cap["context_tokens"])
         p = predict_point(cap["model"], path, point, point, hardware)
         e = err(p["device_busy_ms"], cap["device_busy_ms"])
