@@ -17,6 +17,7 @@ from pathlib import Path
 
 from hwsim.build import build
 from hwsim.config.load import load_scenario
+from hwsim.ktrace import ir
 from hwsim.run import run_scenario
 
 BASE = Path(__file__).resolve().parent.parent / "scenarios" / "kernel-trace.yaml"
@@ -25,6 +26,11 @@ BASE = Path(__file__).resolve().parent.parent / "scenarios" / "kernel-trace.yaml
 def family(name: str) -> str:
     name = re.sub(r"^void ", "", name)
     return re.split(r"[<(]", name, maxsplit=1)[0][-48:]
+
+
+def key(tk) -> tuple[str, str, str]:
+    """A traced kernel's group: its item's kind, the op that launched it, its name's family."""
+    return ir.kind_of(tk.item), tk.op, family(tk.name)
 
 
 def main() -> int:
@@ -50,21 +56,17 @@ def main() -> int:
         m = re.match(r"trace\.(\d+)\.", rec.kernel.name)
         if not m:
             continue
-        tk = traced[int(m.group(1))]
-        g = groups[(type(tk.item).__name__ if not hasattr(tk.item, "kind") else tk.item.kind,
-                    tk.op, family(tk.name))]
-        g[2] += (rec.t_end - rec.t_start) * 1e6
+        groups[key(traced[int(m.group(1))])][2] += (rec.t_end - rec.t_start) * 1e6
     for tk in traced:
-        g = groups[(type(tk.item).__name__ if not hasattr(tk.item, "kind") else tk.item.kind,
-                    tk.op, family(tk.name))]
+        g = groups[key(tk)]
         g[0] += 1
         g[1] += tk.traced_s * 1e6
     total_t = sum(g[1] for g in groups.values())
     total_p = sum(g[2] for g in groups.values())
     print(f"traced {total_t / 1e3:.2f} ms, predicted {total_p / 1e3:.2f} ms ({(total_p / total_t - 1) * 100:+.1f}%)")
     print(f"{'kind':12s} {'op':28s} {'kernel':48s} {'n':>5s} {'traced us':>10s} {'hwsim us':>10s} {'err':>7s}")
-    for key, (n, t, pr) in sorted(groups.items(), key=lambda kv: -abs(kv[1][2] - kv[1][1]))[:a.top]:
-        print(f"{key[0]:12s} {key[1][:28]:28s} {key[2]:48s} {n:5d} {t:10.1f} {pr:10.1f} "
+    for (kind, op, fam), (n, t, pr) in sorted(groups.items(), key=lambda kv: -abs(kv[1][2] - kv[1][1]))[:a.top]:
+        print(f"{kind:12s} {op[:28]:28s} {fam:48s} {n:5d} {t:10.1f} {pr:10.1f} "
               f"{(pr / t - 1) * 100 if t else 0:+6.0f}%")
     return 0
 

@@ -110,3 +110,9 @@ class HostStep:
     launches: int
     sync: bool
     kernels: tuple[TraceKernel, ...]
+
+
+def kind_of(item) -> str:
+    """A work item's kind as reports name it: a Memory item's own kind (cat, copy, reduction...),
+    else its class (Gemm, Attention...)."""
+    return item.kind if isinstance(item, Memory) else type(item).__name__

@@ -64,11 +64,10 @@ class Lowering:
         if isinstance(item, ir.Memory):
             if item.kind == "cat" and not item.vectorized:
                 return [ops.strided_cat(name, -1, item.read_bytes, item.write_bytes, chip, weight_addr=self._addr(),
-                                        from_hbm=item.read_bytes > chip.l2_bytes * L2_RESIDENT_SHARE)]
+                                        from_hbm=self._in_hbm(item.read_bytes))]
             if item.kind == "reduction" and 0 < item.ctas < chip.sms and item.threads:
                 return [ops.grid_limited(name, -1, item.read_bytes, item.write_bytes, item.ctas, item.threads,
-                                         chip, from_hbm=item.read_bytes > chip.l2_bytes * L2_RESIDENT_SHARE,
-                                         weight_addr=self._addr())]
+                                         chip, from_hbm=self._in_hbm(item.read_bytes), weight_addr=self._addr())]
             return [self._memory(name, item.read_bytes, item.write_bytes, item.vectorized)]
         if isinstance(item, ir.Memset):
             return [self._memory(name, 0.0, item.nbytes, True)]
@@ -110,11 +109,14 @@ class Lowering:
         return s._quant_gemm(fmt, name, -1, g.m, g.k, g.n, self._addr(), DATA[cls],
                              Component.GEMM_COMPUTE, 0.0, -1, ())
 
+    def _in_hbm(self, nbytes: float) -> bool:
+        """Whether a tensor of this size streams from (to) HBM rather than staying in L2."""
+        return nbytes > self.schedule.chip.l2_bytes * L2_RESIDENT_SHARE
+
     def _memory(self, name: str, read: float, write: float, vectorized: bool) -> Kernel:
-        limit = self.schedule.chip.l2_bytes * L2_RESIDENT_SHARE
-        from_hbm = read if read > limit else 0.0
+        from_hbm = read if self._in_hbm(read) else 0.0
         k = ops.elementwise(name, -1, read - from_hbm, write, EW_OPS_PER_BYTE, self.schedule.chip,
                             weight_bytes=from_hbm, weight_addr=self._addr(), vectorized=vectorized)
-        if write > limit:
+        if self._in_hbm(write):
             k = copy_kernel(k, hbm_write=k.l2_write, l2_write=0.0)
         return k

@@ -35,7 +35,7 @@ class TraceStep:
             how[k.how] = how.get(k.how, 0) + 1
         kinds: dict[str, int] = {}
         for k in ks:
-            name = type(k.item).__name__ if not isinstance(k.item, ir.Memory) else k.item.kind
+            name = ir.kind_of(k.item)
             kinds[name] = kinds.get(name, 0) + 1
         return {"kernels": len(ks), "classified": len(ks) - len(fallback),
                 "fallback_kernels": len(fallback),
