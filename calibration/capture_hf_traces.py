@@ -110,8 +110,9 @@ def decode_step(model, cache, batch, context, device):
     ids = torch.randint(0, model.config.vocab_size, (batch, 1), device=device)
     pos = torch.tensor([context], device=device)
     kw = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
-    out = model(input_ids=ids, use_cache=True, cache_position=pos, **{kw: cache})
-    nxt = out.logits[:, -1].argmax(-1)
+    with torch.no_grad():     # as generate() runs: with autograd on, every step's graph hangs on the
+        out = model(input_ids=ids, use_cache=True, cache_position=pos, **{kw: cache})  # cache (a leak)
+        nxt = out.logits[:, -1].argmax(-1)
     nxt[0].item()
     dynamic = type(cache).__name__ == "DynamicCache"   # a StaticCache rewrites slot `context`
     extra = cache.get_seq_length() - context if dynamic else 0
@@ -192,7 +193,13 @@ def run(args):
                 if time.monotonic() > deadline:
                     log(f"deadline: {name} {stack} batch {batch} context {context} not run")
                     continue
-                row = measure_point(args, torch, fwd, model, cfg, name, stack, batch, context, device, cuda)
+                try:                            # one point failing (out of memory) costs that point
+                    row = measure_point(args, torch, fwd, model, cfg, name, stack, batch, context, device, cuda)
+                except torch.cuda.OutOfMemoryError as exc:
+                    log(f"FAILED {name} {stack} batch {batch} context {context}: {str(exc)[:200]}")
+                    gc.collect()
+                    torch.cuda.empty_cache()
+                    continue
                 with open(out, "a") as fh:      # row by row: a call cut short keeps what it has
                     fh.write(json.dumps(row) + "\n")
         except Exception as exc:                # noqa: BLE001 (logged, and the next stack runs)

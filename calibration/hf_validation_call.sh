@@ -6,7 +6,7 @@
 #                                                    # unprofiled step is measured; traces packed
 #   bash calibration/hf_validation_call.sh measure   # unprofiled wall (median of 10) + device-busy
 #   bash calibration/hf_validation_call.sh all       # both in one call, after measure_aten_kernels.py
-# HF_ARGS replaces the models chosen by GPU (capture_hf_traces.py's --models, --stacks, --pairs-from).
+# ATEN=0 skips the ATen microbenchmarks. HF_ARGS replaces the models chosen by GPU (capture_hf_traces.py's --models, --stacks, --pairs-from).
 # hwsim's dependencies missing on the device travel as wheels in .whl/ (run's README, Notes).
 set -o pipefail
 export PYTHONUNBUFFERED=1
@@ -15,7 +15,7 @@ GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 case "$GPU" in *H200*) HW=h200-sxm; MODELS="";; *H100*) HW=h100-sxm; MODELS="--models llama-3.1-8b qwen3-30b-a3b olmoe-1b-7b qwen1.5-moe-a2.7b";; *) HW=h200-sxm; MODELS="";; esac
 [ -n "$HF_ARGS" ] || echo "GPU: $GPU -> profile $HW ${MODELS:+(Mixtral does not fit: $MODELS)}"
 if [ "$1" = all ]; then      # one call: microbenchmarks, traces, predictions, then the measurements
-    python3 calibration/measure_aten_kernels.py --out "$OUT/aten_kernels.jsonl" 2>&1 | grep -v USDT | cut -c1-160 | tail -60
+    [ "${ATEN:-1}" = 0 ] || python3 calibration/measure_aten_kernels.py --out "$OUT/aten_kernels.jsonl" 2>&1 | grep -v USDT | cut -c1-160 | tail -60
     EARLIER=""                 # an earlier call's traces count where this call got the same chip
     [ "$HW" = h100-sxm ] && EARLIER=validation/data/hf_traces_h100/captured_1.jsonl
     CAPTURE_MODELS=$([ "$HW" = h100-sxm ] && echo "--models llama-3.1-8b qwen3-30b-a3b olmoe-1b-7b" || echo "")
