@@ -58,8 +58,9 @@ PLAN = ([(m, "eager") for m in MODELS] + [("llama-3.1-8b", "compiled")]
         + [(m, "eager-loop") for m in MODELS if m != "llama-3.1-8b"] + [("olmoe-1b-7b", "compiled")])
 
 
-def points_of(phase, stack):
+def points_of(phase, stack, only=None):
     points = TRACE_POINTS if phase == "capture" or stack == "compiled" else GRID
+    points = [p for p in points if not only or p in only]
     return [(b, c) for b, c in points if stack != "eager-loop" or b <= LOOP_MAX_BATCH]
 
 
@@ -173,7 +174,7 @@ def run(args):
         plan = [pair for pair in plan if pair in held]
     if torch is None or (not cuda and not args.dry):
         for name, stack in plan:
-            for b, c in points_of(args.phase, stack):
+            for b, c in points_of(args.phase, stack, args.points):
                 log(f"would {args.phase} {name} {stack} batch {b} context {c}")
         log("no torch and transformers (or no GPU without --dry): nothing run")
         return 0
@@ -191,7 +192,7 @@ def run(args):
         try:                                    # one stack failing costs its rows, not the call's
             model, cfg = build(name, stack, device, args.dry)
             fwd = torch.compile(model, mode="reduce-overhead") if stack == "compiled" else model
-            for batch, context in [(2, 64)] if args.dry else points_of(args.phase, stack):
+            for batch, context in [(2, 64)] if args.dry else points_of(args.phase, stack, args.points):
                 if time.monotonic() > deadline:
                     log(f"deadline: {name} {stack} batch {batch} context {context} not run")
                     continue
@@ -289,6 +290,9 @@ def main():
                    help="start no new point after this many seconds (a device call has 10 minutes)")
     p.add_argument("--pairs-from", nargs="+", default=[], metavar="CAPTURED_JSONL",
                    help="run only the (model, stack) pairs that these captured.jsonl files hold")
+    p.add_argument("--points", nargs="+", default=None, metavar="BATCHxCONTEXT",
+                   type=lambda s: tuple(int(v) for v in s.split("x")),
+                   help="only these of the phase's points (a compiled stack recompiles per point: a minute each)")
     p.add_argument("--pack", action="store_true", help="capture: tar the traces for the trip back")
     args = p.parse_args()
     rc = run(args)
