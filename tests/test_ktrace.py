@@ -324,3 +324,41 @@ def test_a_reduction_on_few_blocks_is_slower_than_on_many():
 def ops_grid(chip, ctas):
     from hwsim.model import ops
     return ops.grid_limited("argmax", -1, 256e3, 8, ctas, 512, chip, from_hbm=False)
+
+
+H100_COMPILED = "tests/data/ktrace/h100-hf-llama-3.1-8b-compiled-b8-l4096.json.gz"   # README.md there
+
+
+def test_a_real_compiled_trace_takes_its_gemms_from_their_place_in_the_layer():
+    """A CUDA-graph replay has no op shapes, and its nvjet GEMMs run on persistent grids (one
+    block per SM whatever N is): each GEMM's weight comes from its place in the layer's order
+    (q, k, v, o, gate, up, down in HF's modules), the one after the last layer is the LM head;
+    Inductor kernels that fused `_scaled_dot_product_cudnn_attention` into their names are
+    element-wise, and the attention reads K and V expanded to every query head."""
+    from hwsim.config.load import load_model
+    from hwsim.ktrace.classify import Point
+    from hwsim.ktrace.timeline import assemble
+    m = load_model("llama-3.1-8b")
+    ks = assemble(reader.read_trace(H100_COMPILED), m, Point(8, 4096), 1.15).kernels
+    gemms = [k for k in ks if isinstance(k.item, ir.Gemm) and k.how == "name+sequence+model"]
+    assert len(gemms) == 7 * m.layers + 1
+    h, f, kv = m.hidden, m.ffn, m.attention.kv_heads * m.attention.head_dim
+    assert [(g.item.k, g.item.n) for g in gemms[:7]] == [(h, h), (h, kv), (h, kv), (h, h), (h, f), (h, f), (f, h)]
+    assert (gemms[-1].item.k, gemms[-1].item.n) == (h, m.vocab)
+    attention = [k.item for k in ks if isinstance(k.item, ir.Attention)]
+    assert len(attention) == m.layers and all(a.kv_heads == m.attention.heads for a in attention)
+    assert not any(isinstance(k.item, ir.Attention) for k in ks if k.name.startswith("triton_"))
+
+
+def test_the_gemm_sequence_needs_the_layers_period():
+    from hwsim.config.load import load_model
+    from hwsim.ktrace import gemm_sequence
+    m = load_model("llama-3.1-8b")
+    fused = [("qkv", 1), ("o", 1), ("gate_up", 1), ("down", 1)]
+    shapes = gemm_sequence.assign(fused * m.layers + [("lm_head", 2)], m)
+    h, f = m.hidden, m.ffn
+    assert shapes[2] == (h, 2 * f) and shapes[3] == (f, h) and shapes[4 * m.layers] == (h, m.vocab)
+    assert gemm_sequence.assign(fused * (m.layers - 1), m) == {}           # a layer short: no period
+    broken = fused * m.layers
+    broken[10] = ("other", 3)
+    assert gemm_sequence.assign(broken, m) == {}

@@ -22,8 +22,10 @@ from hwsim.model.shapes import ModelShape
 from hwsim.workload.router import expected_distinct
 
 ELEMS_PER_THREAD = 4      # PyTorch's element-wise kernels: 4 elements a thread (vectorized 16 B of
-                          # bf16 x 2 unrolls, or elementwise_kernel<128, 4>); Inductor's pointwise
-                          # XBLOCK is 2-8 per thread for 4 warps: 4 is the assumption, documented
+                          # bf16 x 2 unrolls, or elementwise_kernel<128, 4>)
+TRITON_ELEMS_PER_THREAD = 8   # Inductor's pointwise kernels: XBLOCK elements a program on XBLOCK / 256
+                          # warps (torch/_inductor/runtime/triton_heuristics.py, 256 elements a warp):
+                          # 8 a thread, as an H100 trace's grids show (1024 a block of 128 threads)
 ACT_BYTES = 2
 
 GEMM_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::linear", "aten::matmul",
@@ -86,9 +88,10 @@ class Point:
 
 
 def classify(ev: DeviceEvent, op: CpuOp | None, model: ModelShape, point: Point,
-             prev: tuple[int, int] | None = None) -> tuple[ir.WorkItem, str]:
+             prev: tuple[int, int] | None = None, kv_expanded: bool = False) -> tuple[ir.WorkItem, str]:
     """(item, how) for one device event; `prev` is the (K, N) of the GEMM before it in the
-    stream, which a GEMM without op shapes may consume (its K)."""
+    stream, which a GEMM without op shapes may consume (its K); `kv_expanded`: a kernel since
+    the last attention copied K and V out to every query head (expands_kv)."""
     if ev.kind == "memcpy":
         return ir.Memcpy(ev.nbytes, _direction(ev.name)), "copy"
     if ev.kind == "memset":
@@ -103,7 +106,7 @@ def classify(ev: DeviceEvent, op: CpuOp | None, model: ModelShape, point: Point,
                            threads=math.prod(ev.block))
         if item is not None:
             return item, "op-shapes"
-    item = from_name(ev, model, point, prev)
+    item = from_name(ev, model, point, prev, kv_expanded)
     if item is not None:
         return item, "name+grid+model"
     return ir.Unclassified("no op shapes and no rule for its name"), "fallback"
@@ -232,32 +235,45 @@ def _memory(name: str, op: CpuOp, ts: list) -> ir.WorkItem | None:
 
 
 # -- from the kernel's name, grid and the model ----------------------------------------------------
+def expands_kv(name: str) -> bool:
+    """An Inductor kernel that feeds an attention an expanded K or V: Hugging Face's repeat_kv
+    (expand + clone) copies the KV heads out to every query head where SDPA is not given GQA
+    (a compiled StaticCache step), and the attention then reads them all."""
+    m = NAME_TRITON.search(name)
+    return bool(m) and "expand" in m.group(2) and "attention" in m.group(2)
+
+
 def from_name(ev: DeviceEvent, model: ModelShape, point: Point,
-              prev: tuple[int, int] | None = None) -> ir.WorkItem | None:
+              prev: tuple[int, int] | None = None, kv_expanded: bool = False) -> ir.WorkItem | None:
     name = ev.name
     if NAME_COMBINE.search(name):
         return ir.Absorbed("split-K reduce or split-KV combine")
     if model.moe and NAME_GROUPED.search(name):
         return _grouped_from_model(model, point, prev)
-    if NAME_ATTN.search(name) and not NAME_GEMM.search(name.replace("attention", "")):
-        a = model.attention
-        heads, kv_heads = a.heads, getattr(a, "kv_heads", a.heads)
-        backend = "cudnn" if "cudnn" in name.lower() or "sdpa" in name.lower() else "flash"
-        return ir.Attention("decode", point.batch, heads, kv_heads, a.head_dim, 1, point.context + 1, backend)
-    if NAME_GEMM.search(name):
-        return _gemm_from_grid(ev, model, point, prev)
     blocks = math.prod(ev.grid)
     threads = blocks * math.prod(ev.block)
-    if m := NAME_TRITON.search(name):
-        kind, fused = m.group(1), m.group(2)
+    if m := NAME_TRITON.search(name):     # before the attention rule: Inductor's names list the
+        kind, fused = m.group(1), m.group(2)   # ops they fused, _scaled_dot_product_* among them
         if kind == "poi":
-            elems = threads * ELEMS_PER_THREAD
+            elems = threads * TRITON_ELEMS_PER_THREAD
         else:                 # one row of the model's width per program (XBLOCK = 1)
             elems = blocks * model.hidden
         kind = "elementwise" if kind == "poi" else "reduction"
         if any(w in fused for w in ("index", "gather", "scatter", "embedding")):
             kind = "index"
-        return ir.Memory(kind, 2 * elems * ACT_BYTES, elems * ACT_BYTES)
+        a = model.attention
+        reads = 2 * elems * ACT_BYTES
+        if expands_kv(name):  # each KV head's values read once, written heads / kv_heads times
+            reads = elems * ACT_BYTES * getattr(a, "kv_heads", a.heads) / a.heads
+        return ir.Memory(kind, reads, elems * ACT_BYTES)
+    if NAME_ATTN.search(name) and not NAME_GEMM.search(name.replace("attention", "")):
+        a = model.attention
+        heads, kv_heads = a.heads, getattr(a, "kv_heads", a.heads)
+        backend = "cudnn" if "cudnn" in name.lower() or "sdpa" in name.lower() else "flash"
+        return ir.Attention("decode", point.batch, heads, heads if kv_expanded else kv_heads, a.head_dim, 1,
+                            point.context + 1, backend)
+    if NAME_GEMM.search(name):
+        return _gemm_from_grid(ev, model, point, prev)
     if threads <= 0:
         return None
     elems = threads * ELEMS_PER_THREAD

@@ -4,11 +4,11 @@ launched anything (or the whole trace when it has none)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hwsim.errors import ConfigError
-from hwsim.ktrace import ir
-from hwsim.ktrace.classify import Point, classify
+from hwsim.ktrace import gemm_sequence, ir
+from hwsim.ktrace.classify import Point, classify, expands_kv
 from hwsim.ktrace.reader import COPIES, GRAPH_LAUNCHES, KEY, LAUNCHES, SYNCS, DeviceEvent, Trace
 from hwsim.model.shapes import ModelShape
 
@@ -91,23 +91,27 @@ def assemble(trace: Trace, model: ModelShape, point: Point, profiler_overhead: f
     orphans = sorted((e for corr, evs in trace.device.items() if corr not in recorded for e in evs
                       if start <= e.ts <= end), key=lambda e: e.ts)
     seen_ops: set[int] = set()
-    prev: list = [None]               # (K, N) of the last GEMM: what the next one may consume
+    prev: list = [None, False]        # (K, N) of the last GEMM: what the next one may consume; and
+                                      # whether K and V were expanded since the last attention
     kernels: list[ir.TraceKernel] = []
+    events: list[DeviceEvent] = []    # each kernel's device event, for the GEMMs' sequence
     steps: list[ir.HostStep] = []
     t = start
     oi = 0
 
     def classified(ev: DeviceEvent, ext: int) -> ir.TraceKernel:
         op = trace.ops.get(ext if ext >= 0 else ev.ext_id)
-        item, how = classify(ev, op, model, point, prev[0])
+        item, how = classify(ev, op, model, point, prev[0], prev[1])
         if isinstance(item, (ir.Gemm, ir.GroupedGemm)):
             prev[0] = (item.k, item.n)
+        prev[1] = expands_kv(ev.name) or (prev[1] and not isinstance(item, ir.Attention))
         if how == "op-shapes" and isinstance(item, ITEM_ONCE):
             if ext in seen_ops:
                 item, how = ir.Absorbed(op.name), "op-shapes"
             seen_ops.add(ext)
         k = ir.TraceKernel(ev.name, item, how, ev.dur * US, ev.stream, op.name if op else "")
         kernels.append(k)
+        events.append(ev)
         return k
 
     main = _issuing_thread(calls)
@@ -134,9 +138,28 @@ def assemble(trace: Trace, model: ModelShape, point: Point, profiler_overhead: f
     for e in orphans[oi:]:
         steps.append(ir.HostStep(0.0, 0.0, 0, False, (classified(e, -1),)))
     steps.append(ir.HostStep(max(0.0, end - t) * US / profiler_overhead, 0.0, 0, False, ()))
+    steps = _sequence_gemms(steps, kernels, events, model)
+    kernels = [k for st in steps for k in st.kernels]
     in_window = [e for corr in linked for e in trace.device.get(corr, ())] + orphans
     if not kernels:
         raise ConfigError("the trace's step launches no GPU kernels", file=trace.path, key=KEY)
     allocs = [dur for ts, dur in trace.allocs if start <= ts <= end]
     return TraceStep(tuple(steps), (end - start) * US, _union(in_window), tuple(kernels),
                      sum(allocs) * US, len(allocs))
+
+
+def _sequence_gemms(steps: list[ir.HostStep], kernels: list[ir.TraceKernel], events: list[DeviceEvent],
+                    model: ModelShape) -> list[ir.HostStep]:
+    """The steps with the shapeless GEMMs' weights taken from their place in the layer
+    (hwsim/ktrace/gemm_sequence.py) where the sequence says it; as they were otherwise."""
+    gemms = [i for i, k in enumerate(kernels) if k.how == "name+grid+model" and isinstance(k.item, ir.Gemm)
+             and not gemm_sequence.FP32_SIMT.search(k.name)]
+    shapes = gemm_sequence.assign([(events[i].name, events[i].grid) for i in gemms], model)
+    if not shapes:
+        return steps
+    new = {}
+    for j, (k_dim, n_dim) in shapes.items():
+        old = kernels[gemms[j]]
+        new[id(old)] = replace(old, item=replace(old.item, k=k_dim, n=n_dim), how="name+sequence+model")
+    return [replace(st, kernels=tuple(new.get(id(k), k) for k in st.kernels)) for st in steps]
+

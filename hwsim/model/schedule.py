@@ -579,7 +579,8 @@ class Schedule:
         a = self.model.attention
         context = s.context + 1
         elems = a.cached_elements_per_head                      # cached elements per token and head
-        per_token_head = self.kv_token_bytes(context) / kv_heads
+        per_token_head = self.kv_token_bytes(context) / a.cached_heads   # a head of the cache; a trace
+        # may attend over more heads than are cached (K and V expanded to every query head first)
         addr = self._kv_addr(layer)
         kw = {}
         ks: list[Kernel] = []
