@@ -106,8 +106,8 @@ def cli_errors(command):
         except MemoryError:
             from hwsim.config.cost import uncap_memory
             uncap_memory()            # room to report it
-            _say("error", "out of memory: the run needed more than its memory limit (--max-gb, "
-                          "HWSIM_MAX_GB, default 8 GB) allows; make it smaller or raise the limit")
+            from hwsim.config.cost import OUT_OF_MEMORY
+            _say("error", OUT_OF_MEMORY)
             raise typer.Exit(EXIT_BAD_INPUT) from None
         except Exception as exc:        # noqa: BLE001 - a bug: say so in one line, keep the exit code
             if os.environ.get("HWSIM_DEBUG"):
@@ -518,6 +518,7 @@ def sweep(
     """Run every point of a what-if study on Dask; resumable, results in Parquet.
 
     Exit 1 if any point failed."""
+    from hwsim.config.cost import limits_from_env
     from hwsim.config.load import scenario_path
     from hwsim.provenance import provenance
     from hwsim.sweep.runner import check_sweep_out, run_sweep
@@ -534,7 +535,7 @@ def sweep(
     try:
         with _progress(enabled=not (json_out and sys.stderr.isatty())) as progress:
             summary = run_sweep(points, out, scheduler=scheduler, workers=workers, progress=progress,
-                                announce=_announce_dashboard)
+                                announce=_announce_dashboard, max_gb=limits[1] or limits_from_env()[1])
     except KeyboardInterrupt:
         _say("interrupted", "finished points are kept; run the same command to resume")
         raise typer.Exit(EXIT_INTERRUPTED) from None

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from hwsim.config.load import at_loaded_scenario, load_model
@@ -279,6 +280,28 @@ def _data_bytes() -> int:
     except (OSError, ValueError, IndexError):
         pass
     return 0
+
+
+OUT_OF_MEMORY = ("out of memory: the run needed more than its memory limit (--max-gb, HWSIM_MAX_GB, "
+                 "default 8 GB) allows; make it smaller or raise the limit")
+
+
+@contextmanager
+def memory_capped(max_gb: float | None):
+    """cap_memory for the duration of a block (one sweep point), the process's own limit put
+    back after it, so a long-lived process (a Dask worker) runs each point under the cap and
+    nothing else under it. None: no cap."""
+    import resource
+
+    if max_gb is None:
+        yield
+        return
+    before = resource.getrlimit(resource.RLIMIT_DATA)
+    cap_memory(max_gb)
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_DATA, before)
 
 
 def uncap_memory() -> None:

@@ -77,7 +77,25 @@ class GroupPlans:
         return shared.summary
 
 
-def run_group(points: list[dict]) -> list[dict]:
-    """A group's points on one worker, its plans made once: one table row each."""
+def run_group(points: list[dict], max_gb: float | None = None, client_pid: int | None = None) -> list[dict]:
+    """A group's points on one worker, its plans made once: one table row each. Each point runs
+    under the memory cap `max_gb` (RLIMIT_DATA, as `hwsim run --max-gb`) where only it can
+    feel the cap: in a worker process of its own that runs one task at a time."""
     plans = GroupPlans()
-    return [run_point(p, plans) for p in points]
+    cap = max_gb if max_gb is not None and _alone_in_process(client_pid) else None
+    return [run_point(p, plans, max_gb=cap) for p in points]
+
+
+def _alone_in_process(client_pid: int | None) -> bool:
+    """Whether this task is the only work of its process: a Dask worker of one thread, not in
+    the sweep client's process (an in-process cluster shares it with the client). The limit is
+    per process: a worker running tasks in several threads would cap, and put back, the
+    others' limit under them."""
+    import os
+
+    try:
+        from distributed import get_worker
+        worker = get_worker()
+    except (ImportError, ValueError):
+        return False          # not on a Dask worker: the caller's own process
+    return worker.state.nthreads == 1 and os.getpid() != client_pid

@@ -9,10 +9,13 @@ import time
 import traceback
 
 
-def run_point(point: dict, plans=None) -> dict:
+def run_point(point: dict, plans=None, max_gb: float | None = None) -> dict:
     """One point, on a worker: simulate it and flatten the summary into a table row. `plans`
-    (hwsim/sweep/groups.py GroupPlans): its group's plans, replayed where its chip allows."""
+    (hwsim/sweep/groups.py GroupPlans): its group's plans, replayed where its chip allows.
+    `max_gb`: the point runs under that memory cap (hwsim.config.cost.memory_capped); one that
+    needs more is a failed point, the limit put back for the next."""
     from hwsim.build import build
+    from hwsim.config.cost import OUT_OF_MEMORY, memory_capped
     from hwsim.config.fingerprint import changed_traces
     from hwsim.config.profile import HardwareProfile
     from hwsim.config.scenario import Scenario
@@ -26,14 +29,19 @@ def run_point(point: dict, plans=None) -> dict:
         # the profile and model the client read and hashed, not the files as they are now
         profile = HardwareProfile.model_validate(point["profile"])
         model = ModelShape.model_validate(point["model"])
-        s = (plans.summary(cfg, profile, model) if plans is not None
-             else run_scenario(cfg, build(cfg, profile, model)).summary)
+        with memory_capped(max_gb):
+            s = (plans.summary(cfg, profile, model) if plans is not None
+                 else run_scenario(cfg, build(cfg, profile, model)).summary)
         changed = changed_traces(point["inputs"])      # read here, so checked once read
         if changed:
             raise RuntimeError(f"{changed[0]} changed while the sweep ran; run the sweep again")
         row.update(flatten(s))
         row["status"] = "ok"
         row["error"] = None
+    except MemoryError:       # the cap is off again: room to say so
+        row["status"] = "failed"
+        row["error"] = OUT_OF_MEMORY.replace("the run", "the point") + (f" (capped at {max_gb:g} GB)"
+                                                                         if max_gb is not None else "")
     except Exception as exc:   # noqa: BLE001 - a failing point is recorded, the sweep goes on
         row["status"] = "failed"
         row["error"] = "".join(traceback.format_exception_only(type(exc), exc)).strip()

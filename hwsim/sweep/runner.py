@@ -175,9 +175,9 @@ def _worker_count(client) -> int:
 
 
 def run_sweep(points: list[dict], out: Path, *, scheduler: str | None = None, workers: int | None = None,
-              progress=None, announce=None) -> dict:
+              progress=None, announce=None, max_gb: float | None = None) -> dict:
     """Run the points not yet in `out`; `announce(link)` is told the Dask dashboard's address
-    once the cluster is up."""
+    once the cluster is up. `max_gb`: each point's memory cap (hwsim/sweep/groups.py run_group)."""
     from dask.distributed import as_completed
 
     scheduler_address(scheduler)        # a malformed address fails before anything is written
@@ -196,7 +196,7 @@ def run_sweep(points: list[dict], out: Path, *, scheduler: str | None = None, wo
             try:
                 # points sharing their plans go to one worker together (hwsim/sweep/groups.py)
                 groups = group_points(todo, _worker_count(client))
-                futures = client.map(run_group, groups, pure=False)
+                futures = client.map(run_group, groups, pure=False, max_gb=max_gb, client_pid=os.getpid())
                 size = {f.key: len(g) for f, g in zip(futures, groups)}
                 finished = 0
                 for future in as_completed(futures):
