@@ -8,8 +8,14 @@ them with per-kernel and per-sequence wall costs measured on the development mac
 fidelity; routing and dispatch cost about 13 us per sequence and layer at batch 8k-64k, tile
 fidelity about 1 ms at batch 512).
 A serving run simulates each distinct iteration shape once and reuses it (hwsim/serving/loop.py):
-priced first as if every iteration (at its full batch, doubled) were simulated, and if that is
-over a minute, by rehearsing its scheduling (hwsim/serving/rehearse.py) to count the shapes.
+priced first by a bound on its shapes (each a pass at its full batch: decode-only shapes by
+batch size and context bucket, one per prompt chunk; never more than its iterations, doubled),
+and if that is over two minutes, by rehearsing its scheduling
+(hwsim/serving/rehearse.py) to count the shapes. voice-agent: 26 shapes simulated in about
+1.1 s; priced as 64 passes, 2.1 s (it was priced as all 215 iterations, 44 s).
+A run on several GPUs simulates each GPU's kernels (hwsim/parallel/multi.py): its passes cost
+the sum of the GPUs' (DeepSeek-V3 EP, 4 steps: 1.8 s estimated, 1.1 s run on 8 GPUs; 14 s and
+6.9 s on 64).
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ DEFAULT_MAX_GB = 8.0
 S_PER_KERNEL = {"kernel": 1.5e-5, "wave": 1e-4, "tile": 3e-4}
 S_PER_TOKEN_LAYER = {"kernel": 1.5e-5, "wave": 3e-5, "tile": 1e-3}
 S_PER_TOKEN_LAYER_GROUPED = 5e-6        # grouped/fused MoE: mostly the routing draw
+ONE_KERNEL_PER_LAYER = 40.0              # grouped/fused MoE: a layer's kernels, whatever its experts
 S_PER_TILE_TOKEN_CONTEXT = 2e-7          # tile fidelity: attention tiles grow with the context
 BYTES_PER_RECORD = 600                   # one kept kernel record (runtime.kernel_records)
 BYTES_PER_TOKEN_LAYER = 64               # routing and dispatch arrays per sequence and layer
@@ -80,18 +87,21 @@ def _mean_length(lengths) -> float:
     return min(mean, lengths.max_tokens)
 
 
-def _kernels(model, tokens: int, moe_schedule: str = "per-expert") -> float:
+def _kernels(model, tokens: int, moe_schedule: str = "per-expert", held: float | None = None) -> float:
     """Kernels of one pass: about 15 per layer plus 8 per active expert of a MoE layer (the
-    expected number of distinct experts that tokens x top_k uniform picks reach). A grouped or
-    fused MoE runs a few kernels a layer that cover every active expert: priced as 8 kernels
-    plus 3 per active expert (qwen3-30b-a3b batch 16: 0.19 s a pass priced, 0.17-0.19 s run)."""
+    expected number of distinct experts that tokens x top_k uniform picks reach, of the `held`
+    experts this GPU runs: all of them on one GPU). A grouped or fused MoE runs one kernel a
+    projection whatever the experts it covers, so its stream's length does not grow with
+    them: ONE_KERNEL_PER_LAYER kernels a layer (Qwen3-30B-A3B grouped: 40 a layer at batch 1 to
+    256, 27-80 ms a pass run, 29 ms priced; DeepSeek-V3 fused: 43)."""
     if model.moe is None:
         return model.layers * 15.0
-    experts, k = model.moe.experts, model.moe.top_k
-    distinct = experts * -math.expm1(min(tokens, 1e9) * math.log1p(-min(k / experts, 1 - 1e-12)))
-    active = min(experts, max(k, distinct)) + model.moe.shared_experts
     if moe_block(moe_schedule).one_kernel:
-        return model.layers * (23.0 + 3.0 * active)
+        return model.layers * ONE_KERNEL_PER_LAYER
+    experts, k = model.moe.experts, model.moe.top_k
+    held = experts if held is None else held
+    reached = -math.expm1(min(tokens, 1e9) * math.log1p(-min(k / experts, 1 - 1e-12)))
+    active = min(held, max(k * held / experts, held * reached)) + model.moe.shared_experts
     return model.layers * (15.0 + 8.0 * active)
 
 
@@ -117,9 +127,11 @@ def estimate(cfg, model) -> Cost:
         out_tokens, prompt = _mean_length(w.output), _mean_length(w.prompt)
         batch = max(1, min(w.max_batch_size, requests, users or requests))
         iterations = 2 * (requests * out_tokens / batch + requests * prompt / w.token_budget)
+        shapes = min(iterations, _shapes(w, batch, requests))
         kernels = _kernels(model, batch, cfg.runtime.moe_schedule)
-        wall = (iterations * _pass_s(fidelity, kernels, batch, int(prompt + out_tokens), model.layers)
-                + users * S_PER_USER)
+        wall = (shapes * _pass_s(fidelity, kernels, batch, int(prompt + out_tokens), model.layers,
+                                 cfg.runtime.moe_schedule)
+                + iterations * S_PER_ITERATION + users * S_PER_USER)
         memory = (requests * (BYTES_PER_REQUEST + 8 * out_tokens) + iterations * BYTES_PER_ITERATION
                   + users * BYTES_PER_USER + extra_bytes)
         if wall > REHEARSE_ABOVE_S:
@@ -127,20 +139,77 @@ def estimate(cfg, model) -> Cost:
             return Cost(cost.wall_s + users * S_PER_USER,
                         cost.memory_gb + (users * BYTES_PER_USER + extra_bytes) / 1e9,
                         cost.passes, cost.kernels_per_pass, cost.iterations)
-        return Cost(wall, (BASE_BYTES + memory) / 1e9, iterations, kernels)
+        return Cost(wall, (BASE_BYTES + memory) / 1e9, shapes, kernels, iterations)
     passes = w.decode_steps + (1 if w.prompt_tokens else 0)
-    kernels = _kernels(model, w.batch_size, cfg.runtime.moe_schedule)
-    wall = w.decode_steps * _pass_s(fidelity, kernels, w.batch_size, w.context_tokens + w.decode_steps,
-                                   model.layers)
+    gpus = _Gpus(cfg.parallel, model)
+    kernels = gpus.kernels(model, w.batch_size, cfg.runtime.moe_schedule)
+    wall = w.decode_steps * gpus.pass_s(fidelity, model, w.batch_size, w.context_tokens + w.decode_steps,
+                                       cfg.runtime.moe_schedule, cfg.parallel.micro_batches)
     if w.prompt_tokens:
-        wall += _pass_s(fidelity, _kernels(model, w.prompt_tokens, cfg.runtime.moe_schedule), w.prompt_tokens, w.prompt_tokens,
-                        model.layers)
+        wall += gpus.pass_s(fidelity, model, w.prompt_tokens, w.prompt_tokens, cfg.runtime.moe_schedule)
     kept = passes if cfg.runtime.kernel_records < 0 else min(passes, cfg.runtime.kernel_records)
     memory = (kept * kernels * BYTES_PER_RECORD
               + max(w.batch_size, w.prompt_tokens) * model.layers * BYTES_PER_TOKEN_LAYER * 4
               + passes * 2048      # one step result each
               + extra_bytes)
-    return Cost(wall, (BASE_BYTES + memory) / 1e9, passes, kernels)
+    if gpus.n > 1:
+        # a pass holds every GPU's kernel lists at once (hwsim/parallel/multi.py, its segments);
+        # records are kept of GPU 0's only (counted above). DeepSeek-V3 EP: 1.7 MB a GPU measured.
+        memory += gpus.n * kernels * BYTES_PER_RECORD
+    return Cost(wall, (BASE_BYTES + memory) / 1e9, passes, kernels * gpus.n)
+
+
+def _shapes(w, batch: int, requests: int) -> float:
+    """Distinct iteration shapes a serving run can simulate (hwsim/serving/loop.py shape_key;
+    the loop simulates each once): decode-only ones, one per batch size and context bucket,
+    and at most one per iteration that computes prompt tokens, of which a request's prompt
+    needs one per chunk of the budget a full batch of decodes leaves (and one for its end)."""
+    from hwsim.serving.loop import CONTEXT_BUCKET, PREFILL_BUCKET
+
+    longest = _max_length(w.prompt) + _max_length(w.output)
+    decode_only = batch * max(1, math.ceil(longest / CONTEXT_BUCKET))
+    chunk = max(PREFILL_BUCKET, w.token_budget - batch)
+    return decode_only + requests * (_mean_length(w.prompt) / chunk + 1)
+
+
+def _max_length(lengths) -> int:
+    if lengths.kind == "fixed":
+        return min(lengths.tokens, lengths.max_tokens)
+    if lengths.kind == "uniform":
+        return min(lengths.high, lengths.max_tokens)
+    return lengths.max_tokens
+
+
+class _Gpus:
+    """What each simulated GPU of a fixed-batch run computes (hwsim/parallel/layout.py): every
+    GPU builds and runs its own kernel list each pass, of its shard of the model (all of its
+    layers), for its attention group's tokens and with its EP group's experts
+    (hwsim/parallel/multi.py _micro_batch), so a pass costs the sum of the GPUs' passes."""
+
+    def __init__(self, p, model):
+        self.n = p.gpus
+        tp = 1 if p.dp_attention else p.tp
+        self.groups = max(1, p.gpus // tp)           # attention groups: their own tokens
+        self.held = model.moe.experts / p.ep if model.moe else None
+
+    def kernels(self, model, tokens: int, moe_schedule: str) -> float:
+        """One GPU's kernels of a pass of `tokens` (every token's picks reach its experts)."""
+        if self.n == 1:
+            return _kernels(model, tokens, moe_schedule)
+        return _kernels(model, tokens, moe_schedule, self.held)
+
+    def pass_s(self, fidelity: str, model, tokens: int, context: int, moe_schedule: str,
+               micro_batches: int = 1) -> float:
+        if self.n == 1:
+            return _pass_s(fidelity, _kernels(model, tokens, moe_schedule), tokens, context, model.layers,
+                           moe_schedule)
+        # each GPU: its kernels once per micro-batch; the routing of every token of the pass
+        # (per_gpu_choice keeps all tokens' picks, those of other GPUs' experts set to -1)
+        one = _pass_s(fidelity, micro_batches * self.kernels(model, tokens, moe_schedule), tokens,
+                      0, model.layers, moe_schedule)
+        if fidelity == "tile":       # attention tiles: each GPU's own sequences
+            one += tokens / self.groups * context * S_PER_TILE_TOKEN_CONTEXT
+        return self.n * one
 
 
 def _routing_trace_bytes(cfg) -> float:
