@@ -94,7 +94,7 @@ def _alone_in_process(client_pid: int | None) -> bool:
     import os
 
     try:
-        from distributed import get_worker
+        from dask.distributed import get_worker
         worker = get_worker()
     except (ImportError, ValueError):
         return False          # not on a Dask worker: the caller's own process
