@@ -27,6 +27,7 @@ TRITON_ELEMS_PER_THREAD = 8   # Inductor's pointwise kernels: XBLOCK elements a 
                           # warps (torch/_inductor/runtime/triton_heuristics.py, 256 elements a warp):
                           # 8 a thread, as an H100 trace's grids show (1024 a block of 128 threads)
 ACT_BYTES = 2
+CONTEXT_SLACK = 64        # tokens a traced cache may hold past the declared context (Point.is_context)
 
 GEMM_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::linear", "aten::matmul",
             "aten::_scaled_mm", "aten::addbmm"}
@@ -83,8 +84,11 @@ class Point:
     def batch_dims(self) -> set[int]:
         return {self.batch, self.batch * self.top_k}
 
-    def context_dims(self) -> set[int]:
-        return {self.context, self.context + 1}
+    def is_context(self, dim: int) -> bool:
+        """Whether a tensor dim is the context: the declared one, or up to CONTEXT_SLACK tokens
+        past it (a DynamicCache grows a token a step: the profiled step of a capture that filled
+        `context` tokens and warmed up for 6 steps holds context + 6)."""
+        return 0 <= dim - self.context <= CONTEXT_SLACK
 
 
 def classify(ev: DeviceEvent, op: CpuOp | None, model: ModelShape, point: Point,
@@ -149,7 +153,7 @@ def from_op(op: CpuOp, point: Point) -> ir.WorkItem | None:
         # the batch is the leading dim, the context a middle one (never the last: a feature dim,
         # which may equal the context by chance, as Mixtral's hidden 4096 at context 4096)
         item = replace(item, per_batch=big[0] in point.batch_dims(),
-                       per_context=bool(point.context_dims() & set(big[1:-1])))
+                       per_context=any(point.is_context(d) for d in big[1:-1]))
     return item
 
 
@@ -263,9 +267,14 @@ def from_name(ev: DeviceEvent, model: ModelShape, point: Point,
             kind = "index"
         a = model.attention
         reads = 2 * elems * ACT_BYTES
-        if expands_kv(name):  # each KV head's values read once, written heads / kv_heads times
+        if expands_kv(name):  # K or V of every query head over the cache at most, by the model
+            # (a 2-D tiled kernel's grid overstates its elements); each KV head's values read once
+            elems = min(elems, point.batch * a.heads * (point.context + 1) * a.head_dim)
             reads = elems * ACT_BYTES * getattr(a, "kv_heads", a.heads) / a.heads
-        return ir.Memory(kind, reads, elems * ACT_BYTES)
+        # a decode step's activations are rows of its tokens (a norm: one program a row), and
+        # an expanded cache is batch x heads x cache length x head dim: they rescale with those
+        per_batch = kind != "reduction" or blocks in point.batch_dims()
+        return ir.Memory(kind, reads, elems * ACT_BYTES, per_batch=per_batch, per_context=expands_kv(name))
     if NAME_ATTN.search(name) and not NAME_GEMM.search(name.replace("attention", "")):
         a = model.attention
         heads, kv_heads = a.heads, getattr(a, "kv_heads", a.heads)

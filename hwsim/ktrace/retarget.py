@@ -4,7 +4,8 @@ Rules (docs/traces.md): a GEMM's rows equal to the traced batch become the new b
 batch x top-k the new batch x top-k; a grouped GEMM's rows are the new batch x top-k spread
 over the expected distinct experts of uniform routing when they summed to the traced batch x
 top-k; an attention's batch
-becomes the new batch and a key length equal to the traced context (+1) the new one; a memory
+becomes the new batch and a key length equal to the traced context (up to 64 tokens past it:
+a cache that grew during the capture) the new one; a memory
 kernel's bytes scale with the batch and the context where a dim of its largest tensor was one of
 them (and a grid-limited reduction's blocks with them: the same work per block). Anything else
 stays as traced and is counted as not rescaled (held kernels included)."""
@@ -55,4 +56,5 @@ def _batch_map(old: Point, new: Point) -> dict[int, int]:
 
 
 def _ctx(n: int, old: Point, new: Point) -> int:
-    return {old.context: new.context, old.context + 1: new.context + 1}.get(n, n)
+    """A context dim moved to the new context, the tokens past it kept (Point.is_context)."""
+    return new.context + (n - old.context) if old.is_context(n) else n
