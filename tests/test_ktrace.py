@@ -362,3 +362,17 @@ def test_the_gemm_sequence_needs_the_layers_period():
     broken = fused * m.layers
     broken[10] = ("other", 3)
     assert gemm_sequence.assign(broken, m) == {}
+
+
+LOOP_TRACE = "validation/data/hf_traces_h100/call_3/traces/hf-olmoe-1b-7b-eager-loop-b1-l1024.json.gz"
+
+
+def test_moving_a_per_expert_loop_trace_to_another_batch_warns():
+    """HF's eager experts loop runs a GEMM pair per expert reached, rows of its tokens: the
+    rules cannot add or drop iterations, and say so when the batch moves (not when it stays,
+    nor for the grouped_mm trace of the same model)."""
+    def warnings(trace, traced_batch, batch, context):
+        return [w for w in _real(trace, "olmoe-1b-7b", traced_batch, context,
+                                 f"workload.batch_size={batch}")["warnings"] if "loop" in w]
+    assert warnings(LOOP_TRACE, 1, 8, 1024) and not warnings(LOOP_TRACE, 1, 1, 1024)
+    assert not warnings(H100_OLMOE, 8, 1, 4096)

@@ -30,7 +30,8 @@ def trace_schedule(cfg, base, streams) -> TraceSchedule:
     model = base.model
     point = Point(kt.batch_size, kt.context_tokens, model.moe.top_k if model.moe else 1)
     traced = assemble(trace, model, point, host.profiler_overhead.value)
-    warnings = _warnings(trace, cfg.hardware, traced) + _model_check(traced, model, cfg.model)
+    warnings = (_warnings(trace, cfg.hardware, traced) + _model_check(traced, model, cfg.model)
+                + _loop_check(traced, model, point, cfg.workload.batch_size))
     for s in streams:
         s.launch_s = 0.0
     return TraceSchedule(base, traced, point, host, warnings, _group(cfg, base.chip))
@@ -56,6 +57,24 @@ def _model_check(traced, model, name: str) -> list[str]:
         return [f"{len(foreign)} of the trace's {len(gemms)} weight GEMMs match none of {name}'s weight "
                 f"shapes (e.g. K={foreign[0].k}, N={foreign[0].n}): is `model:` the traced model?"]
     return []
+
+
+def _loop_check(traced, model, point: Point, batch: int) -> list[str]:
+    """A warning when a trace that runs its experts one by one (Hugging Face's eager experts
+    loop: a GEMM pair per expert reached, its rows that expert's tokens) is moved to another
+    batch: the loop's iterations and their rows stay as traced, though the experts a batch
+    reaches change with it (docs/traces.md, Retargeting)."""
+    if not model.moe or batch == point.batch:
+        return []
+    shapes = weight_shapes(model)
+    others = {(k, n) for k, n, cls in shapes if cls != "experts"}
+    expert = {(k, n) for k, n, cls in shapes if cls == "experts"} - others   # no attention's look-alike
+    looped = [k for k in traced.kernels if isinstance(k.item, ir.Gemm) and (k.item.k, k.item.n) in expert]
+    if len(looped) <= 2 * model.layers:      # one expert's worth a layer: not a loop over them
+        return []
+    return [f"kernel trace: its experts run in a loop ({len(looped)} per-expert GEMMs, their rows each "
+            f"expert's tokens): moved from batch {point.batch} to {batch}, the loop keeps its traced "
+            f"iterations and rows; predict a batch from a trace recorded at that batch"]
 
 
 def _warnings(trace, hardware: str, traced) -> list[str]:
