@@ -19,6 +19,10 @@ class Positive(_Sourced):
     value: float = Field(gt=0)
 
 
+class NonNegative(_Sourced):
+    value: float = Field(ge=0)
+
+
 class Fraction(_Sourced):
     value: float = Field(gt=0, le=1)
 

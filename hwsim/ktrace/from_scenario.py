@@ -29,7 +29,8 @@ def trace_schedule(cfg, base, streams) -> TraceSchedule:
     trace = read_trace(Path(kt.path))
     model = base.model
     point = Point(kt.batch_size, kt.context_tokens, model.moe.top_k if model.moe else 1)
-    traced = assemble(trace, model, point, host.profiler_overhead.value)
+    traced = assemble(trace, model, point, host.profiler_overhead.value,
+                      host.profiler_event_us.value if host.profiler_event_us else 0.0)
     warnings = (_warnings(trace, cfg.hardware, traced) + _model_check(traced, model, cfg.model)
                 + _loop_check(traced, model, point, cfg.workload.batch_size))
     for s in streams:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from hwsim.config.files import search_dirs, validate
-from hwsim.config.sourced import Positive
+from hwsim.config.sourced import NonNegative, Positive
 from hwsim.config.strict import Strict
 from hwsim.config.yaml_lines import load_yaml_file
 from hwsim.errors import ConfigError
@@ -16,7 +16,10 @@ from hwsim.errors import ConfigError
 class HostProfile(Strict):
     name: str
     description: str = ""
-    profiler_overhead: Positive = Field(description="profiled / unprofiled host time of a step")
+    profiler_overhead: Positive = Field(description="profiled / unprofiled host time of a step, "
+                                        "once profiler_event_us is taken out")
+    profiler_event_us: NonNegative | None = Field(None, description="the profiler's own host time per "
+                                                  "host event it records (an op, a runtime call); unset: 0")
     cpu_speed: Positive = Field(description="host CPU work runs this many times as fast as traced")
     launch_us: Positive | None = Field(None, description="one launch call's host cost; unset: as traced")
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from array import array
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +36,9 @@ SYNCS = {"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize
 HOST_CALLS = LAUNCHES | GRAPH_LAUNCHES | COPIES | SYNCS
 # the caching allocator's calls: part of the host's CPU time as traced (reported, not rescaled)
 ALLOCS = {"cudaMalloc", "cudaFree", "cuMemAlloc_v2", "cuMemFree_v2", "cudaMallocAsync", "cudaFreeAsync"}
+# host-side events: each one cost the recorded host the profiler's own time (host.profiler_event_us)
+HOST_CATS = {"cpu_op", "operator", "cuda_runtime", "cuda_driver", "Runtime", "Driver", "user_annotation",
+             "python_function"}
 DEVICE_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset",
                "Kernel": "kernel", "Memcpy": "memcpy", "Memset": "memset"}
 STEP_NAME = re.compile(r"ProfilerStep#(\d+)")
@@ -84,7 +88,8 @@ class Trace:
     device: dict[int, list[DeviceEvent]] = field(default_factory=dict)   # correlation -> its events
     steps: list[tuple[float, float]] = field(default_factory=list)       # ProfilerStep windows (us)
     allocs: list[tuple[float, float]] = field(default_factory=list)      # allocator calls (ts, dur, us)
-    has_shapes: bool = False
+    marks: dict[int, array] = field(default_factory=dict)   # thread -> start of every host event the
+    has_shapes: bool = False                                # profiler recorded on it (sorted, us)
 
     @property
     def kernels(self) -> int:
@@ -153,7 +158,12 @@ def read_trace(path: Path, key: str = KEY) -> Trace:
     trace.gpu = _gpu_name(path)
     trace.calls.sort(key=lambda c: c.ts)
     trace.steps.sort()
+    trace.marks = {tid: array("d", sorted(ts)) for tid, ts in trace.marks.items()}
     return trace
+
+
+def _tid(ev: dict) -> int:
+    return int(ev.get("tid", 0)) if str(ev.get("tid", 0)).isdigit() else 0
 
 
 def _first_line(e: Exception) -> str:
@@ -165,6 +175,8 @@ def _keep(trace: Trace, ev: dict) -> int:
     cat, name = ev.get("cat", ""), str(ev.get("name", ""))
     args = ev.get("args") or {}
     ts, dur = float(ev.get("ts", 0.0)), float(ev.get("dur", 0.0))
+    if cat in HOST_CATS:              # what the profiler spent its own time recording
+        trace.marks.setdefault(_tid(ev), array("d")).append(ts)
     ext = int(args.get("External id", args.get("external id", -1)))   # older Kineto: lower case
     if cat in DEVICE_CATS:
         corr = int(args.get("correlation", -1))
@@ -175,8 +187,7 @@ def _keep(trace: Trace, ev: dict) -> int:
         return 1
     if cat in ("cuda_runtime", "cuda_driver", "Runtime", "Driver"):
         if name in HOST_CALLS:
-            trace.calls.append(HostCall(name, ts, dur, int(args.get("correlation", -1)), ext,
-                                        int(ev.get("tid", 0)) if str(ev.get("tid", 0)).isdigit() else 0))
+            trace.calls.append(HostCall(name, ts, dur, int(args.get("correlation", -1)), ext, _tid(ev)))
             return 1
         if name in ALLOCS:
             trace.allocs.append((ts, dur))

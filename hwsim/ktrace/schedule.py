@@ -70,7 +70,7 @@ class TraceSchedule:
         index = 0
         for hs in self.traced.steps:
             launch_s = hs.launches * launch_us * 1e-6 if launch_us is not None else hs.launch_s
-            if hs.cpu_s or launch_s or hs.sync:
+            if hs.cpu_s or launch_s or hs.launches or hs.sync:
                 items.append(HostWork(hs.cpu_s / speed, launch_s, hs.launches, hs.sync))
             for tk in hs.kernels:
                 item, scaled = retarget(tk.item, self.point, new)

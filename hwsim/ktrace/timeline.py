@@ -4,6 +4,7 @@ launched anything (or the whole trace when it has none)."""
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass, replace
 
 from hwsim.errors import ConfigError
@@ -75,11 +76,21 @@ def _union(events: list[DeviceEvent]) -> float:
     return busy * US
 
 
-def assemble(trace: Trace, model: ModelShape, point: Point, profiler_overhead: float) -> TraceStep:
+def assemble(trace: Trace, model: ModelShape, point: Point, profiler_overhead: float,
+             event_us: float = 0.0) -> TraceStep:
     """The host steps of the traced step. CPU gaps between the issuing thread's calls are the
-    host's own work, divided by `profiler_overhead` (the profiler slows the host it records); a
-    sync's duration is the device's (the simulation waits instead), a launch's is the launch
-    call's cost. Other threads' launches keep their kernels' place in time, at no host cost."""
+    host's own work, less the profiler's own: `event_us` for each host event it recorded there
+    (an op, a runtime call), then divided by `profiler_overhead`; a sync's duration is the
+    device's (the simulation waits instead), a launch's is the launch call's cost (less its
+    events' and its kernels' records). Other threads' launches keep their kernels' place in time, at no host
+    cost."""
+    def unprofiled(t0: float, t1: float, activities: int = 0) -> float:
+        """Seconds of host work in [t0, t1) (us) once the profiler's own are taken out: its
+        host events there, and the device `activities` a launch call records (CUPTI's records:
+        a CUDA-graph launch's duration grows with its kernels when profiled)."""
+        recorded = bisect_left(marks, t1) - bisect_left(marks, t0) + activities
+        return max(0.0, t1 - t0 - recorded * event_us) * US / profiler_overhead
+
     if not trace.device:
         raise ConfigError("the trace has no GPU kernels: record it with "
                           "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]", file=trace.path, key=KEY)
@@ -115,6 +126,7 @@ def assemble(trace: Trace, model: ModelShape, point: Point, profiler_overhead: f
         return k
 
     main = _issuing_thread(calls)
+    marks = trace.marks.get(main, ())      # the issuing thread's own: another's cost it nothing
     for c in calls:
         while oi < len(orphans) and orphans[oi].ts <= c.ts:
             steps.append(ir.HostStep(0.0, 0.0, 0, False, (classified(orphans[oi], -1),)))
@@ -124,7 +136,7 @@ def assemble(trace: Trace, model: ModelShape, point: Point, profiler_overhead: f
                                      tuple(classified(e, c.ext_id) for e in sorted(
                                          trace.device.get(c.correlation, ()), key=lambda e: e.ts))))
             continue
-        gap = max(0.0, c.ts - t) * US / profiler_overhead
+        gap = unprofiled(t, c.ts) if c.ts > t else 0.0
         evs = sorted(trace.device.get(c.correlation, ()), key=lambda e: e.ts)
         ks = tuple(classified(e, c.ext_id) for e in evs)
         if c.name in SYNCS and c.name not in COPIES:
@@ -133,11 +145,11 @@ def assemble(trace: Trace, model: ModelShape, point: Point, profiler_overhead: f
             steps.append(ir.HostStep(gap, 0.0, 1, False, ks))
             steps.append(ir.HostStep(0.0, 0.0, 0, True, ()))
         else:
-            steps.append(ir.HostStep(gap, c.dur * US / profiler_overhead, 1, False, ks))
+            steps.append(ir.HostStep(gap, unprofiled(c.ts, c.ts + c.dur, len(evs)), 1, False, ks))
         t = max(t, c.ts + c.dur)
     for e in orphans[oi:]:
         steps.append(ir.HostStep(0.0, 0.0, 0, False, (classified(e, -1),)))
-    steps.append(ir.HostStep(max(0.0, end - t) * US / profiler_overhead, 0.0, 0, False, ()))
+    steps.append(ir.HostStep(unprofiled(t, end) if end > t else 0.0, 0.0, 0, False, ()))
     steps = _sequence_gemms(steps, kernels, events, model)
     kernels = [k for st in steps for k in st.kernels]
     in_window = [e for corr in linked for e in trace.device.get(corr, ())] + orphans
