@@ -376,3 +376,22 @@ def test_moving_a_per_expert_loop_trace_to_another_batch_warns():
                                  f"workload.batch_size={batch}")["warnings"] if "loop" in w]
     assert warnings(LOOP_TRACE, 1, 8, 1024) and not warnings(LOOP_TRACE, 1, 1, 1024)
     assert not warnings(H100_OLMOE, 8, 1, 4096)
+
+
+def test_a_radix_select_waits_on_a_round_trip_per_digit():
+    """top-k's sbtopk::gatherTopK reads its row once per 2-bit digit of its key (16 passes for
+    float, 8 for bf16) and once more to gather: each pass a dependent round trip, so it takes
+    longer than one pass over the same bytes; a many-block reduce_kernel with fewer outputs than
+    blocks reads its partials back."""
+    from hwsim import operators
+    from hwsim.build import build
+    from hwsim.ktrace.classify import passes_of
+    from hwsim.model import ops
+    assert passes_of("void at::native::sbtopk::gatherTopK<float, unsigned int, 1, false>(...)", 1, 96) == 17
+    assert passes_of("void at::native::sbtopk::gatherTopK<c10::BFloat16, unsigned int, 1, false>(...)", 1, 96) == 9
+    assert passes_of("void at::native::reduce_kernel<128, 4, ...>", 4, 16) == 3
+    assert passes_of("void at::native::reduce_kernel<512, 1, ...>", 2, 128) == 1
+    chip = build(load_scenario(None, ["model=llama-3.1-8b", "hardware=h100-sxm"])).schedule.chip
+    one, radix = (operators.device_time_s(chip, [ops.grid_limited("topk", -1, 512, 96, 1, 128, chip, from_hbm=False,
+                                                                  passes=p)]) for p in (1, 17))
+    assert radix > one + 16 * 0.1e-6      # at least 0.1 us a further round trip

@@ -106,14 +106,32 @@ def classify(ev: DeviceEvent, op: CpuOp | None, model: ModelShape, point: Point,
     if op is not None and op.dims:
         item = from_op(op, point)
         if isinstance(item, ir.Memory):        # the kernel's name says whether it is the strided one
-            item = replace(item, vectorized=not STRIDED.search(ev.name), ctas=math.prod(ev.grid),
-                           threads=math.prod(ev.block))
+            ctas = math.prod(ev.grid)
+            item = replace(item, vectorized=not STRIDED.search(ev.name), ctas=ctas,
+                           threads=math.prod(ev.block), passes=passes_of(ev.name, ctas, item.write_bytes))
         if item is not None:
             return item, "op-shapes"
     item = from_name(ev, model, point, prev, kv_expanded)
     if item is not None:
         return item, "name+grid+model"
     return ir.Unclassified("no op shapes and no rule for its name"), "fallback"
+
+
+RADIX_SELECT = re.compile(r"gatherTopK<([\w:]+)")
+KEY_BITS = {"float": 32, "double": 64, "c10::BFloat16": 16, "c10::Half": 16, "int": 32, "long": 64}
+RADIX_BITS = 2            # aten/src/ATen/native/cuda/SortingRadixSelect.cuh: 2 bits a digit
+
+
+def passes_of(name: str, ctas: int, write_bytes: float) -> int:
+    """Dependent passes a block of this ATen kernel makes over memory: top-k's radix select
+    (sbtopk::gatherTopK) reads its row once per RADIX_BITS-bit digit of the key, then once to
+    gather the k; a reduce_kernel spread over more blocks than it has outputs (fewer than 8
+    bytes of output a block) writes partials, and its last block reads them back (+2)."""
+    if m := RADIX_SELECT.search(name):
+        return KEY_BITS.get(m.group(1), 32) // RADIX_BITS + 1
+    if "reduce_kernel" in name and ctas > 1 and write_bytes < 8 * ctas:
+        return 3
+    return 1
 
 
 def _direction(name: str) -> str:

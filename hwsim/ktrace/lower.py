@@ -67,7 +67,8 @@ class Lowering:
                                         from_hbm=self._in_hbm(item.read_bytes))]
             if item.kind == "reduction" and 0 < item.ctas < chip.sms and item.threads:
                 return [ops.grid_limited(name, -1, item.read_bytes, item.write_bytes, item.ctas, item.threads,
-                                         chip, from_hbm=self._in_hbm(item.read_bytes), weight_addr=self._addr())]
+                                         chip, from_hbm=self._in_hbm(item.read_bytes), weight_addr=self._addr(),
+                                         passes=item.passes)]
             return [self._memory(name, item.read_bytes, item.write_bytes, item.vectorized)]
         if isinstance(item, ir.Memset):
             return [self._memory(name, 0.0, item.nbytes, True)]

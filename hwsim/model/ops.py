@@ -302,17 +302,21 @@ LOAD_VEC_BYTES = 16        # a thread's vector load (ATen's reduce_kernel reads 
 
 
 def grid_limited(name: str, layer: int, read_bytes: float, write_bytes: float, ctas: int,
-                 threads: int, chip: ChipSpec, *, from_hbm: bool, weight_addr: int = 0) -> Kernel:
+                 threads: int, chip: ChipSpec, *, from_hbm: bool, weight_addr: int = 0,
+                 passes: int = 1) -> Kernel:
     """A reduction launched on fewer blocks than the chip has SMs (ATen's reduce_kernel sizes its
     grid by the output's rows: argmax over a 128k vocabulary at batch 1 is one block of 512
     threads): each block walks its share with one vector load in flight per thread, so the
-    kernel is bound by memory latency over few blocks, not by bandwidth (Little's law)."""
+    kernel is bound by memory latency over few blocks, not by bandwidth (Little's law). A block
+    that makes `passes` dependent passes over its input (a radix select's digits) waits on a
+    round trip for each."""
     hbm_r = read_bytes if from_hbm else 0.0
     return Kernel(
         name=name, layer=layer, tiles=ctas, hbm_read=hbm_r / ctas, l2_read=(read_bytes - hbm_r) / ctas,
         l2_write=write_bytes / ctas, address=weight_addr, inflight_bytes=threads * LOAD_VEC_BYTES,
         block_threads=min(threads, 1024), data=Component.ACTIVATION_IO, compute=Component.ACTIVATION_IO,
-        item=ir.Memory("reduction", read_bytes, write_bytes, ctas=ctas, threads=threads),
+        round_trips=passes, item=ir.Memory("reduction", read_bytes, write_bytes, ctas=ctas, threads=threads,
+                                           passes=passes),
     )
 
 
