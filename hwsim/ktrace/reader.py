@@ -175,7 +175,8 @@ def _keep(trace: Trace, ev: dict) -> int:
     cat, name = ev.get("cat", ""), str(ev.get("name", ""))
     args = ev.get("args") or {}
     ts, dur = float(ev.get("ts", 0.0)), float(ev.get("dur", 0.0))
-    if cat in HOST_CATS:              # what the profiler spent its own time recording
+    marked = cat in HOST_CATS         # what the profiler spent its own time recording (counted
+    if marked:                        # against MAX_KEPT: a mark is kept too)
         trace.marks.setdefault(_tid(ev), array("d")).append(ts)
     ext = int(args.get("External id", args.get("external id", -1)))   # older Kineto: lower case
     if cat in DEVICE_CATS:
@@ -192,7 +193,7 @@ def _keep(trace: Trace, ev: dict) -> int:
         if name in ALLOCS:
             trace.allocs.append((ts, dur))
             return 1
-        return 0
+        return int(marked)
     if STEP_NAME.fullmatch(name) and cat in ("user_annotation", "cpu_op", "python_function"):
         trace.steps.append((ts, ts + dur))
         return 1
@@ -202,4 +203,4 @@ def _keep(trace: Trace, ev: dict) -> int:
             trace.has_shapes = True
         trace.ops[ext] = CpuOp(name, ts, dur, _nested(dims or []), tuple(args.get("Input type") or ()))
         return 1
-    return 0
+    return int(marked)
