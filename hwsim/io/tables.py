@@ -18,12 +18,6 @@ from hwsim.engine.records import RecordLog
 from hwsim.metrics import Component
 from hwsim.model.kernel import fields_getter
 
-# events.parquet column order (README, "The run bundle")
-EVENT_COLUMNS = ("step", "index", "kernel", "layer", "t_ready_us", "t_start_us", "t_end_us", "tiles",
-                 "waves", "hbm_read_bytes", "hbm_write_bytes", "l2_bytes", "data",
-                 *(f"{c.value}_us" for c in Component))
-
-
 class Coded(NamedTuple):
     """A text column as a list of values and each entry's index among them: a million
     kernel records name a few hundred thousand kernels and a dozen components, and each
