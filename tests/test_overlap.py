@@ -11,8 +11,7 @@ from hwsim.engine.records import RecordLog, StreamTotals
 from hwsim.engine.sharing import Arbiter
 from hwsim.engine.stream import Stream
 from hwsim.engine.timer import KernelTimer
-from hwsim.engine.transfer import transfer, transfer_shares
-from hwsim.hw.cluster import Cluster
+from hwsim.hw.cluster import Cluster, Link
 from hwsim.hw.units import Unit
 from hwsim.model import ops
 from hwsim.model.kernel import PrefetchLoad
@@ -129,6 +128,36 @@ def test_three_streams_of_hbm_bound_kernels(h200):
     assert ends == pytest.approx(expected, rel=0.02)
     assert ends[0] < ends[1] < ends[2]
     assert max(e.duration for e in alone) < ends[2] <= sum(e.duration for e in alone) + h200.launch_graph_s
+
+
+def transfer_shares(link: Link, nbytes: float, duration: float) -> dict[Unit, float]:
+    """Reference model of a transfer between two devices as a work item of the arbiter (no
+    run path submits one: collectives' flows are hwsim/parallel/flows.py). Alone it takes
+    the link's latency plus its bytes over the link's bandwidth; meanwhile it uses the
+    sender's port out and the receiver's port in at full rate, and the HBM of both ends
+    (read on one, written on the other) in proportion to its bytes."""
+    wire = nbytes / link.bytes_s / duration
+    out = {port: min(1.0, wire) for port in link.ports}
+    for device, efficiency in ((link.src, link.src.chip.hbm_read_efficiency),
+                               (link.dst, link.dst.chip.hbm_write_efficiency)):
+        hbm_s = nbytes / (device.chip.hbm_peak_bytes_s * efficiency)     # spread over every stack
+        for stack in device.hbm_stacks:
+            out[stack] = min(1.0, hbm_s / duration)
+    return out
+
+
+def transfer(arbiter: Arbiter, link: Link, nbytes: float, label: str = "transfer"):
+    """Process body: move `nbytes` over `link`; returns when the last byte has landed."""
+    duration = link.latency_s + nbytes / link.bytes_s
+    item = arbiter.submit(label, duration, transfer_shares(link, nbytes, duration))
+    yield item.done
+    end = arbiter.env.now
+    stretch = (end - item.start) / duration
+    for port in link.ports:
+        port.busy_s += nbytes / port.rate
+        port.served += nbytes
+        port.record(item.start, end, label, min(1.0, nbytes / port.rate / duration) / stretch)
+    return end
 
 
 def test_transfer_overlaps_compute_on_both_devices(h200):

@@ -33,8 +33,8 @@ class Hbm:
     @classmethod
     def of_chip(cls, chip) -> "Hbm":
         """The chip's HBM channels (hwsim.hw.chip.ChipSpec). Not the only reader of its HBM
-        fields: the device's per-stack units (hw/device.py), flows (parallel/flows.py),
-        transfers (engine/transfer.py) and the address map (model/schedule.py) read them too."""
+        fields: the device's per-stack units (hw/device.py), flows (parallel/flows.py)
+        and the address map (model/schedule.py) read them too."""
         return cls(stacks=chip.hbm_stacks, channels_per_stack=chip.hbm_channels_per_stack,
                    peak_bytes_s=chip.hbm_peak_bytes_s, read_efficiency=chip.hbm_read_efficiency,
                    write_efficiency=chip.hbm_write_efficiency, interleave_bytes=chip.hbm_interleave_bytes)
