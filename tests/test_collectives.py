@@ -21,6 +21,16 @@ from hwsim.parallel.topology import load_topology
 REPO = Path(__file__).resolve().parents[1]
 
 
+def expected_destinations(experts: int, topk: int, groups: int) -> float:
+    """Expected distinct groups (GPUs or nodes, each holding experts/groups experts) that a
+    token's top-k experts, drawn uniformly without replacement, fall on."""
+    per_group = experts // groups
+    miss = 1.0
+    for i in range(topk):        # P(none of the k draws lands in one given group)
+        miss *= (experts - per_group - i) / (experts - i)
+    return groups * (1.0 - miss)
+
+
 def _cluster(gpus=8, topology="hgx-h200-8"):
     return load_topology(topology).cluster(gpus)
 
@@ -224,4 +234,4 @@ def test_group_limited_gating_keeps_the_top_groups_and_counts_destinations():
     # without a group limit the top-8 is a uniform draw: the closed form for distinct holders
     free = routing.group_limited_topk(scores, groups=1, topk_groups=1, topk=8)
     assert routing.distinct_per_token(free, 256, 16) == pytest.approx(
-        routing.expected_destinations(256, 8, 16), rel=0.02)
+        expected_destinations(256, 8, 16), rel=0.02)

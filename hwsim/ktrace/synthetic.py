@@ -215,13 +215,6 @@ def write(path: Path, trace: dict) -> None:
     Path(path).write_bytes(data)
 
 
-def wipe_durations(trace: dict) -> dict:
-    """The same trace with every device event's duration 0 (what the simulation must not read)."""
-    out = dict(trace)
-    out["traceEvents"] = [{**e, "dur": 0.0} if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") else e
-                          for e in trace["traceEvents"]]
-    return out
-
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])

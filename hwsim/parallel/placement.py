@@ -69,12 +69,3 @@ def imbalance(placement: list[Copy], load: np.ndarray, gpus: int) -> float:
     """max / mean GPU load (1.0: every GPU does the same expert work)."""
     per_gpu = gpu_load(placement, load, gpus)
     return float(per_gpu.max() / per_gpu.mean()) if per_gpu.mean() > 0 else 1.0
-
-
-def zipf_load(experts: int, exponent: float, rng: np.random.Generator | None = None) -> np.ndarray:
-    """Expected load per expert under Zipf routing (rank r gets r^-s), the ranks shuffled over
-    the expert ids when an rng is given (hot experts are not the first ids in a real model)."""
-    p = 1.0 / np.arange(1, experts + 1) ** exponent
-    if rng is not None:
-        p = rng.permutation(p)
-    return p / p.sum()

@@ -55,13 +55,3 @@ def distinct_per_token(topk_idx: np.ndarray, experts: int, holders: int) -> floa
     experts) that a token's experts fall on: the copies a normal dispatch sends of it."""
     owner = np.sort(topk_idx // (experts // holders), axis=1)
     return float(1 + (np.diff(owner, axis=1) != 0).sum(axis=1).mean())
-
-
-def expected_destinations(experts: int, topk: int, groups: int) -> float:
-    """Expected distinct groups (GPUs or nodes, each holding experts/groups experts) that a
-    token's top-k experts, drawn uniformly without replacement, fall on."""
-    per_group = experts // groups
-    miss = 1.0
-    for i in range(topk):        # P(none of the k draws lands in one given group)
-        miss *= (experts - per_group - i) / (experts - i)
-    return groups * (1.0 - miss)
