@@ -22,7 +22,7 @@ from hwsim.ktrace import ir
 from hwsim.model import moe_kernels, ops
 from hwsim.model.blocks import DENSE_FFN, attention_kernel as attention_block, moe_schedule as moe_block
 from hwsim.model.fast_gemm import fast_weight_only_gemm
-from hwsim.model.kernel import ExpertBlock, Kernel, Role, StreamItem, copy_kernel, relocated
+from hwsim.model.kernel import ExpertBlock, Kernel, Role, StreamItem, copy_kernel, relocated, timing_of
 from hwsim.model.l2_residency import L2Residency
 from hwsim.model.onchip import OnChipState
 from hwsim.model.memory_map import MemoryMap
@@ -124,7 +124,7 @@ class StepShape:
 
 
 WEIGHT_LAYOUTS_LIMIT = 16
-_WEIGHT_LAYOUTS: dict = {}     # (id(model), bytes per weight, per class) -> (model, its weights' MemoryMap, ...)
+_WEIGHT_LAYOUTS: dict = {}     # (the model's JSON, bytes per weight, per class) -> (its weights' MemoryMap, ...)
 
 
 class Schedule:
@@ -143,7 +143,7 @@ class Schedule:
         self.attention.check(model, self.kv)
         self.mem = MemoryMap()
         self._memo: dict = {}
-        self._moved: dict = {}    # (id(walked kernel), channel phase) -> (it, its copy there)
+        self._moved: dict = {}    # (walked kernel's value, channel phase) -> its copy there
         self._templates: dict = {}     # (rows, on-chip share, channel group) -> the template expert
         self._relocations: dict = {}   # (layer, expert) -> Schedule._expert_relocation (per layout)
         self.wb = model.weight_bytes
@@ -182,18 +182,19 @@ class Schedule:
     def _layout_weights(self):
         """Every weight tensor's region, from address 0. It depends on the model and the stored
         bytes per weight only, so a process lays out each (model, formats) once (validate's rows
-        share a model, and a MoE model has tens of thousands of expert tensors)."""
-        key = (id(self.model), self.wb, tuple(sorted(self.wb_cls.items())))
+        share a model, and a MoE model has tens of thousands of expert tensors). Keyed by the
+        model's value (its JSON, 6 us), so an equal model loaded again shares the layout."""
+        key = (self.model.model_dump_json(), self.wb, tuple(sorted(self.wb_cls.items())))
         hit = _WEIGHT_LAYOUTS.get(key)
-        if hit is None or hit[0] is not self.model:
+        if hit is None:
             if len(_WEIGHT_LAYOUTS) >= WEIGHT_LAYOUTS_LIMIT:
                 _WEIGHT_LAYOUTS.clear()
             self._place_weights()
             weights = sum(n for _, n in self.mem.regions.values())
-            # the model kept: its id stays its own; the relocations follow from the layout alone
-            hit = _WEIGHT_LAYOUTS[key] = (self.model, self.mem.copy(), weights, {})
-        self.mem = hit[1].copy()
-        self._weights_laid_out, self._relocations = hit[2], hit[3]
+            # the relocations follow from the layout alone
+            hit = _WEIGHT_LAYOUTS[key] = (self.mem.copy(), weights, {})
+        self.mem = hit[0].copy()
+        self._weights_laid_out, self._relocations = hit[1], hit[2]
 
     def _place_weights(self):
         m, d = self.model, self.model.hidden
@@ -381,13 +382,15 @@ class Schedule:
                 for i, k in enumerate(kernels):
                     to = address.get(k.address)
                     if to is not None:                          # its weights: at this expert's
-                        key = (id(k), to % period)               # k is alive while its entry holds it
+                        # the copy's value: k's timing fields and the others it keeps
+                        key = (k.timing or timing_of(k), k.name, k.layer, k.code, k.role, k.item,
+                               to % period)
                         hit = moved.get(key)
                         if hit is None:
                             if len(moved) >= MOVED_LIMIT:
                                 moved.clear()
-                            hit = moved[key] = (k, relocated(k, k.name, k.layer, to))
-                        kernels[i] = hit[1]
+                            hit = moved[key] = relocated(k, k.name, k.layer, to)
+                        kernels[i] = hit
                 out.append(ExpertBlock(tuple(kernels), item.layer, item.name_cut, item.prefix))
             else:
                 out.append(item)
