@@ -252,13 +252,16 @@ def _serving_rehearsed(cfg, model) -> Cost:
     return Cost(wall, (BASE_BYTES + memory) / 1e9, shapes, sum(kernels) / n, iterations)
 
 
-_REHEARSED: dict[tuple[str, str], Cost] = {}
+REHEARSED_LIMIT = 16             # scenarios' rehearsals kept at once (a sweep's points, each its own)
+_REHEARSED: dict[tuple[str, str], Cost] = {}     # (scenario's JSON, model's JSON) -> its cost
 
 
 def _rehearsed(key: str, cfg, model) -> Cost:
     """Rehearsed once per scenario and model (loading it and the CLI's note both ask)."""
     key = (key, model.model_dump_json())
     if key not in _REHEARSED:
+        if len(_REHEARSED) >= REHEARSED_LIMIT:
+            _REHEARSED.clear()
         _REHEARSED[key] = _serving_rehearsed(cfg, model)
     return _REHEARSED[key]
 
