@@ -200,10 +200,17 @@ def run(
     figures = "none" if dry_run or plots is False else "all" if plots else "breakdown"
     plotter = None
     if figures != "none":
-        import numpy  # noqa: F401 - before the fork: the plotting helper needs it too, imported once
-        from hwsim.io.plotter import Plotter
+        from hwsim.io.plotter import _MODULES, BREAKDOWN, Plotter, take_early
 
-        plotter = Plotter.start()    # imports matplotlib while this process simulates
+        modules = _MODULES if figures == "all" else BREAKDOWN
+        plotter = take_early(modules)    # forked by hwsim.launch before the command line was parsed
+        if plotter is None:
+            import numpy  # noqa: F401 - before the fork: the plotting helper needs it too, imported once
+
+            plotter = Plotter.start(modules)    # imports matplotlib while this process simulates
+    else:
+        from hwsim.io.plotter import discard_early
+        discard_early()
     try:
         _run(scenario, set_, out, json_out, trace, max_wall_s, max_gb, figures, plotter, dry_run)
     finally:
@@ -290,6 +297,9 @@ def _draw_breakdown(summary: dict, folder: Path, plotter) -> Path:
     target, args = "hwsim.plots.breakdown:save_breakdown_png", (summary, path)
     if plotter is None:
         from hwsim.io.forked import call
+        from hwsim.plots.loading import import_for_drawing
+
+        import_for_drawing()                 # matplotlib without its help text (hwsim/plots/loading.py)
         call(target, args)()
     else:
         plotter.draw([("breakdown.png", 1.0, target, args)])

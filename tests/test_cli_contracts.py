@@ -157,7 +157,7 @@ def test_default_breakdown_is_the_same_drawn_here_or_by_the_plotting_helper(tmp_
     monkeypatch.setattr(plotter, "idle_cpus", lambda: idle)
     started = []
     real_start = plotter.Plotter.start.__func__
-    monkeypatch.setattr(plotter.Plotter, "start", classmethod(lambda cls: started.append(real_start(cls)) or started[-1]))
+    monkeypatch.setattr(plotter.Plotter, "start", classmethod(lambda cls, *a: started.append(real_start(cls, *a)) or started[-1]))
     res = CliRunner().invoke(app, ["run", *ONE_STEP, "--out", str(tmp_path / "b"), "--json"])
     assert res.exit_code == 0, res.output
     assert (started[0] is not None) == (idle > 0)

@@ -224,7 +224,8 @@ def _write_files(result: RunResult, out: Path, manifest: dict, extra: dict, plot
         if figures:
             # matplotlib imported once, before forking: children inherit it instead of each
             # paying for the import (0.6 s of CPU) on a machine whose cores may be busy
-            import hwsim.plots.breakdown  # noqa: F401
+            from hwsim.plots.loading import import_for_drawing
+            import_for_drawing()
         write_all(tables + [(name, cost, call(target, args)) for name, cost, target, args in figures])
     paths = {name: out / name for name in ["manifest.json", *(job[0] for job in tables + figures)]}
     files = {name: _sha256(path) for name, path in sorted(paths.items()) if name != "manifest.json"}

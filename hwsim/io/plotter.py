@@ -6,11 +6,16 @@ first thing: it imports the plotting modules while the parent imports the engine
 simulates, then receives each figure as (function, arguments) pickled, and draws them side by
 side (hwsim.io.forked) into the bundle's staging folder while the parent writes the tables.
 The figures are drawn by the same functions from the same values, so they are the same files.
+
+`hwsim run` (through the console script, hwsim/launch.py) forks it earlier still, before the
+command line is parsed and before numpy, pydantic and the engine are imported: its imports
+(matplotlib, about 0.4 s) are the longest path of the default run, and start about 0.2 s
+sooner (issue 33, item 5). The command takes that helper (`take_early`) or, where there is
+none, forks its own.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 import pickle
 import signal
@@ -22,16 +27,20 @@ from hwsim.io.forked import failure, idle_cpus, report
 Figure = tuple[str, float, str, tuple]      # (file name, relative cost, "module:function", args)
 
 _MODULES = ("hwsim.plots.breakdown", "hwsim.plots.channels", "hwsim.plots.gantt", "hwsim.plots.serving")
+from hwsim.plots.loading import BREAKDOWN  # noqa: E402 - the default run's one figure
+_early: Plotter | None = None                # forked by hwsim.launch, not yet taken
 
 
 class Plotter:
-    def __init__(self, pid: int, to_child: int, from_child: int):
+    def __init__(self, pid: int, to_child: int, from_child: int, modules: tuple[str, ...] = _MODULES):
         self.pid, self.to_child, self.from_child = pid, to_child, from_child
+        self.modules = modules
 
     @classmethod
-    def start(cls) -> Plotter | None:
-        """The helper, forked now; None where fork is not available or no CPU is idle (it
-        repeats imports the parent makes too, a loss when it cannot run beside it)."""
+    def start(cls, modules: tuple[str, ...] = _MODULES) -> Plotter | None:
+        """The helper, forked now, importing the plotting `modules` (those of the figures it
+        will be sent); None where fork is not available or no CPU is idle (it repeats imports
+        the parent makes too, a loss when it cannot run beside it)."""
         if not hasattr(os, "fork") or idle_cpus() < 0.5 or threading.active_count() > 1:
             return None
         down_r, down_w = os.pipe()
@@ -40,10 +49,16 @@ class Plotter:
         if pid == 0:
             os.close(down_w)
             os.close(up_r)
-            _serve(down_r, up_w)            # never returns
+            _serve(down_r, up_w, modules)   # never returns
         os.close(down_r)
         os.close(up_w)
-        return cls(pid, down_w, up_r)
+        return cls(pid, down_w, up_r, modules)
+
+    @classmethod
+    def start_early(cls, modules: tuple[str, ...]) -> None:
+        """Fork the helper now, for the command about to be parsed to take (hwsim.launch)."""
+        global _early
+        _early = cls.start(modules)
 
     def draw(self, figures: list[Figure]) -> None:
         """Send the figures to draw, from a thread: the pipe takes 64 KB at a time and the
@@ -87,15 +102,34 @@ class Plotter:
             self.pid = 0
 
 
-def _serve(down: int, up: int) -> None:
+def take_early(modules: tuple[str, ...]) -> Plotter | None:
+    """The helper hwsim.launch forked, if it imports all of `modules`; one that does not is
+    stopped. None if there was none (a command run otherwise than by the console script)."""
+    global _early
+    early, _early = _early, None
+    if early is not None and not set(modules) <= set(early.modules):
+        early.close()
+        return None
+    return early
+
+
+def discard_early() -> None:
+    """Stop the early helper if no command took it (a usage error, a run without figures)."""
+    global _early
+    early, _early = _early, None
+    if early is not None:
+        early.close()
+
+
+def _serve(down: int, up: int, modules: tuple[str, ...] = _MODULES) -> None:
     status = 0
     try:
         # never hold the parent's stdout or stderr open (a reader would wait for this process)
         null = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(null, fd)
-        for name in _MODULES:
-            importlib.import_module(name)
+        from hwsim.plots.loading import import_for_drawing
+        import_for_drawing(modules)          # matplotlib without its help text (hwsim/plots/loading.py)
         with os.fdopen(down, "rb") as fh:
             head = fh.read(8)
             if len(head) < 8:                    # the parent gave up: nothing to draw
