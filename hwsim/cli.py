@@ -274,12 +274,15 @@ def _run(scenario, set_, out, json_out, trace, max_wall_s, max_gb, figures, plot
     if trace:
         from hwsim.io.trace import write_trace
         extra["trace.json"] = lambda p: write_trace(result, built, p)
+    last = {}
     with tempfile.TemporaryDirectory(prefix="hwsim-figure-") as drawn:
         if figures == "breakdown":
-            png = _draw_breakdown(result.summary, Path(drawn), plotter)
-            extra["breakdown.png"] = lambda p: shutil.copyfile(png, p)
-        everything = figures == "all"         # else the helper, if any, is done: breakdown.png only
-        paths = write_bundle(result, out, manifest, extra, plots=everything, plotter=plotter if everything else None)
+            # drawn by the helper while the tables are written; copied in once it is done
+            drawn_png = _draw_breakdown(result.summary, Path(drawn), plotter)
+            last["breakdown.png"] = lambda p: shutil.copyfile(drawn_png(), p)
+        everything = figures == "all"         # else the helper, if any, draws breakdown.png only
+        paths = write_bundle(result, out, manifest, extra, plots=everything, plotter=plotter if everything else None,
+                             last=last)
     if default_out:
         from hwsim.io.run_folder import point_latest
         point_latest(out)
@@ -290,9 +293,10 @@ def _run(scenario, set_, out, json_out, trace, max_wall_s, max_gb, figures, plot
     _print_summary(result.summary, paths, figures)
 
 
-def _draw_breakdown(summary: dict, folder: Path, plotter) -> Path:
+def _draw_breakdown(summary: dict, folder: Path, plotter):
     """breakdown.png drawn into `folder`, by the plotting helper if there is one (it imported
-    matplotlib while this process simulated), else here."""
+    matplotlib while this process simulated), else here; returns what to call for its path,
+    which waits for the helper to finish it (the bundle's tables are written meanwhile)."""
     path = folder / "breakdown.png"
     target, args = "hwsim.plots.breakdown:save_breakdown_png", (summary, path)
     if plotter is None:
@@ -301,10 +305,13 @@ def _draw_breakdown(summary: dict, folder: Path, plotter) -> Path:
 
         import_for_drawing()                 # matplotlib without its help text (hwsim/plots/loading.py)
         call(target, args)()
-    else:
-        plotter.draw([("breakdown.png", 1.0, target, args)])
+        return lambda: path
+    plotter.draw([("breakdown.png", 1.0, target, args)])
+
+    def finished() -> Path:
         plotter.wait()
-    return path
+        return path
+    return finished
 
 
 def _print_dry_run(cfg, scenario_file: str, sets: list[str], out: Path, json_out: bool) -> None:

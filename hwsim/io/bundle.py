@@ -179,10 +179,12 @@ def _figures(result: RunResult, out: Path) -> list:
 
 
 def write_bundle(result: RunResult, out: Path, manifest: dict, extra: dict | None = None,
-                 plots: bool = False, plotter=None) -> dict[str, Path]:
+                 plots: bool = False, plotter=None, last: dict | None = None) -> dict[str, Path]:
     """Write the bundle to `out`, replacing an earlier bundle there whole. `extra` maps more
     file names to writers (write(path)), e.g. trace.json. `plots`: draw the figures too; by
-    `plotter` (hwsim.io.plotter), if given. Returns the final paths."""
+    `plotter` (hwsim.io.plotter), if given. `last`: more writers, run in this process once the
+    others are done (a file another process is still making: the default run's breakdown.png,
+    drawn by the plotting helper while the tables are written). Returns the final paths."""
     held = folder_lock.held(out)
     hold_out(out)
     try:
@@ -190,7 +192,7 @@ def write_bundle(result: RunResult, out: Path, manifest: dict, extra: dict | Non
         # burst of allocation while the tables and plots are built (hwsim.run.cyclic_gc_paused)
         with replace_folder(out, remove_old=_remove_bundle, check=check_out) as tmp, cyclic_gc_paused():
             staged = _write_files(result, tmp, {BUNDLE_MARKER: BUNDLE_FORMAT, **manifest}, extra or {},
-                                  plots, plotter)
+                                  plots, plotter, last or {})
     finally:
         if not held:
             folder_lock.release(out)
@@ -209,7 +211,7 @@ def _remove_bundle(old: Path) -> None:
 
 
 def _write_files(result: RunResult, out: Path, manifest: dict, extra: dict, plots: bool,
-                 plotter) -> dict[str, Path]:
+                 plotter, last: dict) -> dict[str, Path]:
     from hwsim.io.forked import call, write_all
 
     tables = _tables(result, out)
@@ -227,7 +229,9 @@ def _write_files(result: RunResult, out: Path, manifest: dict, extra: dict, plot
             from hwsim.plots.loading import import_for_drawing
             import_for_drawing()
         write_all(tables + [(name, cost, call(target, args)) for name, cost, target, args in figures])
-    paths = {name: out / name for name in ["manifest.json", *(job[0] for job in tables + figures)]}
+    for name, write in last.items():
+        write(out / name)
+    paths = {name: out / name for name in ["manifest.json", *(job[0] for job in tables + figures), *last]}
     files = {name: _sha256(path) for name, path in sorted(paths.items()) if name != "manifest.json"}
     paths["manifest.json"].write_text(json_text({**manifest, "files": files}), encoding="utf-8")
     return paths
