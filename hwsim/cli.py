@@ -364,6 +364,10 @@ class _progress:
 
     def update(self, done: int, total: int) -> None:
         if self.terminal is None:
+            # nothing shows before then either way (a bar after SHOW_AFTER_S, a line after
+            # LINE_EVERY_S): ask rich (15 ms of imports) only then, so a short run never loads it
+            if time.perf_counter() - self.started < min(self.SHOW_AFTER_S, self.LINE_EVERY_S):
+                return
             self.terminal = err_console().is_terminal
         if not self.terminal:
             self._line(done, total)

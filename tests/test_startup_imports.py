@@ -38,3 +38,18 @@ def test_other_commands_still_reach_the_cli():
     code = "sys.argv = ['hwsim', '--help']\nfrom hwsim.launch import main\ntry:\n    main()\nexcept SystemExit:\n    pass"
     modules, printed = imported_after(code)
     assert "typer" in modules and "sweep" in printed and not set(modules) & set(HEAVY)
+
+
+def test_a_run_without_figures_loads_neither_matplotlib_nor_rich(tmp_path):
+    """`hwsim run --json --no-plots` (a script's run): its bundle needs pyarrow (events.parquet),
+    nothing draws and nothing is printed by rich (the progress display asks rich whether stderr
+    is a terminal only once a run has lasted long enough to show anything)."""
+    out = tmp_path / "b"
+    code = ("sys.argv = ['hwsim', 'run', '--json', '--no-plots', '--set', 'workload.decode_steps=1', "
+            f"'--out', {str(out)!r}]\nimport hwsim.cli\nhwsim.cli._process_ends_with_command = False\n"
+            "try:\n    hwsim.cli.app()\nexcept SystemExit as exc:\n    assert not exc.code, exc.code\n"
+            "print('rich' in sys.modules)")
+    modules, printed = imported_after(code)
+    assert "pyarrow" in modules and not {"pandas", "matplotlib", "dask", "scipy"} & set(modules), modules
+    assert printed.splitlines()[-1] == "False"                   # rich
+    assert (out / "events.parquet").is_file() and not (out / "breakdown.png").exists()
