@@ -25,6 +25,7 @@ class TraceStep:
     kernels: tuple[ir.TraceKernel, ...]
     alloc_s: float = 0.0             # of the host's traced time, in cudaMalloc/cudaFree calls
     allocs: int = 0
+    profiler_s: float = 0.0          # of the host's traced time, taken out as the profiler's own
 
     def report(self) -> dict:
         """Counts for the JSON's `trace` block: what was classified, and how."""
@@ -43,7 +44,8 @@ class TraceStep:
                 "fallback_share": sum(k.traced_s for k in fallback) / traced if traced else 0.0,
                 "classified_by": how, "items": kinds,
                 "traced_step_ms": self.window_s * 1e3, "traced_device_busy_ms": self.device_busy_s * 1e3,
-                "host_alloc_ms": self.alloc_s * 1e3, "host_allocs": self.allocs}
+                "host_alloc_ms": self.alloc_s * 1e3, "host_allocs": self.allocs,
+                "profiler_removed_ms": self.profiler_s * 1e3}
 
 
 def _window(trace: Trace) -> tuple[float, float]:
@@ -89,7 +91,9 @@ def assemble(trace: Trace, model: ModelShape, point: Point, profiler_overhead: f
         host events there, and the device `activities` a launch call records (CUPTI's records:
         a CUDA-graph launch's duration grows with its kernels when profiled)."""
         recorded = bisect_left(marks, t1) - bisect_left(marks, t0) + activities
-        return max(0.0, t1 - t0 - recorded * event_us) * US / profiler_overhead
+        kept = max(0.0, t1 - t0 - recorded * event_us) * US / profiler_overhead
+        removed[0] += (t1 - t0) * US - kept
+        return kept
 
     if not trace.device:
         raise ConfigError("the trace has no GPU kernels: record it with "
@@ -126,6 +130,7 @@ def assemble(trace: Trace, model: ModelShape, point: Point, profiler_overhead: f
         return k
 
     main = _issuing_thread(calls)
+    removed = [0.0]                        # seconds of the host's traced time taken out (unprofiled)
     marks = trace.marks.get(main, ())      # the issuing thread's own: another's cost it nothing
     for c in calls:
         while oi < len(orphans) and orphans[oi].ts <= c.ts:
@@ -157,7 +162,7 @@ def assemble(trace: Trace, model: ModelShape, point: Point, profiler_overhead: f
         raise ConfigError("the trace's step launches no GPU kernels", file=trace.path, key=KEY)
     allocs = [dur for ts, dur in trace.allocs if start <= ts <= end]
     return TraceStep(tuple(steps), (end - start) * US, _union(in_window), tuple(kernels),
-                     sum(allocs) * US, len(allocs))
+                     sum(allocs) * US, len(allocs), removed[0])
 
 
 def _sequence_gemms(steps: list[ir.HostStep], kernels: list[ir.TraceKernel], events: list[DeviceEvent],
