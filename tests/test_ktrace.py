@@ -405,3 +405,26 @@ def test_a_radix_select_waits_on_a_round_trip_per_digit():
     one, radix = (operators.device_time_s(chip, [ops.grid_limited("topk", -1, 512, 96, 1, 128, chip, from_hbm=False,
                                                                   passes=p)]) for p in (1, 17))
     assert radix > one + 16 * 0.1e-6      # at least 0.1 us a further round trip
+
+
+@pytest.mark.parametrize("name, kind", [
+    ("void vllm::rms_norm_kernel<c10::BFloat16, 8, 2>(c10::BFloat16*, ...)", "reduction"),
+    ("void vllm::reshape_and_cache_flash_kernel<__nv_bfloat16, __nv_bfloat16, (vllm::Fp8KVCacheDataType)0>(...)",
+     "index"),
+    ("void vllm::rotary_embedding_kernel<c10::BFloat16, true>(...)", "elementwise"),
+    ("void vllm::act_and_mul_kernel<c10::BFloat16, &(vllm::silu_kernel<c10::BFloat16>), true>(...)", "elementwise"),
+    ("void vllm::moe::moe_sum_kernel<c10::BFloat16, 8>(...)", "reduction"),
+    ("void vllm::moe::moe_align_block_size_kernel<int>(...)", "reduction"),
+    ("void flash::flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4>, false>(flash::Flash_fwd_params)",
+     "Attention"),
+    ("void flash::flash_fwd_splitkv_combine_kernel<...>(flash::Flash_fwd_params)", "Absorbed"),
+    ("fused_moe_kernel", "GroupedGemm"),
+])
+def test_vllm_kernels_without_shapes_have_a_rule(name, kind):
+    """A vLLM CUDA-graph step records no op shapes: its own kernels are classified from their
+    names (none falls back to its traced duration)."""
+    from hwsim.config.load import load_model
+    from hwsim.ktrace.classify import Point, from_name
+    m = load_model("qwen3-30b-a3b")
+    ev = reader.DeviceEvent("kernel", name, 0.0, 1.0, 1, -1, 7, (8, 1, 1), (512, 1, 1), 0, 0, 0)
+    assert ir.kind_of(from_name(ev, m, Point(8, 4096, m.moe.top_k))) == kind

@@ -69,9 +69,13 @@ NAME_ATTN = re.compile(r"flash_fwd|fmha|flash::|sdpa|attention|BatchDecode|Batch
 NAME_NCCL = re.compile(r"nccl(?:Dev)?Kernel_(\w+?)_", re.I)
 NAME_TRITON = re.compile(r"triton_(poi|red|per)_fused_(.*?)(?:_\d+)?$")
 NAME_COPY = re.compile(r"CatArray|copy|Copy", re.I)
-NAME_INDEX = re.compile(r"index|gather|scatter|embedding", re.I)
-NAME_REDUCE = re.compile(r"reduce_kernel|softmax|SoftMax|norm|Norm|topk|sort|Moments|cumsum|scan", re.I)
-NAME_ELEMENTWISE = re.compile(r"elementwise|unrolled|vectorized|fill|silu|gelu|mul|add", re.I)
+# vLLM's own: reshape_and_cache(_flash) writes the new tokens' K and V into the paged cache (an
+# index write); rotary_embedding is element-wise, not an embedding lookup; moe_sum adds each
+# token's top-k expert outputs; moe_align_block_size sorts the tokens by expert
+NAME_INDEX = re.compile(r"index|gather|scatter|(?<!rotary_)embedding|_and_cache", re.I)
+NAME_REDUCE = re.compile(r"reduce_kernel|softmax|SoftMax|norm|Norm|topk|sort|Moments|cumsum|scan|moe_sum|"
+                         r"align_block_size", re.I)
+NAME_ELEMENTWISE = re.compile(r"elementwise|unrolled|vectorized|fill|silu|gelu|mul|add|rotary", re.I)
 
 
 @dataclass(frozen=True)
