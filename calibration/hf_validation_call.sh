@@ -17,7 +17,7 @@ case "$GPU" in *H200*) HW=h200-sxm; MODELS="";; *H100*) HW=h100-sxm; MODELS="--m
 if [ "$1" = all ]; then      # one call: microbenchmarks, traces, predictions, then the measurements
     [ "${ATEN:-1}" = 0 ] || python3 calibration/measure_aten_kernels.py --out "$OUT/aten_kernels.jsonl" 2>&1 | grep -v USDT | cut -c1-160 | tail -60
     EARLIER=""                 # an earlier call's traces count where this call got the same chip
-    [ "$HW" = h100-sxm ] && EARLIER=validation/data/hf_traces_h100/captured_1.jsonl
+    [ "$HW" = h100-sxm ] && EARLIER=validation/data/hf_traces_h100/call_3/captured.jsonl
     CAPTURE_MODELS=$([ "$HW" = h100-sxm ] && echo "--models llama-3.1-8b qwen3-30b-a3b olmoe-1b-7b" || echo "")
     if [ -n "$EARLIER" ] && [ -n "$QUICK" ]; then    # little device time left: measure what was traced
         HF_ARGS="$MODELS --pairs-from $EARLIER" DEADLINE=${MEASURE_S:-200} bash "$0" measure

@@ -132,7 +132,7 @@ def compare(measured: Path, predictions: Path, captured: Path) -> None:
     for title in sorted(groups):
         print(table(title, groups[title]))
     ratios = sorted(r["profiled_step_ms"] / r["wall_ms"] for r in meas.values() if r.get("profiled_step_ms"))
-    if ratios:      # what hardware_profiles/hosts/as-traced.yaml's profiler_overhead stands for
+    if ratios:      # no constant: the host profile takes a cost per event (calibration/fit_profiler_overhead.py)
         print(f"\nprofiler overhead at the measured points (profiled step / unprofiled wall, same process): "
               f"median {statistics.median(ratios):.2f}, {ratios[0]:.2f}-{ratios[-1]:.2f} over {len(ratios)} points")
     print("\n| trace | predicted point | measured busy ms | predicted busy ms | measured wall ms | "
