@@ -279,12 +279,9 @@ def _run(scenario, set_, out, json_out, trace, max_wall_s, max_gb, figures, plot
         if figures == "breakdown":
             # drawn by the helper while the tables are written; copied in once it is done
             drawn_png = _draw_breakdown(result.summary, Path(drawn), plotter)
-
-            def copy_png(path: Path) -> None:
-                if not json_out:
-                    import rich.console, rich.table  # noqa: E401, F401 - for the summary, imported while the helper draws
-                shutil.copyfile(drawn_png(), path)
-            last["breakdown.png"] = copy_png
+            if not json_out:
+                import rich.console, rich.table  # noqa: E401, F401 - for the summary, imported while the helper draws
+            last["breakdown.png"] = lambda path: shutil.copyfile(drawn_png(), path)
         everything = figures == "all"         # else the helper, if any, draws breakdown.png only
         paths = write_bundle(result, out, manifest, extra, plots=everything, plotter=plotter if everything else None,
                              last=last)

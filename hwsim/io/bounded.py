@@ -109,10 +109,10 @@ class _CountedRaw(io.RawIOBase):
         n = self._raw.readinto(buffer)
         self.count += n or 0
         if self.count > self._limit.max_bytes:
-            what = " inflated: the file inflates past" if self._inflated else " ("
+            n = f"more than {self._limit.max_bytes:,} bytes"
             raise _refuse(self._path, self._limit, self._key,
-                          f"more than {self._limit.max_bytes:,} bytes{what} the limit for this kind of file"
-                          f"{'' if self._inflated else ')'}")
+                          f"{n} inflated: the file inflates past the limit for this kind of file"
+                          if self._inflated else f"{n} (the limit for this kind of file)")
         return n
 
     def close(self) -> None:
