@@ -171,7 +171,8 @@ def run(args):
     cuda = torch is not None and torch.cuda.is_available()
     plan = [(m, s) for m, s in PLAN if m in args.models and s in args.stacks]
     if args.pairs_from:                         # only the (model, stack) pairs these captures hold
-        held = {(r["model"], r["stack"]) for f in args.pairs_from for r in map(json.loads, open(f))}
+        held = {(r["model"], r["stack"]) for f in args.pairs_from if os.path.exists(f)   # none captured: none
+                for r in map(json.loads, open(f))}
         plan = [pair for pair in plan if pair in held]
     if torch is None or (not cuda and not args.dry):
         for name, stack in plan:

@@ -6,6 +6,8 @@
 #                                                    # unprofiled step is measured; traces packed
 #   bash calibration/hf_validation_call.sh measure   # unprofiled wall (median of 10) + device-busy
 #   bash calibration/hf_validation_call.sh all       # both in one call, after measure_aten_kernels.py
+#                                                    # (eager stacks: STACKS; CALL_S bounds the call)
+#   bash calibration/hf_validation_call.sh compiled  # the compiled stack (COMPILED_MODELS, POINTS)
 # ATEN=0 skips the ATen microbenchmarks. HF_ARGS replaces the models chosen by GPU (capture_hf_traces.py's --models, --stacks, --pairs-from).
 # hwsim's dependencies missing on the device travel as wheels in .whl/ (run's README, Notes).
 set -o pipefail
@@ -15,6 +17,7 @@ GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 case "$GPU" in *H200*) HW=h200-sxm; MODELS="";; *H100*) HW=h100-sxm; MODELS="--models llama-3.1-8b qwen3-30b-a3b olmoe-1b-7b qwen1.5-moe-a2.7b";; *) HW=h200-sxm; MODELS="";; esac
 [ -n "$HF_ARGS" ] || echo "GPU: $GPU -> profile $HW ${MODELS:+(Mixtral does not fit: $MODELS)}"
 if [ "$1" = all ]; then      # one call: microbenchmarks, traces, predictions, then the measurements
+    T0=$SECONDS
     [ "${ATEN:-1}" = 0 ] || python3 calibration/measure_aten_kernels.py --out "$OUT/aten_kernels.jsonl" 2>&1 | grep -v USDT | cut -c1-160 | tail -60
     EARLIER=""                 # an earlier call's traces count where this call got the same chip
     [ "$HW" = h100-sxm ] && EARLIER=validation/data/hf_traces_h100/call_3/captured.jsonl
@@ -23,8 +26,21 @@ if [ "$1" = all ]; then      # one call: microbenchmarks, traces, predictions, t
         HF_ARGS="$MODELS --pairs-from $EARLIER" DEADLINE=${MEASURE_S:-200} bash "$0" measure
         exit
     fi
-    HF_ARGS="$CAPTURE_MODELS --stacks eager compiled" DEADLINE=${CAPTURE_S:-110} PREDICT_S=${PREDICT_S:-70} bash "$0" capture
-    HF_ARGS="$MODELS --pairs-from $EARLIER $OUT/traces/captured.jsonl" DEADLINE=${MEASURE_S:-200} bash "$0" measure
+    # eager stacks here; the compiled ones (a minute of compiling a point) have their own call
+    STACKS=${STACKS:-eager eager-loop}
+    HF_ARGS="$CAPTURE_MODELS --stacks $STACKS" DEADLINE=${CAPTURE_S:-200} PREDICT_S=${PREDICT_S:-100} bash "$0" capture
+    LEFT=$(( ${CALL_S:-560} - (SECONDS - T0) ))     # what the call has left is the measure's deadline
+    HF_ARGS="$MODELS --stacks $STACKS --pairs-from $EARLIER $OUT/traces/captured.jsonl" DEADLINE=${MEASURE_S:-$LEFT} bash "$0" measure
+    exit
+fi
+if [ "$1" = compiled ]; then # torch.compile on a StaticCache: capture, predict, then measure the traced points
+    T0=$SECONDS
+    PTS=${POINTS:-8x4096 1x1024}
+    HF_ARGS="--models ${COMPILED_MODELS:-llama-3.1-8b olmoe-1b-7b} --stacks compiled --points $PTS" \
+        DEADLINE=${CAPTURE_S:-230} PREDICT_S=${PREDICT_S:-60} bash "$0" capture
+    LEFT=$(( ${CALL_S:-560} - (SECONDS - T0) ))
+    HF_ARGS="--models ${COMPILED_MODELS:-llama-3.1-8b olmoe-1b-7b} --stacks compiled --points $PTS --pairs-from $OUT/traces/captured.jsonl" \
+        DEADLINE=${MEASURE_S:-$LEFT} bash "$0" measure
     exit
 fi
 if [ "$1" = capture ]; then
