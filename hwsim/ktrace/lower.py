@@ -62,14 +62,17 @@ class Lowering:
             return [ops.prefill_attention(name, -1, item.q_len, item.heads, item.kv_heads, item.head_dim,
                                           item.head_dim, chip)] * item.batch
         if isinstance(item, ir.Memory):
+            # a KV cache's append by torch.cat reads the cache as the step before left it: a whole
+            # step of weights has streamed through the L2 since, so it comes from HBM at any size
+            cache_read = item.kind == "cat" and item.per_context
             if item.kind == "cat" and not item.vectorized:
                 return [ops.strided_cat(name, -1, item.read_bytes, item.write_bytes, chip, weight_addr=self._addr(),
-                                        from_hbm=self._in_hbm(item.read_bytes))]
+                                        from_hbm=cache_read or self._in_hbm(item.read_bytes))]
             if item.kind == "reduction" and 0 < item.ctas < chip.sms and item.threads:
                 return [ops.grid_limited(name, -1, item.read_bytes, item.write_bytes, item.ctas, item.threads,
                                          chip, from_hbm=self._in_hbm(item.read_bytes), weight_addr=self._addr(),
                                          passes=item.passes)]
-            return [self._memory(name, item.read_bytes, item.write_bytes, item.vectorized)]
+            return [self._memory(name, item.read_bytes, item.write_bytes, item.vectorized, cache_read)]
         if isinstance(item, ir.Memset):
             return [self._memory(name, 0.0, item.nbytes, True)]
         if isinstance(item, ir.Memcpy):
@@ -114,8 +117,8 @@ class Lowering:
         """Whether a tensor of this size streams from (to) HBM rather than staying in L2."""
         return nbytes > self.schedule.chip.l2_bytes * L2_RESIDENT_SHARE
 
-    def _memory(self, name: str, read: float, write: float, vectorized: bool) -> Kernel:
-        from_hbm = read if self._in_hbm(read) else 0.0
+    def _memory(self, name: str, read: float, write: float, vectorized: bool, cache_read: bool = False) -> Kernel:
+        from_hbm = read if cache_read or self._in_hbm(read) else 0.0
         k = ops.elementwise(name, -1, read - from_hbm, write, EW_OPS_PER_BYTE, self.schedule.chip,
                             weight_bytes=from_hbm, weight_addr=self._addr(), vectorized=vectorized)
         if self._in_hbm(write):
