@@ -124,15 +124,35 @@ def classify(ev: DeviceEvent, op: CpuOp | None, model: ModelShape, point: Point,
 RADIX_SELECT = re.compile(r"gatherTopK<([\w:]+)")
 KEY_BITS = {"float": 32, "double": 64, "c10::BFloat16": 16, "c10::Half": 16, "int": 32, "long": 64}
 RADIX_BITS = 2            # aten/src/ATen/native/cuda/SortingRadixSelect.cuh: 2 bits a digit
+# Block-wide sorts of short rows (aten/src/ATen/native/cuda/Sort.cu, sortKeyValueInplace): all
+# in shared memory once loaded, so their time is a chain of barrier-separated steps, each about
+# an L2 hit (the barrier's wait, the shared memory's round trip, a scan's dependent shuffles):
+# counted from the algorithm, the step's cost read off calibration/data/h100_aten_kernels.jsonl
+# (bitonic 32: 4.1-4.4 us; 64-bit radix of 2, 4, 32 items a thread: 6.6, 8.6, 25.2 us).
+BITONIC_SORT = re.compile(r"bitonicSortKVInPlace<-?\d+, -?\d+, (\d+), \d+")
+RADIX_SORT = re.compile(r"radixSortKVInPlace<-?\d+, -?\d+, \d+, (\d+), ([\w:]+)")
+BITONIC_ITEMS = 2         # a bitonic block sorts 2 items a thread (sort size 32 on 16 threads)
+BITONIC_STEP_TRIPS = 4 / 3   # a compare-exchange stage and its barrier
+SORT_DIGIT_BITS = 4       # cub::BlockRadixSort's default RADIX_BITS
+SORT_DIGIT_TRIPS = 2      # a digit's rank (counts, block scan) and its exchange: two barrier steps,
+SORT_ITEMS_PER_TRIP = 4   # and each item's rank and scatter, four items a step
+SORT_LOAD_STORE_TRIPS = 2
 
 
-def passes_of(name: str, ctas: int, write_bytes: float) -> int:
+def passes_of(name: str, ctas: int, write_bytes: float) -> float:
     """Dependent passes a block of this ATen kernel makes over memory: top-k's radix select
     (sbtopk::gatherTopK) reads its row once per RADIX_BITS-bit digit of the key, then once to
-    gather the k; a reduce_kernel spread over more blocks than it has outputs (fewer than 8
-    bytes of output a block) writes partials, and its last block reads them back (+2)."""
+    gather the k; a block sort's barrier-separated steps (above); a reduce_kernel spread over
+    more blocks than it has outputs (fewer than 8 bytes of output a block) writes partials, and
+    its last block reads them back (+2)."""
     if m := RADIX_SELECT.search(name):
         return KEY_BITS.get(m.group(1), 32) // RADIX_BITS + 1
+    if m := BITONIC_SORT.search(name):
+        log_n = math.log2(int(m.group(1)) * BITONIC_ITEMS)
+        return log_n * (log_n + 1) / 2 * BITONIC_STEP_TRIPS + SORT_LOAD_STORE_TRIPS
+    if m := RADIX_SORT.search(name):
+        digits = KEY_BITS.get(m.group(2), 32) / SORT_DIGIT_BITS
+        return digits * (SORT_DIGIT_TRIPS + int(m.group(1)) / SORT_ITEMS_PER_TRIP) + SORT_LOAD_STORE_TRIPS
     if "reduce_kernel" in name and ctas > 1 and write_bytes < 8 * ctas:
         return 3
     return 1

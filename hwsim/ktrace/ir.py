@@ -49,7 +49,7 @@ class Memory:
     per_context: bool = False   # and with the context (a dim is the context: a KV cache torch.cat)
     ctas: int = 0               # its grid's blocks and their threads, as traced (0: not known); a
     threads: int = 0            # row reduction's grid is set by its rows, not its bytes
-    passes: int = 1             # dependent passes a block makes over its input (a radix select
+    passes: float = 1           # dependent passes a block makes over its input (a radix select
                                 # reads its row once per digit; a multi-block reduce its partials)
 
 

@@ -68,7 +68,7 @@ class Lowering:
             if item.kind == "cat" and not item.vectorized:
                 return [ops.strided_cat(name, -1, item.read_bytes, item.write_bytes, chip, weight_addr=self._addr(),
                                         from_hbm=cache_read or self._in_hbm(item.read_bytes))]
-            if item.kind == "reduction" and 0 < item.ctas < chip.sms and item.threads:
+            if item.kind == "reduction" and item.threads and (0 < item.ctas < chip.sms or item.passes > 1):
                 return [ops.grid_limited(name, -1, item.read_bytes, item.write_bytes, item.ctas, item.threads,
                                          chip, from_hbm=self._in_hbm(item.read_bytes), weight_addr=self._addr(),
                                          passes=item.passes)]

@@ -303,7 +303,7 @@ LOAD_VEC_BYTES = 16        # a thread's vector load (ATen's reduce_kernel reads 
 
 def grid_limited(name: str, layer: int, read_bytes: float, write_bytes: float, ctas: int,
                  threads: int, chip: ChipSpec, *, from_hbm: bool, weight_addr: int = 0,
-                 passes: int = 1) -> Kernel:
+                 passes: float = 1) -> Kernel:
     """A reduction launched on fewer blocks than the chip has SMs (ATen's reduce_kernel sizes its
     grid by the output's rows: argmax over a 128k vocabulary at batch 1 is one block of 512
     threads): each block walks its share with one vector load in flight per thread, so the
