@@ -59,7 +59,10 @@ FILL_OPS = {"aten::fill_", "aten::zero_", "aten::zeros", "aten::ones", "aten::fu
 # PyTorch's non-vectorised TensorIterator kernel (strided or broadcast operands: offsets computed
 # per element), as opposed to vectorized_/unrolled_elementwise_kernel
 STRIDED = re.compile(r"(?<![a-z_])elementwise_kernel<|elementwise_kernel_with_index|CatArrayBatchedCopy<")
-NAME_GROUPED = re.compile(r"grouped|Grouped|fused_moe|moe_gemm|MoeGemm|_moe_", re.I)
+NAME_GROUPED = re.compile(r"grouped|GroupProblemShape|fused_moe|moe_gemm|MoeGemm|_moe_", re.I)
+# ATen's setup kernel before a CUTLASS grouped GEMM (one thread a group writes its pointers and
+# strides): launched by the same op, it is not the GEMM (the CUTLASS kernel after it is)
+NAME_GEMM_SETUP = re.compile(r"prepare_grouped_gemm_data")
 NAME_GEMM = re.compile(r"gemm|nvjet|xmma|s16816|s1688|wgmma|cutlass.*(?:Gemm|gemm|sm90)|Kernel2|gemv|"
                        r"triton_tem_fused_.*mm|_mm_kernel|matmul", re.I)
 NAME_COMBINE = re.compile(r"combine|splitKreduce|splitk_reduce|reduce_kernel.*splitK|merge_attn|"
@@ -294,12 +297,12 @@ def from_name(ev: DeviceEvent, model: ModelShape, point: Point,
     name = ev.name
     if NAME_COMBINE.search(name):
         return ir.Absorbed("split-K reduce or split-KV combine")
-    if model.moe and NAME_GROUPED.search(name):
-        return _grouped_from_model(model, point, prev)
     blocks = math.prod(ev.grid)
     threads = blocks * math.prod(ev.block)
-    if m := NAME_TRITON.search(name):     # before the attention rule: Inductor's names list the
-        kind, fused = m.group(1), m.group(2)   # ops they fused, _scaled_dot_product_* among them
+    if NAME_GEMM_SETUP.search(name):      # a grouped GEMM's argument setup: a few bytes a group
+        return ir.Memory("index", threads * ACT_BYTES, threads * ACT_BYTES)
+    if m := NAME_TRITON.search(name):     # before the grouped and attention rules: Inductor's names
+        kind, fused = m.group(1), m.group(2)   # list the ops they fused (_grouped_mm, _scaled_dot_product_*)
         if kind == "poi":
             elems = threads * TRITON_ELEMS_PER_THREAD
         else:                 # one row of the model's width per program (XBLOCK = 1)
@@ -317,6 +320,8 @@ def from_name(ev: DeviceEvent, model: ModelShape, point: Point,
         # an expanded cache is batch x heads x cache length x head dim: they rescale with those
         per_batch = kind != "reduction" or blocks in point.batch_dims()
         return ir.Memory(kind, reads, elems * ACT_BYTES, per_batch=per_batch, per_context=expands_kv(name))
+    if model.moe and NAME_GROUPED.search(name):
+        return _grouped_from_model(model, point, prev)
     if NAME_ATTN.search(name) and not NAME_GEMM.search(name.replace("attention", "")):
         a = model.attention
         heads, kv_heads = a.heads, getattr(a, "kv_heads", a.heads)
