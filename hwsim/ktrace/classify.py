@@ -197,8 +197,9 @@ def from_op(op: CpuOp, point: Point) -> ir.WorkItem | None:
         big = max(ts, key=lambda t: numel(t[0]))[0]
         # the batch is the leading dim, the context a middle one (never the last: a feature dim,
         # which may equal the context by chance, as Mixtral's hidden 4096 at context 4096)
-        item = replace(item, per_batch=big[0] in point.batch_dims(),
-                       per_context=any(point.is_context(d) for d in big[1:-1]))
+        per_context = any(point.is_context(d) for d in big[1:-1])
+        item = replace(item, per_batch=big[0] in point.batch_dims(), per_context=per_context,
+                       reads_cache=per_context and item.kind == "cat")   # a KV cache's append
     return item
 
 
@@ -319,7 +320,9 @@ def from_name(ev: DeviceEvent, model: ModelShape, point: Point,
         # a decode step's activations are rows of its tokens (a norm: one program a row), and
         # an expanded cache is batch x heads x cache length x head dim: they rescale with those
         per_batch = kind != "reduction" or blocks in point.batch_dims()
-        return ir.Memory(kind, reads, elems * ACT_BYTES, per_batch=per_batch, per_context=expands_kv(name))
+        return ir.Memory(kind, reads, elems * ACT_BYTES, per_batch=per_batch, per_context=expands_kv(name),
+                         reads_cache=expands_kv(name), ctas=blocks, threads=math.prod(ev.block),
+                         share_in_flight=m.group(1) == "poi")
     if model.moe and NAME_GROUPED.search(name):
         return _grouped_from_model(model, point, prev)
     if NAME_ATTN.search(name) and not NAME_GEMM.search(name.replace("attention", "")):

@@ -51,6 +51,9 @@ class Memory:
     threads: int = 0            # row reduction's grid is set by its rows, not its bytes
     passes: float = 1           # dependent passes a block makes over its input (a radix select
                                 # reads its row once per digit; a multi-block reduce its partials)
+    reads_cache: bool = False   # reads the KV cache as the step before left it: from HBM at any size
+    share_in_flight: bool = False   # a block loads its whole share at once (an Inductor program:
+                                # XBLOCK elements, each thread's loads issued together)
 
 
 @dataclass(frozen=True, slots=True)

@@ -62,9 +62,13 @@ class Lowering:
             return [ops.prefill_attention(name, -1, item.q_len, item.heads, item.kv_heads, item.head_dim,
                                           item.head_dim, chip)] * item.batch
         if isinstance(item, ir.Memory):
-            # a KV cache's append by torch.cat reads the cache as the step before left it: a whole
-            # step of weights has streamed through the L2 since, so it comes from HBM at any size
-            cache_read = item.kind == "cat" and item.per_context
+            # the KV cache as the step before left it (a cat appending to it, a copy expanding it):
+            # a whole step of weights has streamed through the L2 since, so it comes from HBM
+            cache_read = item.reads_cache
+            if item.share_in_flight and item.ctas and item.threads:
+                return [ops.pointwise_blocks(name, -1, item.read_bytes, item.write_bytes, item.ctas, item.threads,
+                                             chip, from_hbm=cache_read or self._in_hbm(item.read_bytes),
+                                             to_hbm=self._in_hbm(item.write_bytes), weight_addr=self._addr())]
             if item.kind == "cat" and not item.vectorized:
                 return [ops.strided_cat(name, -1, item.read_bytes, item.write_bytes, chip, weight_addr=self._addr(),
                                         from_hbm=cache_read or self._in_hbm(item.read_bytes))]
