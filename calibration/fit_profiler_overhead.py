@@ -1,5 +1,5 @@
 """The profiler's own host time per host event it records (hardware_profiles/hosts/as-traced.yaml
-profiler_event_us), from the H100 calls of issue 30:
+profiler_event_us), from the H100 and H200 calls of issue 30:
 
     python calibration/fit_profiler_overhead.py > calibration/data/fit_profiler_overhead.txt
 
@@ -26,7 +26,9 @@ sys.path.insert(0, str(ROOT))
 from hwsim.ktrace.reader import read_trace  # noqa: E402
 from hwsim.ktrace.timeline import _window  # noqa: E402
 
-CALLS = [ROOT / "validation/data/hf_traces_h100/call_3", ROOT / "validation/data/hf_traces_h100/call_4"]
+CALLS = [ROOT / "validation/data/hf_traces_h100/call_3", ROOT / "validation/data/hf_traces_h100/call_4",
+         ROOT / "validation/data/hf_traces_h200/call_1", ROOT / "validation/data/hf_traces_h200/call_2",
+         ROOT / "validation/data/hf_traces_h200/call_3"]
 
 
 def events_in_step(path: Path) -> int:
@@ -40,7 +42,7 @@ def events_in_step(path: Path) -> int:
 
 
 def main() -> int:
-    per_event = []
+    per_event, by_chip = [], {}
     print("| call | model | stack | point | events | unprofiled ms | profiled ms | us/event |")
     print("|---|---|---|---|---:|---:|---:|---:|")
     for folder in CALLS:
@@ -55,10 +57,13 @@ def main() -> int:
             n = events_in_step(path)
             us = (m["profiled_step_ms"] - m["wall_ms"]) * 1e3 / n
             per_event.append(us)
-            print(f"| {folder.name} | {key[0]} | {key[1]} | {key[2]}x{key[3]} | {n} | {m['wall_ms']:.1f} | "
+            by_chip.setdefault(folder.parent.name[-4:], []).append(us)
+            print(f"| {folder.parent.name[-4:]}/{folder.name} | {key[0]} | {key[1]} | {key[2]}x{key[3]} | {n} | {m['wall_ms']:.1f} | "
                   f"{m['profiled_step_ms']:.1f} | {us:.2f} |")
     print(f"\nmedian {statistics.median(per_event):.2f} us per recorded event over {len(per_event)} points "
           f"(range {min(per_event):.2f}-{max(per_event):.2f})")
+    for chip, us in by_chip.items():
+        print(f"{chip}'s machine: median {statistics.median(us):.2f} us over {len(us)} points")
     return 0
 
 
