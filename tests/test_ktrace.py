@@ -428,3 +428,56 @@ def test_vllm_kernels_without_shapes_have_a_rule(name, kind):
     m = load_model("qwen3-30b-a3b")
     ev = reader.DeviceEvent("kernel", name, 0.0, 1.0, 1, -1, 7, (8, 1, 1), (512, 1, 1), 0, 0, 0)
     assert ir.kind_of(from_name(ev, m, Point(8, 4096, m.moe.top_k))) == kind
+
+
+H200_MIXTRAL_COMPILED = "validation/data/hf_traces_h200/call_3/traces/hf-mixtral-8x7b-compiled-b8-l4096.json.gz"
+
+
+def test_a_compiled_moe_trace_finds_its_grouped_gemms_by_their_cutlass_kernel():
+    """torch.compile of Mixtral on an H200: the experts run as ATen's CUTLASS grouped GEMM
+    (GroupProblemShape in its mangled name) after a one-block setup kernel
+    (prepare_grouped_gemm_data), and Inductor's kernels around them list `_grouped_mm` among
+    the ops they fused. The grouped GEMM is the CUTLASS kernel, gate+up then down in each
+    layer; the setup and the Triton kernels are memory kernels; the dense GEMMs keep their
+    place in the layer (q, k, v, o, router) and the LM head."""
+    from hwsim.config.load import load_model
+    from hwsim.ktrace.classify import Point
+    from hwsim.ktrace.timeline import assemble
+    m = load_model("mixtral-8x7b")
+    ks = assemble(reader.read_trace(H200_MIXTRAL_COMPILED), m, Point(8, 4096), 1.0).kernels
+    grouped = [k for k in ks if isinstance(k.item, ir.GroupedGemm)]
+    assert len(grouped) == 2 * m.layers and all("GroupProblemShape" in k.name for k in grouped)
+    h, f = m.hidden, m.moe.expert_ffn
+    assert {(g.item.k, g.item.n) for g in grouped[0::2]} == {(h, 2 * f)}
+    assert {(g.item.k, g.item.n) for g in grouped[1::2]} == {(f, h)}
+    setup = [k for k in ks if "prepare_grouped_gemm_data" in k.name]
+    assert len(setup) == 2 * m.layers and all(isinstance(k.item, ir.Memory) for k in setup)
+    assert all(isinstance(k.item, ir.Memory) for k in ks if k.name.startswith("triton_"))
+    dense = [k for k in ks if isinstance(k.item, ir.Gemm) and k.how == "name+sequence+model"]
+    assert len(dense) == 5 * m.layers + 1 and (dense[-1].item.k, dense[-1].item.n) == (h, m.vocab)
+
+
+def test_an_inductor_kernel_of_many_small_blocks_waits_on_latency_per_wave():
+    """An Inductor pointwise program loads its whole share at once: with thousands of blocks of
+    a few hundred bytes (Llama's compiled KV expand at batch 1: 8,704 blocks, 8.7 us on the
+    H200 for 10 MB) the kernel is waves of round trips, far slower than the bytes at the HBM
+    rate, while the same bytes in fewer, larger blocks stream faster."""
+    from hwsim import operators
+    from hwsim.build import build
+    from hwsim.model import ops
+    chip = build(load_scenario("scenarios/default.yaml")).chip
+    many = operators.device_time_s(chip, [ops.pointwise_blocks("x", -1, 2.2e6, 8.9e6, 8704, 256, chip, from_hbm=True)])
+    few = operators.device_time_s(chip, [ops.pointwise_blocks("x", -1, 2.2e6, 8.9e6, 1088, 256, chip, from_hbm=True)])
+    at_rate = 2.2e6 / chip.hbm_read_bytes_s + 8.9e6 / (chip.hbm_read_bytes_s * 0.711 / 0.9325)
+    assert many > 1.6 * (at_rate + chip.kernel_fixed_s) and few < many
+
+
+def test_a_block_sort_counts_its_barrier_steps():
+    """ATen's block-wide sorts: a bitonic network over 32 items is 15 compare-exchange stages; a
+    radix sort of 64-bit keys is 16 digits, each longer with more items a thread."""
+    from hwsim.ktrace.classify import passes_of
+    bitonic = passes_of("void at::native::bitonicSortKVInPlace<-2, -1, 16, 16, float, long, GTOp>(", 1, 64)
+    radix = [passes_of(f"void at::native::radixSortKVInPlace<-2, -1, 32, {i}, long, long, unsigned int>(", 1, 64)
+             for i in (2, 4, 32)]
+    assert bitonic == 15 * 4 / 3 + 2
+    assert radix[0] < radix[1] < radix[2] and radix[2] > 3 * radix[1]
