@@ -377,15 +377,29 @@ def test_the_gemm_sequence_needs_the_layers_period():
 LOOP_TRACE = "validation/data/hf_traces_h100/call_3/traces/hf-olmoe-1b-7b-eager-loop-b1-l1024.json.gz"
 
 
-def test_moving_a_per_expert_loop_trace_to_another_batch_warns():
-    """HF's eager experts loop runs a GEMM pair per expert reached, rows of its tokens: the
-    rules cannot add or drop iterations, and say so when the batch moves (not when it stays,
-    nor for the grouped_mm trace of the same model)."""
-    def warnings(trace, traced_batch, batch, context):
-        return [w for w in _real(trace, "olmoe-1b-7b", traced_batch, context,
-                                 f"workload.batch_size={batch}")["warnings"] if "loop" in w]
-    assert warnings(LOOP_TRACE, 1, 8, 1024) and not warnings(LOOP_TRACE, 1, 1, 1024)
-    assert not warnings(H100_OLMOE, 8, 1, 4096)
+def test_a_per_expert_loop_moves_its_iterations_with_the_batch():
+    """HF's eager experts loop runs a GEMM pair per expert reached, rows of its tokens: no dim
+    is the batch, so the iterations themselves move. From batch 1 (8 experts a layer) to 8, a
+    layer runs the 42 distinct experts uniform top-8 routing reaches, with the host's CPU time
+    and syncs of each, and no warning; the grouped_mm trace of the same model has no loop."""
+    from hwsim.config.load import load_model
+    from hwsim.ktrace import expert_loop
+    from hwsim.ktrace.classify import Point
+    from hwsim.ktrace.timeline import assemble
+    m = load_model("olmoe-1b-7b")
+    steps = assemble(reader.read_trace(LOOP_TRACE), m, Point(1, 1024, 8), 1.0).steps
+    loops = expert_loop.find(steps, m)
+    assert len(loops) == m.layers and {len(lp.iterations) for lp in loops} == {8}
+    assert {r for lp in loops for r in lp.rows} == {1}
+    moved = expert_loop.moved(steps, loops, m, Point(8, 1024, 8))
+    iterations = sum(1 for st, scale in moved
+                     if scale is not None and any(k.op == expert_loop.END_OP for k in st.kernels))
+    assert iterations == m.layers * expert_loop.reached(m, 8) == m.layers * 42
+    at1, at8 = (_real(LOOP_TRACE, "olmoe-1b-7b", 1, 1024, f"workload.batch_size={b}") for b in (1, 8))
+    assert not [w for w in at8["warnings"] if "loop" in w]
+    assert at8["host"]["busy_ms"] > 3 * at1["host"]["busy_ms"] and at8["device_busy_ms"] > 2 * at1["device_busy_ms"]
+    grouped = assemble(reader.read_trace(H100_OLMOE), m, Point(8, 4096, 8), 1.0).steps
+    assert expert_loop.find(grouped, m) == []
 
 
 def test_a_radix_select_waits_on_a_round_trip_per_digit():

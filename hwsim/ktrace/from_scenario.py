@@ -7,7 +7,7 @@ from pathlib import Path
 
 from hwsim.errors import ConfigError
 from hwsim.hw.cluster import Cluster
-from hwsim.ktrace import ir
+from hwsim.ktrace import expert_loop, ir
 from hwsim.ktrace.classify import Point
 from hwsim.ktrace.host import load_host
 from hwsim.ktrace.reader import read_trace
@@ -63,10 +63,10 @@ def _model_check(traced, model, name: str) -> list[str]:
 def _loop_check(traced, model, point: Point, batch: int) -> list[str]:
     """A warning when a trace that runs its experts one by one (Hugging Face's eager experts
     loop: a GEMM pair per expert reached, its rows that expert's tokens) is moved to another
-    batch: the loop's iterations and their rows stay as traced, though the experts a batch
-    reaches change with it (docs/traces.md, Retargeting)."""
-    if not model.moe or batch == point.batch:
-        return []
+    batch and its iterations cannot be delimited (hwsim.ktrace.expert_loop): they stay as
+    traced, though the experts a batch reaches change with it (docs/traces.md, Retargeting)."""
+    if not model.moe or batch == point.batch or expert_loop.find(traced.steps, model):
+        return []                            # a loop that can be delimited is moved (expert_loop)
     shapes = weight_shapes(model)
     others = {(k, n) for k, n, cls in shapes if cls != "experts"}
     expert = {(k, n) for k, n, cls in shapes if cls == "experts"} - others   # no attention's look-alike

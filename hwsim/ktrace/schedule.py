@@ -10,7 +10,7 @@ from collections import Counter
 
 from hwsim.engine.host import HostWork
 from hwsim.hw.cluster import Cluster
-from hwsim.ktrace import ir
+from hwsim.ktrace import expert_loop, ir
 from hwsim.ktrace.classify import Point
 from hwsim.ktrace.host import HostProfile
 from hwsim.ktrace.lower import Lowering
@@ -34,6 +34,7 @@ class TraceSchedule:
         lowering._memo = {}
         lowering.attention = attention_kernel(_backend(traced))
         self.lowering = Lowering(lowering, group)
+        self.loops = expert_loop.find(traced.steps, base.model)    # HF's eager experts loop, if any
         self._passes: dict[tuple[int, int], tuple[list, int]] = {}
 
     def __getattr__(self, name):
@@ -68,12 +69,16 @@ class TraceSchedule:
         items: list = []
         missed = 0
         index = 0
-        for hs in self.traced.steps:
+        steps = [(hs, None) for hs in self.traced.steps]
+        if self.loops and new.batch != self.point.batch:
+            steps = expert_loop.moved(self.traced.steps, self.loops, self.base.model, new)
+        for hs, in_loop in steps:
             launch_s = hs.launches * launch_us * 1e-6 if launch_us is not None else hs.launch_s
             if hs.cpu_s or launch_s or hs.launches or hs.sync:
                 items.append(HostWork(hs.cpu_s / speed, launch_s, hs.launches, hs.sync))
             for tk in hs.kernels:
-                item, scaled = retarget(tk.item, self.point, new)
+                # a loop iteration's items were moved with it (no dim of theirs is the batch or context)
+                item, scaled = (tk.item, True) if in_loop is not None else retarget(tk.item, self.point, new)
                 missed += not scaled
                 items += self.lowering.kernels(f"trace.{index}.{tk.name[:NAME_CHARS]}", item, tk.traced_s)
                 index += 1
