@@ -20,6 +20,7 @@ from hwsim.serving.host_link import HOST_LINKS
 L2_RESIDENT_SHARE = 0.5   # a tensor up to half the L2 is read from (written into) L2, as the kernel
                           # before it left it; a larger one streams from (to) HBM. The built-in
                           # schedule's L2 walk needs activation names an imported trace lacks.
+INDEX_TRIPS = 2           # a gather or scatter loads its index before the data it points at
 EW_OPS_PER_BYTE = 0.25    # fp32 ops per byte of a generic element-wise kernel (an add: 1 op per bf16
                           # element read twice); the compute is never what limits these
 DATA = {"experts": Component.EXPERT_READ, "attention": Component.WEIGHT_READ,
@@ -76,7 +77,8 @@ class Lowering:
                 return [ops.grid_limited(name, -1, item.read_bytes, item.write_bytes, item.ctas, item.threads,
                                          chip, from_hbm=self._in_hbm(item.read_bytes), weight_addr=self._addr(),
                                          passes=item.passes)]
-            return [self._memory(name, item.read_bytes, item.write_bytes, item.vectorized, cache_read)]
+            return [self._memory(name, item.read_bytes, item.write_bytes, item.vectorized, cache_read,
+                                 trips=INDEX_TRIPS if item.kind in ("index", "scatter") else 1)]
         if isinstance(item, ir.Memset):
             return [self._memory(name, 0.0, item.nbytes, True)]
         if isinstance(item, ir.Memcpy):
@@ -121,10 +123,12 @@ class Lowering:
         """Whether a tensor of this size streams from (to) HBM rather than staying in L2."""
         return nbytes > self.schedule.chip.l2_bytes * L2_RESIDENT_SHARE
 
-    def _memory(self, name: str, read: float, write: float, vectorized: bool, cache_read: bool = False) -> Kernel:
+    def _memory(self, name: str, read: float, write: float, vectorized: bool, cache_read: bool = False,
+                trips: float = 1) -> Kernel:
         from_hbm = read if cache_read or self._in_hbm(read) else 0.0
         k = ops.elementwise(name, -1, read - from_hbm, write, EW_OPS_PER_BYTE, self.schedule.chip,
-                            weight_bytes=from_hbm, weight_addr=self._addr(), vectorized=vectorized)
+                            weight_bytes=from_hbm, weight_addr=self._addr(), vectorized=vectorized,
+                            round_trips=trips)
         if self._in_hbm(write):
             k = copy_kernel(k, hbm_write=k.l2_write, l2_write=0.0)
         return k
