@@ -65,7 +65,7 @@ NAME_GROUPED = re.compile(r"grouped|GroupProblemShape|fused_moe|moe_gemm|MoeGemm
 NAME_GEMM_SETUP = re.compile(r"prepare_grouped_gemm_data")
 NAME_GEMM = re.compile(r"gemm|nvjet|xmma|s16816|s1688|wgmma|cutlass.*(?:Gemm|gemm|sm90)|Kernel2|gemv|"
                        r"triton_tem_fused_.*mm|_mm_kernel|matmul", re.I)
-NAME_COMBINE = re.compile(r"combine|splitKreduce|splitk_reduce|reduce_kernel.*splitK|merge_attn|"
+NAME_COMBINE = re.compile(r"combine|splitKreduce|splitk_reduce|reduce_kernel.*splitK|merge_attn|lean_reduction|"
                           r"merge_state|ReduceKernel|softmax_reduce", re.I)
 NAME_ATTN = re.compile(r"flash_fwd|fmha|flash::|sdpa|attention|BatchDecode|BatchPrefill|_attn_fwd|"
                        r"decode_attn|paged_attn|flashinfer|cudnn.*(?:attn|mha)", re.I)
