@@ -8,6 +8,7 @@
 #   bash calibration/hf_validation_call.sh all       # both in one call, after measure_aten_kernels.py
 #                                                    # (eager stacks: STACKS; CALL_S bounds the call)
 #   bash calibration/hf_validation_call.sh compiled  # the compiled stack (COMPILED_MODELS, POINTS)
+#   bash calibration/hf_validation_call.sh harness   # this project's harness: traces, measured walls, predictions
 # ATEN=0 skips the ATen microbenchmarks. HF_ARGS replaces the models chosen by GPU (capture_hf_traces.py's --models, --stacks, --pairs-from).
 # hwsim's dependencies missing on the device travel as wheels in .whl/ (run's README, Notes).
 set -o pipefail
@@ -41,6 +42,13 @@ if [ "$1" = compiled ]; then # torch.compile on a StaticCache: capture, predict,
     LEFT=$(( ${CALL_S:-560} - (SECONDS - T0) ))
     HF_ARGS="--models ${COMPILED_MODELS:-llama-3.1-8b olmoe-1b-7b} --stacks compiled --points $PTS --pairs-from $OUT/traces/captured.jsonl" \
         DEADLINE=${MEASURE_S:-$LEFT} bash "$0" measure
+    exit
+fi
+if [ "$1" = harness ]; then  # this project's own harness (calibration/capture_harness_traces.py), then predictions
+    python3 calibration/capture_harness_traces.py --out "$OUT/harness" 2>&1 | grep -v USDT | cut -c1-300
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+    PYTHONPATH=/tmp/site:$PWD timeout "${PREDICT_S:-120}" python3 validation/predict_hf_traces.py predict \
+        --traces "$OUT/harness" --hardware "$HW" --jobs 14 > "$OUT/harness_predictions.jsonl"
     exit
 fi
 if [ "$1" = capture ]; then
