@@ -433,6 +433,14 @@ def test_a_radix_select_waits_on_a_round_trip_per_digit():
      "Attention"),
     ("void flash::flash_fwd_splitkv_combine_kernel<...>(flash::Flash_fwd_params)", "Absorbed"),
     ("fused_moe_kernel", "GroupedGemm"),
+    # a split attention's second pass is its item's (counted once): vLLM, FlashInfer, SGLang
+    ("void vllm::paged_attention_v2_kernel<__nv_bfloat16, __nv_bfloat16, 128, 16, 128>(...)", "Attention"),
+    ("void vllm::paged_attention_v2_reduce_kernel<__nv_bfloat16, 128, 128, 512>(...)", "Absorbed"),
+    ("void flashinfer::MergeStatesKernel<8u, 16u, 8u, 1u, __nv_bfloat16, __nv_bfloat16>(...)", "Absorbed"),
+    ("_fwd_grouped_kernel_stage1", "Attention"),         # SGLang's Triton GQA decode: not a grouped GEMM
+    ("_fwd_kernel_stage2", "Absorbed"),
+    ("void vllm::scaled_fp8_quant_kernel<c10::BFloat16, c10::Float8_e4m3fn>(...)", "elementwise"),
+    ("void marlin::Marlin<(vllm::ScalarType::Id)4, 256, 1, 8, 8, 4, 8, -1, true>(...)", "Gemm"),
 ])
 def test_vllm_kernels_without_shapes_have_a_rule(name, kind):
     """A vLLM CUDA-graph step records no op shapes: its own kernels are classified from their
@@ -442,6 +450,18 @@ def test_vllm_kernels_without_shapes_have_a_rule(name, kind):
     m = load_model("qwen3-30b-a3b")
     ev = reader.DeviceEvent("kernel", name, 0.0, 1.0, 1, -1, 7, (8, 1, 1), (512, 1, 1), 0, 0, 0)
     assert ir.kind_of(from_name(ev, m, Point(8, 4096, m.moe.top_k))) == kind
+
+
+def test_a_custom_all_reduce_is_a_collective():
+    """vLLM's and SGLang's own all-reduce over NVLink (outside NCCL) is a collective, held as
+    traced where its bytes are not recorded, not a fallback kernel."""
+    from hwsim.config.load import load_model
+    from hwsim.ktrace.classify import Point, classify
+    m = load_model("llama-3.1-8b")
+    ev = reader.DeviceEvent("kernel", "void vllm::cross_device_reduce_1stage<__nv_bfloat16, 2>(...)", 0.0, 1.0, 1,
+                            -1, 7, (36, 1, 1), (512, 1, 1), 0, 0, 0)
+    item, how = classify(ev, None, m, Point(8, 4096))
+    assert item == ir.Collective("all_reduce", 0.0) and how == "name"
 
 
 H200_MIXTRAL_COMPILED = "validation/data/hf_traces_h200/call_3/traces/hf-mixtral-8x7b-compiled-b8-l4096.json.gz"

@@ -59,17 +59,24 @@ FILL_OPS = {"aten::fill_", "aten::zero_", "aten::zeros", "aten::ones", "aten::fu
 # PyTorch's non-vectorised TensorIterator kernel (strided or broadcast operands: offsets computed
 # per element), as opposed to vectorized_/unrolled_elementwise_kernel
 STRIDED = re.compile(r"(?<![a-z_])elementwise_kernel<|elementwise_kernel_with_index|CatArrayBatchedCopy<")
-NAME_GROUPED = re.compile(r"grouped|GroupProblemShape|fused_moe|moe_gemm|MoeGemm|_moe_", re.I)
+NAME_GROUPED = re.compile(r"(?<!_fwd_)grouped|GroupProblemShape|fused_moe|moe_gemm|MoeGemm|_moe_", re.I)
 # ATen's setup kernel before a CUTLASS grouped GEMM (one thread a group writes its pointers and
 # strides): launched by the same op, it is not the GEMM (the CUTLASS kernel after it is)
 NAME_GEMM_SETUP = re.compile(r"prepare_grouped_gemm_data")
-NAME_GEMM = re.compile(r"gemm|nvjet|xmma|s16816|s1688|wgmma|cutlass.*(?:Gemm|gemm|sm90)|Kernel2|gemv|"
+NAME_GEMM = re.compile(r"gemm|nvjet|xmma|s16816|s1688|wgmma|cutlass.*(?:Gemm|gemm|sm90)|Kernel2|gemv|[Mm]arlin|"
                        r"triton_tem_fused_.*mm|_mm_kernel|matmul", re.I)
+# the second pass of a split attention or GEMM (its item stands for it): vLLM's paged_attention_v2
+# reduce, FlashInfer's MergeStates, SGLang's Triton decode attention's stage 2
 NAME_COMBINE = re.compile(r"combine|splitKreduce|splitk_reduce|reduce_kernel.*splitK|merge_attn|lean_reduction|"
-                          r"merge_state|ReduceKernel|softmax_reduce", re.I)
+                          r"merge_?states?|ReduceKernel|softmax_reduce|paged_attention_v\d_reduce|"
+                          r"_fwd_kernel_stage2", re.I)
 NAME_ATTN = re.compile(r"flash_fwd|fmha|flash::|sdpa|attention|BatchDecode|BatchPrefill|_attn_fwd|"
-                       r"decode_attn|paged_attn|flashinfer|cudnn.*(?:attn|mha)", re.I)
+                       r"decode_attn|paged_attn|flashinfer|cudnn.*(?:attn|mha)|_fwd_(?:grouped_)?kernel_stage1",
+                       re.I)                    # the last: SGLang's Triton decode attention
 NAME_NCCL = re.compile(r"nccl(?:Dev)?Kernel_(\w+?)_", re.I)
+# vLLM's and SGLang's custom all-reduce (peer-to-peer over NVLink, outside NCCL)
+NAME_CUSTOM_ALLREDUCE = re.compile(r"cross_device_reduce|custom_?all_?reduce|one_?shot_?all_?reduce|"
+                                   r"two_?shot_?all_?reduce", re.I)
 NAME_TRITON = re.compile(r"triton_(poi|red|per)_fused_(.*?)(?:_\d+)?$")
 NAME_COPY = re.compile(r"CatArray|copy|Copy", re.I)
 # vLLM's own: reshape_and_cache(_flash) writes the new tokens' K and V into the paged cache (an
@@ -78,7 +85,7 @@ NAME_COPY = re.compile(r"CatArray|copy|Copy", re.I)
 NAME_INDEX = re.compile(r"index|gather|scatter|(?<!rotary_)embedding|_and_cache", re.I)
 NAME_REDUCE = re.compile(r"reduce_kernel|softmax|SoftMax|norm|Norm|topk|sort|Moments|cumsum|scan|moe_sum|"
                          r"align_block_size", re.I)
-NAME_ELEMENTWISE = re.compile(r"elementwise|unrolled|vectorized|fill|silu|gelu|mul|add|rotary", re.I)
+NAME_ELEMENTWISE = re.compile(r"elementwise|unrolled|vectorized|fill|silu|gelu|mul|add|rotary|quant", re.I)
 
 
 @dataclass(frozen=True)
@@ -107,9 +114,9 @@ def classify(ev: DeviceEvent, op: CpuOp | None, model: ModelShape, point: Point,
         return ir.Memcpy(ev.nbytes, _direction(ev.name)), "copy"
     if ev.kind == "memset":
         return ir.Memset(ev.nbytes), "copy"
-    if m := NAME_NCCL.search(ev.name):
+    if (m := NAME_NCCL.search(ev.name)) or NAME_CUSTOM_ALLREDUCE.search(ev.name):
         nbytes = sum(tensor_bytes(d, t) for d, t in tensors(op.dims, op.types)) if op else 0.0
-        return ir.Collective(_collective(m.group(1)), nbytes), "name"
+        return ir.Collective(_collective(m.group(1)) if m else "all_reduce", nbytes), "name"
     if op is not None and op.dims:
         item = from_op(op, point)
         if isinstance(item, ir.Memory):        # the kernel's name says whether it is the strided one
