@@ -515,3 +515,34 @@ def test_a_block_sort_counts_its_barrier_steps():
              for i in (2, 4, 32)]
     assert bitonic == 15 * 4 / 3 + 2
     assert radix[0] < radix[1] < radix[2] and radix[2] > 3 * radix[1]
+
+
+def test_an_engines_own_step_annotation_marks_the_step(tmp_path):
+    """vLLM and SGLang profile a few steps with no ProfilerStep#: a user annotation that repeats
+    once a step and covers the launches marks it, and the last one is imported; with no mark at
+    all the whole trace is one step, and a warning says so."""
+    doc = synthetic.decode_step("mixtral-8x7b", 8, 4096, layers=LAYERS)
+    events = doc["traceEvents"]
+    step = next(e for e in events if str(e.get("name", "")).startswith("ProfilerStep#"))
+    span = step["dur"] + 10.0
+    later = [dict(e, ts=e["ts"] + span) for e in events if "ts" in e]
+    for e in later:                  # a second step: its correlations and op ids distinct
+        args = dict(e.get("args") or {})
+        for key in ("correlation", "External id"):
+            if key in args:
+                args[key] = args[key] + 10 ** 6
+        e["args"] = args
+    two = dict(doc, traceEvents=[e for e in events if "ts" not in e] + events + later)
+    for e in two["traceEvents"]:
+        if str(e.get("name", "")).startswith("ProfilerStep#"):
+            e["name"] = "execute_model"
+    marked, bare = tmp_path / "marked.json.gz", tmp_path / "bare.json.gz"
+    synthetic.write(marked, two)
+    synthetic.write(bare, dict(two, traceEvents=[e for e in two["traceEvents"] if e.get("name") != "execute_model"]))
+    one = _run(_trace(tmp_path))["trace"]
+    by_mark, whole = _run(marked), _run(bare)
+    assert by_mark["trace"]["step_window"] == "annotation 'execute_model'"
+    assert by_mark["trace"]["kernels"] == one["kernels"]
+    assert not [w for w in by_mark["warnings"] if "marks no step" in w]
+    assert whole["trace"]["step_window"] == "whole trace" and whole["trace"]["kernels"] == 2 * one["kernels"]
+    assert [w for w in whole["warnings"] if "marks no step" in w]

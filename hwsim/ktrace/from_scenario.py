@@ -80,6 +80,10 @@ def _loop_check(traced, model, point: Point, batch: int) -> list[str]:
 
 def _warnings(trace, hardware: str, traced) -> list[str]:
     out = []
+    if traced.window == "whole trace":
+        out.append(f"kernel trace {trace.path} marks no step (no ProfilerStep# and no repeated annotation): "
+                   f"its {len(traced.kernels)} kernels are taken as one step; profile one step "
+                   f"(torch.profiler.schedule(active=1)) or mark each with record_function")
     family = hardware.split("-")[0].lower()
     if trace.gpu is None:
         out.append(f"kernel trace {trace.path} does not name its GPU (no deviceProperties)")

@@ -87,6 +87,7 @@ class Trace:
     calls: list[HostCall] = field(default_factory=list)  # host calls, in time order
     device: dict[int, list[DeviceEvent]] = field(default_factory=dict)   # correlation -> its events
     steps: list[tuple[float, float]] = field(default_factory=list)       # ProfilerStep windows (us)
+    annotations: dict[str, list[tuple[float, float]]] = field(default_factory=dict)   # user annotations
     allocs: list[tuple[float, float]] = field(default_factory=list)      # allocator calls (ts, dur, us)
     marks: dict[int, array] = field(default_factory=dict)   # thread -> start of every host event the
     has_shapes: bool = False                                # profiler recorded on it (sorted, us)
@@ -196,6 +197,9 @@ def _keep(trace: Trace, ev: dict) -> int:
         return int(marked)
     if STEP_NAME.fullmatch(name) and cat in ("user_annotation", "cpu_op", "python_function"):
         trace.steps.append((ts, ts + dur))
+        return 1
+    if cat == "user_annotation" and dur > 0:      # an engine's own step marks (vLLM, SGLang)
+        trace.annotations.setdefault(name, []).append((ts, ts + dur))
         return 1
     if cat in ("cpu_op", "operator") and ext >= 0:
         dims = args.get("Input Dims")

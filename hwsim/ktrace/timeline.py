@@ -4,7 +4,7 @@ launched anything (or the whole trace when it has none)."""
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, replace
 
 from hwsim.errors import ConfigError
@@ -26,6 +26,7 @@ class TraceStep:
     alloc_s: float = 0.0             # of the host's traced time, in cudaMalloc/cudaFree calls
     allocs: int = 0
     profiler_s: float = 0.0          # of the host's traced time, taken out as the profiler's own
+    window: str = "ProfilerStep"     # what marked the step imported (step_window)
 
     def report(self) -> dict:
         """Counts for the JSON's `trace` block: what was classified, and how."""
@@ -45,18 +46,36 @@ class TraceStep:
                 "classified_by": how, "items": kinds,
                 "traced_step_ms": self.window_s * 1e3, "traced_device_busy_ms": self.device_busy_s * 1e3,
                 "host_alloc_ms": self.alloc_s * 1e3, "host_allocs": self.allocs,
-                "profiler_removed_ms": self.profiler_s * 1e3}
+                "profiler_removed_ms": self.profiler_s * 1e3, "step_window": self.window}
 
 
 def _window(trace: Trace) -> tuple[float, float]:
-    launches = [c.ts for c in trace.calls if c.name in LAUNCHES | GRAPH_LAUNCHES]
+    return step_window(trace)[:2]
+
+
+def step_window(trace: Trace) -> tuple[float, float, str]:
+    """(start, end, what marked it) of the step hwsim imports: the last ProfilerStep# window
+    that launched kernels; else the last of the user annotation that repeats, never overlaps
+    itself and covers the most launches (an engine's per-step mark: vLLM and SGLang profile a
+    few steps without ProfilerStep#); else the whole trace."""
+    launches = sorted(c.ts for c in trace.calls if c.name in LAUNCHES | GRAPH_LAUNCHES)
     for start, end in reversed(trace.steps):
         if any(start <= t <= end for t in launches):
-            return start, end
+            return start, end, "ProfilerStep"
+    best, covered = None, 0
+    for name, spans in trace.annotations.items():
+        spans = sorted(spans)
+        if len(spans) < 2 or any(b[0] < a[1] for a, b in zip(spans, spans[1:])):
+            continue
+        counts = [bisect_right(launches, e) - bisect_left(launches, s) for s, e in spans]
+        if min(counts) > 0 and sum(counts) > covered:
+            best, covered = (spans[-1][0], spans[-1][1], f"annotation '{name}'"), sum(counts)
+    if best:
+        return best
     events = [e for evs in trace.device.values() for e in evs]
     start = min([c.ts for c in trace.calls] + [e.ts for e in events])
     end = max([c.ts + c.dur for c in trace.calls] + [e.ts + e.dur for e in events])
-    return start, end
+    return start, end, "whole trace"
 
 
 def _issuing_thread(calls) -> int:
@@ -98,7 +117,7 @@ def assemble(trace: Trace, model: ModelShape, point: Point, profiler_overhead: f
     if not trace.device:
         raise ConfigError("the trace has no GPU kernels: record it with "
                           "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]", file=trace.path, key=KEY)
-    start, end = _window(trace)
+    start, end, window = step_window(trace)
     calls = [c for c in trace.calls if start <= c.ts <= end]
     linked = {c.correlation for c in calls}
     recorded = {c.correlation for c in trace.calls}
@@ -162,7 +181,7 @@ def assemble(trace: Trace, model: ModelShape, point: Point, profiler_overhead: f
         raise ConfigError("the trace's step launches no GPU kernels", file=trace.path, key=KEY)
     allocs = [dur for ts, dur in trace.allocs if start <= ts <= end]
     return TraceStep(tuple(steps), (end - start) * US, _union(in_window), tuple(kernels),
-                     sum(allocs) * US, len(allocs), removed[0])
+                     sum(allocs) * US, len(allocs), removed[0], window)
 
 
 def _sequence_gemms(steps: list[ir.HostStep], kernels: list[ir.TraceKernel], events: list[DeviceEvent],
