@@ -55,23 +55,26 @@ def _window(trace: Trace) -> tuple[float, float]:
 
 def step_window(trace: Trace) -> tuple[float, float, str]:
     """(start, end, what marked it) of the step hwsim imports: the last ProfilerStep# window
-    that launched kernels; else the last of the user annotation that repeats, never overlaps
-    itself and covers the most launches (an engine's per-step mark: vLLM and SGLang profile a
+    that launched kernels; else the last of a user annotation that repeats, never overlaps
+    itself, launches in each span and covers at least half the trace's launches, the one of
+    fewest spans (an engine's per-step mark, not a per-layer one: vLLM and SGLang profile a
     few steps without ProfilerStep#); else the whole trace."""
     launches = sorted(c.ts for c in trace.calls if c.name in LAUNCHES | GRAPH_LAUNCHES)
     for start, end in reversed(trace.steps):
         if any(start <= t <= end for t in launches):
             return start, end, "ProfilerStep"
-    best, covered = None, 0
+    best = None
     for name, spans in trace.annotations.items():
         spans = sorted(spans)
         if len(spans) < 2 or any(b[0] < a[1] for a, b in zip(spans, spans[1:])):
             continue
         counts = [bisect_right(launches, e) - bisect_left(launches, s) for s, e in spans]
-        if min(counts) > 0 and sum(counts) > covered:
-            best, covered = (spans[-1][0], spans[-1][1], f"annotation '{name}'"), sum(counts)
+        if min(counts) > 0 and 2 * sum(counts) >= len(launches):
+            rank = (len(spans), -sum(counts))
+            if best is None or rank < best[0]:
+                best = (rank, (spans[-1][0], spans[-1][1], f"annotation '{name}'"))
     if best:
-        return best
+        return best[1]
     events = [e for evs in trace.device.values() for e in evs]
     start = min([c.ts for c in trace.calls] + [e.ts for e in events])
     end = max([c.ts + c.dur for c in trace.calls] + [e.ts + e.dur for e in events])
