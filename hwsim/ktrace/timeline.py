@@ -1,6 +1,7 @@
 """The trace's step as the host issued it: its host calls in time order, each with the CPU work
 before it and the device events it launched (classified), from the last ProfilerStep window that
-launched anything (or the whole trace when it has none)."""
+launched anything (else an engine's own repeated step annotation, else the whole trace:
+step_window)."""
 
 from __future__ import annotations
 
