@@ -8,11 +8,13 @@ row +200%."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+
+from hwsim.config.load import load_scenario
+from hwsim.run import run_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "validation" / "data" / "hf_traces_h200"
@@ -29,11 +31,13 @@ ROWS = [
 ]
 
 
-def _predict():
-    spec = importlib.util.spec_from_file_location("predict_hf_traces", ROOT / "validation" / "predict_hf_traces.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.predict_point
+def _predict(model: str, trace: Path, traced: tuple[int, int], point: tuple[int, int]) -> float:
+    """Device-busy ms of the trace at the point, as validation/predict_hf_traces.py predicts it."""
+    cfg = load_scenario(ROOT / "scenarios" / "kernel-trace.yaml", [
+        f"model={model}", "hardware=h200-sxm", f"workload.kernel_trace.path={trace}",
+        f"workload.kernel_trace.batch_size={traced[0]}", f"workload.kernel_trace.context_tokens={traced[1]}",
+        f"workload.batch_size={point[0]}", f"workload.context_tokens={point[1]}", "workload.decode_steps=1"])
+    return run_scenario(cfg, intervals=False).summary["device_busy_ms"]
 
 
 def _measured(call: int, model: str, stack: str, batch: int, context: int) -> float:
@@ -46,7 +50,7 @@ def _measured(call: int, model: str, stack: str, batch: int, context: int) -> fl
 @pytest.mark.parametrize("call, model, stack, tb, tc, b, c", ROWS)
 def test_an_h200_trace_predicts_the_measured_device_time(call, model, stack, tb, tc, b, c):
     trace = DATA / f"call_{call}" / "traces" / f"hf-{model}-{stack}-b{tb}-l{tc}.json.gz"
-    predicted = _predict()(model, trace, (tb, tc), (b, c), hardware="h200-sxm")["device_busy_ms"]
+    predicted = _predict(model, trace, (tb, tc), (b, c))
     measured = _measured(call, model, stack, b, c)
     error = predicted / measured - 1
     print(f"{trace.name} at {b}x{c}: measured {measured:.2f} ms, hwsim {predicted:.2f} ms ({error:+.1%})")
