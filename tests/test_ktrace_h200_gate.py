@@ -32,7 +32,7 @@ ROWS = [
 
 
 def _predict(model: str, trace: Path, traced: tuple[int, int], point: tuple[int, int]) -> float:
-    """Device-busy ms of the trace at the point, as validation/predict_hf_traces.py predicts it."""
+    """Device-busy ms of the trace at the point, as the validation script predict_hf_traces predicts it."""
     cfg = load_scenario(ROOT / "scenarios" / "kernel-trace.yaml", [
         f"model={model}", "hardware=h200-sxm", f"workload.kernel_trace.path={trace}",
         f"workload.kernel_trace.batch_size={traced[0]}", f"workload.kernel_trace.context_tokens={traced[1]}",
