@@ -272,6 +272,12 @@ def elementwise(name: str, layer: int, read_bytes: float, write_bytes: float, op
     )
 
 
+def _per_tile(read_bytes: float, write_bytes: float, tiles: int, *, from_hbm: bool, to_hbm: bool) -> dict:
+    """A memory kernel's bytes per tile, its reads from HBM or L2 and its writes to one or the other."""
+    return {"hbm_read": read_bytes / tiles if from_hbm else 0.0, "l2_read": 0.0 if from_hbm else read_bytes / tiles,
+            "hbm_write": write_bytes / tiles if to_hbm else 0.0, "l2_write": 0.0 if to_hbm else write_bytes / tiles}
+
+
 CAT_CTAS_PER_SM = 2       # PyTorch's CatArrayBatchedCopy (aten/src/ATen/native/cuda/Shape.cu, getCatGrid):
 CAT_BLOCK_THREADS = 512   # 2 x SM-count blocks of 512 threads per input (an H100 trace's grid: [264, 2, 1])
 
@@ -286,11 +292,9 @@ def strided_cat(name: str, layer: int, read_bytes: float, write_bytes: float, ch
     the chain is exposed, and a block keeps 512 elements in flight (Little's law), so the copy
     runs far below the HBM bandwidth: H100 traces show 0.68 TB/s read and written of 3.35."""
     tiles = CAT_CTAS_PER_SM * chip.sms
-    hbm_r = read_bytes if from_hbm else 0.0
     return Kernel(
-        name=name, layer=layer, tiles=tiles, hbm_read=hbm_r / tiles,
-        l2_read=(read_bytes - hbm_r) / tiles, hbm_write=write_bytes / tiles if from_hbm else 0.0,
-        l2_write=0.0 if from_hbm else write_bytes / tiles, address=weight_addr,
+        name=name, layer=layer, tiles=tiles,
+        **_per_tile(read_bytes, write_bytes, tiles, from_hbm=from_hbm, to_hbm=from_hbm), address=weight_addr,
         inflight_bytes=CAT_BLOCK_THREADS * ACT_BYTES, block_threads=CAT_BLOCK_THREADS,
         int_ops=TI_OPS_PER_ELEM * write_bytes / ACT_BYTES / tiles, alu_chain=TI_ALU_CHAIN,
         data=Component.ACTIVATION_IO, compute=Component.ACTIVATION_IO,
@@ -310,10 +314,10 @@ def grid_limited(name: str, layer: int, read_bytes: float, write_bytes: float, c
     kernel is bound by memory latency over few blocks, not by bandwidth (Little's law). A block
     that makes `passes` dependent passes over its input (a radix select's digits) waits on a
     round trip for each."""
-    hbm_r = read_bytes if from_hbm else 0.0
     return Kernel(
-        name=name, layer=layer, tiles=ctas, hbm_read=hbm_r / ctas, l2_read=(read_bytes - hbm_r) / ctas,
-        l2_write=write_bytes / ctas, address=weight_addr, inflight_bytes=threads * LOAD_VEC_BYTES,
+        name=name, layer=layer, tiles=ctas,
+        **_per_tile(read_bytes, write_bytes, ctas, from_hbm=from_hbm, to_hbm=False),
+        address=weight_addr, inflight_bytes=threads * LOAD_VEC_BYTES,
         block_threads=min(threads, 1024), data=Component.ACTIVATION_IO, compute=Component.ACTIVATION_IO,
         round_trips=passes, item=ir.Memory("reduction", read_bytes, write_bytes, ctas=ctas, threads=threads,
                                            passes=passes),
@@ -329,12 +333,10 @@ def pointwise_blocks(name: str, layer: int, read_bytes: float, write_bytes: floa
     compiled KV expand at batch 1: 8,704 blocks of 256 threads, 8.7 us on the H200 for 10 MB),
     while a large one is bound by bandwidth. The share's round trip is its pipe's (no separate
     first trip)."""
-    hbm_r = read_bytes if from_hbm else 0.0
-    share = max(read_bytes / ctas, 1.0)
     return Kernel(
-        name=name, layer=layer, tiles=ctas, hbm_read=hbm_r / ctas, l2_read=(read_bytes - hbm_r) / ctas,
-        l2_write=0.0 if to_hbm else write_bytes / ctas, hbm_write=write_bytes / ctas if to_hbm else 0.0,
-        address=weight_addr, inflight_bytes=share, round_trips=0,
+        name=name, layer=layer, tiles=ctas,
+        **_per_tile(read_bytes, write_bytes, ctas, from_hbm=from_hbm, to_hbm=to_hbm),
+        address=weight_addr, inflight_bytes=max(read_bytes / ctas, 1.0), round_trips=0,
         block_threads=min(threads, 1024), vector_flops=read_bytes / ACT_BYTES / ctas,
         data=Component.ACTIVATION_IO, compute=Component.ACTIVATION_IO,
         item=ir.Memory("elementwise", read_bytes, write_bytes, ctas=ctas, threads=threads, share_in_flight=True),
