@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from hwsim.ktrace.reader import read_trace  # noqa: E402
-from hwsim.ktrace.timeline import _window  # noqa: E402
+from hwsim.ktrace.timeline import step_window  # noqa: E402
 
 CALLS = [ROOT / "validation/data/hf_traces_h100/call_3", ROOT / "validation/data/hf_traces_h100/call_4",
          ROOT / "validation/data/hf_traces_h200/call_1", ROOT / "validation/data/hf_traces_h200/call_2",
@@ -35,7 +35,7 @@ def events_in_step(path: Path) -> int:
     """Host events (ops, runtime and driver calls, annotations) and device activities (kernels,
     copies) the profiler recorded in the step: each costs the host its own time."""
     trace = read_trace(path)
-    start, end = _window(trace)
+    start, end, _ = step_window(trace)
     host = sum(bisect_left(m, end) - bisect_left(m, start) for m in trace.marks.values())
     device = sum(start <= e.ts <= end for evs in trace.device.values() for e in evs)
     return host + device

@@ -392,8 +392,8 @@ def test_a_per_expert_loop_moves_its_iterations_with_the_batch():
     assert len(loops) == m.layers and {len(lp.iterations) for lp in loops} == {8}
     assert {r for lp in loops for r in lp.rows} == {1}
     moved = expert_loop.moved(steps, loops, m, Point(8, 1024, 8))
-    iterations = sum(1 for st, scale in moved
-                     if scale is not None and any(k.op == expert_loop.END_OP for k in st.kernels))
+    iterations = sum(1 for st, in_loop in moved
+                     if in_loop and any(k.op == expert_loop.END_OP for k in st.kernels))
     assert iterations == m.layers * expert_loop.reached(m, 8) == m.layers * 42
     at1, at8 = (_real(LOOP_TRACE, "olmoe-1b-7b", 1, 1024, f"workload.batch_size={b}") for b in (1, 8))
     assert not [w for w in at8["warnings"] if "loop" in w]

@@ -320,15 +320,16 @@ def from_name(ev: DeviceEvent, model: ModelShape, point: Point,
             kind = "index"
         a = model.attention
         reads = 2 * elems * ACT_BYTES
-        if expands_kv(name):  # K or V of every query head over the cache at most, by the model
+        expanded = expands_kv(name)
+        if expanded:          # K or V of every query head over the cache at most, by the model
             # (a 2-D tiled kernel's grid overstates its elements); each KV head's values read once
             elems = min(elems, point.batch * a.heads * (point.context + 1) * a.head_dim)
             reads = elems * ACT_BYTES * getattr(a, "kv_heads", a.heads) / a.heads
         # a decode step's activations are rows of its tokens (a norm: one program a row), and
         # an expanded cache is batch x heads x cache length x head dim: they rescale with those
         per_batch = kind != "reduction" or blocks in point.batch_dims()
-        return ir.Memory(kind, reads, elems * ACT_BYTES, per_batch=per_batch, per_context=expands_kv(name),
-                         reads_cache=expands_kv(name), ctas=blocks, threads=math.prod(ev.block),
+        return ir.Memory(kind, reads, elems * ACT_BYTES, per_batch=per_batch, per_context=expanded,
+                         reads_cache=expanded, ctas=blocks, threads=math.prod(ev.block),
                          share_in_flight=m.group(1) == "poi")
     if model.moe and NAME_GROUPED.search(name):
         return _grouped_from_model(model, point, prev)

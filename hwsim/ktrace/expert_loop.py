@@ -75,24 +75,24 @@ def reached(model: ModelShape, batch: int) -> int:
 
 
 def moved(steps: tuple[ir.HostStep, ...], loops: list[Loop], model: ModelShape,
-          new: Point) -> list[tuple[ir.HostStep, float | None]]:
+          new: Point) -> list[tuple[ir.HostStep, bool]]:
     """The steps at the new point: each loop's iterations repeated or cut to the experts the new
-    batch reaches, each (step, rows scale) where the step is in an iteration, (step, None) where
-    it is not (its items follow `retarget`'s rules)."""
-    out: list[tuple[ir.HostStep, float | None]] = []
+    batch reaches, each (step, whether it is in an iteration: if not, its items follow
+    `retarget`'s rules)."""
+    out: list[tuple[ir.HostStep, bool]] = []
     at = 0
     count = reached(model, new.batch)
     total = new.batch * model.moe.top_k
     for loop in loops:
-        out += [(st, None) for st in steps[at:loop.iterations[0][0]]]
+        out += [(st, False) for st in steps[at:loop.iterations[0][0]]]
         for j in range(count):
             rows = (total * (j + 1)) // count - (total * j) // count
             i = j % len(loop.iterations)
             start, end = loop.iterations[i]
             scale = max(rows, 1) / loop.rows[i]
-            out += [(_with_rows(st, max(rows, 1), scale), scale) for st in steps[start:end]]
+            out += [(_with_rows(st, max(rows, 1), scale), True) for st in steps[start:end]]
         at = loop.iterations[-1][1]
-    return out + [(st, None) for st in steps[at:]]
+    return out + [(st, False) for st in steps[at:]]
 
 
 def _with_rows(st: ir.HostStep, rows: int, scale: float) -> ir.HostStep:

@@ -31,11 +31,12 @@ def trace_schedule(cfg, base, streams) -> TraceSchedule:
     point = Point(kt.batch_size, kt.context_tokens, model.moe.top_k if model.moe else 1)
     traced = assemble(trace, model, point, host.profiler_overhead.value,
                       host.profiler_event_us.value if host.profiler_event_us else 0.0)
+    loops = expert_loop.find(traced.steps, model)     # HF's eager experts loop, if any
     warnings = (_warnings(trace, cfg.hardware, traced) + _model_check(traced, model, cfg.model)
-                + _loop_check(traced, model, point, cfg.workload.batch_size))
+                + _loop_check(traced, model, point, cfg.workload.batch_size, loops))
     for s in streams:
         s.launch_s = 0.0
-    return TraceSchedule(base, traced, point, host, warnings, _group(cfg, base.chip))
+    return TraceSchedule(base, traced, point, host, warnings, loops, _group(cfg, base.chip))
 
 
 def _group(cfg, chip) -> Cluster | None:
@@ -60,12 +61,12 @@ def _model_check(traced, model, name: str) -> list[str]:
     return []
 
 
-def _loop_check(traced, model, point: Point, batch: int) -> list[str]:
+def _loop_check(traced, model, point: Point, batch: int, loops: list) -> list[str]:
     """A warning when a trace that runs its experts one by one (Hugging Face's eager experts
     loop: a GEMM pair per expert reached, its rows that expert's tokens) is moved to another
     batch and its iterations cannot be delimited (hwsim.ktrace.expert_loop): they stay as
     traced, though the experts a batch reaches change with it (docs/traces.md, Retargeting)."""
-    if not model.moe or batch == point.batch or expert_loop.find(traced.steps, model):
+    if not model.moe or batch == point.batch or loops:
         return []                            # a loop that can be delimited is moved (expert_loop)
     shapes = weight_shapes(model)
     others = {(k, n) for k, n, cls in shapes if cls != "experts"}

@@ -24,7 +24,7 @@ NAME_CHARS = 64
 
 class TraceSchedule:
     def __init__(self, base: Schedule, traced: TraceStep, point: Point, host: HostProfile,
-                 warnings: list[str], group: Cluster | None = None):
+                 warnings: list[str], loops: list[expert_loop.Loop], group: Cluster | None = None):
         self.base = base
         self.traced = traced
         self.point = point
@@ -34,7 +34,7 @@ class TraceSchedule:
         lowering._memo = {}
         lowering.attention = attention_kernel(_backend(traced))
         self.lowering = Lowering(lowering, group)
-        self.loops = expert_loop.find(traced.steps, base.model)    # HF's eager experts loop, if any
+        self.loops = loops             # HF's eager experts loop (expert_loop.find), moved with the batch
         self._passes: dict[tuple[int, int], tuple[list, int]] = {}
 
     def __getattr__(self, name):
@@ -69,7 +69,7 @@ class TraceSchedule:
         items: list = []
         missed = 0
         index = 0
-        steps = [(hs, None) for hs in self.traced.steps]
+        steps = [(hs, False) for hs in self.traced.steps]
         if self.loops and new.batch != self.point.batch:
             steps = expert_loop.moved(self.traced.steps, self.loops, self.base.model, new)
         for hs, in_loop in steps:
@@ -78,7 +78,7 @@ class TraceSchedule:
                 items.append(HostWork(hs.cpu_s / speed, launch_s, hs.launches, hs.sync))
             for tk in hs.kernels:
                 # a loop iteration's items were moved with it (no dim of theirs is the batch or context)
-                item, scaled = (tk.item, True) if in_loop is not None else retarget(tk.item, self.point, new)
+                item, scaled = (tk.item, True) if in_loop else retarget(tk.item, self.point, new)
                 missed += not scaled
                 items += self.lowering.kernels(f"trace.{index}.{tk.name[:NAME_CHARS]}", item, tk.traced_s)
                 index += 1

@@ -50,10 +50,6 @@ class TraceStep:
                 "profiler_removed_ms": self.profiler_s * 1e3, "step_window": self.window}
 
 
-def _window(trace: Trace) -> tuple[float, float]:
-    return step_window(trace)[:2]
-
-
 def step_window(trace: Trace) -> tuple[float, float, str]:
     """(start, end, what marked it) of the step hwsim imports: the last ProfilerStep# window
     that launched kernels; else the last of a user annotation that repeats, never overlaps
