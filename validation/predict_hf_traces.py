@@ -115,7 +115,7 @@ def compare(measured: Path, predictions: Path, captured: Path) -> None:
             continue
         m = meas.get((p["model"], p["stack"], p["batch"], p["context_tokens"]))
         same = (p["batch"], p["context_tokens"]) == (p["trace_batch"], p["trace_context_tokens"])
-        kind = p["stack"]          # eager, eager-loop (its loop's iterations are not rescaled), compiled
+        kind = p["stack"]          # eager, eager-loop (the per-expert loop), compiled
         if same:
             groups.setdefault(f"{kind}, same point, device-busy vs the trace's own",
                               []).append(err(p["device_busy_ms"], traced_busy[p["trace"]]))
