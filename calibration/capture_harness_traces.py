@@ -8,11 +8,11 @@ Per (model, point): the harness's decode step (per-expert loop, fixed routing, i
 append, no RoPE) with its weights, cache and routing built as measure_steps.py builds them;
 three warm-up steps, one profiled eager step (CPU and CUDA activities, record_shapes) written
 as `harness-<model>-eager-b<B>-l<L>.json.gz`, then the unprofiled step, median of 10, in the
-same process. A row a point in `captured.jsonl` (the columns of capture_hf_traces.py, stack
+same process, then the same step captured as one CUDA graph and replayed (median of 10 replays,
+CUDA events: `graph_ms`, what the trace predicted with `runtime.launch: graph` is held against). A row a point in `captured.jsonl` (the columns of capture_hf_traces.py, stack
 `harness-eager`, `wall_ms` measured), so `validation/predict_hf_traces.py predict --traces OUT`
 predicts them; compare with `hwsim run` of the same point on the built-in schedule
-(`runtime.launch: eager`). Not yet run on a GPU (2026-12-05: the session's device time was spent
-on the HF traces)."""
+(`runtime.launch: eager`)."""
 
 from __future__ import annotations
 
@@ -87,11 +87,15 @@ def measure(torch, ms, hf, weights, cfg, name, batch, context, dev, cuda, out) -
         t0 = time.perf_counter()
         step()
         times.append((time.perf_counter() - t0) * 1e3)
+    graph_ms = None
+    if cuda:                  # the harness's own timing: the step as one graph (measure_steps.py)
+        replays, _ = ms.time_graph(lambda: ms.decode_step(weights, cfg, st), REPEATS)
+        graph_ms = statistics.median(replays)
     return {"model": name, "stack": "harness-eager", "batch": batch, "context_tokens": context,
             "device": torch.cuda.get_device_name() if cuda else "cpu", "torch": torch.__version__,
             "trace": os.path.basename(path), "device_busy_ms": busy, "kernels": kernels,
             "profiled_step_ms": hf.profiled_step_ms(trace), "wall_ms": statistics.median(times),
-            "wall_ms_all": times}
+            "wall_ms_all": times, "graph_ms": graph_ms}
 
 
 if __name__ == "__main__":

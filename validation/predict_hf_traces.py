@@ -35,8 +35,8 @@ sys.path.insert(0, str(HERE.parent / "calibration"))
 
 
 def predict_point(model: str, trace: Path, traced: tuple[int, int], point: tuple[int, int],
-                  hardware: str = "h200-sxm") -> dict:
-    sets = [f"model={model}", f"hardware={hardware}", f"workload.kernel_trace.path={trace}",
+                  hardware: str = "h200-sxm", launch: str | None = None) -> dict:
+    sets = [*([f"runtime.launch={launch}"] if launch else []), f"model={model}", f"hardware={hardware}", f"workload.kernel_trace.path={trace}",
             f"workload.kernel_trace.batch_size={traced[0]}",
             f"workload.kernel_trace.context_tokens={traced[1]}",
             f"workload.batch_size={point[0]}", f"workload.context_tokens={point[1]}",
@@ -62,10 +62,16 @@ def captured(folder: Path):
 
 def predict(traces: Path, jobs: int, hardware: str) -> None:
     from capture_hf_traces import points_of
+    caps = list(captured(traces))
     tasks = []
-    for cap, path in captured(traces):
+    for cap, path in caps:
         traced = (cap["batch"], cap["context_tokens"])
-        for point in dict.fromkeys([traced, *points_of("measure", cap["stack"])]):
+        if cap["stack"].startswith("harness"):        # the harness measured its traced points only
+            grid = [(c["batch"], c["context_tokens"]) for c, _ in caps
+                    if (c["model"], c["stack"]) == (cap["model"], cap["stack"])]
+        else:
+            grid = points_of("measure", cap["stack"])
+        for point in dict.fromkeys([traced, *grid]):
             tasks.append({"model": cap["model"], "stack": cap["stack"], "trace": cap["trace"],
                           "trace_batch": traced[0], "trace_context_tokens": traced[1],
                           "batch": point[0], "context_tokens": point[1], "_path": str(path),
@@ -83,9 +89,11 @@ def predict(traces: Path, jobs: int, hardware: str) -> None:
 def predict_row(task: dict) -> dict:
     row = {k: v for k, v in task.items() if not k.startswith("_")}
     try:
-        row.update(predict_point(task["model"], Path(task["_path"]),
-                                 (task["trace_batch"], task["trace_context_tokens"]),
-                                 (task["batch"], task["context_tokens"]), task["_hardware"]))
+        args = (task["model"], Path(task["_path"]), (task["trace_batch"], task["trace_context_tokens"]),
+                (task["batch"], task["context_tokens"]), task["_hardware"])
+        row.update(predict_point(*args))
+        if task["stack"].startswith("harness"):       # also replayed as one CUDA graph, as measured
+            row["graph_ms"] = predict_point(*args, launch="graph")["wall_ms"]
     except Exception as exc:                  # noqa: BLE001 (a row that fails is reported as such)
         row["error"] = f"{type(exc).__name__}: {exc}"[:300]
     return row
@@ -125,6 +133,8 @@ def compare(measured: Path, predictions: Path, captured: Path) -> None:
         e_busy, e_wall = err(p["device_busy_ms"], m["device_busy_ms"]), err(p["wall_ms"], m["wall_ms"])
         groups.setdefault(f"{kind}, {where}, device-busy", []).append(e_busy)
         groups.setdefault(f"{kind}, {where}, wall", []).append(e_wall)
+        if m.get("graph_ms") and p.get("graph_ms"):     # the harness: its step as one graph
+            groups.setdefault(f"{kind}, {where}, graph replay", []).append(err(p["graph_ms"], m["graph_ms"]))
         rows.append(f"| {p['trace']} | {p['batch']}x{p['context_tokens']} | {m['device_busy_ms']:.2f} | "
                     f"{p['device_busy_ms']:.2f} ({e_busy:+.1f}%) | {m['wall_ms']:.2f} | "
                     f"{p['wall_ms']:.2f} ({e_wall:+.1f}%) | {p['fallback_share']:.3f} |")
