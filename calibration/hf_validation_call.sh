@@ -9,6 +9,7 @@
 #                                                    # (eager stacks: STACKS; CALL_S bounds the call)
 #   bash calibration/hf_validation_call.sh compiled  # the compiled stack (COMPILED_MODELS, POINTS)
 #   bash calibration/hf_validation_call.sh harness   # this project's harness: traces, measured walls, predictions
+#                                                    # (HARNESS_ARGS: capture_harness_traces.py's; an H100 takes Qwen3 only)
 # ATEN=0 skips the ATen microbenchmarks. HF_ARGS replaces the models chosen by GPU (capture_hf_traces.py's --models, --stacks, --pairs-from).
 # hwsim's dependencies missing on the device travel as wheels in .whl/ (run's README, Notes).
 set -o pipefail
@@ -45,7 +46,8 @@ if [ "$1" = compiled ]; then # torch.compile on a StaticCache: capture, predict,
     exit
 fi
 if [ "$1" = harness ]; then  # this project's own harness (calibration/capture_harness_traces.py), then predictions
-    python3 calibration/capture_harness_traces.py --out "$OUT/harness" 2>&1 | grep -v USDT | cut -c1-300
+    python3 calibration/capture_harness_traces.py --out "$OUT/harness" ${HARNESS_ARGS:-$([ "$HW" = h100-sxm ] \
+        && echo "--models qwen3-30b-a3b")} 2>&1 | grep -v USDT | cut -c1-300
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
     PYTHONPATH=/tmp/site:$PWD timeout "${PREDICT_S:-120}" python3 validation/predict_hf_traces.py predict \
         --traces "$OUT/harness" --hardware "$HW" --jobs 14 > "$OUT/harness_predictions.jsonl"
