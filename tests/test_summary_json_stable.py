@@ -101,6 +101,20 @@ def test_run_json_is_byte_for_byte_the_golden_one(name, tmp_path):
                     f"({len(diffs)} places; the first: {diffs[:10] or 'formatting only'})")
 
 
+@pytest.mark.parametrize("name", list(cases()))
+def test_the_typed_summary_reads_back_its_json_key_for_key(name):
+    """RunSummary.from_dict (a manifest read back, hwsim report) and as_dict: the same JSON,
+    in the same order, every part typed."""
+    from hwsim.summary import Part, RunSummary
+
+    want = json.loads((GOLDEN / f"{name}.json").read_text(encoding="utf-8"))
+    typed = RunSummary.from_dict(want)
+    assert json.dumps(typed.as_dict()) == json.dumps(want)
+    assert isinstance(typed.kv, Part) and isinstance(typed.sim, Part) and (typed.moe is None) == (want["moe"] is None)
+    if want.get("serving"):
+        assert isinstance(typed.serving, Part)
+
+
 def test_every_golden_file_has_its_scenario():
     assert sorted(p.stem for p in GOLDEN.glob("*.json")) == sorted(cases())
 
