@@ -1,4 +1,4 @@
-"""A run's summary as typed parts (issue 32): one frozen dataclass per subsystem's part, composed
+"""A run's summary as typed parts (issue 32): one immutable record per subsystem's part, composed
 by the run into a RunSummary.
 
 Each subsystem's summary function returns its part (hwsim/run.py: kv, moe, weights, parallel,
@@ -11,14 +11,16 @@ under their names, with the same values; tests/test_summary_json_stable.py holds
 A part's own fields are attributes; a map whose keys are data (components of the breakdown,
 quantiles of a latency, layers, kernel families, a trace's item kinds) stays a dict.
 
-This module imports nothing of hwsim: the process that draws a figure unpickles a RunSummary.
+A part is a class of annotated fields under `@part`: a frozen, keyword-only record as a frozen
+dataclass is, declared so to type checkers (dataclass_transform), but made without
+dataclasses' generated code, which cost 15 ms of every run's start for these 21 classes (the
+start of `hwsim run` is measured: benchmarks/bench_startup.py). This module imports nothing of
+hwsim: the process that draws a figure unpickles a RunSummary.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import typing
-from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
 Percentiles = dict          # {"p50": ms, "p99": ms, "mean": ms} (serving: p90 too); hwsim.metrics.percentiles
@@ -39,18 +41,50 @@ def _plain(value):
 
 
 class Part:
-    """A summary part: `as_dict()` its JSON form, `from_dict()` the part again from it."""
+    """A summary part: its fields (FIELDS, in order) given by keyword, then never changed
+    (`replace` makes a changed copy); `as_dict()` its JSON form, `from_dict()` the part again
+    from it."""
 
+    FIELDS: ClassVar[tuple[str, ...]] = ()
+    DEFAULTS: ClassVar[dict[str, Any]] = {}
     # fields left out of the dict when None (a key only some runs have)
     OMITTED_WHEN_NONE: ClassVar[tuple[str, ...]] = ()
 
+    def __init__(self, **values: Any):
+        unknown = values.keys() - set(self.FIELDS)
+        missing = [n for n in self.FIELDS if n not in values and n not in self.DEFAULTS]
+        if unknown or missing:
+            raise TypeError(f"{type(self).__name__}: " + "; ".join(
+                [f"no field {', '.join(sorted(unknown))}"] * bool(unknown) + [f"missing {', '.join(missing)}"] * bool(missing)))
+        for name in self.FIELDS:
+            object.__setattr__(self, name, values[name] if name in values else self.DEFAULTS[name])
+
+    def __setattr__(self, name: str, value: Any):
+        raise AttributeError(f"{type(self).__name__} is frozen: make a changed copy with replace()")
+
+    __delattr__ = __setattr__
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return all(getattr(self, n) == getattr(other, n) for n in self.FIELDS)
+
+    __hash__ = None                 # parts hold dicts: equal by value, not hashable
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{n}={getattr(self, n)!r}' for n in self.FIELDS)})"
+
+    def replace(self, **changes: Any):
+        """A copy with `changes`."""
+        return type(self)(**{**{n: getattr(self, n) for n in self.FIELDS}, **changes})
+
     def as_dict(self) -> dict:
         out = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if value is None and f.name in self.OMITTED_WHEN_NONE:
+        for name in self.FIELDS:
+            value = getattr(self, name)
+            if value is None and name in self.OMITTED_WHEN_NONE:
                 continue
-            out[f.name] = _plain(value)
+            out[name] = _plain(value)
         return out
 
     @classmethod
@@ -60,7 +94,7 @@ class Part:
         if not isinstance(d, dict):
             raise TypeError(f"{cls.__name__}: not a mapping but {type(d).__name__}")
         hints = typing.get_type_hints(cls)
-        return cls(**{f.name: _parsed(hints[f.name], d.get(f.name)) for f in fields(cls)})
+        return cls(**{n: _parsed(hints[n], d.get(n)) for n in cls.FIELDS})
 
 
 def _parsed(hint, value):
@@ -71,9 +105,14 @@ def _parsed(hint, value):
     return parts[0].from_dict(value) if parts else value
 
 
+@typing.dataclass_transform(kw_only_default=True, frozen_default=True)
 def part(cls):
-    """A summary part's dataclass: frozen, its fields given by keyword."""
-    return dataclass(frozen=True, kw_only=True)(cls)
+    """A summary part's class: its annotated fields (ClassVars aside), in order, are the part's;
+    a field's class attribute is its default."""
+    own = cls.__dict__.get("__annotations__", {})
+    cls.FIELDS = tuple(n for n, t in own.items() if not str(t).startswith(("ClassVar", "typing.ClassVar")))
+    cls.DEFAULTS = {n: cls.__dict__[n] for n in cls.FIELDS if n in cls.__dict__}
+    return cls
 
 
 # -- MoE ------------------------------------------------------------------------------------------
@@ -212,12 +251,14 @@ class TraceSummary(Part):
 
     def as_dict(self) -> dict:
         out = _plain(self.report)
-        out.update({f.name: _plain(getattr(self, f.name)) for f in fields(self) if f.name != "report"})
+        out.update({n: _plain(getattr(self, n)) for n in self.FIELDS if n != "report"})
         return out
 
     @classmethod
     def from_dict(cls, d: dict):
-        own = {f.name for f in fields(cls)} - {"report"}
+        if not isinstance(d, dict):
+            raise TypeError(f"{cls.__name__}: not a mapping but {type(d).__name__}")
+        own = [n for n in cls.FIELDS if n != "report"]
         return cls(report={k: v for k, v in d.items() if k not in own}, **{k: d.get(k) for k in own})
 
 
@@ -315,8 +356,8 @@ class ServingSummary(Part):
     kv_transfer: KVTransferSummary | None
 
 
-@dataclass(frozen=True)
-class Served:
+@part
+class Served(Part):
     """What a serving run reports (serving.metrics.serving_summary): its own inter-token and
     first-token latencies, which replace the fixed batch's in the RunSummary, and its part."""
     itl_ms: Percentiles | None
@@ -390,6 +431,6 @@ class RunSummary(Part):
         """A copy with `changes`; `wall_s` and `simulated_tokens` change the sim part's."""
         sim = {k: changes.pop(k) for k in ("wall_s", "simulated_tokens") if k in changes}
         if sim:
-            changes["sim"] = dataclasses.replace(changes.get("sim", self.sim), **sim)
-        return dataclasses.replace(self, **changes)
+            changes["sim"] = changes.get("sim", self.sim).replace(**sim)
+        return super().replace(**changes)
 
