@@ -265,7 +265,7 @@ def _run(scenario, set_, out, json_out, trace, max_wall_s, max_gb, figures, plot
         "model_shape": built.model.model_dump(mode="json"),
         "seed": cfg.seed,
         "started_unix": started,
-        "wall_s": result.summary["sim"]["wall_s"],
+        "wall_s": result.run_summary.sim.wall_s,
         "inputs": fingerprint(resolved),
         "provenance": provenance(),
         "error": None,
@@ -278,7 +278,7 @@ def _run(scenario, set_, out, json_out, trace, max_wall_s, max_gb, figures, plot
     with tempfile.TemporaryDirectory(prefix="hwsim-figure-") as drawn:
         if figures == "breakdown":
             # drawn by the helper while the tables are written; copied in once it is done
-            drawn_png = _draw_breakdown(result.summary, Path(drawn), plotter)
+            drawn_png = _draw_breakdown(result.run_summary, Path(drawn), plotter)
             if not json_out:
                 import rich.console, rich.table  # noqa: E401, F401 - for the summary, imported while the helper draws
             last["breakdown.png"] = lambda path: shutil.copyfile(drawn_png(), path)
@@ -292,10 +292,10 @@ def _run(scenario, set_, out, json_out, trace, max_wall_s, max_gb, figures, plot
     if json_out:
         _json_line(result.summary)
         return
-    _print_summary(result.summary, paths, figures)
+    _print_summary(result.run_summary, paths, figures)
 
 
-def _draw_breakdown(summary: dict, folder: Path, plotter):
+def _draw_breakdown(summary, folder: Path, plotter):
     """breakdown.png drawn into `folder`, by the plotting helper if there is one (it imported
     matplotlib while this process simulated), else here; returns what to call for its path,
     which waits for the helper to finish it (the bundle's tables are written meanwhile)."""
@@ -402,76 +402,73 @@ def _seconds(s: float) -> str:
     return f"{s:.0f} s" if s < 120 else f"{s / 60:.0f} min" if s < 7200 else f"{s / 3600:.1f} h"
 
 
-def _print_summary(s: dict, paths: dict, figures: str) -> None:
+def _print_summary(s, paths: dict, figures: str) -> None:
+    """The run's summary (hwsim.summary.RunSummary), read by its parts, on the terminal."""
     console = Console()
-    itl = s["itl_ms"]
-    verdict = "[green]within[/]" if itl["p99"] <= s["budget_ms"] else "[red]over[/]"
-    shape = (f"batch {s['batch_size']}, context {s['context_tokens']}" if s["batch_size"] is not None
+    itl = s.itl_ms
+    verdict = "[green]within[/]" if itl["p99"] <= s.budget_ms else "[red]over[/]"
+    shape = (f"batch {s.batch_size}, context {s.context_tokens}" if s.batch_size is not None
              else "continuous batching")
-    console.print(f"[bold]{s['model']}[/] on [bold]{s['hardware']}[/], {shape}, {s['launch']} launch")
+    console.print(f"[bold]{s.model}[/] on [bold]{s.hardware}[/], {shape}, {s.launch} launch")
     console.print(f"inter-token latency p50 {itl['p50']:.3f} ms, p99 {itl['p99']:.3f} ms: "
-                  f"{verdict} the {s['budget_ms']:g} ms budget")
-    console.print(f"[dim]how far to trust it: {s['hardware_uncertainty']}[/]")
-    if s.get("serving"):
-        v = s["serving"]
-        console.print(f"serving {v['requests_completed']} requests: TTFT p50 {s['ttft_ms']['p50']:.1f} ms, "
-                      f"p99 {s['ttft_ms']['p99']:.1f} ms; {v['throughput_tok_s']:.0f} tokens/s; "
-                      f"{v['slo_attainment']:.1%} of tokens within budget; goodput {v['goodput_rps']:.2f} req/s; "
-                      f"queue p99 {v['queue_ms_p99']:.1f} ms")
-    elif s["ttft_ms"]:
-        console.print(f"time to first token (one prefill) {s['ttft_ms']['p50']:.3f} ms")
-    title = ("where an iteration's time goes (mean over iterations)" if s.get("serving")
+                  f"{verdict} the {s.budget_ms:g} ms budget")
+    console.print(f"[dim]how far to trust it: {s.hardware_uncertainty}[/]")
+    if v := s.serving:
+        console.print(f"serving {v.requests_completed} requests: TTFT p50 {s.ttft_ms['p50']:.1f} ms, "
+                      f"p99 {s.ttft_ms['p99']:.1f} ms; {v.throughput_tok_s:.0f} tokens/s; "
+                      f"{v.slo_attainment:.1%} of tokens within budget; goodput {v.goodput_rps:.2f} req/s; "
+                      f"queue p99 {v.queue_ms_p99:.1f} ms")
+    elif s.ttft_ms:
+        console.print(f"time to first token (one prefill) {s.ttft_ms['p50']:.3f} ms")
+    title = ("where an iteration's time goes (mean over iterations)" if s.serving
              else "where one token's time goes (critical path)")
     table = Table(title=title, show_edge=False)
     table.add_column("component")
     table.add_column("ms / token", justify="right")
     table.add_column("share", justify="right")
-    total = sum(s["breakdown_ms"].values())
-    for comp, ms in sorted(s["breakdown_ms"].items(), key=lambda kv: -kv[1]):
+    total = sum(s.breakdown_ms.values())
+    for comp, ms in sorted(s.breakdown_ms.items(), key=lambda kv: -kv[1]):
         if ms > 0:
             table.add_row(comp, f"{ms:.3f}", f"{ms / total:.1%}")
     console.print(table)
-    gb = {k: v / 1e9 for k, v in s["bytes"].items()}
+    gb = {k: v / 1e9 for k, v in s.bytes.items()}
     console.print(f"HBM bytes per step: weights {gb['weights']:.2f} GB, KV {gb['kv']:.3f} GB; "
-                  f"{s['kernels_per_step']:g} kernels per step")
-    if s.get("moe"):
-        m = s["moe"]
-        line = (f"MoE: {m['distinct_experts_per_layer']:.1f} distinct experts per layer, "
-                f"active parameters {m['active_param_fraction']:.1%}")
-        if m["cache"]["hit_rate"] is not None and (m["cache"]["policy"] != "none" or m["prefetch"]["enabled"]):
-            line += f", SRAM hit rate {m['cache']['hit_rate']:.1%}"
-        if m["prefetch"]["enabled"]:
-            line += (f", prefetch precision {m['prefetch']['precision']:.0%} recall {m['prefetch']['recall']:.0%}, "
-                     f"wait {m['prefetch']['expert_load_wait_ms']:.3f} ms")
-        if m["placement"] == "per-expert":
-            line += f", expert bytes per stack max/mean {m['expert_stack_imbalance']:.2f}"
+                  f"{s.kernels_per_step:g} kernels per step")
+    if m := s.moe:
+        line = (f"MoE: {m.distinct_experts_per_layer:.1f} distinct experts per layer, "
+                f"active parameters {m.active_param_fraction:.1%}")
+        if m.cache.hit_rate is not None and (m.cache.policy != "none" or m.prefetch.enabled):
+            line += f", SRAM hit rate {m.cache.hit_rate:.1%}"
+        if m.prefetch.enabled:
+            line += (f", prefetch precision {m.prefetch.precision:.0%} recall {m.prefetch.recall:.0%}, "
+                     f"wait {m.prefetch.expert_load_wait_ms:.3f} ms")
+        if m.placement == "per-expert":
+            line += f", expert bytes per stack max/mean {m.expert_stack_imbalance:.2f}"
         console.print(line)
-    if s["kv"]["effective_bits_per_element"] < 16:
-        k = s["kv"]
-        speedup = k.get("attention_speedup")
-        verdict = (f"; its attention path {speedup:.2f}x the speed of a bf16 cache's"
-                   if speedup is not None else "")
-        console.print(f"KV cache: {k['effective_bits_per_element']:.2f} bits per element "
-                      f"({k['byte_ratio']:.1f}x fewer bytes{verdict}), {k['dequant']} dequant, "
-                      f"attention output error {k['attention_rel_error']:.3f}")
+    if (k := s.kv).effective_bits_per_element < 16:
+        verdict = (f"; its attention path {k.attention_speedup:.2f}x the speed of a bf16 cache's"
+                   if k.attention_speedup is not None else "")
+        console.print(f"KV cache: {k.effective_bits_per_element:.2f} bits per element "
+                      f"({k.byte_ratio:.1f}x fewer bytes{verdict}), {k.dequant} dequant, "
+                      f"attention output error {k.attention_rel_error:.3f}")
         from hwsim.model.dequant_kernels import spread_line     # the spread over kernel families
-        if spread := spread_line(f"{k['effective_bits_per_element']:.2f}-bit KV attention",
-                                 k.get("attention_speedup_by_kernel"), k.get("kernel_basis", {})):
+        if spread := spread_line(f"{k.effective_bits_per_element:.2f}-bit KV attention",
+                                 k.attention_speedup_by_kernel, k.kernel_basis):
             console.print(spread)
-    if (w := s.get("weights") or {}).get("expert_gemm_speedup_by_kernel"):
+    if by := s.weights.expert_gemm_speedup_by_kernel:
         from hwsim.model.dequant_kernels import spread_line
-        by = w["expert_gemm_speedup_by_kernel"]
-        console.print(spread_line(f"{w['experts']['format']} expert GEMM at {by['rows']} rows", by, w["kernel_basis"]))
-    if p := s.get("power"):
-        clock = (f"settled at {p['sm_clock_mhz']:.0f} MHz (the limit; {p['watts_at_max_clock']:.0f} W "
-                 f"at {p['max_clock_mhz']:.0f} MHz)" if p["throttled"] else f"{p['sm_clock_mhz']:.0f} MHz")
-        per_token = f", {p['joules_per_token']:.2f} J per token" if p["joules_per_token"] else ""
-        console.print(f"power: {p['watts']:.0f} W of {p['limit_w']:.0f} W, SMs {clock}{per_token}")
-    for w in s["warnings"]:
+        console.print(spread_line(f"{s.weights.experts.format} expert GEMM at {by['rows']} rows", by,
+                                  s.weights.kernel_basis))
+    if p := s.power:
+        clock = (f"settled at {p.sm_clock_mhz:.0f} MHz (the limit; {p.watts_at_max_clock:.0f} W "
+                 f"at {p.max_clock_mhz:.0f} MHz)" if p.throttled else f"{p.sm_clock_mhz:.0f} MHz")
+        per_token = f", {p.joules_per_token:.2f} J per token" if p.joules_per_token else ""
+        console.print(f"power: {p.watts:.0f} W of {p.limit_w:.0f} W, SMs {clock}{per_token}")
+    for w in s.warnings:
         console.print(f"[yellow]warning:[/] {w}")
     more = "; the other figures: run with --plots" if figures == "breakdown" else ""
     console.print(f"bundle: {paths['manifest.json'].parent}/ ({', '.join(paths)}){more}")
-    console.print(f"[dim]{s['sim']['events']} events in {s['sim']['wall_s']:.2f} s wall[/]")
+    console.print(f"[dim]{s.sim.events} events in {s.sim.wall_s:.2f} s wall[/]")
 
 
 @app.command(cls=FlagCommand)

@@ -26,6 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from hwsim.errors import ConfigError
+from hwsim.summary import RunSummary
 
 PLOTS = ["breakdown.png", "heatmap.png", "pareto.png", "gantt.png", "channels.png", "itl_cdf.png",
          "ttft_cdf.png", "timeline.png", "tornado.png", "frontier.png"]
@@ -143,7 +144,7 @@ def _figures(folder: Path, manifest: dict) -> tuple[list[str], list[str]]:
     if "sweep" in manifest:
         expected = [Path(p).name for p in manifest.get("plots", [])]
     else:
-        expected = SERVING_PLOTS if manifest["summary"].get("serving") else RUN_PLOTS
+        expected = SERVING_PLOTS if RunSummary.from_dict(manifest["summary"]).serving else RUN_PLOTS
     listed = manifest.get("files") if isinstance(manifest.get("files"), dict) else None
     parts, refused, missing = [], [], []
     for name in PLOTS:
@@ -168,18 +169,21 @@ def _figures(folder: Path, manifest: dict) -> tuple[list[str], list[str]]:
 
 
 def _run_sections(m: dict) -> list[str]:
-    s = m["summary"]
-    over = s["itl_ms"]["p99"] > s["budget_ms"]
-    head = (f"<h1>{html.escape(s['model'])} on {html.escape(s['hardware'])}</h1>"
-            f"<p>scenario <b>{html.escape(str(s['scenario']))}</b>: inter-token latency p50 "
-            f"{s['itl_ms']['p50']:.3f} ms, p99 <span class='{'over' if over else ''}'>{s['itl_ms']['p99']:.3f} ms"
-            f"</span> against a {s['budget_ms']:g} ms budget.</p>")
+    """The run's sections: its summary read back as a RunSummary (hwsim/summary.py); the tables
+    of every number show the manifest's own keys (those of the hwsim that wrote it)."""
+    raw = m["summary"]
+    s = RunSummary.from_dict(raw)
+    over = s.itl_ms["p99"] > s.budget_ms
+    head = (f"<h1>{html.escape(s.model)} on {html.escape(s.hardware)}</h1>"
+            f"<p>scenario <b>{html.escape(str(s.scenario))}</b>: inter-token latency p50 "
+            f"{s.itl_ms['p50']:.3f} ms, p99 <span class='{'over' if over else ''}'>{s.itl_ms['p99']:.3f} ms"
+            f"</span> against a {s.budget_ms:g} ms budget.</p>")
     breakdown = "".join(f"<tr><td>{html.escape(k)}</td><td>{v:.4f}</td></tr>"
-                        for k, v in sorted(s["breakdown_ms"].items(), key=lambda kv: -kv[1]) if v > 0)
-    out = [head, "<h2>summary</h2>", _kv_table({**s, **{f"itl_ms.{k}": v for k, v in s['itl_ms'].items()}}),
+                        for k, v in sorted(s.breakdown_ms.items(), key=lambda kv: -kv[1]) if v > 0)
+    out = [head, "<h2>summary</h2>", _kv_table({**raw, **{f"itl_ms.{k}": v for k, v in s.itl_ms.items()}}),
            f"<h2>where a token's time goes</h2><table><tr><th>component</th><th>ms</th></tr>{breakdown}</table>"]
-    if s.get("serving"):
-        out.append("<h2>serving</h2>" + _kv_table(s["serving"]))
+    if s.serving:
+        out.append("<h2>serving</h2>" + _kv_table(raw["serving"]))
     if sens := m.get("sensitivity"):          # hwsim sensitivity's folder (docs/whatif.md)
         rows = "".join(f"<tr><td>{html.escape(r['key'])}</td><td>{r['itl_elasticity']:+.3f}</td>"
                        f"<td>{r['itl_ms_gained_10pct']:+.3f}</td></tr>" for r in sens["rows"])

@@ -22,6 +22,9 @@ from hwsim.model.kv_speedup import attention_speedups
 from hwsim.model.schedule import StepShape
 from hwsim.model.weight_speedup import expert_gemm_speedup_by_kernel
 from hwsim.step import PassPlan, StepResult, plan_pass, simulate_pass
+from hwsim.summary import (HostSummary, KVSummary, MemorySummary, MoECache, MoEPrefetch, MoESummary,
+                           ParallelSummary, PowerSummary, RunSummary, SimSummary, TensorFormat,
+                           TraceSummary, WeightsSummary)
 from hwsim.workload.kv_fidelity import attention_rel_error
 from hwsim.workload.kv_format import BF16_KV, max_context_fitting
 from hwsim.workload.router import expected_distinct
@@ -32,7 +35,7 @@ class RunResult:
     scenario: Scenario
     steps: list[StepResult]
     records: RecordLog
-    summary: dict
+    run_summary: RunSummary                                   # the typed parts (hwsim/summary.py)
     channel_bytes: list[float] = field(default_factory=list)   # bytes served per HBM channel
     channels_per_stack: int = 1
     sms: int = 1
@@ -42,6 +45,15 @@ class RunResult:
     gaps_ms: np.ndarray | list = field(default_factory=list)  # serving: every inter-token gap
     lanes: dict[str, list] = field(default_factory=dict)      # unit lane -> its busy intervals
                                                               # (start, end, label, share), recorded steps
+    _summary: tuple | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def summary(self) -> dict:
+        """The summary as JSON has it (run_summary.as_dict()): made once per run_summary, so
+        a reader that changes it changes this run's copy, as it did when it was the only form."""
+        if self._summary is None or self._summary[0] is not self.run_summary:
+            self._summary = (self.run_summary, self.run_summary.as_dict())
+        return self._summary[1]
 
 
 def lanes_of(b: Built) -> dict[str, list]:
@@ -127,8 +139,8 @@ def _run_scenario(cfg: Scenario, built: Built | None, progress, every_interval: 
     else:
         settled = settle(power, simulate)
         result = latest[0]
-    result.summary["power"] = power_summary(power, result, settled, b.chip.clock_hz)
-    result.summary["sim"]["wall_s"] = time.perf_counter() - wall0
+    result.run_summary = result.run_summary.replace(power=power_summary(power, result, settled, b.chip.clock_hz),
+                                                    wall_s=time.perf_counter() - wall0)
     return result
 
 
@@ -148,19 +160,19 @@ def power_model(b: Built) -> PowerModel | None:
 
 
 def power_summary(power: PowerModel | None, result: RunResult, settled: Settled | None,
-                  clock_hz: float) -> dict | None:
+                  clock_hz: float) -> PowerSummary | None:
     """The summary's `power` (docs/metrics.md): None where the profile has no power block."""
     if power is None:
         return None
     seconds, work = steady_work(result)
     clock_hz = settled.clock_hz if settled else clock_hz
     watts = power.watts(work, seconds, clock_hz)
-    tokens = result.summary["sim"]["simulated_tokens"]
-    return {"watts": watts, "limit_w": power.limit_w, "sm_clock_mhz": clock_hz / 1e6,
-            "max_clock_mhz": power.max_clock_hz / 1e6,
-            "watts_at_max_clock": settled.watts_at_max if settled else None,
-            "throttled": bool(settled and settled.clock_hz < power.max_clock_hz),
-            "joules_per_token": watts * seconds / tokens if tokens else None}
+    tokens = result.run_summary.sim.simulated_tokens
+    return PowerSummary(watts=watts, limit_w=power.limit_w, sm_clock_mhz=clock_hz / 1e6,
+                        max_clock_mhz=power.max_clock_hz / 1e6,
+                        watts_at_max_clock=settled.watts_at_max if settled else None,
+                        throttled=bool(settled and settled.clock_hz < power.max_clock_hz),
+                        joules_per_token=watts * seconds / tokens if tokens else None)
 
 
 def _simulate(cfg: Scenario, b: Built, wall0: float, progress, every_interval: bool = True,
@@ -192,9 +204,9 @@ def _simulate(cfg: Scenario, b: Built, wall0: float, progress, every_interval: b
     wall = time.perf_counter() - wall0
     summary = summarize(cfg, b, steps, prefill, wall)
     if spec:
-        summary["speculative"] = spec.summary(steps)
+        summary = summary.replace(speculative=spec.summary(steps))
     all_steps = ([prefill] if prefill else []) + steps
-    return RunResult(scenario=cfg, steps=all_steps, records=records, summary=summary,
+    return RunResult(scenario=cfg, steps=all_steps, records=records, run_summary=summary,
                      channel_bytes=b.device.channel_bytes.tolist(),
                      channels_per_stack=b.chip.hbm_channels_per_stack,
                      sms=b.chip.sms, stacks=b.chip.hbm_stacks, lanes=lanes_of(b))
@@ -239,12 +251,11 @@ def _run_serving(cfg: Scenario, b: Built, wall0: float, progress) -> RunResult:
                           key="workload.prompt")
     summary = summarize(cfg, b, steps, None, time.perf_counter() - wall0)
     # a serving run has no one batch or context: iterations batch what is running
-    summary["batch_size"] = summary["context_tokens"] = None
-    summary.update(served)
-    summary["within_budget"] = served["serving"]["slo_attainment"]
-    summary["sim"]["simulated_tokens"] = sum(len(r.token_times) for r in loop.finished)
-    summary["sim"]["wall_s"] = time.perf_counter() - wall0
-    result = RunResult(scenario=cfg, steps=[], records=RecordLog(), summary=summary,
+    summary = summary.replace(batch_size=None, context_tokens=None, itl_ms=served.itl_ms, ttft_ms=served.ttft_ms,
+                              within_budget=served.serving.slo_attainment, serving=served.serving,
+                              simulated_tokens=sum(len(r.token_times) for r in loop.finished),
+                              wall_s=time.perf_counter() - wall0)
+    result = RunResult(scenario=cfg, steps=[], records=RecordLog(), run_summary=summary,
                        channel_bytes=b.device.channel_bytes.tolist(),
                        channels_per_stack=b.chip.hbm_channels_per_stack,
                        requests=request_rows(loop), iterations=iters)
@@ -253,17 +264,17 @@ def _run_serving(cfg: Scenario, b: Built, wall0: float, progress) -> RunResult:
     return result
 
 
-def weights_summary(b: Built) -> dict:
+def weights_summary(b: Built) -> WeightsSummary:
     """Stored format of each tensor class and the bytes of all weights (docs/weights.md)."""
     from hwsim.model.weight_format import TENSOR_CLASSES
     sched = b.schedule
-    classes = {c: sched.wplan.of(c).summary() for c in TENSOR_CLASSES}
+    classes = {c: TensorFormat(**sched.wplan.of(c).summary()) for c in TENSOR_CLASSES}
     stored = sched.stored_weight_bytes()
-    return {**classes, "moe_schedule": sched.moe_schedule, "bytes": stored,
-            "bits_per_weight": 8 * stored / max(sched.weight_elements_total(), 1),
-            "dequant": {c: classes[c]["dequant"] for c in TENSOR_CLASSES},
-            "kernel": {c: sched.wplan.of(c).kernel_family for c in TENSOR_CLASSES},   # issue 31
-            **expert_kernel_summary(b)}
+    return WeightsSummary(**classes, moe_schedule=sched.moe_schedule, bytes=stored,
+                          bits_per_weight=8 * stored / max(sched.weight_elements_total(), 1),
+                          dequant={c: classes[c].dequant for c in TENSOR_CLASSES},
+                          kernel={c: sched.wplan.of(c).kernel_family for c in TENSOR_CLASSES},   # issue 31
+                          **expert_kernel_summary(b))
 
 
 def expert_kernel_summary(b: Built) -> dict:
@@ -275,7 +286,7 @@ def expert_kernel_summary(b: Built) -> dict:
                              if f in dequant_kernels.FAMILIES and v is not None}}
 
 
-def moe_summary(cfg: Scenario, b: Built, steps: list[StepResult]) -> dict | None:
+def moe_summary(cfg: Scenario, b: Built, steps: list[StepResult]) -> MoESummary | None:
     """Routing, dispatch, SRAM residency, prefetch and channel balance of the run."""
     m = b.model
     if not m.moe:
@@ -284,56 +295,56 @@ def moe_summary(cfg: Scenario, b: Built, steps: list[StepResult]) -> dict | None
     st = d.stats
     n = len(steps)
     tokens = round(float(np.mean([s.tokens for s in steps])))
-    return {
-        "routing": cfg.moe.routing.kind,
-        "distinct_experts_per_layer": float(np.mean([s.active_experts_per_layer for s in steps])),
-        "expected_distinct_uniform": expected_distinct(m.moe.experts, m.moe.top_k, tokens),
-        "active_param_fraction": float(np.mean([s.active_weight_fraction for s in steps])),
-        "placement": cfg.moe.placement,
-        "channel_imbalance": b.device.imbalance(),
-        "expert_stack_imbalance": d.expert_stack_imbalance(),
-        "router_in_sram": b.onchip.router_on_chip,
-        "cache": {"policy": cfg.moe.cache.policy, "capacity_mb": d.cache.capacity / 1e6,
-                  "expert_mb": b.schedule.expert_bytes() / 1e6, "hit_rate": d.cache.hit_rate,
-                  "hit_rate_by_layer": d.cache.hit_rate_by_layer()},
-        "prefetch": {
-            "enabled": cfg.moe.prefetch.enabled,
-            "predictor": cfg.moe.prefetch.predictor,
-            "precision": st.predicted_needed / st.predicted if st.predicted else None,
-            "recall": st.predicted_needed / st.needed if st.needed else None,
-            "bytes_per_step": st.prefetched_bytes / n,
-            "wasted_bytes_per_step": st.wasted_bytes / n,
-            "expert_load_wait_ms": float(np.mean([s.breakdown_s["expert_load_wait"] for s in steps])) * 1e3,
-        },
-    }
+    return MoESummary(
+        routing=cfg.moe.routing.kind,
+        distinct_experts_per_layer=float(np.mean([s.active_experts_per_layer for s in steps])),
+        expected_distinct_uniform=expected_distinct(m.moe.experts, m.moe.top_k, tokens),
+        active_param_fraction=float(np.mean([s.active_weight_fraction for s in steps])),
+        placement=cfg.moe.placement,
+        channel_imbalance=b.device.imbalance(),
+        expert_stack_imbalance=d.expert_stack_imbalance(),
+        router_in_sram=b.onchip.router_on_chip,
+        cache=MoECache(policy=cfg.moe.cache.policy, capacity_mb=d.cache.capacity / 1e6,
+                       expert_mb=b.schedule.expert_bytes() / 1e6, hit_rate=d.cache.hit_rate,
+                       hit_rate_by_layer=d.cache.hit_rate_by_layer()),
+        prefetch=MoEPrefetch(
+            enabled=cfg.moe.prefetch.enabled,
+            predictor=cfg.moe.prefetch.predictor,
+            precision=st.predicted_needed / st.predicted if st.predicted else None,
+            recall=st.predicted_needed / st.needed if st.needed else None,
+            bytes_per_step=st.prefetched_bytes / n,
+            wasted_bytes_per_step=st.wasted_bytes / n,
+            expert_load_wait_ms=float(np.mean([s.breakdown_s["expert_load_wait"] for s in steps])) * 1e3,
+        ),
+    )
 
 
-def parallel_summary(cfg: Scenario, b: Built, steps: list[StepResult]) -> dict:
+def parallel_summary(cfg: Scenario, b: Built, steps: list[StepResult]) -> ParallelSummary:
     """The layout, one GPU's memory, and where the decode steps' time went between GPUs
     (docs/metrics.md, docs/multi_gpu.md); one GPU reports no communication."""
     p, mem = cfg.parallel, b.memory
     stats = [s.parallel for s in steps if s.parallel is not None]
     mean_ms = lambda f: float(np.mean([f(x) for x in stats])) * 1e3 if stats else 0.0      # noqa: E731
     imbalance = [x for st in stats for x in st.imbalance]
-    return {
-        "gpus": p.gpus, "tp": b.parallel.layout.tp if b.parallel else 1, "ep": p.ep,
-        "dp_attention": p.dp_attention, "per_gpu_memory_gb": mem.total / 1e9, "fits": mem.fits,
-        "comm_ms_per_step": mean_ms(lambda st: st.comm_wall_s),
-        "all_to_all_ms": mean_ms(lambda st: st.comm_s["dispatch"] + st.comm_s["combine"]),
-        "all_reduce_ms": mean_ms(lambda st: st.comm_s["all_reduce"]),
-        "gpu_load_imbalance": float(np.mean(imbalance)) if imbalance else 1.0,
-        "wait_for_slowest_ms": mean_ms(lambda st: st.wait_s),
-        "overlap_fraction": float(np.mean([st.overlap_fraction for st in stats])) if stats else 0.0,
-    }
+    return ParallelSummary(
+        gpus=p.gpus, tp=b.parallel.layout.tp if b.parallel else 1, ep=p.ep,
+        dp_attention=p.dp_attention, per_gpu_memory_gb=mem.total / 1e9, fits=mem.fits,
+        comm_ms_per_step=mean_ms(lambda st: st.comm_wall_s),
+        all_to_all_ms=mean_ms(lambda st: st.comm_s["dispatch"] + st.comm_s["combine"]),
+        all_reduce_ms=mean_ms(lambda st: st.comm_s["all_reduce"]),
+        gpu_load_imbalance=float(np.mean(imbalance)) if imbalance else 1.0,
+        wait_for_slowest_ms=mean_ms(lambda st: st.wait_s),
+        overlap_fraction=float(np.mean([st.overlap_fraction for st in stats])) if stats else 0.0,
+    )
 
 
-def memory_summary(b: Built) -> dict:
+def memory_summary(b: Built) -> MemorySummary:
     m = b.memory
-    return {"weights": m.weights / 1e9, "kv_cache": m.kv_cache / 1e9, "activations": m.activations / 1e9,
-            "total": m.total / 1e9, "capacity": m.capacity / 1e9}
+    return MemorySummary(weights=m.weights / 1e9, kv_cache=m.kv_cache / 1e9, activations=m.activations / 1e9,
+                         total=m.total / 1e9, capacity=m.capacity / 1e9)
 
 
-def kv_summary(cfg: Scenario, b: Built) -> dict:
+def kv_summary(cfg: Scenario, b: Built) -> KVSummary:
     """What the KV format stores, saves, and costs in accuracy, at the scenario's context (on
     several GPUs, per GPU)."""
     fmt, m = b.schedule.kv, b.model
@@ -353,45 +364,53 @@ def kv_summary(cfg: Scenario, b: Built) -> dict:
     families = dequant_kernels.from_profile(b.profile)
     variants = dequant_kernels.kv_variants(cfg.kv_cache, families, b.chip.decoder_formats)
     speedup, by_kernel = attention_speedups(b.schedule, batch, context, variants)
-    return {
-        "effective_bits_per_element": bits,
-        "bytes_per_token": m.layers * stored,
-        "effective_bandwidth_multiplier": 16.0 / bits,    # kept for scripts; byte_ratio says what it is
-        "byte_ratio": bf16 / stored,
-        "attention_speedup": speedup,
-        "attention_rel_error": attention_rel_error(fmt, cfg.seed),
-        "max_context_tokens_fitting": max_context_fitting(
+    return KVSummary(
+        effective_bits_per_element=bits,
+        bytes_per_token=m.layers * stored,
+        effective_bandwidth_multiplier=16.0 / bits,    # kept for scripts; byte_ratio says what it is
+        byte_ratio=bf16 / stored,
+        attention_speedup=speedup,
+        attention_rel_error=attention_rel_error(fmt, cfg.seed),
+        max_context_tokens_fitting=max_context_fitting(
             free, batch, m.layers, a.kv_elements_per_token(), heads, fmt),
-        "dequant": b.schedule.dequant,
+        dequant=b.schedule.dequant,
         # the dequant kernel family this cache is read by, the spread over families (issue 31),
         # and whether each family's cost is measured, predicted or a what-if
-        "kernel": dequant_kernels.kv_family(cfg.kv_cache, families),
-        "attention_speedup_by_kernel": by_kernel,
-        "kernel_basis": {f: dequant_kernels.basis(families, f) for f, v in variants.items() if v},
-    }
+        kernel=dequant_kernels.kv_family(cfg.kv_cache, families),
+        attention_speedup_by_kernel=by_kernel,
+        kernel_basis={f: dequant_kernels.basis(families, f) for f, v in variants.items() if v},
+    )
 
 
-def host_summary(cfg: Scenario, b: Built, steps: list[StepResult]) -> dict:
-    """The summary's device_busy_ms, host and (an imported kernel trace) trace blocks
-    (docs/traces.md): the device's busy time (union of its kernels) and the host's, its launches
-    and syncs, and the host's share of the critical path (the device waiting on it)."""
+def device_busy_ms(steps: list[StepResult]) -> float:
+    """The device's busy time a step (the union of its kernels), in ms (docs/traces.md)."""
+    return sum(s.host.device_busy_s for s in steps) / len(steps) * 1e3
+
+
+def host_summary(steps: list[StepResult]) -> HostSummary:
+    """The host's busy time, its launches and syncs a step, and its share of the critical path
+    (the device waiting on it) (docs/traces.md)."""
     n = len(steps)
     mean = lambda f: sum(f(s) for s in steps) / n      # noqa: E731
     waited = mean(lambda s: s.breakdown_s.get("host", 0.0) + s.breakdown_s.get("launch_overhead", 0.0))
     step_s = mean(lambda s: s.duration_s)
-    out = {"device_busy_ms": mean(lambda s: s.host.device_busy_s) * 1e3,
-           "host": {"busy_ms": mean(lambda s: s.host.busy_s) * 1e3,
-                    "launches": mean(lambda s: s.host.launches), "syncs": mean(lambda s: s.host.syncs),
-                    "critical_path_ms": waited * 1e3,
-                    "critical_share": waited / step_s if step_s else 0.0}}
+    return HostSummary(busy_ms=mean(lambda s: s.host.busy_s) * 1e3,
+                       launches=mean(lambda s: s.host.launches), syncs=mean(lambda s: s.host.syncs),
+                       critical_path_ms=waited * 1e3,
+                       critical_share=waited / step_s if step_s else 0.0)
+
+
+def trace_summary(cfg: Scenario, b: Built) -> TraceSummary | None:
+    """An imported kernel trace's report, where it was traced and what is not rescaled
+    (docs/traces.md); None for the built-in schedule."""
     kt = cfg.workload.kernel_trace
-    if kt is not None:
-        w = cfg.workload
-        out["trace"] = {**b.schedule.traced.report(), "path": kt.path, "host_profile": kt.host,
-                        "traced_point": {"batch_size": kt.batch_size, "context_tokens": kt.context_tokens},
-                        "not_rescaled": b.schedule.not_rescaled(w.batch_size, w.context_tokens),
-                        "collectives": b.schedule.collectives()}
-    return out
+    if kt is None:
+        return None
+    w = cfg.workload
+    return TraceSummary(report=b.schedule.traced.report(), path=kt.path, host_profile=kt.host,
+                        traced_point={"batch_size": kt.batch_size, "context_tokens": kt.context_tokens},
+                        not_rescaled=b.schedule.not_rescaled(w.batch_size, w.context_tokens),
+                        collectives=b.schedule.collectives())
 
 
 def _streams(b: Built) -> list:
@@ -399,39 +418,42 @@ def _streams(b: Built) -> list:
 
 
 def summarize(cfg: Scenario, b: Built, steps: list[StepResult], prefill: StepResult | None,
-              wall_s: float) -> dict:
+              wall_s: float) -> RunSummary:
+    """The run's summary, composed of each subsystem's part (hwsim/summary.py)."""
     n = len(steps)
     itl = [s.duration_s for s in steps]
     breakdown = {k: sum(s.breakdown_s[k] for s in steps) / n * 1e3 for k in steps[0].breakdown_s}
     moved = {k: sum(s.bytes[k] for s in steps) / n for k in steps[0].bytes}
     budget_s = cfg.budget_ms * 1e-3
-    return {
-        "scenario": cfg.name,
-        "hardware": cfg.hardware,
-        "hardware_uncertainty": b.profile.uncertainty,
-        "model": cfg.model,
-        "seed": cfg.seed,
-        "budget_ms": cfg.budget_ms,
-        "batch_size": cfg.workload.batch_size,
-        "context_tokens": cfg.workload.context_tokens,
-        "launch": cfg.runtime.launch,
-        "itl_ms": percentiles(itl),
-        "ttft_ms": percentiles([prefill.duration_s]) if prefill else None,
-        "within_budget": float(np.mean([t <= budget_s for t in itl])),
-        "breakdown_ms": breakdown,
-        "bytes": moved,
-        "kernels_per_step": float(np.mean([s.kernels for s in steps])),
-        "active_experts_per_layer": float(np.mean([s.active_experts_per_layer for s in steps])),
-        "weights_gb": b.schedule.weight_bytes_total() / 1e9,
-        "kv": kv_summary(cfg, b),
-        "moe": moe_summary(cfg, b, steps),
-        "weights": weights_summary(b),
-        "parallel": parallel_summary(cfg, b, steps),
-        "topology": b.parallel.topology if b.parallel else None,     # the system of several GPUs
-        "memory_per_gpu_gb": memory_summary(b),
-        "warnings": b.warnings,
-        **host_summary(cfg, b, steps),
-        "sim": {"events": b.env.processed, "kernels": sum(st.kernels for st in _streams(b)),
-                "replayed_kernels": sum(st.replayed for st in _streams(b)), "wall_s": wall_s,
-                "simulated_tokens": n * cfg.workload.batch_size, "version": __version__},
-    }
+    return RunSummary(
+        scenario=cfg.name,
+        hardware=cfg.hardware,
+        hardware_uncertainty=b.profile.uncertainty,
+        model=cfg.model,
+        seed=cfg.seed,
+        budget_ms=cfg.budget_ms,
+        batch_size=cfg.workload.batch_size,
+        context_tokens=cfg.workload.context_tokens,
+        launch=cfg.runtime.launch,
+        itl_ms=percentiles(itl),
+        ttft_ms=percentiles([prefill.duration_s]) if prefill else None,
+        within_budget=float(np.mean([t <= budget_s for t in itl])),
+        breakdown_ms=breakdown,
+        bytes=moved,
+        kernels_per_step=float(np.mean([s.kernels for s in steps])),
+        active_experts_per_layer=float(np.mean([s.active_experts_per_layer for s in steps])),
+        weights_gb=b.schedule.weight_bytes_total() / 1e9,
+        kv=kv_summary(cfg, b),
+        moe=moe_summary(cfg, b, steps),
+        weights=weights_summary(b),
+        parallel=parallel_summary(cfg, b, steps),
+        topology=b.parallel.topology if b.parallel else None,     # the system of several GPUs
+        memory_per_gpu_gb=memory_summary(b),
+        warnings=b.warnings,
+        device_busy_ms=device_busy_ms(steps),
+        host=host_summary(steps),
+        trace=trace_summary(cfg, b),
+        sim=SimSummary(events=b.env.processed, kernels=sum(st.kernels for st in _streams(b)),
+                       replayed_kernels=sum(st.replayed for st in _streams(b)), wall_s=wall_s,
+                       simulated_tokens=n * cfg.workload.batch_size, version=__version__),
+    )

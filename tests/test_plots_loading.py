@@ -14,11 +14,11 @@ SUMMARY = {"breakdown_ms": {"weight_read": 4.0, "expert_read": 2.5, "kv_read": 0
            "budget_ms": 10.0, "batch_size": 1, "context_tokens": 4096, "model": "m", "hardware": "h",
            "itl_ms": {"p50": 7.4}}
 DRAW = """
-import sys
+import sys, types
 {how}
 import hwsim.plots.breakdown as b
 import matplotlib.lines, matplotlib.patches
-b.save_breakdown_png({summary!r}, sys.argv[1])
+b.save_breakdown_png(types.SimpleNamespace(**{summary!r}), sys.argv[1])
 line = matplotlib.lines.Line2D([0, 1], [0, 1])
 line.set(color="red", lw=3, label="x")          # set() still takes every property and alias
 assert (line.get_color(), line.get_linewidth(), line.get_label()) == ("red", 3, "x")

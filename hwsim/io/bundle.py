@@ -148,7 +148,7 @@ def _tables(result: RunResult, out: Path) -> list:
 def _figures(result: RunResult, out: Path) -> list:
     """The bundle's figures (hwsim.io.plotter.Figure: file name, relative cost, "module:function",
     arguments), small enough to pickle to the process that draws them."""
-    cfg, s = result.scenario, result.summary
+    cfg, s = result.scenario, result.run_summary
     if result.iterations:
         cdf = "hwsim.plots.serving:save_cdf_png"
         figures = [
@@ -158,7 +158,7 @@ def _figures(result: RunResult, out: Path) -> list:
              ([r["ttft_ms"] for r in result.requests], cfg.workload.ttft_target_ms, "time to first token",
               f"target {cfg.workload.ttft_target_ms:g} ms", out / "ttft_cdf.png")),
             ("timeline.png", PNG_COST + 5e-5 * len(result.iterations), "hwsim.plots.serving:save_timeline_png",
-             (result.iterations, cfg.budget_ms, f"{s['model']} on {s['hardware']}: iterations over time",
+             (result.iterations, cfg.budget_ms, f"{s.model} on {s.hardware}: iterations over time",
               out / "timeline.png")),
         ]
     else:
@@ -169,7 +169,7 @@ def _figures(result: RunResult, out: Path) -> list:
         figures = [("gantt.png", PNG_COST + 1e-5 * len(items), "hwsim.plots.gantt:save_gantt_png",
                     (lanes, items, f"unit occupancy during one token (step {recorded})", out / "gantt.png"))]
     channel_bytes = result.channel_bytes
-    channel_title = (f"{s['model']} on {s['hardware']}: HBM bytes per channel "
+    channel_title = (f"{s.model} on {s.hardware}: HBM bytes per channel "
                      f"(max/mean {max(channel_bytes) / (sum(channel_bytes) / len(channel_bytes)):.2f})"
                      if sum(channel_bytes) else "HBM bytes per channel")
     return figures + [

@@ -41,13 +41,14 @@ def plot_breakdown(ax: Axes, breakdown_ms: dict[str, float], budget_ms: float, l
     return artists
 
 
-def save_breakdown_png(summary: dict, path) -> None:
+def save_breakdown_png(summary, path) -> None:
+    """breakdown.png of a run's summary (hwsim.summary.RunSummary, read by attribute)."""
     fig, ax = new_axes((6.4, 5.2))
-    plot_breakdown(ax, summary["breakdown_ms"], summary["budget_ms"],
-                   label=(f"batch {summary['batch_size']}, ctx {summary['context_tokens']}"
-                          if summary["batch_size"] is not None else "mean serving iteration"))
-    ax.set_title(f"{summary['model']} on {summary['hardware']}: "
-                 f"ITL p50 {summary['itl_ms']['p50']:.2f} ms", fontsize=10)
+    plot_breakdown(ax, summary.breakdown_ms, summary.budget_ms,
+                   label=(f"batch {summary.batch_size}, ctx {summary.context_tokens}"
+                          if summary.batch_size is not None else "mean serving iteration"))
+    ax.set_title(f"{summary.model} on {summary.hardware}: "
+                 f"ITL p50 {summary.itl_ms['p50']:.2f} ms", fontsize=10)
     handles, labels = ax.get_legend_handles_labels()
     ax.legend(handles[::-1], labels[::-1], loc="upper left", bbox_to_anchor=(1.02, 1), fontsize=8)
     save_png(fig, path)

@@ -6,6 +6,8 @@ import numpy as np
 
 from hwsim.metrics import percentiles
 from hwsim.serving.loop import ServingLoop
+from hwsim.summary import (DecodeTier, KVTransferSummary, PrefillTier, Served, ServingSummary, SwapSummary,
+                           Tiers)
 
 QUANTILES = (50, 90, 99)      # serving summaries also report p90
 
@@ -51,17 +53,17 @@ def disaggregated_row(r) -> dict:
             "kv_transfer_ms": r.kv_transfer_s * 1e3, "kv_transfer_bytes": r.kv_transfer_bytes}
 
 
-def swap_summary(host) -> dict:
+def swap_summary(host) -> SwapSummary:
     """Swap preemption's copies to the host and back, and the time they held the iterations."""
-    return {"link": host.link.name, "copies": len(host.copies),
-            "bytes_out": float(sum(c.bytes for c in host.copies if c.direction == "out")),
-            "bytes_in": float(sum(c.bytes for c in host.copies if c.direction == "in")),
-            "ms": float(sum(c.end_s - c.start_s for c in host.copies) * 1e3)}
+    return SwapSummary(link=host.link.name, copies=len(host.copies),
+                       bytes_out=float(sum(c.bytes for c in host.copies if c.direction == "out")),
+                       bytes_in=float(sum(c.bytes for c in host.copies if c.direction == "in")),
+                       ms=float(sum(c.end_s - c.start_s for c in host.copies) * 1e3))
 
 
 def tiers_summary(loop, span: float) -> dict:
     """Per tier: GPUs, the share of the makespan they iterate, iterations and queueing; and
-    the KV transfers between them (docs/metrics.md)."""
+    the KV transfers between them (docs/metrics.md): the serving part's `tiers` and `kv_transfer`."""
     reqs = loop.finished
     sent = [r for r in reqs if r.handoff_s is not None]
 
@@ -71,20 +73,21 @@ def tiers_summary(loop, span: float) -> dict:
                 "utilisation": sum(inst.busy_s for inst in instances) / (len(instances) * span),
                 "iterations": len(its), "queue_ms": percentiles(queue_s, QUANTILES)}
 
-    prefill = tier(loop.prefill, [r.admitted_s - r.arrival_s for r in reqs])
-    prefill["prompt_tokens_per_iteration"] = float(np.mean([it.prefill_tokens for p in loop.prefill
-                                                            for it in p.iterations] or [0]))
-    decode = tier(loop.decode, [r.decode_admitted_s - r.handoff_s for r in sent])
-    decode["batch_mean"] = float(np.mean([it.decodes for d in loop.decode for it in d.iterations] or [0]))
+    prefill = PrefillTier(**tier(loop.prefill, [r.admitted_s - r.arrival_s for r in reqs]),
+                          prompt_tokens_per_iteration=float(np.mean([it.prefill_tokens for p in loop.prefill
+                                                                     for it in p.iterations] or [0])))
+    decode = DecodeTier(**tier(loop.decode, [r.decode_admitted_s - r.handoff_s for r in sent]),
+                        batch_mean=float(np.mean([it.decodes for d in loop.decode for it in d.iterations] or [0])))
     fabric = loop.fabric
-    return {"tiers": {"prefill": prefill, "decode": decode},
-            "kv_transfer": {"link": fabric.link, "topology": fabric.topology, "transfers": len(sent),
-                            "ms": percentiles([r.kv_transfer_s for r in sent], QUANTILES),
-                            "bytes_total": float(sum(r.kv_transfer_bytes for r in sent)),
-                            "bytes_mean": float(np.mean([r.kv_transfer_bytes for r in sent])) if sent else 0.0}}
+    return {"tiers": Tiers(prefill=prefill, decode=decode),
+            "kv_transfer": KVTransferSummary(
+                link=fabric.link, topology=fabric.topology, transfers=len(sent),
+                ms=percentiles([r.kv_transfer_s for r in sent], QUANTILES),
+                bytes_total=float(sum(r.kv_transfer_bytes for r in sent)),
+                bytes_mean=float(np.mean([r.kv_transfer_bytes for r in sent])) if sent else 0.0)}
 
 
-def serving_summary(loop: ServingLoop, budget_ms: float) -> dict:
+def serving_summary(loop: ServingLoop, budget_ms: float) -> Served:
     w = loop.w
     reqs = loop.finished
     gaps = inter_token_gaps_s(loop)
@@ -97,25 +100,25 @@ def serving_summary(loop: ServingLoop, budget_ms: float) -> dict:
     good = [r for r in reqs if r.token_times[0] - r.arrival_s <= w.ttft_target_ms * 1e-3
             and (len(r.token_times) < 2 or np.diff(r.token_times).max() <= itl_target)]
     queue = [r.admitted_s - r.arrival_s for r in reqs]
-    return {
-        "itl_ms": percentiles(gaps, QUANTILES), "ttft_ms": percentiles(ttft, QUANTILES),
-        "serving": {
-            "throughput_tok_s": tokens / span,
-            "slo_attainment": float(np.mean(gaps <= budget_ms * 1e-3)) if len(gaps) else None,
-            "goodput_rps": len(good) / span,
-            "queue_ms_p99": float(np.percentile(queue, 99) * 1e3) if queue else None,
-            "requests_completed": len(reqs),
-            "requests_rejected": len(loop.rejected),
-            "e2e_ms": percentiles([r.token_times[-1] - r.arrival_s for r in reqs], QUANTILES),
-            "queue_ms": percentiles(queue, QUANTILES),
-            "offered_rps": len(reqs) / max(max((r.arrival_s for r in reqs), default=0) - start, 1e-12),
-            "kv_blocked_ms": loop.kv_blocked_s * 1e3,
-            "iterations": len(loop.iterations),
-            "iteration_shapes_simulated": loop.oracle.simulated,
-            "prefix_hit_rate": loop.prefix_hit_rate,
-            "preemptions": loop.preemptions,
-            "makespan_s": span,
-            "swap": swap_summary(loop.host) if loop.host else None,
+    return Served(
+        itl_ms=percentiles(gaps, QUANTILES), ttft_ms=percentiles(ttft, QUANTILES),
+        serving=ServingSummary(
+            throughput_tok_s=tokens / span,
+            slo_attainment=float(np.mean(gaps <= budget_ms * 1e-3)) if len(gaps) else None,
+            goodput_rps=len(good) / span,
+            queue_ms_p99=float(np.percentile(queue, 99) * 1e3) if queue else None,
+            requests_completed=len(reqs),
+            requests_rejected=len(loop.rejected),
+            e2e_ms=percentiles([r.token_times[-1] - r.arrival_s for r in reqs], QUANTILES),
+            queue_ms=percentiles(queue, QUANTILES),
+            offered_rps=len(reqs) / max(max((r.arrival_s for r in reqs), default=0) - start, 1e-12),
+            kv_blocked_ms=loop.kv_blocked_s * 1e3,
+            iterations=len(loop.iterations),
+            iteration_shapes_simulated=loop.oracle.simulated,
+            prefix_hit_rate=loop.prefix_hit_rate,
+            preemptions=loop.preemptions,
+            makespan_s=span,
+            swap=swap_summary(loop.host) if loop.host else None,
             **(tiers_summary(loop, span) if w.disaggregation else {"tiers": None, "kv_transfer": None}),
-        },
-    }
+        ),
+    )

@@ -32,6 +32,7 @@ from hwsim.model import ops, weight_format
 from hwsim.model.schedule import NORM_OPS_PER_ELEM, Schedule, StepShape
 from hwsim.rng import RandomStreams
 from hwsim.step import PassPlan, StepResult, plan_pass, simulate_pass
+from hwsim.summary import SpeculativeSummary
 from hwsim.workload.router import Router, experts_chosen
 
 
@@ -127,23 +128,23 @@ class Speculation:
         self.verify_ms.append(verify.duration_s * 1e3)
         return _merged(drafts, verify)
 
-    def summary(self, steps: list[StepResult]) -> dict:
+    def summary(self, steps: list[StepResult]) -> SpeculativeSummary:
         step_ms = float(np.mean([s.duration_s for s in steps])) * 1e3
         experts = float(np.mean([s.active_experts_per_layer for s in steps]))
         first = float(np.mean(self.first_token_experts))
-        return {
-            "method": self.spec.method, "tokens": self.spec.tokens, "acceptance": self.rates,
-            "draft_model": self.spec.draft, "query_tokens_per_sequence": self.queries,
-            "expected_tokens_per_step": self.expected,
-            "ms_per_step": step_ms,
-            "ms_per_accepted_token": step_ms / self.expected,
-            "tokens_per_s_per_sequence": 1e3 * self.expected / step_ms,
-            "draft_ms_per_step": float(np.mean(self.draft_ms)),
-            "verify_ms_per_step": float(np.mean(self.verify_ms)),
-            "experts_per_layer": experts,
-            "experts_per_layer_first_token": first,
-            "extra_experts_per_layer": experts - first,
-        }
+        return SpeculativeSummary(
+            method=self.spec.method, tokens=self.spec.tokens, acceptance=self.rates,
+            draft_model=self.spec.draft, query_tokens_per_sequence=self.queries,
+            expected_tokens_per_step=self.expected,
+            ms_per_step=step_ms,
+            ms_per_accepted_token=step_ms / self.expected,
+            tokens_per_s_per_sequence=1e3 * self.expected / step_ms,
+            draft_ms_per_step=float(np.mean(self.draft_ms)),
+            verify_ms_per_step=float(np.mean(self.verify_ms)),
+            experts_per_layer=experts,
+            experts_per_layer_first_token=first,
+            extra_experts_per_layer=experts - first,
+        )
 
 
 def _merged(drafts: list[StepResult], verify: StepResult) -> StepResult:
