@@ -149,8 +149,8 @@ class Device:
             self._account_units(e, n, None)
         if channels:
             at = np.concatenate(channels)
-            # each effect's per-channel figures times its runs, in one multiply (a few hundred
-            # effects a pass: one small array product each was a tenth of a pass's stream)
+            # each effect's per-channel figures times its runs, in one multiply: a pass leaves a
+            # few hundred effects, and a small array product each cost more than the bincounts
             n = np.repeat(np.array(runs, dtype=float), [len(c) for c in channels])
             size = len(self.channel_bytes)
             self.channel_bytes += np.bincount(at, weights=np.concatenate(nbytes) * n, minlength=size)
