@@ -133,11 +133,16 @@ def _run_scenario(cfg: Scenario, built: Built | None, progress, every_interval: 
         latest[:] = [_simulate(cfg, probe, wall0, progress, every_interval, intervals, probe_plans)]
         return steady_work(latest[0])
 
+    def breakdown_at_max() -> dict[str, float]:
+        # called right after the first probe (the maximum clock): its time by component, which
+        # settle() re-scales to guess the settled clock (issue 33)
+        return steady_breakdown(latest[0])
+
     settled = None
     if power is None or cfg.runtime.sm_clock != "settled":
         result = _simulate(cfg, b, wall0, progress, every_interval, intervals, plans)
     else:
-        settled = settle(power, simulate)
+        settled = settle(power, simulate, breakdown_at_max)
         result = latest[0]
     result.run_summary = result.run_summary.replace(power=power_summary(power, result, settled, b.chip.clock_hz),
                                                     wall_s=time.perf_counter() - wall0)
@@ -147,10 +152,23 @@ def _run_scenario(cfg: Scenario, built: Built | None, progress, every_interval: 
 def steady_work(result: RunResult) -> tuple[float, Activity]:
     """Time and work of the passes a run repeats: its decode steps, or its serving iterations,
     or (a prefill alone) its prefill; the power limit settles the clock on these."""
-    passes = [s for s in result.steps if s.phase != "prefill"] or result.steps
-    passes = [it.step for it in result.iterations] or passes
+    passes = _steady_passes(result)
     return (sum(s.duration_s for s in passes),
             sum((s.activity for s in passes), Activity()))
+
+
+def _steady_passes(result: RunResult) -> list[StepResult]:
+    passes = [s for s in result.steps if s.phase != "prefill"] or result.steps
+    return [it.step for it in result.iterations] or passes
+
+
+def steady_breakdown(result: RunResult) -> dict[str, float]:
+    """Where the time of the passes steady_work counts went, summed by component."""
+    out: dict[str, float] = {}
+    for p in _steady_passes(result):
+        for comp, secs in p.breakdown_s.items():
+            out[comp] = out.get(comp, 0.0) + secs
+    return out
 
 
 def power_model(b: Built) -> PowerModel | None:

@@ -5,6 +5,7 @@ the serving loop (hwsim/serving/loop.py) are made of."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -46,6 +47,12 @@ class PassPlan:
     """What one pass on one GPU issues: its routing and its stream of kernels."""
     routing: dict
     items: list
+
+    @cached_property
+    def activity(self) -> Activity:
+        """The kernels' counted work: the same at every clock, so a plan replayed at another
+        (a power governor's probe) counts it once."""
+        return activity_of(self.items)
 
 
 def plan_pass(b: Built, shape: StepShape, step: int, counts_only: bool = False) -> PassPlan:
@@ -90,7 +97,7 @@ def simulate_pass(b: Built, shape: StepShape, step: int, records: RecordLog | No
     return StepResult(step=step, phase=shape.phase, batch=shape.batch, context=shape.context,
                       t_start=t0, t_end=b.env.now, breakdown_s=breakdown, bytes=moved,
                       kernels=totals.kernels, tokens=shape.tokens, **_active_experts(b, routing),
-                      activity=activity_of(kernels), host=totals.host)
+                      activity=plan.activity, host=totals.host)
 
 
 def _active_experts(b: Built, routing: dict) -> dict[str, float]:

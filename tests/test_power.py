@@ -167,3 +167,62 @@ def test_a_throttled_run_replays_its_plans_and_equals_a_run_locked_at_its_clock(
     for key, value in prefetch.items():       # numbers to 1e-9; the predictor's name exactly
         expected = locked_prefetch[key]
         assert value == (pytest.approx(expected, rel=1e-9) if isinstance(expected, float) else expected), key
+
+
+def test_a_rescaled_first_guess_settles_in_two_simulations():
+    """Issue 33: the maximum-clock pass's time, its SM-bound parts re-scaled to a clock,
+    guesses the settled clock; one simulation there confirms it. Where the re-scaling is what
+    the pass does (memory time fixed, tensor time as 1/x), the guess is the root."""
+    work = Activity(tensor_flops=6e12, hbm_bytes=2e10)
+    calls = []
+
+    def simulate(clock_hz):
+        calls.append(clock_hz)
+        return 0.004 + 0.006 * 2e9 / clock_hz, work
+
+    s = settle(MODEL, simulate, lambda: {"weight_read": 0.004, "gemm_compute": 0.006})
+    assert len(calls) == s.simulations == 2 and s.clock_hz < 2e9
+    assert s.watts == pytest.approx(700, rel=1e-4)
+    # without the breakdown, the cubic guess (every rate with the clock) takes more probes
+    calls.clear()
+    assert settle(MODEL, simulate).simulations > 2
+
+
+def test_a_rescaled_guess_that_misses_still_settles_within_the_band():
+    """The re-scaling is an estimate: where compute hides under memory at the maximum clock
+    (the breakdown says memory, the pass slows anyway), the confirming simulation misses and
+    the secant search takes over, to a clock within the governor's 1%."""
+    work = Activity(tensor_flops=8e12)
+
+    def simulate(clock_hz):                     # compute-bound, but its breakdown says memory
+        return 0.01 * 2e9 / clock_hz, work
+
+    s = settle(MODEL, simulate, lambda: {"weight_read": 0.01})
+    assert s.simulations > 2 and s.watts == pytest.approx(700, rel=0.01)
+
+
+def test_a_throttled_run_settles_in_two_simulations_within_the_band(monkeypatch):
+    """The default scenario at batch 256 draws over 700 W at 1980 MHz: the governor settles it
+    with the maximum-clock run and one confirming simulation, at a clock whose power meets the
+    limit within the band, and the run is the run locked at that clock."""
+    import hwsim.run as run
+
+    clocks = []
+    simulate = run._simulate
+
+    def counted(cfg, b, *args, **kwargs):
+        clocks.append(b.chip.clock_hz)
+        return simulate(cfg, b, *args, **kwargs)
+
+    monkeypatch.setattr(run, "_simulate", counted)
+    sets = ["workload.batch_size=256", "workload.context_tokens=1024", "workload.decode_steps=2"]
+    settled = run_scenario(load_scenario(None, sets), intervals=False).summary
+    power = settled["power"]
+    assert power["throttled"] and power["watts_at_max_clock"] > 700
+    assert len(clocks) == 2 and clocks[0] == 1980e6 and clocks[1] == power["sm_clock_mhz"] * 1e6
+    assert power["watts"] == pytest.approx(power["limit_w"], rel=0.01)
+    locked = run_scenario(load_scenario(None, sets + [f"runtime.sm_clock={power['sm_clock_mhz']}"]),
+                          intervals=False).summary
+    assert settled["itl_ms"] == pytest.approx(locked["itl_ms"], rel=1e-9)
+    assert settled["breakdown_ms"] == pytest.approx(locked["breakdown_ms"], rel=1e-9)
+    assert power["watts"] == pytest.approx(locked["power"]["watts"], rel=1e-9)

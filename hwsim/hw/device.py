@@ -139,18 +139,22 @@ class Device:
 
     def _flush(self) -> None:
         pending, self._pending = self._pending, {}
-        channels, nbytes, busy = [], [], []
+        channels, nbytes, busy, runs = [], [], [], []
         for e, n in pending.items():
             if e.channels is not None:
                 channels.append(e.channels)
-                nbytes.append(e.channel_bytes if n == 1 else n * e.channel_bytes)
-                busy.append(e.channel_busy if n == 1 else n * e.channel_busy)
+                nbytes.append(e.channel_bytes)
+                busy.append(e.channel_busy)
+                runs.append(n)
             self._account_units(e, n, None)
         if channels:
             at = np.concatenate(channels)
+            # each effect's per-channel figures times its runs, in one multiply: a pass leaves a
+            # few hundred effects, and a small array product each cost more than the bincounts
+            n = np.repeat(np.array(runs, dtype=float), [len(c) for c in channels])
             size = len(self.channel_bytes)
-            self.channel_bytes += np.bincount(at, weights=np.concatenate(nbytes), minlength=size)
-            self._channel_busy += np.bincount(at, weights=np.concatenate(busy), minlength=size)
+            self.channel_bytes += np.bincount(at, weights=np.concatenate(nbytes) * n, minlength=size)
+            self._channel_busy += np.bincount(at, weights=np.concatenate(busy) * n, minlength=size)
 
     def _account_units(self, e: Effect, n: int, copy_engine: int | None) -> None:
         self.hbm_read_bytes += n * e.hbm_read

@@ -111,13 +111,52 @@ _TOLERANCE = 0.01
 _MAX_SIMULATIONS = 6
 
 
-def settle(model: PowerModel, simulate: Callable[[float], tuple[float, Activity]]) -> Settled:
+# what a pass's time is made of, by how it scales with the SM clock (ChipSpec.at_sm_clock):
+# the SMs' fixed cost per kernel and their vector rates with the clock, tensor rates below
+# tensor_clock_hz; the rest (memory, launches, copies, waits) keeps its time
+_SM_CLOCKED = frozenset({"kernel_overhead", "dequant"})
+_TENSOR_CLOCKED = frozenset({"attention_compute", "gemm_compute"})
+
+
+def rescaled_seconds(model: PowerModel, seconds: float, breakdown_s: dict[str, float],
+                     clock_hz: float) -> float:
+    """The time of passes that took `seconds` at the maximum clock, `breakdown_s` of it by
+    component, estimated at `clock_hz`: their SM-bound parts stretch with the clock, the rest
+    keeps its time. An estimate: at a lower clock a wave's critical path can move from memory
+    to compute, and compute hidden under memory stays hidden."""
+    x = model.max_clock_hz / clock_hz
+    x_tensor = min(model.max_clock_hz, model.tensor_clock_hz) / min(clock_hz, model.tensor_clock_hz)
+    return seconds + sum(secs * ((x if comp in _SM_CLOCKED else x_tensor) - 1.0)
+                         for comp, secs in breakdown_s.items() if comp in _SM_CLOCKED or comp in _TENSOR_CLOCKED)
+
+
+def _estimated_root(model: PowerModel, work: Activity, seconds_at: Callable[[float], float]) -> float:
+    """The clock at which `work`, done in `seconds_at(clock)`, draws the limit (bisection to
+    about 1 kHz: an estimate costs microseconds, a simulation a good part of a run)."""
+    lo, hi = model.min_clock_hz, model.max_clock_hz
+    while hi - lo > 1e3:
+        mid = 0.5 * (lo + hi)
+        if model.watts(work, seconds_at(mid), mid) > model.limit_w:
+            hi = mid
+        else:
+            lo = mid
+    return lo
+
+
+def settle(model: PowerModel, simulate: Callable[[float], tuple[float, Activity]],
+           breakdown_at_max: Callable[[], dict[str, float]] | None = None) -> Settled:
     """The clock at which the pass `simulate(clock_hz) -> (seconds, activity)` draws the power
-    limit; the maximum clock when it stays under. Each probe is a full simulation at that clock.
-    Power rises monotonically with the clock, so the root is found by the secant method through
-    the last two probes until it is bracketed, then by regula falsi inside the bracket: two or
-    three simulations for a compute-bound pass, a few more for a memory-bound one (its HBM power
-    does not fall with the clock, so the first guess lands high)."""
+    limit; the maximum clock when it stays under. Each probe is a simulation at that clock, and
+    the answer is always the last probe, at the clock it names.
+    `breakdown_at_max()`: where the first probe's (maximum-clock) time went, by component
+    (issue 33: time once, re-scale the clock-dependent parts). The first guess is then the clock
+    where that time re-scaled (rescaled_seconds) draws the limit, and one simulation there
+    confirms it: most throttled runs settle in two simulations.
+    Without it, or where the confirmation misses, power rises monotonically with the clock, so
+    the root is found by the secant method through the last two probes until it is bracketed,
+    then by regula falsi inside the bracket: two or three simulations for a compute-bound pass,
+    a few more for a memory-bound one (its HBM power does not fall with the clock, so the cubic
+    guess lands high)."""
     top = model.max_clock_hz
     t, work = simulate(top)
     at_max = model.watts(work, t, top)
@@ -125,11 +164,15 @@ def settle(model: PowerModel, simulate: Callable[[float], tuple[float, Activity]
         return Settled(top, at_max, at_max, t, 1)
     over, under = (top, at_max), None            # nearest probes above and below the limit
     last = over
-    # first guess: every rate scales with the clock (a compute-bound pass), so energy per pass
-    # scales with x^2 and time with 1/x: P(x) ~ idle + (P(1) - idle) x^3
-    # (a limit at or under the idle power is refused at load: hwsim.config.limits; the guard
-    # keeps the cube root real: the lowest clock, then the probes below)
-    clock = top * max((model.limit_w - model.idle_w) / (at_max - model.idle_w), 0.0) ** (1 / 3)
+    if breakdown_at_max is not None:
+        breakdown = breakdown_at_max()
+        clock = _estimated_root(model, work, lambda hz: rescaled_seconds(model, t, breakdown, hz))
+    else:
+        # every rate scales with the clock (a compute-bound pass), so energy per pass scales
+        # with x^2 and time with 1/x: P(x) ~ idle + (P(1) - idle) x^3
+        # (a limit at or under the idle power is refused at load: hwsim.config.limits; the
+        # guard keeps the cube root real: the lowest clock, then the probes below)
+        clock = top * max((model.limit_w - model.idle_w) / (at_max - model.idle_w), 0.0) ** (1 / 3)
     best = None
     for n in range(2, _MAX_SIMULATIONS + 1):
         clock = min(max(clock, model.min_clock_hz), top)
