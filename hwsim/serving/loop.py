@@ -27,14 +27,14 @@ from hwsim.rng import RandomStreams
 from hwsim.model.schedule import StepShape
 from hwsim.serving.host_link import HOST_LINKS, HostCopies
 from hwsim.serving.prefix_cache import BLOCK_TOKENS, PrefixCache
-from hwsim.serving.requests import Request, draw_lengths, open_loop_requests
+from hwsim.serving.requests import GapLog, Request, draw_lengths, open_loop_requests
 from hwsim.step import plan_pass, simulate_pass
 
 CONTEXT_BUCKET = 512
 PREFILL_BUCKET = 128
 
 
-@dataclass
+@dataclass(slots=True)        # a million of them in a 100,000-request trace (issue 33)
 class Iteration:
     t_start: float
     decodes: int
@@ -108,6 +108,7 @@ class ServingLoop:
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
         self.finished: list[Request] = []
+        self.gaps = GapLog()                          # the finished requests' inter-token gaps
         self.iterations: list[Iteration] = []
         self.kv_blocked_s = 0.0
         self.rejected: list[Request] = []
@@ -237,7 +238,7 @@ class ServingLoop:
                 victim.private_kv = True
                 self._swap_bytes["out"] += victim.swapped_bytes
             else:
-                victim.recomputed = len(victim.token_times)
+                victim.recomputed = victim.tokens
                 victim.prefilled = 0
             self._reserved -= victim.held_bytes
             victim.held_bytes = 0.0
@@ -268,7 +269,7 @@ class ServingLoop:
             r.prefilled += take
             blocks = self._blocks(r)
             if r.prefilled >= r.prefill_target:
-                r.token_times.append(self.env.now)        # the first token
+                r.token(self.env.now)        # the first token (or, recomputed, the next)
                 self.prefix.computed(blocks, len(blocks) * BLOCK_TOKENS)   # the last, partial one too
             elif blocks:
                 self.prefix.computed(blocks, r.prefilled)
@@ -317,8 +318,11 @@ class ServingLoop:
             if blocked:
                 self.kv_blocked_s += step.duration_s
             self.iterations.append(Iteration(t0, len(decoding), prefill_tokens, len(self.waiting), step))
-            for r in decoding:
-                r.token_times.append(env.now)
+            now = env.now
+            for r in decoding:            # Request.token, inlined: a decoding request has its first token
+                r.gaps.append(now - r.last_token_s)
+                r.last_token_s = now
+                r.tokens += 1
                 if self.w.kv_allocation == "as_needed":
                     grown = self._kv_token_bytes(r)
                     r.held_bytes += grown
@@ -329,6 +333,7 @@ class ServingLoop:
                 self._reserved -= r.held_bytes
                 self.prefix.release(self._blocks(r))
                 self.finished.append(r)
+                self.gaps.add(r)
                 if r.rid in done:
                     done[r.rid].succeed()
                 if self.progress:
