@@ -255,7 +255,7 @@ def _kept_plan(plans: dict | None, b: Built, shape: StepShape, step: int) -> Pas
 
 def _run_serving(cfg: Scenario, b: Built, wall0: float, progress) -> RunResult:
     from hwsim.serving.disaggregation import serving_loop
-    from hwsim.serving.metrics import inter_token_gaps_s, request_rows, serving_summary
+    from hwsim.serving.metrics import request_rows, serving_summary
 
     loop = serving_loop(b, progress)
     loop.run()
@@ -271,14 +271,13 @@ def _run_serving(cfg: Scenario, b: Built, wall0: float, progress) -> RunResult:
     # a serving run has no one batch or context: iterations batch what is running
     summary = summary.replace(batch_size=None, context_tokens=None, itl_ms=served.itl_ms, ttft_ms=served.ttft_ms,
                               within_budget=served.serving.slo_attainment, serving=served.serving,
-                              simulated_tokens=sum(len(r.token_times) for r in loop.finished),
+                              simulated_tokens=sum(r.tokens for r in loop.finished),
                               wall_s=time.perf_counter() - wall0)
     result = RunResult(scenario=cfg, steps=[], records=RecordLog(), run_summary=summary,
                        channel_bytes=b.device.channel_bytes.tolist(),
                        channels_per_stack=b.chip.hbm_channels_per_stack,
                        requests=request_rows(loop), iterations=iters)
-    result.gaps_ms = inter_token_gaps_s(loop)           # an array: 8 bytes a gap (a list: 32)
-    result.gaps_ms *= 1e3                               # in place: no second copy
+    result.gaps_ms = loop.gaps.ms()     # the summary's: in place, 8 bytes a gap, in no order
     return result
 
 

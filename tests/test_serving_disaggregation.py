@@ -57,11 +57,11 @@ def test_one_transfer_is_its_bytes_over_the_link_plus_latency(link):
     assert req.kv_transfer_s == pytest.approx(KV_SEND.fixed_us * 1e-6 + latency + nbytes / rate, rel=1e-6)
     # the second token: the transfer, then one batch-1 decode pass on the idle decode GPU
     decode = loop.oracle.time(1, 3001, 0, 0).duration_s
-    assert req.token_times[1] - req.token_times[0] == pytest.approx(req.kv_transfer_s + decode, rel=1e-9)
+    assert loop.gaps.of(req)[0] == pytest.approx(req.kv_transfer_s + decode, rel=1e-9)
     # the first token: its prefill, two chunks of the 2048-token budget on the prefill GPU
     chunks = loop.prefill[0].iterations
     assert [it.prefill_tokens for it in chunks] == [2048, 952]
-    assert req.token_times[0] - req.arrival_s == pytest.approx(sum(it.duration_s for it in chunks), rel=1e-9)
+    assert req.first_token_s - req.arrival_s == pytest.approx(sum(it.duration_s for it in chunks), rel=1e-9)
 
 
 def test_a_quantized_kv_cache_sends_fewer_bytes_sooner():

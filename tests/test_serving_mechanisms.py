@@ -96,8 +96,8 @@ def test_kv_as_needed_preempts_and_recomputes_when_memory_runs_out(small_hbm):
     assert [r["request"] for r in rows] == list(range(8))          # one row per request
     assert sum(r["preemptions"] for r in rows) == loop.preemptions
     for r in loop.finished:
-        assert len(r.token_times) == r.output_tokens               # no token lost or repeated
-        assert r.token_times == sorted(r.token_times)
+        assert r.tokens == r.output_tokens                         # no token lost or repeated
+        assert len(loop.gaps.of(r)) == r.tokens - 1 and (loop.gaps.of(r) >= 0).all()
     preempted = [r for r in loop.finished if r.preemptions]
     # its recompute prefill covered the prompt and the reply so far
     assert all(r.recomputed > 0 and r.prefilled == r.prompt_tokens + r.recomputed for r in preempted)

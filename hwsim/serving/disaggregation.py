@@ -91,6 +91,7 @@ class DisaggregatedLoop(ServingLoop):
 
     def _finish(self, req: Request) -> None:
         self.finished.append(req)
+        self.gaps.add(req)
         if req.rid in self._done:
             self._done[req.rid].succeed()
         if self.progress:

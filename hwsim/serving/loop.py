@@ -27,14 +27,14 @@ from hwsim.rng import RandomStreams
 from hwsim.model.schedule import StepShape
 from hwsim.serving.host_link import HOST_LINKS, HostCopies
 from hwsim.serving.prefix_cache import BLOCK_TOKENS, PrefixCache
-from hwsim.serving.requests import Request, draw_lengths, open_loop_requests
+from hwsim.serving.requests import GapLog, Request, draw_lengths, open_loop_requests
 from hwsim.step import plan_pass, simulate_pass
 
 CONTEXT_BUCKET = 512
 PREFILL_BUCKET = 128
 
 
-@dataclass
+@dataclass(slots=True)        # a million of them in a 100,000-request trace (issue 33)
 class Iteration:
     t_start: float
     decodes: int
@@ -108,6 +108,7 @@ class ServingLoop:
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
         self.finished: list[Request] = []
+        self.gaps = GapLog()                          # the finished requests' inter-token gaps
         self.iterations: list[Iteration] = []
         self.kv_blocked_s = 0.0
         self.rejected: list[Request] = []
@@ -237,7 +238,7 @@ class ServingLoop:
                 victim.private_kv = True
                 self._swap_bytes["out"] += victim.swapped_bytes
             else:
-                victim.recomputed = len(victim.token_times)
+                victim.recomputed = victim.tokens
                 victim.prefilled = 0
             self._reserved -= victim.held_bytes
             victim.held_bytes = 0.0
@@ -251,12 +252,13 @@ class ServingLoop:
         """Prompt tokens of this iteration, in admission order: chunks filling the budget, or
         whole prompts while they fit (the first one always)."""
         chunks: list[tuple[Request, int]] = []
+        chunked = self.w.chunked_prefill
         for r in self.running:
-            if r.prefilled >= r.prefill_target:
+            left = r.prompt_tokens + r.recomputed - r.prefilled        # to its prefill_target
+            if left <= 0:
                 continue
-            left = r.prefill_target - r.prefilled
-            take = min(left, budget) if self.w.chunked_prefill else left
-            if take <= 0 or (not self.w.chunked_prefill and chunks and take > budget):
+            take = min(left, budget) if chunked else left
+            if take <= 0 or (not chunked and chunks and take > budget):
                 break
             chunks.append((r, take))
             budget -= take
@@ -268,7 +270,7 @@ class ServingLoop:
             r.prefilled += take
             blocks = self._blocks(r)
             if r.prefilled >= r.prefill_target:
-                r.token_times.append(self.env.now)        # the first token
+                r.token(self.env.now)        # the first token (or, recomputed, the next)
                 self.prefix.computed(blocks, len(blocks) * BLOCK_TOKENS)   # the last, partial one too
             elif blocks:
                 self.prefix.computed(blocks, r.prefilled)
@@ -292,6 +294,7 @@ class ServingLoop:
 
     def _scheduler(self, done: dict):
         env = self.env
+        as_needed = self.w.kv_allocation == "as_needed"
         while len(self.finished) < self._target:
             if not self.running and not self.waiting:
                 if self._all_issued():
@@ -299,8 +302,10 @@ class ServingLoop:
                 self._arrived = env.event()
                 yield self._arrived
             blocked = self._admit()
-            decoding = [r for r in self.running if r.prefilled >= r.prefill_target]
-            if self.w.kv_allocation == "as_needed":
+            # Request's properties (prefill_target, context, done) spelled out in this loop: it
+            # runs a million iterations of a 100,000-request trace, each over every running request
+            decoding = [r for r in self.running if r.prefilled >= r.prompt_tokens + r.recomputed]
+            if as_needed:
                 decoding = self._make_room(decoding)
             chunks = self._prefill_chunks(max(0, self.w.token_budget - len(decoding)))
             if not decoding and not chunks:       # nothing runnable (KV full): wait for an arrival
@@ -310,25 +315,29 @@ class ServingLoop:
                 yield from self._swap_copies()
             prefill_tokens = sum(t for _, t in chunks)
             completing = sum(1 for r, t in chunks if r.prefilled + t >= r.prefill_target)
-            mean_ctx = sum(r.context for r in decoding) / len(decoding) if decoding else 0
+            mean_ctx = sum([r.prompt_tokens + r.tokens for r in decoding]) / len(decoding) if decoding else 0
             step = self.oracle.time(len(decoding), mean_ctx, prefill_tokens, completing)
             t0 = env.now
             yield env.timeout(step.duration_s)
             if blocked:
                 self.kv_blocked_s += step.duration_s
             self.iterations.append(Iteration(t0, len(decoding), prefill_tokens, len(self.waiting), step))
-            for r in decoding:
-                r.token_times.append(env.now)
-                if self.w.kv_allocation == "as_needed":
+            now = env.now
+            for r in decoding:            # Request.token, inlined: a decoding request has its first token
+                r.gaps.append(now - r.last_token_s)
+                r.last_token_s = now
+                r.tokens += 1
+                if as_needed:
                     grown = self._kv_token_bytes(r)
                     r.held_bytes += grown
                     self._reserved += grown
             self._advance_prefills(chunks)
-            for r in [r for r in self.running if r.done]:
+            for r in [r for r in self.running if r.tokens >= r.output_tokens]:
                 self.running.remove(r)
                 self._reserved -= r.held_bytes
                 self.prefix.release(self._blocks(r))
                 self.finished.append(r)
+                self.gaps.add(r)
                 if r.rid in done:
                     done[r.rid].succeed()
                 if self.progress:

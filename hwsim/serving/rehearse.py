@@ -76,5 +76,5 @@ def rehearse(cfg, limit: int | None = None) -> Rehearsal:
     done = len(finished)
     growth = len(oracle.keys) - half["shapes"] if half and done > half["done"] else 0
     return Rehearsal(limit=limit, requests=done + len(loop.rejected), iterations=len(loop.iterations),
-                     tokens=sum(len(r.token_times) for r in finished), shapes=list(oracle.keys),
+                     tokens=sum(r.tokens for r in finished), shapes=list(oracle.keys),
                      new_shapes_half=growth)

@@ -126,7 +126,7 @@ class DecodeInstance:
             self.busy_s += step.duration_s
             self.iterations.append(Iteration(t0, len(batch), 0, self.incoming, step))
             for r in batch:
-                r.token_times.append(env.now)
+                r.token(env.now)
             for r in [r for r in batch if r.done]:
                 self.running.remove(r)
                 self.reserved -= r.held_bytes
