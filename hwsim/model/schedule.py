@@ -369,14 +369,19 @@ class Schedule:
         never its name or its weights' address, so it walks the template expert's kernels
         (whose variants are kept on them, step after step); a weight-reading result is then
         moved to the expert's weights' channel phase (one copy per kernel and phase, kept)."""
-        walk, walk_all, moved = l2.walk, l2.walk_all, self._moved
+        walk_all, moved = l2.walk_all, self._moved
         period = self._channel_period
         out: list[StreamItem] = []
+        run: list[Kernel] = []           # plain kernels in a row, walked in one call
         for item in items:
             kind = type(item)
             if kind is Kernel:
-                out.append(walk(item))
-            elif kind is RoutedExpert:
+                run.append(item)
+                continue
+            if run:
+                out += walk_all(run)
+                run = []
+            if kind is RoutedExpert:
                 address = item.address
                 kernels = walk_all(item.template)
                 for i, k in enumerate(kernels):
@@ -394,6 +399,8 @@ class Schedule:
                 out.append(ExpertBlock(tuple(kernels), item.layer, item.name_cut, item.prefix))
             else:
                 out.append(item)
+        if run:
+            out += walk_all(run)
         return out
 
     @functools.cached_property

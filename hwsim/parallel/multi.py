@@ -80,26 +80,34 @@ def cut_points(items: list, layout: lay.Layout, moe_layers: set[int], shape: Ste
         out.append((cur, Collective(what, nbytes, layout.gpus, layer)))
         cur = []
 
+    # read once, not per kernel: this loop runs over every kernel of every GPU's pass
+    all_to_all, tp = layout.all_to_all, layout.tp > 1
+    a2a_layers = moe_layers if all_to_all else set()
+    attention_residual, ffn_residual, routed = Role.ATTENTION_RESIDUAL, Role.FFN_RESIDUAL, Role.ROUTED
     for k in items:
-        if type(k) is ExpertBlock:          # a routed expert: the layer's experts have begun
-            if k.layer in moe_layers and layout.all_to_all and k.layer not in dispatched:
-                cut("dispatch", k.layer)
-                dispatched.add(k.layer)
-        elif type(k) is Kernel:
-            role, layer = k.role, k.layer
-            moe = layer in moe_layers and layout.all_to_all
-            if role is Role.ATTENTION_RESIDUAL and layout.tp > 1:
-                cut("all_reduce", layer, hidden_bytes)
-            elif role is Role.FFN_RESIDUAL:
-                if moe:
+        kind = type(k)
+        if kind is Kernel:
+            role = k.role
+            if role is None:                # most kernels: no cut
+                pass
+            elif role is attention_residual:
+                if tp:
+                    cut("all_reduce", k.layer, hidden_bytes)
+            elif role is ffn_residual:
+                layer = k.layer
+                if layer in a2a_layers:
                     if layer not in dispatched:
                         cut("dispatch", layer)
                     cut("combine", layer)
-                elif layout.tp > 1:
+                elif tp:
                     cut("all_reduce", layer, hidden_bytes)
-            elif moe and layer not in dispatched and role is Role.ROUTED:
+            elif role is routed and (layer := k.layer) in a2a_layers and layer not in dispatched:
                 cut("dispatch", layer)
                 dispatched.add(layer)
+        elif kind is ExpertBlock:           # a routed expert: the layer's experts have begun
+            if k.layer in a2a_layers and k.layer not in dispatched:
+                cut("dispatch", k.layer)
+                dispatched.add(k.layer)
         cur.append(k)
     logits = Collective("all_gather", max(shape.lm_rows, 1) * vocab * ACT_BYTES, layout.gpus)
     out.append((cur, logits if layout.tp > 1 else None))
