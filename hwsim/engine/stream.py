@@ -325,8 +325,12 @@ class Stream:
         device = self.device
         p.flush_alone()
         self.replayed += p.replayed
-        for effect, n in p.alone_counts.items():
-            totals.add(effect.parts, effect.data, effect.hbm_bytes, n)
+        parts, moved = totals.parts, totals.moved
+        for effect, n in p.alone_counts.items():       # StreamTotals.add, inline: once per shape
+            for comp, secs in effect.parts.items():     # and segment of every GPU's pass
+                parts[comp] = parts.get(comp, 0.0) + n * secs
+            data = effect.data
+            moved[data] = moved.get(data, 0.0) + n * effect.hbm_bytes
         device.account_all(p.alone_counts)
         if not self.private:        # a private stream's device is synced at the end of its pass
             device.sync()

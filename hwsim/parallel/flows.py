@@ -27,8 +27,10 @@ Send = tuple[Device, Device, float]          # (from, to, bytes)
 
 def _hbm(device: Device, nbytes: float, efficiency: float, duration: float, out: dict[Unit, float]) -> None:
     seconds = nbytes / (device.chip.hbm_peak_bytes_s * efficiency)      # spread over every stack
+    share = min(1.0, seconds / duration)            # the same for each: worked out once
+    get = out.get
     for stack in device.hbm_stacks:
-        out[stack] = out.get(stack, 0.0) + min(1.0, seconds / duration)
+        out[stack] = get(stack, 0.0) + share
 
 
 def _plan(cluster: Cluster, src: Device, sends: Sequence[Send], kernel: CommKernel):
@@ -38,14 +40,21 @@ def _plan(cluster: Cluster, src: Device, sends: Sequence[Send], kernel: CommKern
     payload: dict[Unit, float] = defaultdict(float)
     into: dict[Device, float] = defaultdict(float)
     latency = 0.0
+    link_of, efficiency = cluster.link, {}          # efficiency: per port kind, asked once
     for _, dst, n in sends:
-        link = cluster.link(src, dst)
-        wire = n / kernel.efficiency(link.ports[0].kind)
-        for port in link.ports:
+        link = link_of(src, dst)
+        ports = link.ports
+        kind = ports[0].kind
+        eff = efficiency.get(kind)
+        if eff is None:
+            eff = efficiency[kind] = kernel.efficiency(kind)
+        wire = n / eff
+        for port in ports:
             port_bytes[port] += wire
             payload[port] += n
         into[dst] += n
-        latency = max(latency, link.latency_s)
+        if link.latency_s > latency:
+            latency = link.latency_s
     out_ports = [p for p in port_bytes if p in (src.scaleup_tx, src.nic)]
     return port_bytes, payload, into, latency + max(port_bytes[p] / p.rate for p in out_ports)
 
