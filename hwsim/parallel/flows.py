@@ -28,8 +28,12 @@ Send = tuple[Device, Device, float]          # (from, to, bytes)
 def _hbm(device: Device, nbytes: float, efficiency: float, duration: float, out: dict[Unit, float]) -> None:
     seconds = nbytes / (device.chip.hbm_peak_bytes_s * efficiency)      # spread over every stack
     share = min(1.0, seconds / duration)            # the same for each: worked out once
+    stacks = device.hbm_stacks
+    if stacks[0] not in out:                        # a device's first bytes of the flow: the
+        out.update(dict.fromkeys(stacks, share))    # sum from 0.0 is the share, set in one call
+        return
     get = out.get
-    for stack in device.hbm_stacks:
+    for stack in stacks:
         out[stack] = get(stack, 0.0) + share
 
 
