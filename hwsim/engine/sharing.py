@@ -59,8 +59,9 @@ class Arbiter:
         self._last = env.now
         self._version = 0
         self._seq = 0
-        self._users: dict[Unit, dict[SharedItem, float]] = {}   # each unit's items in flight
-        self._asked: dict[Unit, float] = {}                      # and the sum of their shares
+        # each unit in use: [the sum of its items' shares, {item in flight: its share}], one
+        # record (one look-up a unit as an item comes or goes: a 64-GPU flow asks ~65 units)
+        self._units: dict[Unit, list] = {}
         self._contended: dict[Unit, None] = {}   # units whose users ask more than all of them
                                                  # (a dict: deterministic order, unlike a set)
         self._solve_pending = False
@@ -75,28 +76,32 @@ class Arbiter:
         self._seq += 1
         item.seq = self._seq
         self.active.append(item)
-        users, asked, contended = self._users, self._asked, self._contended
+        units, contended = self._units, self._contended
         for unit, f in shares.items():
-            on = users.get(unit)
-            if on is None:
-                on = users[unit] = {}
-            on[item] = f
-            total = asked[unit] = asked.get(unit, 0.0) + f
+            rec = units.get(unit)
+            if rec is None:                 # its first user: asked 0.0 + f, which is f
+                units[unit] = [f, {item: f}]
+                if f > 1.0:
+                    contended[unit] = None
+                continue
+            rec[1][item] = f
+            total = rec[0] = rec[0] + f
             if total > 1.0:
                 contended[unit] = None
         self._request_solve()
         return item
 
     def _remove(self, item: SharedItem) -> None:
-        users, asked, contended = self._users, self._asked, self._contended
+        units, contended = self._units, self._contended
         for unit, f in item.shares.items():
-            on = users[unit]
+            rec = units[unit]
+            on = rec[1]
             del on[item]
             if not on:                  # exactly nothing asked: no rounding carried over
-                del users[unit], asked[unit]
+                del units[unit]
                 contended.pop(unit, None)
                 continue
-            total = asked[unit] = asked[unit] - f
+            total = rec[0] = rec[0] - f
             if total <= 1.0:
                 contended.pop(unit, None)
 
@@ -139,7 +144,7 @@ class Arbiter:
         contended = self._contended
         if not contended:
             return
-        users = self._users
+        users = {u: self._units[u][1] for u in contended}     # each contended unit's items
         free = dict.fromkeys(contended, 1.0)
         asked = {u: sum(users[u].values()) for u in contended}
         fresh = dict(asked)                       # each asked sum as last summed afresh
