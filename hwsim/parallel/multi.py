@@ -21,6 +21,7 @@ what was in flight (a collective, by kind) or to waiting for the slowest GPU (`_
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 
@@ -183,7 +184,8 @@ def simulate(b, shape: StepShape, step: int, records: RecordLog | None, interval
 def _busiest_work(micro: list[MicroBatch]) -> Activity:
     """Each kind of work (tensor flops, L2 bytes, HBM bytes) of the GPU that does the most of it:
     under tensor parallelism every GPU's; under expert parallelism an upper bound on any one's."""
-    per_gpu = [activity_of(item for mb in micro for items, _ in mb.segments[g] for item in items)
+    # each GPU's items in order, its segments' lists chained in C (not one generator step an item)
+    per_gpu = [activity_of(chain.from_iterable(items for mb in micro for items, _ in mb.segments[g]))
                for g in range(len(micro[0].segments))]
     return Activity(max(a.tensor_flops for a in per_gpu), max(a.l2_bytes for a in per_gpu),
                     max(a.hbm_bytes for a in per_gpu))
