@@ -42,6 +42,11 @@ class Device:
         self.l2 = Unit("L2", "l2", chip.l2_bytes_s, "bytes")
         self.hbm_stacks = [Unit(f"HBM stack {s}", "hbm", chip.hbm_read_bytes_s / chip.hbm_stacks, "bytes")
                            for s in range(chip.hbm_stacks)]
+        # every stack asked alike, as one unit of the arbiter (a collective's bytes spread over
+        # them all: hwsim/parallel/flows.py); no lane of its own (not in `units`)
+        self.hbm_all = Unit("HBM stacks", "hbm", chip.hbm_read_bytes_s, "bytes", members=tuple(self.hbm_stacks))
+        for stack in self.hbm_stacks:
+            stack.group = self.hbm_all
         self.bus = Unit("bus", "bus", chip.bus_bytes_s, "bytes")
         self.copy_engines = [Unit(f"copy engine {i}", "copy", chip.hbm_read_bytes_s, "bytes")
                              for i in range(copy_engines)]

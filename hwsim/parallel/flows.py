@@ -10,6 +10,8 @@ kernel that drives it. Sharing then divides ports, HBM and SMs among all items i
 this collective, of others, of compute kernels): where many senders aim at one receiver, its
 port in saturates and they slow together. The parts of one sender's item progress together,
 a simplification: a sender's NVLink bytes are stretched to end with its network bytes.
+A device's HBM stacks are asked as one group (the bytes spread over them all alike), which the
+arbiter treats as each stack asked on its own (hwsim/engine/sharing.py, unit groups).
 """
 
 from __future__ import annotations
@@ -26,15 +28,10 @@ Send = tuple[Device, Device, float]          # (from, to, bytes)
 
 
 def _hbm(device: Device, nbytes: float, efficiency: float, duration: float, out: dict[Unit, float]) -> None:
-    seconds = nbytes / (device.chip.hbm_peak_bytes_s * efficiency)      # spread over every stack
-    share = min(1.0, seconds / duration)            # the same for each: worked out once
-    stacks = device.hbm_stacks
-    if stacks[0] not in out:                        # a device's first bytes of the flow: the
-        out.update(dict.fromkeys(stacks, share))    # sum from 0.0 is the share, set in one call
-        return
-    get = out.get
-    for stack in stacks:
-        out[stack] = get(stack, 0.0) + share
+    """The bytes' share of each of the device's HBM stacks (spread over them all, so the same
+    for each): asked of their group, one unit of the arbiter (hwsim/engine/sharing.py)."""
+    seconds = nbytes / (device.chip.hbm_peak_bytes_s * efficiency)
+    out[device.hbm_all] = out.get(device.hbm_all, 0.0) + min(1.0, seconds / duration)
 
 
 def _plan(cluster: Cluster, src: Device, sends: Sequence[Send], kernel: CommKernel):
