@@ -20,6 +20,7 @@ what was in flight (a collective, by kind) or to waiting for the slowest GPU (`_
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from itertools import chain
 
@@ -78,7 +79,7 @@ def cut_points(items: list, layout: lay.Layout, moe_layers: set[int], shape: Ste
 
     def cut(what: str, layer: int, nbytes: float = 0.0):    # dispatch, combine: routing's bytes
         nonlocal cur
-        out.append((cur, Collective(what, nbytes, layout.gpus, layer)))
+        out.append((cur, _collective(what, nbytes, layout.gpus, layer)))
         cur = []
 
     # read once, not per kernel: this loop runs over every kernel of every GPU's pass
@@ -113,6 +114,14 @@ def cut_points(items: list, layout: lay.Layout, moe_layers: set[int], shape: Ste
     logits = Collective("all_gather", max(shape.lm_rows, 1) * vocab * ACT_BYTES, layout.gpus)
     out.append((cur, logits if layout.tp > 1 else None))
     return out
+
+
+@functools.lru_cache(maxsize=4096, typed=True)   # typed: 0 and 0.0 stay apart
+def _collective(kind: str, nbytes: float, group: int, layer: int) -> Collective:
+    """One (frozen) Collective per value: every GPU of a pass cuts at the same ones, and building a
+    frozen dataclass costs more than finding it; the check that all GPUs reach the same
+    collectives then compares them by identity."""
+    return Collective(kind, nbytes, group, layer)
 
 
 @dataclass
