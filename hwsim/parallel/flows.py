@@ -41,9 +41,9 @@ def _plan(cluster: Cluster, src: Device, sends: Sequence[Send], kernel: CommKern
     payload: dict[Unit, float] = defaultdict(float)
     into: dict[Device, float] = defaultdict(float)
     latency = 0.0
-    link_of, efficiency = cluster.link, {}          # efficiency: per port kind, asked once
+    links, efficiency = cluster.links_from(src), {}     # efficiency: per port kind, asked once
     for _, dst, n in sends:
-        link = link_of(src, dst)
+        link = links.get(dst) or cluster.link(src, dst)
         ports = link.ports
         kind = ports[0].kind
         eff = efficiency.get(kind)
