@@ -95,8 +95,9 @@ def build(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelSha
     else:
         cluster = Cluster(chip)
     timer = lambda: KernelTimer(chip, cfg.runtime.fidelity)      # noqa: E731 (one per stream)
+    book: dict = {}      # every device is this chip: a kernel timed on one is timed for all (replay.py)
     streams = [Stream(cluster.env, d, cluster.arbiter, timer(), launch=cfg.runtime.launch,
-                      reuse=cfg.runtime.reuse) for d in cluster.devices]
+                      reuse=cfg.runtime.reuse, book=book) for d in cluster.devices]
     max_context = w.context_tokens + w.decode_steps + max(w.prompt_tokens, 1)
     families = dequant_kernels.from_profile(profile)     # who dequantizes, at what cost (issue 31)
     schedule = Schedule(lay.shard_model(model, layout) if layout else model, chip,

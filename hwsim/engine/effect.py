@@ -28,5 +28,5 @@ class Effect:
     l2: tuple[float, float, float]
     hbm_read: float
     hbm_write: float
-    shares: dict | None = None           # unit -> fraction of it used alone (Device.shares)
-    lanes: list | None = None            # per-lane busy spans (Device.lanes), computed once
+    # nothing of a device: the devices of a cluster share effects (hwsim/engine/replay.py), and
+    # each keeps what it derives from one (its shares, its lanes: hwsim/hw/device.py)

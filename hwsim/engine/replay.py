@@ -6,6 +6,13 @@ field of the Kernel that is not marked `timing=False` in its dataclass metadata 
 its layer, the cached key itself), with the address reduced to where it starts in the HBM
 channel interleave. A field added to Kernel is therefore part of the key unless its author
 says it cannot change timing: a new timing field can never be replayed stale.
+
+The devices of one cluster are one chip, and a kernel alone times the same on any of them, so
+their streams' caches share one book of effects (hwsim/build.py): a kernel is timed once for all
+the GPUs of a run, not once per GPU (issue 33: a 64-GPU pass timed each new kernel 64 times).
+Each stream keeps its own index into the book, so that what it counts as replayed (a kernel it
+has met before) is what it was when each had its own. An Effect holds nothing of a device: what
+a device derives from it (its shares, its lanes) the device keeps (hwsim/hw/device.py).
 """
 
 from __future__ import annotations
@@ -24,11 +31,14 @@ _next_key = itertools.count(1)
 
 
 class ReplayCache:
-    def __init__(self, timer: KernelTimer):
+    def __init__(self, timer: KernelTimer, book: dict[int, Effect] | None = None):
+        """`book`: effects timed by the timers of identical devices (same chip, same fidelity),
+        shared with their caches; none: this cache's own."""
         self.timer = timer
         hbm = timer.path.hbm
         self._interleave, self._channels = hbm.interleave, hbm.channels
-        self.effects: dict[int, Effect] = {}
+        self.effects: dict[int, Effect] = {}          # the kernels this cache has met
+        self.book = {} if book is None else book
         self.misses = 0          # kernels timed (replays are counted by the streams)
 
     def key(self, k: Kernel) -> int:
@@ -43,11 +53,14 @@ class ReplayCache:
         return k.replay_key
 
     def effect(self, k: Kernel) -> tuple[Effect, bool]:
-        """(the kernel's Effect alone, whether it was replayed)."""
+        """(the kernel's Effect alone, whether it was replayed: met by this cache before)."""
         key = k.replay_key or self.key(k)
         effect = self.effects.get(key)
         if effect is not None:
             return effect, True
-        self.misses += 1
-        effect = self.effects[key] = self.timer.at_once(k)
+        effect = self.book.get(key)
+        if effect is None:                   # no identical device has timed it either
+            self.misses += 1
+            effect = self.book[key] = self.timer.at_once(k)
+        self.effects[key] = effect
         return effect, False

@@ -18,6 +18,17 @@ later change, is ignored). Latency inside an item
 simplification, small for the bandwidth-bound items that share.
 
 An item alone finishes exactly T after it starts, so the single-stream results are unchanged.
+
+Unit groups (issue 33): a collective's flow asks the same share of each HBM stack of its sender
+and of every receiver (hwsim/parallel/flows.py), 54 of a 64-GPU flow's 65 units. It asks their
+group (`Device.hbm_all`, whose `members` are the stacks) instead. While only such items ask a
+group's members, the members' records would all be the same (the same shares added and taken
+away in the same order), so the group's one record stands for them all and a solve treats it
+as each of them would be treated. When an item asks a member itself (a kernel beside a
+collective, a copy), the group is split: each member gets the group's record, and the group's
+items ask the members from then on; an item that asks a group while any member is asked
+directly asks the members. So the rates are those of the stacks asked one by one, to the bit
+(tests/test_sharing_groups.py). An item asks a group or its members, never both.
 """
 
 from __future__ import annotations
@@ -35,7 +46,8 @@ DONE = 1e-9           # fraction of an item's work under which it counts as fini
 class SharedItem:
     name: str
     duration: float                    # seconds alone
-    shares: dict[Unit, float]          # fraction of each unit used alone (never modified here)
+    shares: dict[Unit, float]          # fraction of each unit used alone (replaced, never changed
+                                       # in place, where a unit group is split: see the module)
     done: simpy.Event
     start: float
     remaining: float = 1.0             # fraction of its work left
@@ -59,10 +71,12 @@ class Arbiter:
         self._last = env.now
         self._version = 0
         self._seq = 0
-        self._users: dict[Unit, dict[SharedItem, float]] = {}   # each unit's items in flight
-        self._asked: dict[Unit, float] = {}                      # and the sum of their shares
+        # each unit in use: [the sum of its items' shares, {item in flight: its share}], one
+        # record (one look-up a unit as an item comes or goes: a 64-GPU flow asks ~65 units)
+        self._units: dict[Unit, list] = {}
         self._contended: dict[Unit, None] = {}   # units whose users ask more than all of them
                                                  # (a dict: deterministic order, unlike a set)
+        self._direct: dict[Unit, int] = {}   # a unit group -> its members with a record of their own
         self._solve_pending = False
 
     def submit(self, name: str, duration: float, shares: dict[Unit, float]) -> SharedItem:
@@ -75,30 +89,81 @@ class Arbiter:
         self._seq += 1
         item.seq = self._seq
         self.active.append(item)
-        users, asked, contended = self._users, self._asked, self._contended
+        if self._direct:                    # some group's members are asked one by one
+            shares = item.shares = self._ungrouped(shares)
+        units, contended = self._units, self._contended
         for unit, f in shares.items():
-            on = users.get(unit)
-            if on is None:
-                on = users[unit] = {}
-            on[item] = f
-            total = asked[unit] = asked.get(unit, 0.0) + f
+            rec = units.get(unit)
+            if rec is None:
+                group = unit.group
+                if group is not None and group in units:    # a member while its group is asked
+                    self._split(group)
+                    rec = units[unit]
+                else:                       # its first user: asked 0.0 + f, which is f
+                    units[unit] = [f, {item: f}]
+                    if f > 1.0:
+                        contended[unit] = None
+                    if group is not None:
+                        self._direct[group] = self._direct.get(group, 0) + 1
+                    continue
+            rec[1][item] = f
+            total = rec[0] = rec[0] + f
             if total > 1.0:
                 contended[unit] = None
         self._request_solve()
         return item
 
     def _remove(self, item: SharedItem) -> None:
-        users, asked, contended = self._users, self._asked, self._contended
+        units, contended = self._units, self._contended
         for unit, f in item.shares.items():
-            on = users[unit]
+            rec = units[unit]
+            on = rec[1]
             del on[item]
             if not on:                  # exactly nothing asked: no rounding carried over
-                del users[unit], asked[unit]
+                del units[unit]
                 contended.pop(unit, None)
+                if unit.group is not None:
+                    self._member_gone(unit.group)
                 continue
-            total = asked[unit] = asked[unit] - f
+            total = rec[0] = rec[0] - f
             if total <= 1.0:
                 contended.pop(unit, None)
+
+    # -- unit groups (see the module) --------------------------------------------------------
+    def _ungrouped(self, shares: dict[Unit, float]) -> dict[Unit, float]:
+        """The shares with each group whose members are asked one by one replaced by them."""
+        direct = self._direct
+        if not any(unit.members and unit in direct for unit in shares):
+            return shares
+        out: dict[Unit, float] = {}
+        for unit, f in shares.items():
+            if unit.members and unit in direct:
+                for member in unit.members:
+                    out[member] = out.get(member, 0.0) + f
+            else:
+                out[unit] = f
+        return out
+
+    def _split(self, group: Unit) -> None:
+        """The group's record given to each of its members (what each would hold had they been
+        asked one by one), and its items made to ask the members."""
+        units, contended = self._units, self._contended
+        asked, users = units.pop(group)
+        contended.pop(group, None)
+        for member in group.members:
+            units[member] = [asked, dict(users)]
+            if asked > 1.0:
+                contended[member] = None
+        self._direct[group] = self._direct.get(group, 0) + len(group.members)
+        for item in users:
+            item.shares = self._ungrouped(item.shares)
+
+    def _member_gone(self, group: Unit) -> None:
+        left = self._direct[group] - 1
+        if left:
+            self._direct[group] = left
+        else:
+            del self._direct[group]
 
     # -- the fluid model ---------------------------------------------------------------------
     def _advance(self) -> None:
@@ -139,7 +204,7 @@ class Arbiter:
         contended = self._contended
         if not contended:
             return
-        users = self._users
+        users = {u: self._units[u][1] for u in contended}     # each contended unit's items
         free = dict.fromkeys(contended, 1.0)
         asked = {u: sum(users[u].values()) for u in contended}
         fresh = dict(asked)                       # each asked sum as last summed afresh

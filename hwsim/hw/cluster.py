@@ -34,7 +34,7 @@ class Cluster:
         self.arbiter = Arbiter(self.env)
         self.gpus_per_node = gpus_per_node or gpus
         self.devices = [Device(chip, index=i) for i in range(gpus)]
-        self._links: dict[tuple[Device, Device], Link] = {}     # at most one per pair of devices
+        self._links: dict[Device, dict[Device, Link]] = {}    # src -> dst -> link, made once a pair
 
     def node_of(self, device: Device) -> int:
         return device.index // self.gpus_per_node
@@ -42,9 +42,18 @@ class Cluster:
     def link(self, src: Device, dst: Device) -> Link:
         """The path a transfer from src to dst takes (made once per pair: every collective step
         of a many-GPU pass asks for it again)."""
-        link = self._links.get((src, dst))
-        if link is None:
-            link = self._links[(src, dst)] = self._make_link(src, dst)
+        return self.links_from(src).get(dst) or self._add_link(src, dst)
+
+    def links_from(self, src: Device) -> dict[Device, Link]:
+        """The links from src made so far, by receiver: a sender's flow looks up each of its
+        receivers here (hwsim/parallel/flows.py), and link() makes the missing ones."""
+        links = self._links.get(src)
+        if links is None:
+            links = self._links[src] = {}
+        return links
+
+    def _add_link(self, src: Device, dst: Device) -> Link:
+        link = self.links_from(src)[dst] = self._make_link(src, dst)
         return link
 
     def _make_link(self, src: Device, dst: Device) -> Link:

@@ -42,6 +42,11 @@ class Device:
         self.l2 = Unit("L2", "l2", chip.l2_bytes_s, "bytes")
         self.hbm_stacks = [Unit(f"HBM stack {s}", "hbm", chip.hbm_read_bytes_s / chip.hbm_stacks, "bytes")
                            for s in range(chip.hbm_stacks)]
+        # every stack asked alike, as one unit of the arbiter (a collective's bytes spread over
+        # them all: hwsim/parallel/flows.py); no lane of its own (not in `units`)
+        self.hbm_all = Unit("HBM stacks", "hbm", chip.hbm_read_bytes_s, "bytes", members=tuple(self.hbm_stacks))
+        for stack in self.hbm_stacks:
+            stack.group = self.hbm_all
         self.bus = Unit("bus", "bus", chip.bus_bytes_s, "bytes")
         self.copy_engines = [Unit(f"copy engine {i}", "copy", chip.hbm_read_bytes_s, "bytes")
                              for i in range(copy_engines)]
@@ -60,6 +65,10 @@ class Device:
         self._channel_busy = np.zeros(channels)
         self._stack_of = np.arange(channels) // chip.hbm_channels_per_stack
         self._pending: dict[Effect, int] = {}      # account_all's runs, added at the next sync
+        # what this device derives from an effect, once: effects are shared by the devices of
+        # a cluster (hwsim/engine/replay.py), these are this device's units
+        self._shares: dict[Effect, dict[Unit, float]] = {}
+        self._lanes_of: dict[Effect, list[tuple[list, float, float]]] = {}
         self.hbm_read_bytes = 0.0
         self.hbm_write_bytes = 0.0
         self.recording = False
@@ -76,7 +85,7 @@ class Device:
 
     def record_intervals(self, on: bool, first_runs_only: bool = False) -> None:
         """Start (or stop) keeping busy intervals on every lane. A unit's interval list, once
-        made, is kept (effects hold on to it, hwsim/engine/effect.py `lanes`).
+        made, is kept (the lanes this device derived from an effect hold on to it: `record`).
         `first_runs_only`: only the first run of each item is kept, which still marks every
         lane the item ever uses as busy (the Gantt chart's rows), for the steps it does not draw."""
         self.recording = on
@@ -98,8 +107,8 @@ class Device:
     def shares(self, e: Effect, copy_engine: int | None = None) -> dict[Unit, float]:
         """The fraction of each unit the item uses while it runs alone: what it asks when it
         shares the device with items of other streams (hwsim/engine/sharing.py)."""
-        if e.shares is not None and copy_engine is None:
-            return e.shares
+        if copy_engine is None and (known := self._shares.get(e)) is not None:
+            return known
         t = e.duration
         out: dict[Unit, float] = {}
         if e.slots:
@@ -117,7 +126,7 @@ class Device:
         if copy_engine is not None:
             out[self.copy_engines[copy_engine]] = 1.0
             return out
-        e.shares = out
+        self._shares[e] = out
         return out
 
     # -- accounting ---------------------------------------------------------------------------
@@ -192,14 +201,15 @@ class Device:
             if e in once:
                 return
             once.add(e)
-        if e.lanes is None:
-            e.lanes = self._lanes(e)
+        lanes = self._lanes_of.get(e)
+        if lanes is None:
+            lanes = self._lanes_of[e] = self._lanes(e)
         stretch = (end - start) / e.duration if e.duration > 0 else 1.0
         if stretch == 1.0:    # alone: the common case, once per kernel of every recorded step
-            for intervals, until, share in e.lanes:
+            for intervals, until, share in lanes:
                 intervals.append((start, start + until, label, share))
         else:
-            for intervals, until, share in e.lanes:
+            for intervals, until, share in lanes:
                 intervals.append((start, start + until * stretch, label, share / stretch))
         if copy_engine is not None:
             self.copy_engines[copy_engine].record(start, end, label, 1.0 / stretch)

@@ -19,6 +19,9 @@ class Unit:
     busy_s: float = 0.0       # seconds of full-rate service given
     served: float = 0.0       # bytes (or slots x seconds, elements) served
     intervals: list[tuple[float, float, str, float]] | None = field(default=None, repr=False)
+    # a group of units asked alike (hwsim/engine/sharing.py): the group's `members`; a member's `group`
+    members: tuple["Unit", ...] = field(default=(), repr=False)
+    group: "Unit | None" = field(default=None, repr=False)
 
     def record(self, start: float, end: float, label: str, share: float) -> None:
         """A busy interval (only while the device records: the first steps of a run)."""

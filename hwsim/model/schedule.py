@@ -369,14 +369,19 @@ class Schedule:
         never its name or its weights' address, so it walks the template expert's kernels
         (whose variants are kept on them, step after step); a weight-reading result is then
         moved to the expert's weights' channel phase (one copy per kernel and phase, kept)."""
-        walk, walk_all, moved = l2.walk, l2.walk_all, self._moved
+        walk_all, moved = l2.walk_all, self._moved
         period = self._channel_period
         out: list[StreamItem] = []
+        run: list[Kernel] = []           # plain kernels in a row, walked in one call
         for item in items:
             kind = type(item)
             if kind is Kernel:
-                out.append(walk(item))
-            elif kind is RoutedExpert:
+                run.append(item)
+                continue
+            if run:
+                out += walk_all(run)
+                run = []
+            if kind is RoutedExpert:
                 address = item.address
                 kernels = walk_all(item.template)
                 for i, k in enumerate(kernels):
@@ -394,6 +399,8 @@ class Schedule:
                 out.append(ExpertBlock(tuple(kernels), item.layer, item.name_cut, item.prefix))
             else:
                 out.append(item)
+        if run:
+            out += walk_all(run)
         return out
 
     @functools.cached_property
@@ -402,7 +409,11 @@ class Schedule:
         c = self.chip
         return c.hbm_interleave_bytes * c.hbm_stacks * c.hbm_channels_per_stack
 
+    @_memo
     def _attention_block(self, layer: int, s: StepShape) -> list[Kernel]:
+        """The layer's attention block for this shape, memoised whole (its kernels are each
+        memoised already): one look-up a layer instead of one a kernel, for every GPU's pass
+        (issue 33: the look-ups' keys were a twentieth of a 64-GPU run)."""
         a, d = self.model.attention, self.model.hidden
         t = s.tokens
         if isinstance(a, MlaAttention):
@@ -615,24 +626,12 @@ class Schedule:
                    state: OnChipState) -> list[Kernel]:
         m, d, t = self.model, self.model.hidden, s.tokens
         dispatch = state.dispatch
-        ks = [self._norm("ffn_norm", layer, t)]
         if not m.is_moe_layer(layer):
-            ks += DENSE_FFN.kernels(self, layer, t)
+            ks = [self._norm("ffn_norm", layer, t), *DENSE_FFN.kernels(self, layer, t)]
         else:
             moe = m.moe
-            ks += self._gemm("router", layer, t, d, moe.experts, "router", Component.ROUTER,
-                             compute=Component.ROUTER, on_chip=float(state.router_on_chip),
-                             out=("scores",))
-            # softmax(dtype=float32): a cast kernel, then a one-warp-per-row softmax
-            ks.append(self._ew("router_cast", layer, t * moe.experts * ops.ACT_BYTES,
-                               t * moe.experts * FP32_BYTES, component=Component.ROUTER,
-                               reads=("scores",), writes=("scores32",)))
-            ks.append(self._ew("router_softmax", layer, t * moe.experts * FP32_BYTES,
-                               t * moe.experts * FP32_BYTES, SOFTMAX_OPS_PER_ELEM / FP32_BYTES,
-                               component=Component.ROUTER, reads=("scores32",), writes=("probs",)))
+            ks = list(self._moe_head(layer, t, state.router_on_chip))
             counts = tokens_per_expert(choice, moe.experts)
-            if moe.shared_experts:
-                ks += self._shared_experts(layer, t)
             experts = np.flatnonzero(counts).tolist()
             plans = dispatch.plan_layer(layer, experts) if dispatch else [FROM_HBM] * len(experts)
             ks += self.ffn.routed(self, layer, t, counts, experts, plans)
@@ -640,6 +639,26 @@ class Schedule:
                 dispatch.account(layer, plans)
         ks.append(self._ew("ffn_residual_add", layer, 2 * t * d * ops.ACT_BYTES, t * d * ops.ACT_BYTES,
                            reads=("acc", "x"), writes=("x",), role=Role.FFN_RESIDUAL))
+        return ks
+
+    @_memo
+    def _moe_head(self, layer: int, t: int, router_on_chip: bool) -> list[Kernel]:
+        """A MoE layer's kernels before its routed experts, which do not depend on the routing:
+        the norm, the router and its softmax, the shared experts. Memoised whole: one look-up a
+        layer for every GPU's pass, not one a kernel."""
+        moe, d = self.model.moe, self.model.hidden
+        ks = [self._norm("ffn_norm", layer, t)]
+        ks += self._gemm("router", layer, t, d, moe.experts, "router", Component.ROUTER,
+                         compute=Component.ROUTER, on_chip=float(router_on_chip), out=("scores",))
+        # softmax(dtype=float32): a cast kernel, then a one-warp-per-row softmax
+        ks.append(self._ew("router_cast", layer, t * moe.experts * ops.ACT_BYTES,
+                           t * moe.experts * FP32_BYTES, component=Component.ROUTER,
+                           reads=("scores",), writes=("scores32",)))
+        ks.append(self._ew("router_softmax", layer, t * moe.experts * FP32_BYTES,
+                           t * moe.experts * FP32_BYTES, SOFTMAX_OPS_PER_ELEM / FP32_BYTES,
+                           component=Component.ROUTER, reads=("scores32",), writes=("probs",)))
+        if moe.shared_experts:
+            ks += self._shared_experts(layer, t)
         return ks
 
     def _per_expert_moe(self, layer: int, t: int, counts: np.ndarray, experts: list[int],

@@ -10,6 +10,8 @@ kernel that drives it. Sharing then divides ports, HBM and SMs among all items i
 this collective, of others, of compute kernels): where many senders aim at one receiver, its
 port in saturates and they slow together. The parts of one sender's item progress together,
 a simplification: a sender's NVLink bytes are stretched to end with its network bytes.
+A device's HBM stacks are asked as one group (the bytes spread over them all alike), which the
+arbiter treats as each stack asked on its own (hwsim/engine/sharing.py, unit groups).
 """
 
 from __future__ import annotations
@@ -26,9 +28,10 @@ Send = tuple[Device, Device, float]          # (from, to, bytes)
 
 
 def _hbm(device: Device, nbytes: float, efficiency: float, duration: float, out: dict[Unit, float]) -> None:
-    seconds = nbytes / (device.chip.hbm_peak_bytes_s * efficiency)      # spread over every stack
-    for stack in device.hbm_stacks:
-        out[stack] = out.get(stack, 0.0) + min(1.0, seconds / duration)
+    """The bytes' share of each of the device's HBM stacks (spread over them all, so the same
+    for each): asked of their group, one unit of the arbiter (hwsim/engine/sharing.py)."""
+    seconds = nbytes / (device.chip.hbm_peak_bytes_s * efficiency)
+    out[device.hbm_all] = out.get(device.hbm_all, 0.0) + min(1.0, seconds / duration)
 
 
 def _plan(cluster: Cluster, src: Device, sends: Sequence[Send], kernel: CommKernel):
@@ -38,14 +41,21 @@ def _plan(cluster: Cluster, src: Device, sends: Sequence[Send], kernel: CommKern
     payload: dict[Unit, float] = defaultdict(float)
     into: dict[Device, float] = defaultdict(float)
     latency = 0.0
+    links, efficiency = cluster.links_from(src), {}     # efficiency: per port kind, asked once
     for _, dst, n in sends:
-        link = cluster.link(src, dst)
-        wire = n / kernel.efficiency(link.ports[0].kind)
-        for port in link.ports:
+        link = links.get(dst) or cluster.link(src, dst)
+        ports = link.ports
+        kind = ports[0].kind
+        eff = efficiency.get(kind)
+        if eff is None:
+            eff = efficiency[kind] = kernel.efficiency(kind)
+        wire = n / eff
+        for port in ports:
             port_bytes[port] += wire
             payload[port] += n
         into[dst] += n
-        latency = max(latency, link.latency_s)
+        if link.latency_s > latency:
+            latency = link.latency_s
     out_ports = [p for p in port_bytes if p in (src.scaleup_tx, src.nic)]
     return port_bytes, payload, into, latency + max(port_bytes[p] / p.rate for p in out_ports)
 

@@ -20,7 +20,9 @@ what was in flight (a collective, by kind) or to waiting for the slowest GPU (`_
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 
@@ -77,33 +79,49 @@ def cut_points(items: list, layout: lay.Layout, moe_layers: set[int], shape: Ste
 
     def cut(what: str, layer: int, nbytes: float = 0.0):    # dispatch, combine: routing's bytes
         nonlocal cur
-        out.append((cur, Collective(what, nbytes, layout.gpus, layer)))
+        out.append((cur, _collective(what, nbytes, layout.gpus, layer)))
         cur = []
 
+    # read once, not per kernel: this loop runs over every kernel of every GPU's pass
+    all_to_all, tp = layout.all_to_all, layout.tp > 1
+    a2a_layers = moe_layers if all_to_all else set()
+    attention_residual, ffn_residual, routed = Role.ATTENTION_RESIDUAL, Role.FFN_RESIDUAL, Role.ROUTED
     for k in items:
-        if type(k) is ExpertBlock:          # a routed expert: the layer's experts have begun
-            if k.layer in moe_layers and layout.all_to_all and k.layer not in dispatched:
-                cut("dispatch", k.layer)
-                dispatched.add(k.layer)
-        elif type(k) is Kernel:
-            role, layer = k.role, k.layer
-            moe = layer in moe_layers and layout.all_to_all
-            if role is Role.ATTENTION_RESIDUAL and layout.tp > 1:
-                cut("all_reduce", layer, hidden_bytes)
-            elif role is Role.FFN_RESIDUAL:
-                if moe:
+        kind = type(k)
+        if kind is Kernel:
+            role = k.role
+            if role is None:                # most kernels: no cut
+                pass
+            elif role is attention_residual:
+                if tp:
+                    cut("all_reduce", k.layer, hidden_bytes)
+            elif role is ffn_residual:
+                layer = k.layer
+                if layer in a2a_layers:
                     if layer not in dispatched:
                         cut("dispatch", layer)
                     cut("combine", layer)
-                elif layout.tp > 1:
+                elif tp:
                     cut("all_reduce", layer, hidden_bytes)
-            elif moe and layer not in dispatched and role is Role.ROUTED:
+            elif role is routed and (layer := k.layer) in a2a_layers and layer not in dispatched:
                 cut("dispatch", layer)
                 dispatched.add(layer)
+        elif kind is ExpertBlock:           # a routed expert: the layer's experts have begun
+            if k.layer in a2a_layers and k.layer not in dispatched:
+                cut("dispatch", k.layer)
+                dispatched.add(k.layer)
         cur.append(k)
     logits = Collective("all_gather", max(shape.lm_rows, 1) * vocab * ACT_BYTES, layout.gpus)
     out.append((cur, logits if layout.tp > 1 else None))
     return out
+
+
+@functools.lru_cache(maxsize=4096, typed=True)   # typed: 0 and 0.0 stay apart
+def _collective(kind: str, nbytes: float, group: int, layer: int) -> Collective:
+    """One (frozen) Collective per value: every GPU of a pass cuts at the same ones, and building a
+    frozen dataclass costs more than finding it; the check that all GPUs reach the same
+    collectives then compares them by identity."""
+    return Collective(kind, nbytes, group, layer)
 
 
 @dataclass
@@ -175,7 +193,8 @@ def simulate(b, shape: StepShape, step: int, records: RecordLog | None, interval
 def _busiest_work(micro: list[MicroBatch]) -> Activity:
     """Each kind of work (tensor flops, L2 bytes, HBM bytes) of the GPU that does the most of it:
     under tensor parallelism every GPU's; under expert parallelism an upper bound on any one's."""
-    per_gpu = [activity_of(item for mb in micro for items, _ in mb.segments[g] for item in items)
+    # each GPU's items in order, its segments' lists chained in C (not one generator step an item)
+    per_gpu = [activity_of(chain.from_iterable(items for mb in micro for items, _ in mb.segments[g]))
                for g in range(len(micro[0].segments))]
     return Activity(max(a.tensor_flops for a in per_gpu), max(a.l2_bytes for a in per_gpu),
                     max(a.hbm_bytes for a in per_gpu))

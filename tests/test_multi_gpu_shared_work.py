@@ -1,0 +1,75 @@
+"""Issue 33: work that identical GPUs repeat is done once, and the shortcuts give what the long
+way gives, to the bit.
+
+- The streams of a cluster share one book of timed effects (hwsim/engine/replay.py); each
+  device keeps the shares and lanes it derives from an effect. A run with the book shared must
+  equal one where every GPU times its own kernels, with collectives beside the kernels (two
+  micro-batches: kernels ask the arbiter for their device's units) and busy intervals kept.
+- A private stream's pass of kernels that all run alone goes through one loop
+  (Stream._run_kernels_alone); the general loop must give the same numbers.
+"""
+
+from pathlib import Path
+
+from hwsim.build import build
+from hwsim.config.load import load_scenario
+from hwsim.engine.stream import Stream
+from hwsim.run import run_scenario
+
+REPO = Path(__file__).resolve().parents[1]
+VOLATILE = {"wall_s"}
+
+
+def _scenario(name: str, *sets: str):
+    return load_scenario(REPO / "scenarios" / f"{name}.yaml", ["workload.decode_steps=2", *sets])
+
+
+def _same(a, b) -> bool:
+    """Equal to the bit, but for the simulator's own wall clock."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(k in VOLATILE or _same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def _lanes(result) -> dict:
+    return {name: [(s, e, share) for s, e, _, share in spans] for name, spans in result.lanes.items()}
+
+
+def test_a_shared_book_of_effects_gives_what_each_gpu_timing_its_own_gives():
+    cfg = _scenario("qwen3-235b-ep4", "parallel.micro_batches=2")
+    shared = build(cfg)
+    separate = build(cfg)
+    for stream in separate.parallel.streams:          # each GPU its own book, as before issue 33
+        stream.replay.book = {}
+    books = {id(s.replay.book) for s in shared.parallel.streams}
+    assert len(books) == 1 and len(shared.parallel.streams) == 4
+
+    a, b = run_scenario(cfg, shared), run_scenario(cfg, separate)
+
+    assert _same(a.summary, b.summary)
+    assert _lanes(a) == _lanes(b) and any(_lanes(a).values())
+    timed_shared = sum(s.replay.misses for s in shared.parallel.streams)
+    timed_separate = sum(s.replay.misses for s in separate.parallel.streams)
+    assert timed_shared < timed_separate / 2          # each kernel timed once, not once a GPU
+    # kernels ran beside the collectives: the per-device shares were asked for
+    assert any(s.device._shares for s in shared.parallel.streams[1:])
+
+
+def test_the_one_loop_of_alone_kernels_gives_what_the_general_loop_gives(monkeypatch):
+    cfg = _scenario("deepseek-v3-ep8")
+    taken = []
+    fast = Stream._run_kernels_alone
+
+    def counted(self, p, kernels):
+        taken.append(len(kernels))
+        return fast(self, p, kernels)
+
+    monkeypatch.setattr(Stream, "_run_kernels_alone", counted)
+    a = run_scenario(cfg, intervals=False)
+    assert taken and sum(taken) > a.summary["sim"]["kernels"] / 2     # most kernels took it
+    monkeypatch.setattr(Stream, "_alone_throughout", lambda self, p, items: None)
+    b = run_scenario(cfg, intervals=False)
+    assert _same(a.summary, b.summary)
+    assert [s.breakdown_s for s in a.steps] == [s.breakdown_s for s in b.steps]
