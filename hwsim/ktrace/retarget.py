@@ -47,7 +47,8 @@ def retarget(item: ir.WorkItem, old: Point, new: Point) -> tuple[ir.WorkItem, bo
         f = (new.batch / old.batch if item.per_batch else 1.0) * \
             (new.context / old.context if item.per_context else 1.0)
         return replace(item, read_bytes=item.read_bytes * f, write_bytes=item.write_bytes * f,
-                       ctas=max(1, round(item.ctas * f)) if item.ctas else 0), True
+                       ctas=max(1, round(item.ctas * f)) if item.ctas else 0,
+                       index_rows=max(1, round(item.index_rows * f)) if item.index_rows else 0), True
     return item, isinstance(item, ir.Absorbed)
 
 
