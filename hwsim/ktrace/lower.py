@@ -19,8 +19,8 @@ from hwsim.parallel import collectives
 from hwsim.serving.host_link import HOST_LINKS
 
 L2_RESIDENT_SHARE = 0.5   # a tensor up to half the L2 is read from (written into) L2, as the kernel
-                          # before it left it; a larger one streams from (to) HBM. The built-in
-                          # schedule's L2 walk needs activation names an imported trace lacks.
+                          # before it left it; a larger one streams from (to) HBM. What a kernel
+                          # streamed since is the L2 walk's (ktrace/schedule.py: l2_walked).
 INDEX_TRIPS = 2           # a gather or scatter loads its index before the data it points at (the
                           # large-index kernels; the small-index ones chain a load a row)
 EW_OPS_PER_BYTE = 0.25    # fp32 ops per byte of a generic element-wise kernel (an add: 1 op per bf16
