@@ -94,6 +94,8 @@ class Point:
     batch: int
     context: int
     top_k: int = 1
+    heads: tuple[int, ...] = ()     # the attention's query and cached heads: an eager attention's
+                                    # batched GEMMs run batch x heads matrices
 
     def batch_dims(self) -> set[int]:
         return {self.batch, self.batch * self.top_k}

@@ -28,7 +28,9 @@ def trace_schedule(cfg, base, streams) -> TraceSchedule:
     host = load_host(kt.host)
     trace = read_trace(Path(kt.path))
     model = base.model
-    point = Point(kt.batch_size, kt.context_tokens, model.moe.top_k if model.moe else 1)
+    a = model.attention
+    point = Point(kt.batch_size, kt.context_tokens, model.moe.top_k if model.moe else 1,
+                  tuple(sorted({a.heads, a.cached_heads})))
     traced = assemble(trace, model, point, host.profiler_overhead.value,
                       host.profiler_event_us.value if host.profiler_event_us else 0.0)
     loops = expert_loop.find(traced.steps, model)     # HF's eager experts loop, if any

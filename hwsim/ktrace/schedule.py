@@ -62,7 +62,7 @@ class TraceSchedule:
         if key not in self._passes:
             if len(self._passes) > 64:
                 self._passes.clear()
-            self._passes[key] = self._build(Point(batch, context, self.point.top_k))
+            self._passes[key] = self._build(Point(batch, context, self.point.top_k, self.point.heads))
         return self._passes[key]
 
     def _build(self, new: Point) -> tuple[list, int]:
