@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hwsim import checks
 from hwsim.config.inert import inert_keys
 from hwsim.config.load import apply_hardware_overrides, load_model, load_profile
 from hwsim.config.profile import HardwareProfile
@@ -82,6 +83,8 @@ def build(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelSha
         raise ConfigError(problem, key=key)
     profile = profile or apply_hardware_overrides(load_profile(cfg.hardware), cfg.hardware_overrides)
     model = model or load_model(cfg.model)
+    for key, problem in checks.problems(cfg, profile, model):     # checked when loaded (hwsim run)
+        raise ConfigError(problem, key=key)
     chip = ChipSpec.from_profile(profile)
     locked = cfg.runtime.sm_clock
     if sm_clock_hz is None and not isinstance(locked, str):
