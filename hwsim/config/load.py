@@ -149,7 +149,7 @@ def apply_hardware_overrides(profile: HardwareProfile, overrides: dict[str, floa
                 break
         leaf = node.get(parts[-1]) if isinstance(node, dict) else None
         if not isinstance(leaf, dict) or "value" not in leaf:
-            raise ConfigError(f"'{path}' is not a number of the hardware profile",
+            raise ConfigError(f"{path!r} is not a number of the hardware profile",
                               key=f"hardware_overrides.{path}")
         if isinstance(leaf["value"], int) and isinstance(value, float) and value.is_integer():
             value = int(value)          # overrides are read as numbers; a count stays a whole one
