@@ -1,13 +1,33 @@
-"""A device's named hardware units: each owns its accounting and its trace lane.
+"""A device's named hardware units: each owns its accounting, its demand and its trace lane.
 
 A unit is what concurrent work items share (hwsim/engine/sharing.py divides its capacity
 among them) and what the Gantt chart and the Perfetto trace draw: every interval on a lane
 is one the unit recorded itself while a work item used it, with the share it used.
+
+Each kind of unit is one class, and reads its own part of a work item's Effect (what the item
+asked of that kind of unit alone, hwsim/engine/effect.py) in three methods, which the Device
+(hwsim/hw/device.py) calls on every unit that takes demands, in order, without knowing the kinds:
+- `share(e, out)`: the fraction of the unit the item uses while it runs alone, put in `out`
+  (what the item asks of the sharing arbiter);
+- `charge(e, n)`: n runs of the item added to the unit's totals (busy seconds, served);
+- `lanes(e, out)`: the unit's busy intervals of one run, as (interval list, busy until after
+  the start, share used), appended to `out` (the device keeps them per effect and replays them).
+A unit that takes no demand from kernels (a port, a copy engine, the plain `Unit` of tests and
+host links) keeps the defaults, which do nothing. A new unit is a class here, its profile
+block (hwsim/config/profile.py, hw/chip.py), one line in `Device.__init__` and its use.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from hwsim.engine.effect import Effect
+
+Lane = tuple[list, float, float]      # (interval list, busy until after the start, share used)
 
 
 @dataclass(eq=False)          # identity semantics: units are dict keys in the sharing arbiter
@@ -27,3 +47,206 @@ class Unit:
         """A busy interval (only while the device records: the first steps of a run)."""
         if self.intervals is not None and end > start:
             self.intervals.append((start, end, label, share))
+
+    # -- what a work item asks of the unit (none, unless the kind says) ----------------------
+    def share(self, e: Effect, out: dict) -> None:
+        """Put the fraction of the unit the item uses alone in `out` (nothing: not asked)."""
+
+    def charge(self, e: Effect, n: int) -> None:
+        """Add n runs of the item to the unit's totals."""
+
+    def charge_all(self, counts: dict[Effect, int]) -> None:
+        """charge(e, n) for every (e, n) of `counts`, in order."""
+        charge = self.charge
+        for e, n in counts.items():
+            charge(e, n)
+
+    def settle(self) -> None:
+        """Bring the totals up to date (a unit that charges lazily: the HBM stacks)."""
+
+    def lanes(self, e: Effect, out: list[Lane]) -> None:
+        """Append the unit's lanes busy during one run of the item."""
+
+
+@dataclass(eq=False)
+class SmPool(Unit):
+    """The SMs' resident thread-block slots, shared as a fraction of all slots, and drawn on
+    the lanes of its SM groups (`groups`), which a work item's blocks fill in order."""
+    groups: list[Unit] = field(default_factory=list, repr=False)
+
+    def share(self, e: Effect, out: dict) -> None:
+        if e.slots:
+            out[self] = e.slots / self.rate
+
+    def charge(self, e: Effect, n: int) -> None:
+        if e.slots:
+            self.busy_s += n * e.duration * e.slots / self.rate
+            self.served += n * e.duration * e.slots
+
+    def lanes(self, e: Effect, out: list[Lane]) -> None:
+        left = e.slots
+        if not left:
+            return
+        t = e.duration
+        for g in self.groups:       # thread blocks fill the SM groups in order
+            if left <= 0:
+                break
+            used = min(left, g.rate)
+            out.append((g.intervals, t, used / g.rate))
+            left -= used
+
+    def fill(self, slots: int, start: float, end: float, label: str) -> None:
+        """Record `slots` held from start to end on the groups' lanes, filled in order (a
+        communication kernel's SMs: what compute lost)."""
+        left = slots
+        for g in self.groups:
+            if left <= 0:
+                break
+            used = min(left, g.rate)
+            g.record(start, end, label, used / g.rate)
+            left -= used
+
+
+@dataclass(eq=False)
+class HbmStacks(Unit):
+    """The HBM stacks (its `members`, each a lane) and their pseudo-channels: an item's demand
+    is per channel (busy seconds, bytes, when done), charged per channel and summed per stack
+    when the totals are read (`settle`). Asked as one unit (a group of the arbiter) by a flow
+    whose bytes spread over every stack alike (hwsim/parallel/flows.py)."""
+    channels_per_stack: int = 1
+
+    def __post_init__(self) -> None:
+        channels = len(self.members) * self.channels_per_stack
+        self.channel_bytes = np.zeros(channels)        # bytes served per pseudo-channel
+        self.channel_busy = np.zeros(channels)
+        self.stack_of = np.arange(channels) // self.channels_per_stack
+        for stack in self.members:
+            stack.group = self
+
+    def share(self, e: Effect, out: dict) -> None:
+        if e.channels is None:
+            return
+        stacks, t = self.members, e.duration
+        per_stack = np.bincount(self.stack_of[e.channels], weights=e.channel_busy, minlength=len(stacks))
+        for s in np.flatnonzero(per_stack):     # Python floats: they become event times
+            out[stacks[s]] = min(1.0, float(per_stack[s]) / (self.channels_per_stack * t))
+
+    def charge(self, e: Effect, n: int) -> None:
+        if e.channels is not None:
+            self.channel_bytes[e.channels] += n * e.channel_bytes
+            self.channel_busy[e.channels] += n * e.channel_busy
+
+    def charge_all(self, counts: dict[Effect, int]) -> None:
+        """All runs in one bincount per figure: a many-GPU pass runs thousands of short
+        segments (issue 33), and two indexed numpy adds per effect and segment were a sixth of
+        a 64-GPU run."""
+        channels, nbytes, busy, runs = [], [], [], []
+        for e, n in counts.items():
+            if e.channels is not None:
+                channels.append(e.channels)
+                nbytes.append(e.channel_bytes)
+                busy.append(e.channel_busy)
+                runs.append(n)
+        if channels:
+            at = np.concatenate(channels)
+            # each effect's per-channel figures times its runs, in one multiply: a pass leaves a
+            # few hundred effects, and a small array product each cost more than the bincounts
+            n = np.repeat(np.array(runs, dtype=float), [len(c) for c in channels])
+            size = len(self.channel_bytes)
+            self.channel_bytes += np.bincount(at, weights=np.concatenate(nbytes) * n, minlength=size)
+            self.channel_busy += np.bincount(at, weights=np.concatenate(busy) * n, minlength=size)
+
+    def stack_bytes(self) -> np.ndarray:
+        return np.bincount(self.stack_of, weights=self.channel_bytes, minlength=len(self.members))
+
+    def settle(self) -> None:
+        busy = np.bincount(self.stack_of, weights=self.channel_busy, minlength=len(self.members))
+        for unit, b, served in zip(self.members, busy, self.stack_bytes()):
+            unit.busy_s, unit.served = float(b) / self.channels_per_stack, float(served)
+
+    def lanes(self, e: Effect, out: list[Lane]) -> None:
+        if e.channels is None:
+            return
+        stacks = self.stack_of[e.channels]
+        for s in np.unique(stacks):
+            mask = stacks == s
+            until = float(e.channel_until[mask].max())
+            busy = float(e.channel_busy[mask].sum()) / self.channels_per_stack
+            out.append((self.members[s].intervals, until, busy / until if until > 0 else 1.0))
+
+
+@dataclass(eq=False)
+class Bus(Unit):
+    """The on-chip network: every byte to or from HBM or L2 crosses it; shared as its busy
+    seconds over the item's duration."""
+
+    def demand(self, e: Effect) -> tuple[float, float, float]:
+        return e.bus             # (busy seconds, bytes, done at offset)
+
+    def share(self, e: Effect, out: dict) -> None:
+        busy, served, _ = self.demand(e)
+        if served:
+            out[self] = min(1.0, busy / e.duration)
+
+    def charge(self, e: Effect, n: int) -> None:
+        busy, served, _ = self.demand(e)
+        self.busy_s += n * busy
+        self.served += n * served
+
+    def lanes(self, e: Effect, out: list[Lane]) -> None:
+        busy, served, until = self.demand(e)
+        if served and until > 0:
+            out.append((self.intervals, until, busy / until))
+
+
+@dataclass(eq=False)
+class L2(Bus):
+    """The L2's hits, shared as the bus is."""
+
+    def demand(self, e: Effect) -> tuple[float, float, float]:
+        return e.l2
+
+
+@dataclass(eq=False)
+class Decoder(Unit):
+    """A native sub-byte decoder (what-if chips): an item's demand is decoder SM-seconds, shared
+    as a fraction of all SMs' decoders."""
+    sms: int = 1
+
+    def share(self, e: Effect, out: dict) -> None:
+        if e.decoder_s:
+            out[self] = min(1.0, e.decoder_s / (self.sms * e.duration))
+
+    def charge(self, e: Effect, n: int) -> None:
+        if e.decoder_s:
+            self.busy_s += n * e.decoder_s / self.sms
+            self.served += n * e.decoder_s * self.rate / self.sms
+
+    def lanes(self, e: Effect, out: list[Lane]) -> None:
+        if e.decoder_s:
+            t = e.duration
+            out.append((self.intervals, t, e.decoder_s / (self.sms * t)))
+
+
+@dataclass(eq=False)
+class CopyEngine(Unit):
+    """A copy engine (expert prefetch into on-chip SRAM): one copy at a time at full rate, so a
+    copy asks the whole of it. Not asked by kernels: the copy that runs on it names it."""
+
+    def share(self, e: Effect, out: dict) -> None:
+        out[self] = 1.0
+
+    def charge(self, e: Effect, n: int) -> None:
+        self.busy_s += n * e.duration
+        self.served += n * e.hbm_read
+
+
+@dataclass(eq=False)
+class Port(Unit):
+    """A scale-up port or NIC, one way: bytes on the wire at line rate (a flow's, through the
+    arbiter: hwsim/parallel/flows.py)."""
+
+    def carry(self, wire: float, payload: float) -> None:
+        """Count `wire` bytes sent at line rate, `payload` of them the data's."""
+        self.busy_s += wire / self.rate
+        self.served += payload

@@ -80,8 +80,7 @@ def flow(cluster: Cluster, src: Device, sends: Sequence[Send], kernel: CommKerne
     end = cluster.env.now
     stretch = (end - item.start) / duration
     for port, b in port_bytes.items():
-        port.busy_s += b / port.rate
-        port.served += payload[port]
+        port.carry(b, payload[port])
         if src.recording:
             port.record(item.start, end, label, shares[port] / stretch)
     record_sms(src, kernel, item.start, end, label)
@@ -91,15 +90,8 @@ def flow(cluster: Cluster, src: Device, sends: Sequence[Send], kernel: CommKerne
 def record_sms(device: Device, kernel: CommKernel, start: float, end: float, label: str) -> None:
     """While the device records, the SMs a communication kernel holds, on its SM-group lanes
     (filled in order, as thread blocks fill them), so the chart shows what compute lost."""
-    if not device.recording or not kernel.sms:
-        return
-    left = kernel.sms * device.chip.cta_slots_per_sm
-    for group in device.sm_groups:
-        if left <= 0:
-            break
-        used = min(left, group.rate)
-        group.record(start, end, label, used / group.rate)
-        left -= used
+    if device.recording and kernel.sms:
+        device.sm.fill(kernel.sms * device.chip.cta_slots_per_sm, start, end, label)
 
 
 def by_sender(sends: Sequence[Send]) -> dict[Device, list[Send]]:
