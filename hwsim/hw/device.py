@@ -41,7 +41,7 @@ class Device:
         self.sm_groups = [Unit(f"SMs {g * SM_GROUP}-{min((g + 1) * SM_GROUP, chip.sms) - 1}", "sm",
                                (min((g + 1) * SM_GROUP, chip.sms) - g * SM_GROUP) * slots_per_sm, "slots")
                           for g in range(groups)]
-        self.sm = SmPool("SMs", "sm", self.slots, "slots", groups=self.sm_groups)
+        self.sm = SmPool("SMs", "sm", self.slots, "slots", groups=self.sm_groups, sms=chip.sms)
         self.l2 = L2("L2", "l2", chip.l2_bytes_s, "bytes")
         self.hbm_stacks = [Unit(f"HBM stack {s}", "hbm", chip.hbm_read_bytes_s / chip.hbm_stacks, "bytes")
                            for s in range(chip.hbm_stacks)]
@@ -49,7 +49,7 @@ class Device:
         # arbiter (a collective's bytes spread over them all: hwsim/parallel/flows.py); no lane
         # of its own (not in `units`)
         self.hbm_all = HbmStacks("HBM stacks", "hbm", chip.hbm_read_bytes_s, "bytes", members=tuple(self.hbm_stacks),
-                                 channels_per_stack=chip.hbm_channels_per_stack)
+                                 channels_per_stack=chip.hbm_channels_per_stack, peak=chip.hbm_peak_bytes_s)
         self.bus = Bus("bus", "bus", chip.bus_bytes_s, "bytes")
         self.copy_engines = [CopyEngine(f"copy engine {i}", "copy", chip.hbm_read_bytes_s, "bytes")
                              for i in range(copy_engines)]

@@ -13,7 +13,9 @@ asked of that kind of unit alone, hwsim/engine/effect.py) in three methods, whic
 - `lanes(e, out)`: the unit's busy intervals of one run, as (interval list, busy until after
   the start, share used), appended to `out` (the device keeps them per effect and replays them).
 A unit that takes no demand from kernels (a port, a copy engine, the plain `Unit` of tests and
-host links) keeps the defaults, which do nothing. A new unit is a class here, its profile
+host links) keeps the defaults, which do nothing. A collective's flow (hwsim/parallel/flows.py)
+asks the units it crosses through their own methods too: a port's `share_bytes` and `carry`,
+the HBM stacks' `share_bytes` (as one group), the SM pool's `share_sms` and `fill`. A new unit is a class here, its profile
 block (hwsim/config/profile.py, hw/chip.py), one line in `Device.__init__` and its use.
 """
 
@@ -73,6 +75,11 @@ class SmPool(Unit):
     """The SMs' resident thread-block slots, shared as a fraction of all slots, and drawn on
     the lanes of its SM groups (`groups`), which a work item's blocks fill in order."""
     groups: list[Unit] = field(default_factory=list, repr=False)
+    sms: int = 1
+
+    def share_sms(self, sms: int, out: dict) -> None:
+        """Add to `out` the share of a communication kernel that holds `sms` whole SMs."""
+        out[self] = out.get(self, 0.0) + min(1.0, sms / self.sms)
 
     def share(self, e: Effect, out: dict) -> None:
         if e.slots:
@@ -95,10 +102,10 @@ class SmPool(Unit):
             out.append((g.intervals, t, used / g.rate))
             left -= used
 
-    def fill(self, slots: int, start: float, end: float, label: str) -> None:
-        """Record `slots` held from start to end on the groups' lanes, filled in order (a
-        communication kernel's SMs: what compute lost)."""
-        left = slots
+    def fill(self, sms: int, start: float, end: float, label: str) -> None:
+        """Record `sms` whole SMs held from start to end on the groups' lanes, filled in order
+        (a communication kernel's SMs: what compute lost)."""
+        left = sms * (self.rate // self.sms)
         for g in self.groups:
             if left <= 0:
                 break
@@ -114,6 +121,13 @@ class HbmStacks(Unit):
     when the totals are read (`settle`). Asked as one unit (a group of the arbiter) by a flow
     whose bytes spread over every stack alike (hwsim/parallel/flows.py)."""
     channels_per_stack: int = 1
+    peak: float = 0.0         # bytes per second at full efficiency, every stack together
+
+    def share_bytes(self, nbytes: float, efficiency: float, duration: float, out: dict) -> None:
+        """Add to `out` the share of bytes spread over every stack alike, moved at `efficiency`
+        of the peak in `duration` (a collective's flow: the stacks asked as one group)."""
+        seconds = nbytes / (self.peak * efficiency)
+        out[self] = out.get(self, 0.0) + min(1.0, seconds / duration)
 
     def __post_init__(self) -> None:
         channels = len(self.members) * self.channels_per_stack
@@ -245,6 +259,10 @@ class CopyEngine(Unit):
 class Port(Unit):
     """A scale-up port or NIC, one way: bytes on the wire at line rate (a flow's, through the
     arbiter: hwsim/parallel/flows.py)."""
+
+    def share_bytes(self, wire: float, duration: float, out: dict) -> None:
+        """Put in `out` the share of `wire` bytes sent at line rate over `duration`."""
+        out[self] = min(1.0, wire / self.rate / duration)
 
     def carry(self, wire: float, payload: float) -> None:
         """Count `wire` bytes sent at line rate, `payload` of them the data's."""
