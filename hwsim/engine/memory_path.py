@@ -40,6 +40,7 @@ PREFETCH_INFLIGHT = 8        # copy requests in flight (a TMA/copy-engine queue 
 
 class BusLevel:
     """The on-chip network: every byte a tile moves to or from HBM or the L2 crosses it."""
+    kind = "bus"         # the kind of unit whose demand it times (hwsim/hw/units.py)
 
     def __init__(self, chip: ChipSpec):
         self.server = Server("bus", chip.bus_bytes_s)
@@ -47,6 +48,11 @@ class BusLevel:
     def reset(self) -> None:
         srv = self.server
         srv.free_at = srv.busy_s = srv.units = 0.0
+
+    def demand(self, start: float) -> tuple[float, float, float]:
+        """What the item timed from `start` asked: (busy seconds, units served, done at offset)."""
+        srv = self.server
+        return srv.busy_s, srv.units, srv.free_at - start if srv.units else 0.0
 
     def serve(self, now: float, read: float, read_at: float, write: float, write_at: float, l2: float,
               group: int) -> float | None:
@@ -59,11 +65,13 @@ class BusLevel:
 
 class L2Level:
     """The L2, for hits (an HBM byte's pass through it is the bus's and HBM's time)."""
+    kind = "l2"
 
     def __init__(self, chip: ChipSpec):
         self.server = Server("l2", chip.l2_bytes_s)
 
     reset = BusLevel.reset
+    demand = BusLevel.demand
 
     def serve(self, now, read, read_at, write, write_at, l2, group):
         return self.server.serve(now, l2) if l2 else None
@@ -76,8 +84,17 @@ class HbmLevel:
     """The HBM channels: reads of `read` bytes at `read_at` over the channels of `group` (-1:
     all), writes at `write_at` at write efficiency (the HBM's byte counters charged)."""
 
+    kind = "hbm"
+
     def __init__(self, chip: ChipSpec):
         self.hbm = Hbm.of_chip(chip)
+
+    def demand(self, start: float) -> tuple | None:
+        """Per channel the item touched (None: none): the channels, busy seconds, bytes served,
+        done at offset from `start`."""
+        bank = self.hbm.bank
+        ch = np.flatnonzero(bank.units)
+        return (ch, bank.busy_s[ch], bank.units[ch], bank.free_at[ch] - start) if len(ch) else None
 
     def reset(self) -> None:
         hbm = self.hbm

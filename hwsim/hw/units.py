@@ -5,7 +5,8 @@ among them) and what the Gantt chart and the Perfetto trace draw: every interval
 is one the unit recorded itself while a work item used it, with the share it used.
 
 Each kind of unit is one class, and reads its own part of a work item's Effect (what the item
-asked of that kind of unit alone, hwsim/engine/effect.py) in three methods, which the Device
+asked of that kind of unit alone: `Effect.demand[kind]`, hwsim/engine/effect.py, filled by the
+timer from the memory path's level of that kind) in three methods, which the Device
 (hwsim/hw/device.py) calls on every unit that takes demands, in order, without knowing the kinds:
 - `share(e, out)`: the fraction of the unit the item uses while it runs alone, put in `out`
   (what the item asks of the sharing arbiter);
@@ -82,16 +83,18 @@ class SmPool(Unit):
         out[self] = out.get(self, 0.0) + min(1.0, sms / self.sms)
 
     def share(self, e: Effect, out: dict) -> None:
-        if e.slots:
-            out[self] = e.slots / self.rate
+        slots = e.demand.get("sm")
+        if slots:
+            out[self] = slots / self.rate
 
     def charge(self, e: Effect, n: int) -> None:
-        if e.slots:
-            self.busy_s += n * e.duration * e.slots / self.rate
-            self.served += n * e.duration * e.slots
+        slots = e.demand.get("sm")
+        if slots:
+            self.busy_s += n * e.duration * slots / self.rate
+            self.served += n * e.duration * slots
 
     def lanes(self, e: Effect, out: list[Lane]) -> None:
-        left = e.slots
+        left = e.demand.get("sm")
         if not left:
             return
         t = e.duration
@@ -138,17 +141,20 @@ class HbmStacks(Unit):
             stack.group = self
 
     def share(self, e: Effect, out: dict) -> None:
-        if e.channels is None:
+        d = e.demand.get("hbm")
+        if d is None:
             return
         stacks, t = self.members, e.duration
-        per_stack = np.bincount(self.stack_of[e.channels], weights=e.channel_busy, minlength=len(stacks))
+        per_stack = np.bincount(self.stack_of[d[0]], weights=d[1], minlength=len(stacks))
         for s in np.flatnonzero(per_stack):     # Python floats: they become event times
             out[stacks[s]] = min(1.0, float(per_stack[s]) / (self.channels_per_stack * t))
 
     def charge(self, e: Effect, n: int) -> None:
-        if e.channels is not None:
-            self.channel_bytes[e.channels] += n * e.channel_bytes
-            self.channel_busy[e.channels] += n * e.channel_busy
+        d = e.demand.get("hbm")
+        if d is not None:
+            channels, busy, nbytes, _ = d
+            self.channel_bytes[channels] += n * nbytes
+            self.channel_busy[channels] += n * busy
 
     def charge_all(self, counts: dict[Effect, int]) -> None:
         """All runs in one bincount per figure: a many-GPU pass runs thousands of short
@@ -156,10 +162,11 @@ class HbmStacks(Unit):
         a 64-GPU run."""
         channels, nbytes, busy, runs = [], [], [], []
         for e, n in counts.items():
-            if e.channels is not None:
-                channels.append(e.channels)
-                nbytes.append(e.channel_bytes)
-                busy.append(e.channel_busy)
+            d = e.demand.get("hbm")
+            if d is not None:
+                channels.append(d[0])
+                busy.append(d[1])
+                nbytes.append(d[2])
                 runs.append(n)
         if channels:
             at = np.concatenate(channels)
@@ -179,46 +186,46 @@ class HbmStacks(Unit):
             unit.busy_s, unit.served = float(b) / self.channels_per_stack, float(served)
 
     def lanes(self, e: Effect, out: list[Lane]) -> None:
-        if e.channels is None:
+        d = e.demand.get("hbm")
+        if d is None:
             return
-        stacks = self.stack_of[e.channels]
+        channels, channel_busy, _, channel_until = d
+        stacks = self.stack_of[channels]
         for s in np.unique(stacks):
             mask = stacks == s
-            until = float(e.channel_until[mask].max())
-            busy = float(e.channel_busy[mask].sum()) / self.channels_per_stack
+            until = float(channel_until[mask].max())
+            busy = float(channel_busy[mask].sum()) / self.channels_per_stack
             out.append((self.members[s].intervals, until, busy / until if until > 0 else 1.0))
 
 
 @dataclass(eq=False)
 class Bus(Unit):
     """The on-chip network: every byte to or from HBM or L2 crosses it; shared as its busy
-    seconds over the item's duration."""
-
-    def demand(self, e: Effect) -> tuple[float, float, float]:
-        return e.bus             # (busy seconds, bytes, done at offset)
+    seconds over the item's duration. Its demand: (busy seconds, bytes, done at offset)."""
 
     def share(self, e: Effect, out: dict) -> None:
-        busy, served, _ = self.demand(e)
-        if served:
-            out[self] = min(1.0, busy / e.duration)
+        d = e.demand.get(self.kind)
+        if d is not None and d[1]:
+            out[self] = min(1.0, d[0] / e.duration)
 
     def charge(self, e: Effect, n: int) -> None:
-        busy, served, _ = self.demand(e)
-        self.busy_s += n * busy
-        self.served += n * served
+        d = e.demand.get(self.kind)
+        if d is not None:
+            self.busy_s += n * d[0]
+            self.served += n * d[1]
 
     def lanes(self, e: Effect, out: list[Lane]) -> None:
-        busy, served, until = self.demand(e)
+        d = e.demand.get(self.kind)
+        if d is None:
+            return
+        busy, served, until = d
         if served and until > 0:
             out.append((self.intervals, until, busy / until))
 
 
 @dataclass(eq=False)
 class L2(Bus):
-    """The L2's hits, shared as the bus is."""
-
-    def demand(self, e: Effect) -> tuple[float, float, float]:
-        return e.l2
+    """The L2's hits, shared and charged as the bus is (its own demand, under "l2")."""
 
 
 @dataclass(eq=False)
@@ -228,18 +235,21 @@ class Decoder(Unit):
     sms: int = 1
 
     def share(self, e: Effect, out: dict) -> None:
-        if e.decoder_s:
-            out[self] = min(1.0, e.decoder_s / (self.sms * e.duration))
+        s = e.demand.get("decoder")
+        if s:
+            out[self] = min(1.0, s / (self.sms * e.duration))
 
     def charge(self, e: Effect, n: int) -> None:
-        if e.decoder_s:
-            self.busy_s += n * e.decoder_s / self.sms
-            self.served += n * e.decoder_s * self.rate / self.sms
+        s = e.demand.get("decoder")
+        if s:
+            self.busy_s += n * s / self.sms
+            self.served += n * s * self.rate / self.sms
 
     def lanes(self, e: Effect, out: list[Lane]) -> None:
-        if e.decoder_s:
+        s = e.demand.get("decoder")
+        if s:
             t = e.duration
-            out.append((self.intervals, t, e.decoder_s / (self.sms * t)))
+            out.append((self.intervals, t, s / (self.sms * t)))
 
 
 @dataclass(eq=False)
