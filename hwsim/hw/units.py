@@ -59,7 +59,8 @@ class Unit:
         """Add n runs of the item to the unit's totals."""
 
     def charge_all(self, counts: dict[Effect, int]) -> None:
-        """charge(e, n) for every (e, n) of `counts`, in order."""
+        """charge(e, n) for every (e, n) of `counts`, in order (a unit charged on every step
+        says it again as one loop: a step's replayed kernels are charged this way)."""
         charge = self.charge
         for e, n in counts.items():
             charge(e, n)
@@ -92,6 +93,15 @@ class SmPool(Unit):
         if slots:
             self.busy_s += n * e.duration * slots / self.rate
             self.served += n * e.duration * slots
+
+    def charge_all(self, counts: dict[Effect, int]) -> None:
+        busy, served, rate = self.busy_s, self.served, self.rate
+        for e, n in counts.items():
+            slots = e.demand.get("sm")
+            if slots:
+                busy += n * e.duration * slots / rate
+                served += n * e.duration * slots
+        self.busy_s, self.served = busy, served
 
     def lanes(self, e: Effect, out: list[Lane]) -> None:
         left = e.demand.get("sm")
@@ -213,6 +223,15 @@ class Bus(Unit):
         if d is not None:
             self.busy_s += n * d[0]
             self.served += n * d[1]
+
+    def charge_all(self, counts: dict[Effect, int]) -> None:
+        kind, busy, served = self.kind, self.busy_s, self.served
+        for e, n in counts.items():
+            d = e.demand.get(kind)
+            if d is not None:
+                busy += n * d[0]
+                served += n * d[1]
+        self.busy_s, self.served = busy, served
 
     def lanes(self, e: Effect, out: list[Lane]) -> None:
         d = e.demand.get(self.kind)
