@@ -43,6 +43,14 @@ MODELS = {
                           shared_expert_intermediate_size=5632, intermediate_size=5632, num_hidden_layers=24,
                           num_attention_heads=16, num_key_value_heads=16, vocab_size=151936, num_experts=60,
                           num_experts_per_tok=4, decoder_sparse_step=1)),
+    # held out (session 16): traced and measured after every fix above, predicted blind
+    "qwen2-57b-a14b": ("Qwen2MoeConfig", dict(hidden_size=3584, moe_intermediate_size=2560,
+                       shared_expert_intermediate_size=20480, intermediate_size=18944, num_hidden_layers=28,
+                       num_attention_heads=28, num_key_value_heads=4, vocab_size=151936, num_experts=64,
+                       num_experts_per_tok=8, decoder_sparse_step=1)),
+    "gpt-oss-20b": ("GptOssConfig", dict(hidden_size=2880, intermediate_size=2880, num_hidden_layers=24,
+                    num_attention_heads=64, num_key_value_heads=8, head_dim=64, vocab_size=201088,
+                    num_local_experts=32, num_experts_per_tok=4, sliding_window=128)),
 }
 TRACE_POINTS = [(8, 4096), (1, 1024), (32, 2048)]            # (batch, context) traced
 GRID = [(1, 1024), (1, 8192), (4, 8192), (8, 4096), (16, 2048), (32, 2048), (64, 1024)]   # measured

@@ -1,7 +1,8 @@
 """Elaboration: a validated Scenario becomes a wired Cluster of devices (several, from a
-topology profile, under `parallel:`), a compute stream per device, and the Schedule that feeds
-them; one GPU's memory is checked here (exit 2 when it does not fit, unless overcommit is
-allowed).
+topology profile, under `parallel:`; one GPU is the cluster of one), a compute stream per
+device, the Schedule that feeds them, and the GPUs that run a pass on them (`Built.gpus`: one
+GPU's trivial layout, hwsim/step.py:OneGpu, or several's, hwsim/parallel/multi.py:ParallelRun);
+one GPU's memory is checked here (exit 2 when it does not fit, unless overcommit is allowed).
 
 Everything that can be wrong with a scenario fails here, before simulated time is spent.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hwsim import checks
 from hwsim.config.inert import inert_keys
 from hwsim.config.load import apply_hardware_overrides, load_model, load_profile
 from hwsim.config.profile import HardwareProfile
@@ -34,6 +36,7 @@ from hwsim.parallel.comm_kernels import KERNELS
 from hwsim.parallel.memory import GpuMemory
 from hwsim.parallel.multi import ParallelRun
 from hwsim.parallel.topology import resolve
+from hwsim.step import OneGpu
 
 
 @dataclass
@@ -42,14 +45,18 @@ class Built:
     profile: HardwareProfile
     model: ModelShape
     chip: ChipSpec
-    cluster: Cluster
+    cluster: Cluster            # its devices: one, or several (a topology's)
     stream: Stream              # the compute stream of the first device
     schedule: Schedule
     onchip: OnChipState         # what is on chip between steps (L2 activations, expert SRAM)
     router: Router | None
     warnings: list[str]
-    memory: GpuMemory | None = None       # what one GPU holds (the largest share)
-    parallel: ParallelRun | None = None   # several GPUs (hwsim/parallel/multi.py); None: one
+    gpus: OneGpu | ParallelRun  # the layout over the devices, and how a pass runs on them
+
+    @property
+    def memory(self) -> GpuMemory:
+        """What one GPU holds (the largest share)."""
+        return self.gpus.memory
 
     @property
     def env(self):
@@ -76,6 +83,8 @@ def build(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelSha
         raise ConfigError(problem, key=key)
     profile = profile or apply_hardware_overrides(load_profile(cfg.hardware), cfg.hardware_overrides)
     model = model or load_model(cfg.model)
+    for key, problem in checks.problems(cfg, profile, model):     # checked when loaded (hwsim run)
+        raise ConfigError(problem, key=key)
     chip = ChipSpec.from_profile(profile)
     locked = cfg.runtime.sm_clock
     if sm_clock_hz is None and not isinstance(locked, str):
@@ -83,28 +92,21 @@ def build(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelSha
     if sm_clock_hz:
         chip = chip.at_sm_clock(sm_clock_hz)
     w, p = cfg.workload, cfg.parallel
-    layout = topology = None
-    if p.gpus > 1:
-        layout = lay.from_config(p, model, w.batch_size)
-        topology, chip = _topology(cfg, profile.name, chip)
-        if w.arrivals.kind != "none" or w.prompt_tokens and layout.all_to_all:
-            raise ConfigError("several GPUs are simulated for fixed-batch decode (and prefill under tensor "
-                              "parallelism) only; not with workload.arrivals, nor prompt_tokens under "
-                              "data-parallel attention", key="parallel.gpus")
-        cluster = Cluster(chip, p.gpus, p.gpus // p.nodes)
-    else:
-        cluster = Cluster(chip)
+    layout = lay.from_config(p, model, w.batch_size)      # one GPU: the trivial layout
+    topology, chip = _topology(cfg, profile.name, chip, layout)
+    several = layout.gpus > 1
+    cluster = Cluster(chip, layout.gpus, layout.gpus_per_node)
     timer = lambda: KernelTimer(chip, cfg.runtime.fidelity)      # noqa: E731 (one per stream)
     book: dict = {}      # every device is this chip: a kernel timed on one is timed for all (replay.py)
     streams = [Stream(cluster.env, d, cluster.arbiter, timer(), launch=cfg.runtime.launch,
                       reuse=cfg.runtime.reuse, book=book) for d in cluster.devices]
     max_context = w.context_tokens + w.decode_steps + max(w.prompt_tokens, 1)
     families = dequant_kernels.from_profile(profile)     # who dequantizes, at what cost (issue 31)
-    schedule = Schedule(lay.shard_model(model, layout) if layout else model, chip,
+    schedule = Schedule(lay.shard_model(model, layout), chip,
                         kv=kv_format.from_config(cfg.kv_cache, dequant_kernels.kv_kernel(cfg.kv_cache, families)),
                         dequant=cfg.kv_cache.dequant,
                         moe_schedule=cfg.runtime.moe_schedule, attention_kernel=cfg.runtime.attention_kernel,
-                        max_batch=max(layout.tokens_per_group(w.batch_size)) if layout else w.batch_size,
+                        max_batch=max(layout.tokens_per_group(w.batch_size)),
                         max_context=max_context, weights=weight_format.plan(cfg.weights, model.weights, families))
     unmeasured = dequant_kernels.unmeasured_notes(cfg, schedule, families)
     if w.kernel_trace is not None:        # an imported trace is the schedule (docs/traces.md)
@@ -117,35 +119,53 @@ def build(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelSha
         moe_layers = [layer for layer in range(model.layers) if model.is_moe_layer(layer)]
         router = Router(cfg.moe.routing, model.moe, moe_layers, rng.get("routing"))
         onchips = [_onchip_with_sram(cfg, model, chip, schedule, router, rng) for _ in streams]
-        if layout:
+        if several:        # which GPU's experts each choice goes to (one GPU holds them all)
             experts = lay.ExpertMap(p.expert_placement, model.moe.experts, p.ep, p.redundant_experts,
                                     {layer: router.popularity(layer) for layer in moe_layers})
     mem = _memory(cfg, model, schedule, chip, experts)
     warnings = inert_keys(cfg, model)       # keys set where they cannot act: said, not ignored
     warnings += getattr(schedule, "warnings", [])           # an imported trace's
     warnings += unmeasured
-    where = f"{p.gpus} x {profile.name}" if layout else profile.name
+    where = f"{p.gpus} x {profile.name}" if several else profile.name
     if note := memory.check(mem, where, p.allow_overcommit):
         warnings.append(note)
-    parallel = None
-    if layout:
-        for s in streams:      # one micro-batch: nothing runs beside a GPU's segment (multi.py)
-            s.private = p.micro_batches == 1
-        parallel = ParallelRun(layout, topology, streams, onchips, experts, mem, p.micro_batches,
-                               KERNELS[p.dispatch_kernel])
-    return Built(cfg, profile, model, chip, cluster, streams[0], schedule, onchips[0], router, warnings,
-                 mem, parallel)
+    gpus = _gpus(p, layout, topology, streams, onchips, experts, mem)
+    return Built(cfg, profile, model, chip, cluster, streams[0], schedule, onchips[0], router, warnings, gpus)
 
 
-def _topology(cfg: Scenario, chip_name: str, chip: ChipSpec) -> tuple[str, ChipSpec]:
-    """The system the GPUs are built into: its ports replace the chip profile's."""
-    p = cfg.parallel
+def _gpus(p, layout: lay.Layout, topology: str | None, streams: list[Stream], onchips: list[OnChipState],
+          experts: lay.ExpertMap | None, mem: GpuMemory) -> OneGpu | ParallelRun:
+    """How a pass runs on the devices: one GPU's kernels on its stream, or several GPUs' cut at
+    their collectives (hwsim/parallel/multi.py)."""
+    if layout.gpus == 1:
+        return OneGpu(layout, streams, onchips, mem)
+    for s in streams:      # one micro-batch: nothing runs beside a GPU's segment (multi.py)
+        s.private = p.micro_batches == 1
+    return ParallelRun(layout, topology, streams, onchips, experts, mem, p.micro_batches,
+                       KERNELS[p.dispatch_kernel])
+
+
+def _topology(cfg: Scenario, chip_name: str, chip: ChipSpec, layout: lay.Layout) -> tuple[str | None, ChipSpec]:
+    """The system the GPUs are built into: its ports replace the chip profile's (one GPU: none,
+    the chip's own). What several GPUs are not simulated for is refused here."""
+    p, w = cfg.parallel, cfg.workload
+    if layout.gpus == 1:
+        return None, chip
     topo = resolve(p.topology, chip_name, f"parallel.gpus = {p.gpus}")
     name = p.topology or topo.name           # as named (a path stays a path)
     per_node = p.gpus // p.nodes
     if per_node > topo.gpus_per_node.value:
         raise ConfigError(f"{per_node} GPUs per node (gpus / nodes) but a {name} node has "
                           f"{topo.gpus_per_node.value}; set parallel.nodes", key="parallel.nodes")
+    if w.arrivals.kind != "none" or w.prompt_tokens and layout.all_to_all:
+        raise ConfigError("several GPUs are simulated for fixed-batch decode (and prefill under tensor "
+                          "parallelism) only; not with workload.arrivals, nor prompt_tokens under "
+                          "data-parallel attention", key="parallel.gpus")
+    if w.speculative is not None:
+        raise ConfigError("workload.speculative is simulated on one GPU", key="workload.speculative")
+    if w.kernel_trace is not None:
+        raise ConfigError("an imported kernel trace runs on one GPU (workload.kernel_trace.group_size "
+                          "re-times its collectives on its group)", key="workload.kernel_trace")
     return name, topo.apply(chip)
 
 

@@ -222,6 +222,7 @@ def run(
 
 def _run(scenario, set_, out, json_out, trace, max_wall_s, max_gb, figures, plotter, dry_run) -> None:
     from hwsim.build import build
+    from hwsim.checks import check_loaded
     from hwsim.config.cost import cap_memory, check_loaded_cost, estimate
     from hwsim.config.fingerprint import fingerprint
     from hwsim.config.load import load_scenario, scenario_path
@@ -231,6 +232,7 @@ def _run(scenario, set_, out, json_out, trace, max_wall_s, max_gb, figures, plot
 
     limits = (_positive(max_wall_s, "--max-wall-s"), _positive(max_gb, "--max-gb"))
     cfg = load_scenario(scenario, set_)
+    check_loaded(cfg)              # what needs the built system, above the loader (hwsim/checks.py)
     check_loaded_cost(cfg, limits)
     scenario_file = str(scenario_path(scenario)) if scenario else "scenarios/default.yaml"
     default_out = out is None

@@ -21,7 +21,7 @@ from hwsim.model import dequant_kernels
 from hwsim.model.kv_speedup import attention_speedups
 from hwsim.model.schedule import StepShape
 from hwsim.model.weight_speedup import expert_gemm_speedup_by_kernel
-from hwsim.step import PassPlan, StepResult, plan_pass, simulate_pass
+from hwsim.step import PassPlan, StepResult, simulate_pass
 from hwsim.summary import (HostSummary, KVSummary, MemorySummary, MoECache, MoEPrefetch, MoESummary,
                            ParallelSummary, PowerSummary, RunSummary, SimSummary, TensorFormat,
                            TraceSummary, WeightsSummary)
@@ -59,10 +59,7 @@ class RunResult:
 def lanes_of(b: Built) -> dict[str, list]:
     """Every unit's recorded busy intervals, in lane order (units the chip lacks have none);
     on several GPUs, a lane group per GPU (hwsim/parallel/multi.py)."""
-    if b.parallel:
-        from hwsim.parallel.multi import lanes
-        return lanes(b.parallel)
-    return {u.name: list(u.intervals or ()) for u in b.device.units}
+    return b.gpus.lanes()
 
 
 @contextmanager
@@ -197,7 +194,7 @@ def _simulate(cfg: Scenario, b: Built, wall0: float, progress, every_interval: b
               intervals: bool = True, plans: dict | None = None) -> RunResult:
     """One run at b's clock. `plans`: the passes' plans by (shape, step) (_kept_plan), filled on
     the first call and replayed by later ones, at other clocks or in what-ifs (one GPU; several
-    GPUs plan in multi.simulate)."""
+    GPUs plan inside their pass, b.gpus.plans_ahead)."""
     if cfg.workload.arrivals.kind != "none":
         return _run_serving(cfg, b, wall0, progress)
     w = cfg.workload
@@ -240,13 +237,13 @@ def _speculation(cfg: Scenario, b: Built):
 
 def _kept_plan(plans: dict | None, b: Built, shape: StepShape, step: int) -> PassPlan | None:
     """The pass's plan from `plans` (made and kept there when new); None without `plans` (or on
-    several GPUs, whose passes plan themselves): simulate_pass makes its own."""
-    if plans is None or b.parallel is not None:
+    several GPUs, whose passes plan themselves: b.gpus.plans_ahead): simulate_pass makes its own."""
+    if plans is None or not b.gpus.plans_ahead:
         return None
     dispatch = b.onchip.dispatch
     kept = plans.get((shape, step))
     if kept is None:               # the plan, and what its making left in the expert dispatch
-        plan = plan_pass(b, shape, step)
+        plan = b.gpus.plan(b, shape, step)
         plans[shape, step] = kept = (plan, dispatch.planned() if dispatch else None)
     elif dispatch:
         dispatch.restore(kept[1])
@@ -344,7 +341,7 @@ def parallel_summary(cfg: Scenario, b: Built, steps: list[StepResult]) -> Parall
     mean_ms = lambda f: float(np.mean([f(x) for x in stats])) * 1e3 if stats else 0.0      # noqa: E731
     imbalance = [x for st in stats for x in st.imbalance]
     return ParallelSummary(
-        gpus=p.gpus, tp=b.parallel.layout.tp if b.parallel else 1, ep=p.ep,
+        gpus=p.gpus, tp=b.gpus.layout.tp, ep=p.ep,
         dp_attention=p.dp_attention, per_gpu_memory_gb=mem.total / 1e9, fits=mem.fits,
         comm_ms_per_step=mean_ms(lambda st: st.comm_wall_s),
         all_to_all_ms=mean_ms(lambda st: st.comm_s["dispatch"] + st.comm_s["combine"]),
@@ -362,19 +359,14 @@ def memory_summary(b: Built) -> MemorySummary:
 
 
 def kv_summary(cfg: Scenario, b: Built) -> KVSummary:
-    """What the KV format stores, saves, and costs in accuracy, at the scenario's context (on
-    several GPUs, per GPU)."""
+    """What the KV format stores, saves, and costs in accuracy, at the scenario's context, per
+    GPU: its shard of the heads, its sequences, what its weights leave (one GPU: all of them)."""
     fmt, m = b.schedule.kv, b.model
     context = cfg.workload.context_tokens
     bits = fmt.bits_per_element(context)
-    batch = cfg.workload.batch_size
-    if b.parallel:      # one GPU's: its shard of the heads, its sequences, what its weights leave
-        a = b.schedule.model.attention
-        batch = max(b.parallel.layout.tokens_per_group(batch))
-        free = b.chip.hbm_capacity_bytes - b.memory.weights
-    else:
-        a = m.attention
-        free = b.chip.hbm_capacity_bytes - b.schedule.weight_bytes_total()
+    a = b.schedule.model.attention
+    batch = max(b.gpus.layout.tokens_per_group(cfg.workload.batch_size))
+    free = b.chip.hbm_capacity_bytes - b.memory.weights
     heads = a.cached_heads
     stored = b.schedule.kv_token_bytes(context)
     bf16 = BF16_KV.bytes_per_token(a.kv_elements_per_token(), heads, context)
@@ -430,10 +422,6 @@ def trace_summary(cfg: Scenario, b: Built) -> TraceSummary | None:
                         collectives=b.schedule.collectives())
 
 
-def _streams(b: Built) -> list:
-    return b.parallel.streams if b.parallel else [b.stream]
-
-
 def summarize(cfg: Scenario, b: Built, steps: list[StepResult], prefill: StepResult | None,
               wall_s: float) -> RunSummary:
     """The run's summary, composed of each subsystem's part (hwsim/summary.py)."""
@@ -464,13 +452,13 @@ def summarize(cfg: Scenario, b: Built, steps: list[StepResult], prefill: StepRes
         moe=moe_summary(cfg, b, steps),
         weights=weights_summary(b),
         parallel=parallel_summary(cfg, b, steps),
-        topology=b.parallel.topology if b.parallel else None,     # the system of several GPUs
+        topology=b.gpus.topology,          # the system of several GPUs (one GPU: None)
         memory_per_gpu_gb=memory_summary(b),
         warnings=b.warnings,
         device_busy_ms=device_busy_ms(steps),
         host=host_summary(steps),
         trace=trace_summary(cfg, b),
-        sim=SimSummary(events=b.env.processed, kernels=sum(st.kernels for st in _streams(b)),
-                       replayed_kernels=sum(st.replayed for st in _streams(b)), wall_s=wall_s,
+        sim=SimSummary(events=b.env.processed, kernels=sum(st.kernels for st in b.gpus.streams),
+                       replayed_kernels=sum(st.replayed for st in b.gpus.streams), wall_s=wall_s,
                        simulated_tokens=n * cfg.workload.batch_size, version=__version__),
     )

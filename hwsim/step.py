@@ -1,21 +1,38 @@
-"""One pass of the schedule over the device: a decode step, a prefill, or a serving
-iteration of decodes and prompt chunks; the unit both the fixed-batch run (hwsim/run.py) and
-the serving loop (hwsim/serving/loop.py) are made of."""
+"""One pass of the schedule over the GPUs: a decode step, a prefill, or a serving iteration of
+decodes and prompt chunks; the unit both the fixed-batch run (hwsim/run.py) and the serving loop
+(hwsim/serving/loop.py) are made of.
+
+There is one pass path, `simulate_pass`, for 1 and N GPUs: it asks the built system's GPUs
+(`Built.gpus`) to run it. One GPU (`OneGpu`, here) is the N = 1 case: the trivial layout, no
+collectives, its kernels on its one stream; several (`hwsim.parallel.multi.ParallelRun`) cut
+each GPU's kernels at the collectives. The one-GPU case keeps its own body, a fast path: it
+runs the pass's kernels as one stream process, without the cuts, micro-batches and idle-time
+accounting of several GPUs, none of which it has (they would cost it and add nothing).
+
+`b`, in every function here, is the built system (hwsim/build.py:Built), which this module sits
+below: build makes the GPUs defined here.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
-from hwsim.build import Built
 from hwsim.engine.host import HostTotals
 from hwsim.engine.records import RecordLog, StreamTotals
 from hwsim.hw.power import Activity, activity_of
 from hwsim.metrics import Component, traffic_class
 from hwsim.model.schedule import StepShape
 from hwsim.workload.router import experts_chosen
+
+if TYPE_CHECKING:
+    from hwsim.engine.stream import Stream
+    from hwsim.model.onchip import OnChipState
+    from hwsim.parallel.layout import Layout
+    from hwsim.parallel.memory import GpuMemory
 
 
 @dataclass
@@ -55,7 +72,7 @@ class PassPlan:
         return activity_of(self.items)
 
 
-def plan_pass(b: Built, shape: StepShape, step: int, counts_only: bool = False) -> PassPlan:
+def plan_pass(b, shape: StepShape, step: int, counts_only: bool = False) -> PassPlan:
     """The pass's routing draw and kernels, read off (and updating) what is on chip before it.
     The schedule reads the chip's sizes, never its SM clock: a power governor's probe at
     another clock (Built.at_sm_clock) can replay the same plan (hwsim/validate.py).
@@ -64,66 +81,80 @@ def plan_pass(b: Built, shape: StepShape, step: int, counts_only: bool = False) 
     return PassPlan(routing, b.schedule.step(shape, routing, b.onchip))
 
 
-def simulate_pass(b: Built, shape: StepShape, step: int, records: RecordLog | None,
+def simulate_pass(b, shape: StepShape, step: int, records: RecordLog | None,
                   every_interval: bool = True, plan: PassPlan | None = None,
                   intervals: bool = True) -> StepResult:
-    """`every_interval=False`: of the units' busy intervals, keep only each item's first run
-    (hwsim.hw.device.Device.record_intervals), for a step that no chart draws. `plan`: the
-    pass's kernels as plan_pass built them for this shape and step on an equal system (at
-    another SM clock); by default they are built here. `intervals=False`: no busy intervals
-    (nothing draws or writes them)."""
-    if b.parallel is not None:
-        return _parallel_pass(b, shape, step, records, intervals)
-    plan = plan or plan_pass(b, shape, step)
-    routing, kernels = plan.routing, plan.items
-    copies = b.stream.copies
-    prefetched_before = copies.bytes
-    t0 = b.env.now
-    totals = StreamTotals()
-    keep = b.scenario.runtime.kernel_records   # past this window the step's records are not made
-    recorded = records is not None and (keep < 0 or step < keep)
-    b.device.record_intervals(recorded and intervals, first_runs_only=not every_interval)
-    b.env.process(b.stream.run(kernels, step, records if recorded else None, totals))
-    b.env.run()
-    by_component = dict.fromkeys(Component, 0.0)
-    by_component.update(totals.parts)
-    breakdown = {c.value: secs for c, secs in by_component.items()}
+    """One pass on b's GPUs, one or several (b.gpus runs it). `every_interval=False`: of the
+    units' busy intervals, keep only each item's first run (hwsim.hw.device.Device.record_intervals),
+    for a step that no chart draws. `plan`: the pass's kernels as b.gpus.plan built them for this
+    shape and step on an equal system (at another SM clock); by default they are built here
+    (several GPUs plan their own). `intervals=False`: no busy intervals (nothing draws or writes
+    them)."""
+    return b.gpus.simulate(b, shape, step, records, every_interval, plan, intervals)
+
+
+def moved_bytes(totals) -> dict[str, float]:
+    """Bytes moved by traffic class, summed over the streams' totals."""
     moved = {"weights": 0.0, "kv": 0.0, "activations": 0.0}
-    for comp, nbytes in totals.moved.items():
-        moved[traffic_class(comp)] += nbytes
-    if b.onchip.dispatch:
-        b.onchip.dispatch.end_step()
-    moved["expert_prefetch"] = copies.bytes - prefetched_before
-    return StepResult(step=step, phase=shape.phase, batch=shape.batch, context=shape.context,
-                      t_start=t0, t_end=b.env.now, breakdown_s=breakdown, bytes=moved,
-                      kernels=totals.kernels, tokens=shape.tokens, **_active_experts(b, routing),
-                      activity=plan.activity, host=totals.host)
+    for t in totals:
+        for comp, nbytes in t.moved.items():
+            moved[traffic_class(comp)] += nbytes
+    return moved
 
 
-def _active_experts(b: Built, routing: dict) -> dict[str, float]:
+@dataclass
+class OneGpu:
+    """The GPUs of a one-GPU system: the N = 1 case (the trivial layout, no topology, no
+    collectives). Several GPUs are hwsim.parallel.multi.ParallelRun, which answers the same."""
+    layout: "Layout"                 # gpus = tp = ep = 1
+    streams: list["Stream"]
+    onchips: list["OnChipState"]
+    memory: "GpuMemory"
+    topology: str | None = None
+    # a pass's plan (routing and kernels) is made before it and can be kept and replayed
+    # (hwsim/whatif/reuse.py, a power governor's probes); several GPUs plan inside their pass
+    plans_ahead: ClassVar[bool] = True
+
+    def plan(self, b, shape: StepShape, step: int, counts_only: bool = False) -> PassPlan:
+        return plan_pass(b, shape, step, counts_only)
+
+    def lanes(self) -> dict[str, list]:
+        """Every unit's recorded busy intervals, in lane order (units the chip lacks have none)."""
+        return {u.name: list(u.intervals or ()) for u in self.streams[0].device.units}
+
+    def simulate(self, b, shape: StepShape, step: int, records: RecordLog | None,
+                 every_interval: bool, plan: PassPlan | None, intervals: bool) -> StepResult:
+        """The pass on the one GPU: its kernels on its stream (b.stream, b.onchip: a power
+        governor's probe may carry the planning system's on-chip state, hwsim/run.py)."""
+        plan = plan or plan_pass(b, shape, step)
+        routing, kernels = plan.routing, plan.items
+        stream = b.stream
+        copies = stream.copies
+        prefetched_before = copies.bytes
+        env = b.env
+        t0 = env.now
+        totals = StreamTotals()
+        keep = b.scenario.runtime.kernel_records   # past this window the step's records are not made
+        recorded = records is not None and (keep < 0 or step < keep)
+        stream.device.record_intervals(recorded and intervals, first_runs_only=not every_interval)
+        env.process(stream.run(kernels, step, records if recorded else None, totals))
+        env.run()
+        by_component = dict.fromkeys(Component, 0.0)
+        by_component.update(totals.parts)
+        breakdown = {c.value: secs for c, secs in by_component.items()}
+        moved = moved_bytes((totals,))
+        if b.onchip.dispatch:
+            b.onchip.dispatch.end_step()
+        moved["expert_prefetch"] = copies.bytes - prefetched_before
+        return StepResult(step=step, phase=shape.phase, batch=shape.batch, context=shape.context,
+                          t_start=t0, t_end=env.now, breakdown_s=breakdown, bytes=moved,
+                          kernels=totals.kernels, tokens=shape.tokens, **active_experts(b, routing),
+                          activity=plan.activity, host=totals.host)
+
+
+def active_experts(b, routing: dict) -> dict[str, float]:
     """StepResult's mean distinct experts per MoE layer and share of the weights touched."""
     active = [experts_chosen(r) for r in routing.values()]
     return {"active_experts_per_layer": float(np.mean(active)) if active else 0.0,
             "active_weight_fraction": b.schedule.active_weight_bytes(active)
             / b.schedule.weight_bytes_total()}
-
-
-def _parallel_pass(b: Built, shape: StepShape, step: int, records: RecordLog | None,
-                   intervals: bool) -> StepResult:
-    """A pass on several GPUs (hwsim/parallel/multi.py): the breakdown averages the GPUs' kernels
-    and adds the collectives and the wait for the slowest GPU; bytes and kernels are summed."""
-    from hwsim.parallel import multi
-    t0, totals, stats, routing, busiest = multi.simulate(b, shape, step, records, intervals)
-    moved = {"weights": 0.0, "kv": 0.0, "activations": 0.0}
-    for t in totals:
-        for comp, nbytes in t.moved.items():
-            moved[traffic_class(comp)] += nbytes
-    moved["expert_prefetch"] = 0.0
-    for onchip in b.parallel.onchips:
-        if onchip.dispatch:
-            onchip.dispatch.end_step()
-    return StepResult(step=step, phase=shape.phase, batch=shape.batch, context=shape.context,
-                      t_start=t0, t_end=b.env.now, breakdown_s=multi.breakdown(totals, stats),
-                      bytes=moved, kernels=sum(t.kernels for t in totals), tokens=shape.tokens,
-                      **_active_experts(b, routing), parallel=stats, activity=busiest,
-                      host=totals[0].host)

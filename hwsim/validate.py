@@ -37,7 +37,7 @@ from hwsim.hw.power import Activity, settle
 from hwsim.io.bounded import LIMITS, open_text
 from hwsim.io.forked import map_side_by_side
 from hwsim.run import cyclic_gc_paused, power_model
-from hwsim.step import PassPlan, plan_pass, simulate_pass
+from hwsim.step import PassPlan, simulate_pass
 from hwsim.model.schedule import StepShape
 
 REQUIRED = ["name", "hardware", "model", "phase", "batch", "context_tokens", "prompt_tokens",
@@ -204,9 +204,9 @@ def predict_ms(row: dict, sets: list[str] | None = None) -> float:
             passes[clock_hz] = []
             for draw in range(draws):
                 b.env.run()                       # a fresh pass on an idle chip
-                if b.parallel is None and len(plans) == draw:
-                    plans.append(plan_pass(b, shape, draw))
-                plan = plans[draw] if b.parallel is None else None
+                if len(plans) == draw:            # several GPUs: None, each pass plans itself
+                    plans.append(b.gpus.plan(b, shape, draw))
+                plan = plans[draw]
                 passes[clock_hz].append(simulate_pass(b, shape, draw, None, plan=plan))
         done = passes[clock_hz]
         return sum(p.duration_s for p in done), sum((p.activity for p in done), Activity())

@@ -546,3 +546,72 @@ def test_an_engines_own_step_annotation_marks_the_step(tmp_path):
     assert not [w for w in by_mark["warnings"] if "marks no step" in w]
     assert whole["trace"]["step_window"] == "whole trace" and whole["trace"]["kernels"] == 2 * one["kernels"]
     assert [w for w in whole["warnings"] if "marks no step" in w]
+
+
+def test_a_small_index_kernel_chains_a_load_per_index_row():
+    """ATen's index_select / index_add_ for at most 16 indices loop over the rows in one block,
+    a chain of dependent loads a row (the built-in schedule's constants): the trace's index
+    count says which kernel runs and how long it waits; past 16 the large-index kernel does
+    not wait per row. The per-expert loop's gathers in a real trace carry their rows."""
+    from hwsim import operators
+    from hwsim.build import build
+    from hwsim.config.load import load_model
+    from hwsim.ktrace.classify import Point
+    from hwsim.ktrace.timeline import assemble
+    from hwsim.ktrace.lower import Lowering
+    b = build(load_scenario(None, ["model=olmoe-1b-7b", "hardware=h100-sxm"]))
+    low, chip = Lowering(b.schedule), b.schedule.chip
+
+    def time_us(rows, kind="scatter"):
+        return operators.device_time_s(chip, low.kernels("x", ir.Memory(kind, 16e3, 8e3, index_rows=rows), 0)) * 1e6
+
+    assert time_us(8) > time_us(2) + 6 * 0.2         # each row a few dependent L2 trips
+    assert time_us(8, "index") < time_us(8)          # index_add_ also reads its destination
+    assert time_us(17) < time_us(16) / 3             # the large-index kernel: no chain
+    steps = assemble(reader.read_trace(LOOP_TRACE), load_model("olmoe-1b-7b"), Point(1, 1024, 8), 1.0).steps
+    rows = {k.item.index_rows for st in steps for k in st.kernels
+            if isinstance(k.item, ir.Memory) and k.op in ("aten::index_add_", "aten::index_select")}
+    assert rows == {1}                                # batch 1: one token an expert
+
+
+def test_a_kernel_after_a_gemm_that_swept_the_l2_reads_from_hbm():
+    """An imported trace's kernels go through the built-in schedule's L2 walk: an element-wise
+    kernel right after a GEMM streaming more than the L2 reads its input from HBM (it is slower),
+    after a small GEMM from L2; in an experts loop the gather reads rows of the hidden states an
+    iteration (an expert's weights) ago."""
+    from hwsim import operators
+    from hwsim.build import build
+    from hwsim.ktrace.lower import Lowering
+    from hwsim.ktrace.schedule import l2_walked, named
+    b = build(load_scenario(None, ["model=mixtral-8x7b", "hardware=h200-sxm"]))
+    base, chip = b.schedule, b.schedule.chip
+    low = Lowering(base)
+    def gemm(n):                                                   # 4096 x n bf16 weights
+        return [named(k, ir.Gemm(8, n, 4096), False) for k in low.kernels("mm", ir.Gemm(8, n, 4096), 0)]
+
+    def last_us(before, item, in_iteration=False):
+        """The time of the item's kernels after the named kernels `before`, in a fresh walk."""
+        ks = before + [named(k, item, in_iteration) for k in low.kernels("x", item, 0)]
+        return operators.device_time_s(chip, l2_walked(ks, base)[len(before):]) * 1e6
+
+    add = ir.Memory("elementwise", 3 * 8 * 4096 * 2, 8 * 4096 * 2)
+    gather = ir.Memory("index", 2 * 8 * 4096 * 2, 8 * 4096 * 2, index_rows=8)
+    big, small = gemm(14336 * 2), gemm(1024)                        # 235 MB and 8 MB of weights
+    assert 4096 * 14336 * 4 > chip.l2_bytes > 4096 * 1024 * 2
+    assert last_us(big, add) > last_us(small, add) * 1.2
+    first = [named(k, gather, True) for k in low.kernels("g", gather, 0)]   # the previous iteration's gather
+    assert last_us(first + big, gather, True) > last_us(first + small, gather, True) + 0.5
+
+
+def test_an_eager_attentions_batched_gemms_move_with_the_batch_and_context():
+    """gpt-oss's eager attention (sinks) runs QK and PV as bmm over batch x heads matrices: the
+    count moves with the batch and the key length with the context (the b32 trace predicted b1
+    at +64% before, its 13 ms of bmm held as traced)."""
+    from hwsim.ktrace.classify import Point
+    from hwsim.ktrace.retarget import retarget
+    pv = ir.Gemm(m=1, n=64, k=2055, batch=32 * 64, weight=False)
+    old, new = Point(32, 2048, 4, (8, 64)), Point(1, 1024, 4, (8, 64))
+    moved, scaled = retarget(pv, old, new)
+    assert scaled and (moved.batch, moved.k, moved.n) == (64, 1031, 64)
+    assert retarget(ir.Gemm(m=1, n=64, k=2055, batch=32 * 8, weight=False), old, new)[0].batch == 8
+    assert retarget(pv, Point(32, 2048, 4), Point(1, 1024, 4)) == (pv, False)    # heads unknown

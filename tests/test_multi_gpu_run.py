@@ -212,7 +212,7 @@ def test_nccl_all_to_all_dispatches_bf16_with_its_own_kernel():
     place of DeepEP's low-latency kernels (FP8 tokens, 34.6 us a call and every SM)."""
     cfg = load_scenario(REPO / "scenarios" / "deepseek-v3-ep8.yaml",
                         ["workload.decode_steps=1", "parallel.dispatch_kernel=nccl-all-to-all"])
-    assert build(cfg).parallel.dispatch_kernel is NCCL_ALL_TO_ALL
+    assert build(cfg).gpus.dispatch_kernel is NCCL_ALL_TO_ALL
     deepep = run("deepseek-v3-ep8").summary["parallel"]
     nccl = run("deepseek-v3-ep8", "parallel.dispatch_kernel=nccl-all-to-all").summary["parallel"]
     # 58 MoE layers x (dispatch + combine): the fixed costs alone differ by ~2.5 ms a step

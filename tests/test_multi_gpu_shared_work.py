@@ -41,20 +41,20 @@ def test_a_shared_book_of_effects_gives_what_each_gpu_timing_its_own_gives():
     cfg = _scenario("qwen3-235b-ep4", "parallel.micro_batches=2")
     shared = build(cfg)
     separate = build(cfg)
-    for stream in separate.parallel.streams:          # each GPU its own book, as before issue 33
+    for stream in separate.gpus.streams:          # each GPU its own book, as before issue 33
         stream.replay.book = {}
-    books = {id(s.replay.book) for s in shared.parallel.streams}
-    assert len(books) == 1 and len(shared.parallel.streams) == 4
+    books = {id(s.replay.book) for s in shared.gpus.streams}
+    assert len(books) == 1 and len(shared.gpus.streams) == 4
 
     a, b = run_scenario(cfg, shared), run_scenario(cfg, separate)
 
     assert _same(a.summary, b.summary)
     assert _lanes(a) == _lanes(b) and any(_lanes(a).values())
-    timed_shared = sum(s.replay.misses for s in shared.parallel.streams)
-    timed_separate = sum(s.replay.misses for s in separate.parallel.streams)
+    timed_shared = sum(s.replay.misses for s in shared.gpus.streams)
+    timed_separate = sum(s.replay.misses for s in separate.gpus.streams)
     assert timed_shared < timed_separate / 2          # each kernel timed once, not once a GPU
     # kernels ran beside the collectives: the per-device shares were asked for
-    assert any(s.device._shares for s in shared.parallel.streams[1:])
+    assert any(s.device._shares for s in shared.gpus.streams[1:])
 
 
 def test_the_one_loop_of_alone_kernels_gives_what_the_general_loop_gives(monkeypatch):

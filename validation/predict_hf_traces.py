@@ -34,9 +34,14 @@ BASE = HERE.parent / "scenarios" / "kernel-trace.yaml"
 sys.path.insert(0, str(HERE.parent / "calibration"))
 
 
+# what the capture ran where the model's file says otherwise: random bf16 weights, not the
+# checkpoint's MXFP4 experts
+AS_CAPTURED = {"gpt-oss-20b": ["weights.experts.format=bf16"]}
+
+
 def predict_point(model: str, trace: Path, traced: tuple[int, int], point: tuple[int, int],
                   hardware: str = "h200-sxm", launch: str | None = None) -> dict:
-    sets = [*([f"runtime.launch={launch}"] if launch else []), f"model={model}", f"hardware={hardware}", f"workload.kernel_trace.path={trace}",
+    sets = [*AS_CAPTURED.get(model, []), *([f"runtime.launch={launch}"] if launch else []), f"model={model}", f"hardware={hardware}", f"workload.kernel_trace.path={trace}",
             f"workload.kernel_trace.batch_size={traced[0]}",
             f"workload.kernel_trace.context_tokens={traced[1]}",
             f"workload.batch_size={point[0]}", f"workload.context_tokens={point[1]}",

@@ -18,6 +18,7 @@ from hwsim.config.profile import HardwareProfile
 from hwsim.config.scenario import Scenario
 from hwsim.config.yaml_lines import LoadedYaml, load_yaml_file, load_yaml_text
 from hwsim.errors import ConfigError
+from hwsim.model import dequant_kernels
 from hwsim.model.blocks import moe_schedule_problems
 from hwsim.model.shapes import ModelShape
 from hwsim.workload import kv_format
@@ -56,8 +57,9 @@ def apply_overrides(data: dict, sets: list[str], doc: LoadedYaml) -> None:
 
 
 def load_scenario(path: str | Path | None, sets: list[str] | None = None) -> Scenario:
-    """The validated scenario. Its cost (which rehearses serving on a built system) is checked
-    above build, by the caller: hwsim.config.cost.check_loaded_cost."""
+    """The validated scenario. What needs a built system is checked above the loader, by the
+    caller: hwsim.checks.check_loaded (weight formats, disaggregated tiers), then
+    hwsim.config.cost.check_loaded_cost (the cost, which rehearses serving)."""
     doc = load_yaml_file(scenario_path(path) if path else default_scenario_path())
     if doc.data is None:
         doc.data = {}
@@ -147,7 +149,7 @@ def apply_hardware_overrides(profile: HardwareProfile, overrides: dict[str, floa
                 break
         leaf = node.get(parts[-1]) if isinstance(node, dict) else None
         if not isinstance(leaf, dict) or "value" not in leaf:
-            raise ConfigError(f"'{path}' is not a number of the hardware profile",
+            raise ConfigError(f"{path!r} is not a number of the hardware profile",
                               key=f"hardware_overrides.{path}")
         if isinstance(leaf["value"], int) and isinstance(value, float) and value.is_integer():
             value = int(value)          # overrides are read as numbers; a count stays a whole one
@@ -165,7 +167,9 @@ def apply_hardware_overrides(profile: HardwareProfile, overrides: dict[str, floa
 
 
 def cross_checks(cfg: Scenario, profile: HardwareProfile, model: ModelShape):
-    """Problems that only show once the scenario meets its profile and model: (key, message)."""
+    """Problems that only show once the scenario meets its profile's and model's numbers: (key,
+    message). What needs the system built (weight formats a kernel runs, disaggregated tiers in
+    a topology, the cost) is checked above the loader: hwsim/checks.py, hwsim/config/cost.py."""
     kv = cfg.kv_cache
     head_dim = getattr(model.attention, "kv_lora_rank", 0) or model.attention.head_dim
     clock = cfg.runtime.sm_clock
@@ -177,16 +181,11 @@ def cross_checks(cfg: Scenario, profile: HardwareProfile, model: ModelShape):
                                        f"can run at ({low:g} to {top:g} MHz)")
     if kv.dequant == "decoder" and profile.decoder is None:
         yield "kv_cache.dequant", f"profile '{profile.name}' has no native sub-byte decoder (no decoder: block)"
-    from hwsim.model import dequant_kernels    # kernel families (docs/kv_cache.md)
     if kv.dequant == "decoder" and profile.decoder is not None:
         if not dequant_kernels.decoder_takes(profile.decoder.formats, kv.element):
             yield "kv_cache.element", f"the decoder of '{profile.name}' supports {profile.decoder.formats}"
     yield from dequant_kernels.problems(cfg, dequant_kernels.from_profile(profile), profile.name)
-    from hwsim.model import weight_format    # weight formats the profile cannot run (docs/weights.md)
-    yield from weight_format.problems(weight_format.plan(cfg.weights, model.weights), profile)
     yield from moe_schedule_problems(cfg)
-    from hwsim.serving import kv_transfer      # disaggregated tiers that do not fit their topology
-    yield from kv_transfer.problems(cfg, profile.name)
     if cfg.workload.arrivals.kind == "none" and kv.bits < 16:
         longest = cfg.workload.context_tokens + cfg.workload.decode_steps
         kept = kv.sinks.tokens + kv.recent.tokens

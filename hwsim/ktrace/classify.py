@@ -94,6 +94,8 @@ class Point:
     batch: int
     context: int
     top_k: int = 1
+    heads: tuple[int, ...] = ()     # the attention's query and cached heads: an eager attention's
+                                    # batched GEMMs run batch x heads matrices
 
     def batch_dims(self) -> set[int]:
         return {self.batch, self.batch * self.top_k}
@@ -276,10 +278,12 @@ def _memory(name: str, op: CpuOp, ts: list) -> ir.WorkItem | None:
         row = numel(ts[0][0][1:]) * DTYPE_BYTES.get(ts[0][1], 2) if len(ts[0][0]) > 1 else ACT_BYTES
         out = numel(idx) * row if name in ("aten::embedding", "aten::index_select", "aten::index") \
             else numel(idx) * DTYPE_BYTES.get(ts[0][1], 2)
-        return ir.Memory("index", out + sizes[-1], out)
+        return ir.Memory("index", out + sizes[-1], out,
+                         index_rows=numel(idx) if name == "aten::index_select" else 0)
     if name in SCATTER_OPS:
         values = sizes[-1]
-        return ir.Memory("scatter", values + sum(sizes[1:-1]), values)
+        rows = numel(ts[1][0]) if name == "aten::index_add_" and len(ts) == 3 else 0
+        return ir.Memory("scatter", values + sum(sizes[1:-1]), values, index_rows=rows)
     if name in REDUCE_KEEP:
         return ir.Memory("reduction", first, first)
     if name in REDUCE_SMALL:

@@ -74,6 +74,11 @@ def reached(model: ModelShape, batch: int) -> int:
     return max(1, round(expected_distinct(moe.experts, moe.top_k, batch)))
 
 
+def inside(loops: list[Loop]) -> set[int]:
+    """The indices of the steps that run in an iteration of one of the loops."""
+    return {i for loop in loops for start, end in loop.iterations for i in range(start, end)}
+
+
 def moved(steps: tuple[ir.HostStep, ...], loops: list[Loop], model: ModelShape,
           new: Point) -> list[tuple[ir.HostStep, bool]]:
     """The steps at the new point: each loop's iterations repeated or cut to the experts the new
@@ -102,6 +107,7 @@ def _with_rows(st: ir.HostStep, rows: int, scale: float) -> ir.HostStep:
         if isinstance(it, ir.Gemm) and it.weight:
             return replace(it, m=rows)
         if isinstance(it, ir.Memory):
-            return replace(it, read_bytes=it.read_bytes * scale, write_bytes=it.write_bytes * scale)
+            return replace(it, read_bytes=it.read_bytes * scale, write_bytes=it.write_bytes * scale,
+                           index_rows=rows if it.index_rows else 0)
         return it
     return replace(st, kernels=tuple(replace(k, item=item(k.item)) for k in st.kernels))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hwsim.errors import ConfigError
 from hwsim.hw.cluster import Cluster
 from hwsim.ktrace import expert_loop, ir
 from hwsim.ktrace.classify import Point
@@ -19,16 +18,15 @@ from hwsim.parallel.topology import resolve
 
 def trace_schedule(cfg, base, streams) -> TraceSchedule:
     """The scenario's workload.kernel_trace as the schedule of its passes; the streams it feeds
-    pay no launch cost of their own (the trace's host steps carry it)."""
+    pay no launch cost of their own (the trace's host steps carry it). One GPU's: build refuses
+    a trace on several (hwsim/build.py:_topology)."""
     kt = cfg.workload.kernel_trace
-    if cfg.parallel.gpus > 1:
-        raise ConfigError("an imported kernel trace runs on one GPU (workload.kernel_trace.group_size "
-                          "re-times its collectives on its group)",
-                          key="workload.kernel_trace")
     host = load_host(kt.host)
     trace = read_trace(Path(kt.path))
     model = base.model
-    point = Point(kt.batch_size, kt.context_tokens, model.moe.top_k if model.moe else 1)
+    a = model.attention
+    point = Point(kt.batch_size, kt.context_tokens, model.moe.top_k if model.moe else 1,
+                  tuple(sorted({a.heads, a.cached_heads})))
     traced = assemble(trace, model, point, host.profiler_overhead.value,
                       host.profiler_event_us.value if host.profiler_event_us else 0.0)
     loops = expert_loop.find(traced.steps, model)     # HF's eager experts loop, if any

@@ -54,6 +54,8 @@ class Memory:
     reads_cache: bool = False   # reads the KV cache as the step before left it: from HBM at any size
     share_in_flight: bool = False   # a block loads its whole share at once (an Inductor program:
                                 # XBLOCK elements, each thread's loads issued together)
+    index_rows: int = 0         # an index_select / index_add_'s indices (0: not one of them): ATen
+                                # loops over up to 16 of them in one block, a chain of loads a row
 
 
 @dataclass(frozen=True, slots=True)

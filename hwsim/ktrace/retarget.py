@@ -1,7 +1,9 @@
 """Move a trace's work items from the point it was recorded at to the point predicted.
 
 Rules (docs/traces.md): a GEMM's rows equal to the traced batch become the new batch, equal to
-batch x top-k the new batch x top-k; a grouped GEMM's rows are the new batch x top-k spread
+batch x top-k the new batch x top-k; a batched GEMM of activations (an eager attention's QK and
+PV) whose count is the batch or the batch x the query or cached heads moves with the batch, and
+its dims equal to the context with the context; a grouped GEMM's rows are the new batch x top-k spread
 over the expected distinct experts of uniform routing when they summed to the traced batch x
 top-k; an attention's batch
 becomes the new batch and a key length equal to the traced context (up to 64 tokens past it:
@@ -27,8 +29,10 @@ def retarget(item: ir.WorkItem, old: Point, new: Point) -> tuple[ir.WorkItem, bo
     if isinstance(item, ir.Gemm):
         if item.weight and item.m in b:
             return replace(item, m=b[item.m]), True
-        if not item.weight and item.batch in b:
-            return replace(item, batch=b[item.batch], n=_ctx(item.n, old, new), k=_ctx(item.k, old, new)), True
+        heads = {old.batch * h: new.batch * h for h in old.heads}      # an eager attention's bmm
+        if not item.weight and (item.batch in b or item.batch in heads):
+            return replace(item, batch=b.get(item.batch) or heads[item.batch], n=_ctx(item.n, old, new),
+                           k=_ctx(item.k, old, new)), True
         return item, False
     if isinstance(item, ir.GroupedGemm):
         total = sum(item.rows)
@@ -47,7 +51,8 @@ def retarget(item: ir.WorkItem, old: Point, new: Point) -> tuple[ir.WorkItem, bo
         f = (new.batch / old.batch if item.per_batch else 1.0) * \
             (new.context / old.context if item.per_context else 1.0)
         return replace(item, read_bytes=item.read_bytes * f, write_bytes=item.write_bytes * f,
-                       ctas=max(1, round(item.ctas * f)) if item.ctas else 0), True
+                       ctas=max(1, round(item.ctas * f)) if item.ctas else 0,
+                       index_rows=max(1, round(item.index_rows * f)) if item.index_rows else 0), True
     return item, isinstance(item, ir.Absorbed)
 
 

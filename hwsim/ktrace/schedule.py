@@ -17,6 +17,8 @@ from hwsim.ktrace.lower import Lowering
 from hwsim.ktrace.retarget import retarget
 from hwsim.ktrace.timeline import TraceStep
 from hwsim.model.blocks import attention_kernel
+from hwsim.model.kernel import Kernel, copy_kernel
+from hwsim.model.l2_residency import L2Residency
 from hwsim.model.schedule import Schedule, StepShape
 
 NAME_CHARS = 64
@@ -60,7 +62,7 @@ class TraceSchedule:
         if key not in self._passes:
             if len(self._passes) > 64:
                 self._passes.clear()
-            self._passes[key] = self._build(Point(batch, context, self.point.top_k))
+            self._passes[key] = self._build(Point(batch, context, self.point.top_k, self.point.heads))
         return self._passes[key]
 
     def _build(self, new: Point) -> tuple[list, int]:
@@ -69,10 +71,13 @@ class TraceSchedule:
         items: list = []
         missed = 0
         index = 0
-        steps = [(hs, False) for hs in self.traced.steps]
         if self.loops and new.batch != self.point.batch:
-            steps = expert_loop.moved(self.traced.steps, self.loops, self.base.model, new)
-        for hs, in_loop in steps:
+            steps = [(hs, in_loop, in_loop) for hs, in_loop in
+                     expert_loop.moved(self.traced.steps, self.loops, self.base.model, new)]
+        else:
+            iterations = expert_loop.inside(self.loops)
+            steps = [(hs, False, i in iterations) for i, hs in enumerate(self.traced.steps)]
+        for hs, in_loop, in_iteration in steps:
             launch_s = hs.launches * launch_us * 1e-6 if launch_us is not None else hs.launch_s
             if hs.cpu_s or launch_s or hs.launches or hs.sync:
                 items.append(HostWork(hs.cpu_s / speed, launch_s, hs.launches, hs.sync))
@@ -80,9 +85,36 @@ class TraceSchedule:
                 # a loop iteration's items were moved with it (no dim of theirs is the batch or context)
                 item, scaled = (tk.item, True) if in_loop else retarget(tk.item, self.point, new)
                 missed += not scaled
-                items += self.lowering.kernels(f"trace.{index}.{tk.name[:NAME_CHARS]}", item, tk.traced_s)
+                lowered = self.lowering.kernels(f"trace.{index}.{tk.name[:NAME_CHARS]}", item, tk.traced_s)
+                items += [named(k, item, in_iteration) if type(k) is Kernel and k.l2_read else k for k in lowered]
                 index += 1
-        return items, missed
+        return l2_walked(items, self.base), missed
+
+
+# A Kineto trace names no tensors (shapes, not addresses), so the L2 walk is given these: the
+# activation each kernel reads from the one before it and writes for the next, and, inside an
+# experts loop's iteration, the tensor a gather reads rows of (the hidden states) and the one a
+# scatter adds rows into (the output), each touched once an iteration: an expert's weights ago.
+ACTIVATION = ("act",)
+LOOP_CARRIED = {"index": ("act", "loop gathered"), "scatter": ("act", "loop scattered")}
+
+
+def named(k: Kernel, item: ir.WorkItem, in_iteration: bool) -> Kernel:
+    """k reading and writing the activation names above (k itself is shared: a builder's memo)."""
+    names = LOOP_CARRIED.get(item.kind, ACTIVATION) if in_iteration and isinstance(item, ir.Memory) else ACTIVATION
+    return copy_kernel(k, reads=names, writes=names)
+
+
+def l2_walked(items: list, base: Schedule) -> list:
+    """The pass after the built-in schedule's L2 walk (hwsim/model/l2_residency.py) over those
+    names: a kernel reading what a kernel that streamed more than the L2 left, or a tensor an
+    iteration of the loop ago, reads it from HBM. Code-fetch waits are not charged: inside real
+    traces ATen's vectorised element-wise kernels are already timed high without them
+    (validation/compare_trace_kernels.py: adds +35%, Qwen3-30B-A3B at batch 1 on the H200)."""
+    chip = base.chip
+    walk = L2Residency(chip.l2_bytes, base.activation_address, chip.miss_latency_s / chip.hit_latency_s,
+                       code_fetches=False).walk
+    return [walk(k) if type(k) is Kernel else k for k in items]
 
 
 def _backend(traced: TraceStep) -> str:

@@ -72,8 +72,10 @@ def _touched_share(overlap: float, recent: int) -> float:
 
 
 class L2Residency:
-    def __init__(self, capacity_bytes: float, spill_address: int, miss_to_hit: float = 1.0):
+    def __init__(self, capacity_bytes: float, spill_address: int, miss_to_hit: float = 1.0,
+                 code_fetches: bool = True):
         self.capacity = capacity_bytes       # L2 bytes activations may use (less any pinned SRAM)
+        self.code_fetches = code_fetches     # whether a kernel waits on its code (see the module's doc)
         self.spill_address = spill_address   # where an evicted activation is re-read from
         self.miss_to_hit = miss_to_hit       # HBM latency over L2-hit latency (code fetched from HBM)
         self.clock = 0.0                     # bytes through the L2 so far
@@ -98,7 +100,7 @@ class L2Residency:
         locals between them: this runs for every kernel of every step."""
         clock, last_use, capacity = self.clock, self.last_use, self.capacity
         partial_uses, code_last_use, previous_kind = self.partial_uses, self.code_last_use, self.previous_kind
-        spill = self.spill_address
+        spill, code_fetches = self.spill_address, self.code_fetches
         out = []
         for k in kernels:
             # what it reads of k, worked out once per kernel
@@ -126,7 +128,7 @@ class L2Residency:
             if evicted % 1.0:                           # only partial reads make fractions
                 evicted = _ROUNDED.get(evicted) or _rounded(evicted)
             code_trips = 0.0
-            if reads and not evicted:                   # its code: still on the SM, in L2 or in HBM
+            if code_fetches and reads and not evicted:  # its code: still on the SM, in L2 or in HBM
                 last = code_last_use.get(kind)
                 code_last_use[kind] = clock
                 if kind != previous_kind:

@@ -57,8 +57,14 @@ class Layout:
         return [tokens // g + (i < tokens % g) for i in range(g)]
 
 
+ONE_GPU = Layout(gpus=1, tp=1, ep=1, gpus_per_node=1, dp_attention=False)
+
+
 def from_config(p: Parallel, model: ModelShape, batch: int) -> Layout:
-    """The layout of a scenario, or a ConfigError (exit 2) naming what cannot be simulated."""
+    """The layout of a scenario, or a ConfigError (exit 2) naming what cannot be simulated.
+    One GPU is the trivial layout (its other `parallel:` keys cannot act: config/inert.py says so)."""
+    if p.gpus == 1:
+        return ONE_GPU
     tp = 1 if p.dp_attention else p.tp
     if p.dp_attention and p.tp > 1:
         raise ConfigError(f"parallel.dp_attention runs attention and the dense layers whole on every GPU; "
@@ -101,8 +107,11 @@ def _check_divides(model: ModelShape, layout: Layout) -> None:
 def shard_model(model: ModelShape, layout: Layout) -> ModelShape:
     """The model as one GPU computes it: its share of the heads, dense FFN, shared experts, LM
     head and each expert's FFN. All experts keep their ids (the router scores every one); a
-    GPU runs only the tokens routed to its own (per_gpu_choice)."""
+    GPU runs only the tokens routed to its own (per_gpu_choice). Nothing split (one GPU): the
+    model itself."""
     tp = layout.tp
+    if tp == 1 and layout.expert_tp == 1:
+        return model
     a = model.attention
     heads = {"heads": a.heads // tp}
     if isinstance(a, GqaAttention):

@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from itertools import chain
+from typing import ClassVar
 
 import numpy as np
 
@@ -37,6 +38,7 @@ from hwsim.model.schedule import StepShape
 from hwsim.parallel import collectives, layout as lay
 from hwsim.parallel.comm_kernels import DEEPEP_LOW_LATENCY, NCCL_GATHER_SCATTER, NCCL_RING, CommKernel
 from hwsim.parallel.memory import GpuMemory
+from hwsim.step import StepResult, active_experts, moved_bytes
 
 ACT_BYTES = 2                               # hidden states and logits in bf16
 
@@ -52,7 +54,8 @@ def ll_dispatch_bytes(hidden: int) -> float:
 
 @dataclass
 class ParallelRun:
-    """What build() makes for a multi-GPU run."""
+    """The GPUs of a system of several (build() makes it; one GPU is hwsim.step.OneGpu, which
+    answers the same: layout, topology, streams, onchips, memory, plan, simulate, lanes)."""
     layout: lay.Layout
     topology: str
     streams: list[Stream]
@@ -61,6 +64,31 @@ class ParallelRun:
     memory: GpuMemory
     micro_batches: int = 1           # 2: one micro-batch communicates while the other computes
     dispatch_kernel: CommKernel = DEEPEP_LOW_LATENCY     # MoE dispatch and combine (dp attention)
+    plans_ahead: ClassVar[bool] = False     # each GPU's kernels are planned inside the pass
+
+    def plan(self, b, shape: StepShape, step: int, counts_only: bool = False) -> None:
+        """None: the pass draws its routing and plans each GPU's kernels itself (simulate)."""
+        return None
+
+    def lanes(self) -> dict[str, list]:
+        return lanes(self)
+
+    def simulate(self, b, shape: StepShape, step: int, records: RecordLog | None,
+                 every_interval: bool = True, plan=None, intervals: bool = True) -> StepResult:
+        """A pass on the GPUs: the breakdown averages the GPUs' kernels and adds the collectives
+        and the wait for the slowest GPU; bytes and kernels are summed. (Every busy interval of a
+        recorded step is kept; `plan` is None: see plan.)"""
+        t0, totals, stats, routing, busiest = simulate(b, shape, step, records, intervals)
+        moved = moved_bytes(totals)
+        moved["expert_prefetch"] = 0.0
+        for onchip in self.onchips:
+            if onchip.dispatch:
+                onchip.dispatch.end_step()
+        return StepResult(step=step, phase=shape.phase, batch=shape.batch, context=shape.context,
+                          t_start=t0, t_end=b.env.now, breakdown_s=breakdown(totals, stats),
+                          bytes=moved, kernels=sum(t.kernels for t in totals), tokens=shape.tokens,
+                          **active_experts(b, routing), parallel=stats, activity=busiest,
+                          host=totals[0].host)
 
 
 Cut = Collective | None                     # the collective after a segment, or None at the end
@@ -154,7 +182,7 @@ class PassStats:
 def simulate(b, shape: StepShape, step: int, records: RecordLog | None, intervals: bool = True):
     """Run one pass on every GPU; returns (t0, totals per GPU, PassStats, routing, the work of
     the GPU that does the most: what its power limit settles on, hwsim/hw/power.py)."""
-    run: ParallelRun = b.parallel
+    run: ParallelRun = b.gpus
     layout, env = run.layout, b.cluster.env
     routing = b.router.step(step, shape.tokens) if b.router else {}
     owner = lay.owners(layout, shape.tokens)
@@ -212,7 +240,7 @@ def _split(owner: np.ndarray, parts: int) -> list[np.ndarray]:
 
 
 def _micro_batch(b, shape: StepShape, routing, owner, groups, tokens: np.ndarray) -> MicroBatch:
-    run: ParallelRun = b.parallel
+    run: ParallelRun = b.gpus
     layout = run.layout
     mb_owner = owner[tokens]
     mb_routing = {layer: choice[tokens] for layer, choice in routing.items()}
@@ -235,7 +263,7 @@ def _micro_batch(b, shape: StepShape, routing, owner, groups, tokens: np.ndarray
 def _gpu(b, g: int, micro: list[MicroBatch], step, records, totals, busy, computed, communicated):
     """Process body: GPU g's compute stream, micro-batches in turn at each segment; a segment
     starts once its micro-batch's previous collective has ended."""
-    stream: Stream = b.parallel.streams[g]
+    stream: Stream = b.gpus.streams[g]
     env = stream.env
     for s in range(len(micro[0].segments[g])):
         for m, mb in enumerate(micro):
@@ -272,7 +300,7 @@ def _all_gather(b, c: Collective, owner, groups):
 def _dispatch(b, c: Collective, owner, groups):
     """Expert parallel: each (token, expert) choice's bytes from the token's GPU to the expert's.
     DeepEP's low-latency kernels send FP8 tokens; all_to_all_single the bf16 activations."""
-    run: ParallelRun = b.parallel
+    run: ParallelRun = b.gpus
     d = b.model.hidden
     per_choice = ll_dispatch_bytes(d) if run.dispatch_kernel is DEEPEP_LOW_LATENCY else d * ACT_BYTES
     yield from _moe_all_to_all(b, c, lay.dispatch_counts(run.layout, owner, groups[c.layer]) * per_choice)
@@ -280,13 +308,13 @@ def _dispatch(b, c: Collective, owner, groups):
 
 def _combine(b, c: Collective, owner, groups):
     """The experts' bf16 outputs back to their tokens' GPUs: the dispatch reversed."""
-    run: ParallelRun = b.parallel
+    run: ParallelRun = b.gpus
     counts = lay.dispatch_counts(run.layout, owner, groups[c.layer])
     yield from _moe_all_to_all(b, c, counts.T * b.model.hidden * ACT_BYTES)
 
 
 def _moe_all_to_all(b, c: Collective, matrix):
-    yield from collectives.moe_low_latency(b.cluster, b.cluster.devices, matrix, b.parallel.dispatch_kernel,
+    yield from collectives.moe_low_latency(b.cluster, b.cluster.devices, matrix, b.gpus.dispatch_kernel,
                                            f"L{c.layer}.{c.kind}")
 
 

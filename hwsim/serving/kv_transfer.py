@@ -74,7 +74,8 @@ def placed_topology(d: Disaggregation, hardware: str, parallel_topology: str | N
 
 
 def problems(cfg, hardware: str):
-    """(key, message) of a disaggregation the scenario cannot run, found when it loads."""
+    """(key, message) of a disaggregation the scenario cannot run: checked above the loader
+    (hwsim/checks.py), by `hwsim run` once it has loaded the scenario and by build."""
     d = cfg.workload.disaggregation
     if d is None:
         return

@@ -28,7 +28,7 @@ from hwsim.model.schedule import StepShape
 from hwsim.serving.host_link import HOST_LINKS, HostCopies
 from hwsim.serving.prefix_cache import BLOCK_TOKENS, PrefixCache
 from hwsim.serving.requests import GapLog, Request, draw_lengths, open_loop_requests
-from hwsim.step import plan_pass, simulate_pass
+from hwsim.step import simulate_pass
 
 CONTEXT_BUCKET = 512
 PREFILL_BUCKET = 128
@@ -89,7 +89,7 @@ class StepOracle:
         shape = pass_shape(key)
         # one GPU's schedule reads only how many tokens each expert got: drawn directly (issue
         # 33: per-token top-k over every prompt token was 56% of a long-prompt trace)
-        plan = plan_pass(b, shape, self.simulated, counts_only=True) if b.parallel is None else None
+        plan = b.gpus.plan(b, shape, self.simulated, counts_only=True)      # several GPUs: None
         step = simulate_pass(b, shape, self.simulated, None, plan=plan)
         self.simulated += 1
         return step

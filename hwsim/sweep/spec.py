@@ -25,6 +25,7 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
+from hwsim import checks
 from hwsim.config.cost import check_cost
 from hwsim.config.fingerprint import fingerprint, point_key, sha256_bytes, sha256_file
 from hwsim.config.load import apply_hardware_overrides, cross_checks, load_model, load_profile, validate
@@ -185,7 +186,7 @@ class _Resolver:
                 raise
             raise self._fail(exc, factors) from None
         (profile, profile_dump), (model, model_dump) = self.profiles[cfg.hardware, overrides], self.models[cfg.model]
-        for key, problem in cross_checks(cfg, profile, model):
+        for key, problem in itertools.chain(cross_checks(cfg, profile, model), checks.problems(cfg, profile, model)):
             raise self._fail(ConfigError(problem, key=key), factors)
         return profile_dump[0], model_dump[0], {"profile": profile_dump[1], "model": model_dump[1]}
 

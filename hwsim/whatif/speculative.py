@@ -50,8 +50,6 @@ class Speculation:
 
     def __init__(self, cfg: Scenario, b: Built):
         spec = cfg.workload.speculative
-        if b.parallel is not None:
-            raise ConfigError("workload.speculative is simulated on one GPU", key="workload.speculative")
         if cfg.runtime.attention_kernel == "eager":
             raise ConfigError("workload.speculative verifies with the flash or cudnn attention kernel; "
                               "eager MLA decodes one token per sequence", key="runtime.attention_kernel")

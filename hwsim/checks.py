@@ -1,0 +1,38 @@
+"""Checks a scenario meets only as a system, above the loader: its weight formats against the
+profile's tensor rates and decoder (hwsim/model/weight_format.py), and its disaggregated tiers
+placed in a topology (hwsim/serving/kv_transfer.py).
+
+The loader (hwsim/config/load.py) only parses and validates a scenario against its profile's
+and model's numbers. These checks need what build makes the system of (the formats a kernel
+runs, a topology's nodes), so they sit above the loader, as the cost check does
+(hwsim/config/cost.py): `hwsim run` checks the scenario it loaded (check_loaded) before its cost,
+its error at the scenario's file:line:key exactly as the loader gives its own; build() refuses a
+scenario that fails one (one not loaded from a file: a sweep's point, a test's); a sweep spec
+checks each of its points (hwsim/sweep/spec.py).
+"""
+
+from __future__ import annotations
+
+from hwsim.config.files import load_model, load_profile
+from hwsim.config.load import apply_hardware_overrides, at_loaded_scenario
+from hwsim.config.profile import HardwareProfile
+from hwsim.config.scenario import Scenario
+from hwsim.errors import ConfigError
+from hwsim.model import weight_format
+from hwsim.model.shapes import ModelShape
+from hwsim.serving import kv_transfer
+
+
+def problems(cfg: Scenario, profile: HardwareProfile, model: ModelShape):
+    """(key, message) of each way the scenario's system cannot be built as asked."""
+    yield from weight_format.problems(weight_format.plan(cfg.weights, model.weights), profile)
+    yield from kv_transfer.problems(cfg, profile.name)     # tiers that do not fit their topology
+
+
+def check_loaded(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelShape | None = None) -> None:
+    """problems() of the scenario load_scenario just loaded: the first as a ConfigError at the
+    scenario's line of its key (or --set)."""
+    profile = profile or apply_hardware_overrides(load_profile(cfg.hardware), cfg.hardware_overrides)
+    model = model or load_model(cfg.model)
+    for key, problem in problems(cfg, profile, model):
+        raise at_loaded_scenario(ConfigError(problem, key=key))
