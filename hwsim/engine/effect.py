@@ -5,8 +5,7 @@ the device charges it to its units, and the sharing arbiter reads its demands.""
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-import numpy as np
+from typing import Any
 
 from hwsim.metrics import Component
 
@@ -18,14 +17,12 @@ class Effect:
     waves: int
     data: Component                      # the item's data component, for the step's byte totals
     hbm_bytes: float
-    slots: int                           # thread-block slots it holds (0: none, a copy)
-    decoder_s: float                     # SM-seconds of native decoder work
-    channels: np.ndarray | None          # HBM channels it touched, and per channel: busy seconds,
-    channel_busy: np.ndarray | None      # bytes served, and when each was done (offset from start)
-    channel_bytes: np.ndarray | None
-    channel_until: np.ndarray | None
-    bus: tuple[float, float, float]      # (busy seconds, bytes, done at offset)
-    l2: tuple[float, float, float]
+    # what it asks of each kind of unit alone, by the unit's kind (hwsim/hw/units.py: each unit
+    # class reads its own): "sm" thread-block slots held; "hbm" per HBM channel touched (the
+    # channels, and per channel busy seconds, bytes served, done at offset from the start);
+    # "bus", "l2" (busy seconds, units served, done at offset); "decoder" SM-seconds of native
+    # decoder work. A kind the item does not ask is absent.
+    demand: dict[str, Any]
     hbm_read: float
     hbm_write: float
     # nothing of a device: the devices of a cluster share effects (hwsim/engine/replay.py), and

@@ -150,7 +150,7 @@ def tensor_pipes(free_at: np.ndarray, sm: np.ndarray, arrivals: np.ndarray, serv
     return done
 
 
-def _hbm_serve(hbm, arrivals: np.ndarray, addresses: np.ndarray, nbytes: float, stack: int,
+def hbm_serve(hbm, arrivals: np.ndarray, addresses: np.ndarray, nbytes: float, stack: int,
                rate_scale: float) -> np.ndarray:
     """Each request's last channel departure for equal-length ranges at `addresses`: without
     a matrix when they arrive together at idle channels (a kernel's first round), else with."""
@@ -173,16 +173,11 @@ def _few_tiles(path, k: Kernel, start: float, units: int, hbm_r: float, hbm_w: f
                pipe_s: float, compute_s: float, latency: float,
                compute_component: Component) -> tuple[float, dict[Component, float], int]:
     """tile_rounds for a kernel of a few tiles: all start together on their own SMs (fewer
-    tiles than SMs), each queued in turn on the bus, the L2 and its HBM channels."""
+    tiles than SMs), each queued in turn on the memory path's levels (bus, L2, its HBM channels)."""
     last_end, last_parts = -np.inf, None
     for unit in range(units):
-        mem = max(start + pipe_s, path.bus.serve(start, hbm_r + hbm_w + l2))
-        if l2:
-            mem = max(mem, path.l2.serve(start, l2))
-        if hbm_r:
-            mem = max(mem, path.hbm.read(start, k.address + unit * hbm_r, hbm_r, k.channel_group))
-        if hbm_w:
-            mem = max(mem, path.hbm.write(start, k.address + unit * hbm_w, hbm_w))
+        mem = max(start + pipe_s, path.memory_done(start, hbm_r, k.address + unit * hbm_r, hbm_w,
+                                                   k.address + unit * hbm_w, l2, k.channel_group))
         comp = start + compute_s * max(1.0, k.alu_chain)      # alone on its SM: its own chain
         body_end = max(mem, comp)
         if body_end + latency > last_end:     # the first slot of the latest end, as np.argmax
@@ -257,17 +252,7 @@ def tile_rounds(path, k: Kernel, start: float) -> tuple[float, dict[Component, f
 def _round_memory(path, k: Kernel, a: np.ndarray, unit: np.ndarray, pipe_s: float, hbm_r: float,
                   hbm_w: float, l2: float) -> np.ndarray:
     """When each of a round's tiles, starting at `a`, has its bytes: the SM's load pipe, then
-    the bus, L2 and HBM each serving the tiles in order (HBM's byte counters charged)."""
-    n = len(a)
-    mem = np.maximum(a + pipe_s, serve_single(path.bus, a, hbm_r + hbm_w + l2))
-    if l2:
-        mem = np.maximum(mem, serve_single(path.l2, a, l2))
-    if hbm_r:
-        path.hbm.read_bytes += hbm_r * n
-        mem = np.maximum(mem, _hbm_serve(path.hbm, a, k.address + unit * hbm_r, hbm_r,
-                                         k.channel_group, 1.0))
-    if hbm_w:
-        path.hbm.write_bytes += hbm_w * n
-        mem = np.maximum(mem, _hbm_serve(path.hbm, a, k.address + unit * hbm_w, hbm_w, -1,
-                                         path.hbm.write_scale))
-    return mem
+    the memory path's levels (bus, L2, HBM) each serving the tiles in order."""
+    mem = path.round_memory_done(a, hbm_r, k.address + unit * hbm_r if hbm_r else None, hbm_w,
+                                 k.address + unit * hbm_w if hbm_w else None, l2, k.channel_group)
+    return np.maximum(a + pipe_s, mem)

@@ -13,8 +13,6 @@ stores are acknowledged). A copy is its chunks through the same HBM channels, bu
 
 from __future__ import annotations
 
-import numpy as np
-
 from hwsim.engine.effect import Effect
 from hwsim.engine.memory_path import MemoryPath
 from hwsim.engine.tile_rounds import tile_rounds
@@ -129,20 +127,21 @@ class KernelTimer:
                 data: Component | None = None) -> Effect:
         self.timed += 1
         path = self.path
-        bank = path.hbm.bank
-        ch = np.flatnonzero(bank.units)
-        hbm = (ch, bank.busy_s[ch], bank.units[ch], bank.free_at[ch] - start) if len(ch) else (None,) * 4
-        decoder_s = 0.0
-        if k is not None and k.decoder_elements:
-            decoder_s = k.tiles * k.decoder_elements / (self.chip.decoder_elements_per_clk * self.chip.clock_hz)
+        demand = {}
+        for level in path.levels:
+            d = level.demand(start)
+            if d is not None:
+                demand[level.kind] = d
+        if k is not None:
+            slots = path.resident_slots(k)
+            if slots:
+                demand["sm"] = slots
+            if k.decoder_elements:
+                demand["decoder"] = k.tiles * k.decoder_elements / (self.chip.decoder_elements_per_clk
+                                                                    * self.chip.clock_hz)
         return Effect(
             duration=float(end - start), parts=parts,
             waves=path.wave_count(k) if k is not None else 0,
             data=k.data if k is not None else data,
-            hbm_bytes=k.hbm_bytes if k is not None else path.hbm.read_bytes,
-            slots=path.resident_slots(k) if k is not None else 0,
-            decoder_s=decoder_s, channels=hbm[0], channel_busy=hbm[1], channel_bytes=hbm[2],
-            channel_until=hbm[3],
-            bus=(path.bus.busy_s, path.bus.units, path.bus.free_at - start if path.bus.units else 0.0),
-            l2=(path.l2.busy_s, path.l2.units, path.l2.free_at - start if path.l2.units else 0.0),
+            hbm_bytes=k.hbm_bytes if k is not None else path.hbm.read_bytes, demand=demand,
             hbm_read=path.hbm.read_bytes, hbm_write=path.hbm.write_bytes)

@@ -9,9 +9,12 @@ Units (hwsim/hw/units.py), each with its own trace lane; a unit the chip lacks d
 - a native sub-byte decoder, on what-if chips that have one;
 - scale-up ports (NVLink: one each way) and a scale-out NIC, on profiles that give them.
 
-`account` adds a work item's Effect to the units' totals (n runs at once: a stream adds its
-replayed kernels in bulk at the end of a step, which keeps a 1,000-kernel step cheap);
-`record` adds, while the device records, the busy intervals the item put on each lane.
+Each unit's class (hwsim/hw/units.py) says how a work item's Effect shares, charges and draws
+it; the device only walks its units that take demands (`demanding`, in order):
+`shares` asks each what the item uses alone, `account` adds the item to the units' totals (n
+runs at once: a stream adds its replayed kernels in bulk at the end of a step, which keeps a
+1,000-kernel step cheap), `record` adds, while the device records, the busy intervals the
+item put on each lane.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import numpy as np
 
 from hwsim.engine.effect import Effect
 from hwsim.hw.chip import ChipSpec
-from hwsim.hw.units import Unit
+from hwsim.hw.units import L2, Bus, CopyEngine, Decoder, HbmStacks, Lane, Port, SmPool, Unit
 
 SM_GROUP = 16        # SMs per lane, about one GPC
 
@@ -38,37 +41,37 @@ class Device:
         self.sm_groups = [Unit(f"SMs {g * SM_GROUP}-{min((g + 1) * SM_GROUP, chip.sms) - 1}", "sm",
                                (min((g + 1) * SM_GROUP, chip.sms) - g * SM_GROUP) * slots_per_sm, "slots")
                           for g in range(groups)]
-        self.sm = Unit("SMs", "sm", self.slots, "slots")
-        self.l2 = Unit("L2", "l2", chip.l2_bytes_s, "bytes")
+        self.sm = SmPool("SMs", "sm", self.slots, "slots", groups=self.sm_groups, sms=chip.sms)
+        self.l2 = L2("L2", "l2", chip.l2_bytes_s, "bytes")
         self.hbm_stacks = [Unit(f"HBM stack {s}", "hbm", chip.hbm_read_bytes_s / chip.hbm_stacks, "bytes")
                            for s in range(chip.hbm_stacks)]
-        # every stack asked alike, as one unit of the arbiter (a collective's bytes spread over
-        # them all: hwsim/parallel/flows.py); no lane of its own (not in `units`)
-        self.hbm_all = Unit("HBM stacks", "hbm", chip.hbm_read_bytes_s, "bytes", members=tuple(self.hbm_stacks))
-        for stack in self.hbm_stacks:
-            stack.group = self.hbm_all
-        self.bus = Unit("bus", "bus", chip.bus_bytes_s, "bytes")
-        self.copy_engines = [Unit(f"copy engine {i}", "copy", chip.hbm_read_bytes_s, "bytes")
+        # the stacks and their channels; also every stack asked alike, as one unit of the
+        # arbiter (a collective's bytes spread over them all: hwsim/parallel/flows.py); no lane
+        # of its own (not in `units`)
+        self.hbm_all = HbmStacks("HBM stacks", "hbm", chip.hbm_read_bytes_s, "bytes", members=tuple(self.hbm_stacks),
+                                 channels_per_stack=chip.hbm_channels_per_stack, peak=chip.hbm_peak_bytes_s)
+        self.bus = Bus("bus", "bus", chip.bus_bytes_s, "bytes")
+        self.copy_engines = [CopyEngine(f"copy engine {i}", "copy", chip.hbm_read_bytes_s, "bytes")
                              for i in range(copy_engines)]
-        self.decoder = (Unit("decoder", "decoder", chip.decoder_elements_per_clk * chip.clock_hz * chip.sms,
-                             "elements") if chip.decoder_elements_per_clk else None)
+        self.decoder = (Decoder("decoder", "decoder", chip.decoder_elements_per_clk * chip.clock_hz * chip.sms,
+                                "elements", sms=chip.sms) if chip.decoder_elements_per_clk else None)
         self.scaleup_tx = self.scaleup_rx = self.nic = self.nic_rx = None
         if chip.scaleup_bytes_s:
-            self.scaleup_tx = Unit("NVLink out", "scaleup", chip.scaleup_bytes_s, "bytes")
-            self.scaleup_rx = Unit("NVLink in", "scaleup", chip.scaleup_bytes_s, "bytes")
+            self.scaleup_tx = Port("NVLink out", "scaleup", chip.scaleup_bytes_s, "bytes")
+            self.scaleup_rx = Port("NVLink in", "scaleup", chip.scaleup_bytes_s, "bytes")
         if chip.scaleout_bytes_s:
             # full duplex: one unit each way (what the device sends, what it receives)
-            self.nic = Unit("NIC out", "scaleout", chip.scaleout_bytes_s, "bytes")
-            self.nic_rx = Unit("NIC in", "scaleout", chip.scaleout_bytes_s, "bytes")
-        channels = chip.hbm_stacks * chip.hbm_channels_per_stack
-        self.channel_bytes = np.zeros(channels)        # bytes served per HBM pseudo-channel
-        self._channel_busy = np.zeros(channels)
-        self._stack_of = np.arange(channels) // chip.hbm_channels_per_stack
+            self.nic = Port("NIC out", "scaleout", chip.scaleout_bytes_s, "bytes")
+            self.nic_rx = Port("NIC in", "scaleout", chip.scaleout_bytes_s, "bytes")
+        # the units a work item's Effect asks, in the order its shares are asked of the arbiter
+        self.demanding: list[Unit] = [self.sm, self.hbm_all, self.bus, self.l2]
+        if self.decoder is not None:
+            self.demanding.append(self.decoder)
         self._pending: dict[Effect, int] = {}      # account_all's runs, added at the next sync
         # what this device derives from an effect, once: effects are shared by the devices of
         # a cluster (hwsim/engine/replay.py), these are this device's units
         self._shares: dict[Effect, dict[Unit, float]] = {}
-        self._lanes_of: dict[Effect, list[tuple[list, float, float]]] = {}
+        self._lanes_of: dict[Effect, list[Lane]] = {}
         self.hbm_read_bytes = 0.0
         self.hbm_write_bytes = 0.0
         self.recording = False
@@ -83,6 +86,11 @@ class Device:
         out += [u for u in (self.decoder, self.scaleup_tx, self.scaleup_rx, self.nic, self.nic_rx) if u is not None]
         return out
 
+    @property
+    def channel_bytes(self) -> np.ndarray:
+        """Bytes served per HBM pseudo-channel so far."""
+        return self.hbm_all.channel_bytes
+
     def record_intervals(self, on: bool, first_runs_only: bool = False) -> None:
         """Start (or stop) keeping busy intervals on every lane. A unit's interval list, once
         made, is kept (the lanes this device derived from an effect hold on to it: `record`).
@@ -96,12 +104,13 @@ class Device:
                     u.intervals = []
 
     def stack_bytes(self) -> np.ndarray:
-        return np.bincount(self._stack_of, weights=self.channel_bytes, minlength=self.chip.hbm_stacks)
+        return self.hbm_all.stack_bytes()
 
     def imbalance(self) -> float:
         """max / mean bytes served per channel so far (1.0 = perfectly even)."""
-        mean = self.channel_bytes.mean()
-        return float(self.channel_bytes.max() / mean) if mean > 0 else 1.0
+        channel_bytes = self.hbm_all.channel_bytes
+        mean = channel_bytes.mean()
+        return float(channel_bytes.max() / mean) if mean > 0 else 1.0
 
     # -- what an item asks of the units ------------------------------------------------------
     def shares(self, e: Effect, copy_engine: int | None = None) -> dict[Unit, float]:
@@ -109,22 +118,11 @@ class Device:
         shares the device with items of other streams (hwsim/engine/sharing.py)."""
         if copy_engine is None and (known := self._shares.get(e)) is not None:
             return known
-        t = e.duration
         out: dict[Unit, float] = {}
-        if e.slots:
-            out[self.sm] = e.slots / self.slots
-        if e.channels is not None:
-            per_stack = np.bincount(self._stack_of[e.channels], weights=e.channel_busy,
-                                    minlength=self.chip.hbm_stacks)
-            for s in np.flatnonzero(per_stack):     # Python floats: they become event times
-                out[self.hbm_stacks[s]] = min(1.0, float(per_stack[s]) / (self.chip.hbm_channels_per_stack * t))
-        for unit, (busy, served, _) in ((self.bus, e.bus), (self.l2, e.l2)):
-            if served:
-                out[unit] = min(1.0, busy / t)
-        if e.decoder_s and self.decoder is not None:
-            out[self.decoder] = min(1.0, e.decoder_s / (self.chip.sms * t))
+        for unit in self.demanding:
+            unit.share(e, out)
         if copy_engine is not None:
-            out[self.copy_engines[copy_engine]] = 1.0
+            self.copy_engines[copy_engine].share(e, out)
             return out
         self._shares[e] = out
         return out
@@ -132,65 +130,38 @@ class Device:
     # -- accounting ---------------------------------------------------------------------------
     def account(self, e: Effect, n: int = 1, copy_engine: int | None = None) -> None:
         """Add n runs of the item to the units' totals (the HBM stacks' at the next sync)."""
-        if e.channels is not None:
-            self.channel_bytes[e.channels] += n * e.channel_bytes
-            self._channel_busy[e.channels] += n * e.channel_busy
-        self._account_units(e, n, copy_engine)
+        self.hbm_read_bytes += n * e.hbm_read
+        self.hbm_write_bytes += n * e.hbm_write
+        for unit in self.demanding:
+            unit.charge(e, n)
+        if copy_engine is not None:
+            self.copy_engines[copy_engine].charge(e, n)
 
     def account_all(self, counts: dict[Effect, int]) -> None:
         """account(e, n) for every (e, n) of `counts` (a stream's kernels that ran alone), left
-        pending until the next sync(), which adds them all to the HBM channels in one bincount
-        each: a many-GPU pass runs thousands of short segments (issue 33), and two indexed numpy
-        adds per effect and segment were a sixth of a 64-GPU run."""
+        pending until the next sync(), which charges each unit with them all at once (the HBM
+        stacks in one bincount per figure: HbmStacks.charge_all)."""
         pending = self._pending
         for e, n in counts.items():
             pending[e] = pending.get(e, 0) + n
 
     def _flush(self) -> None:
         pending, self._pending = self._pending, {}
-        channels, nbytes, busy, runs = [], [], [], []
+        read, write = self.hbm_read_bytes, self.hbm_write_bytes
         for e, n in pending.items():
-            if e.channels is not None:
-                channels.append(e.channels)
-                nbytes.append(e.channel_bytes)
-                busy.append(e.channel_busy)
-                runs.append(n)
-            self._account_units(e, n, None)
-        if channels:
-            at = np.concatenate(channels)
-            # each effect's per-channel figures times its runs, in one multiply: a pass leaves a
-            # few hundred effects, and a small array product each cost more than the bincounts
-            n = np.repeat(np.array(runs, dtype=float), [len(c) for c in channels])
-            size = len(self.channel_bytes)
-            self.channel_bytes += np.bincount(at, weights=np.concatenate(nbytes) * n, minlength=size)
-            self._channel_busy += np.bincount(at, weights=np.concatenate(busy) * n, minlength=size)
-
-    def _account_units(self, e: Effect, n: int, copy_engine: int | None) -> None:
-        self.hbm_read_bytes += n * e.hbm_read
-        self.hbm_write_bytes += n * e.hbm_write
-        for unit, (busy, served, _) in ((self.bus, e.bus), (self.l2, e.l2)):
-            unit.busy_s += n * busy
-            unit.served += n * served
-        if e.slots:
-            self.sm.busy_s += n * e.duration * e.slots / self.slots
-            self.sm.served += n * e.duration * e.slots
-        if e.decoder_s and self.decoder is not None:
-            self.decoder.busy_s += n * e.decoder_s / self.chip.sms
-            self.decoder.served += n * e.decoder_s * self.decoder.rate / self.chip.sms
-        if copy_engine is not None:
-            unit = self.copy_engines[copy_engine]
-            unit.busy_s += n * e.duration
-            unit.served += n * e.hbm_read
+            read += n * e.hbm_read
+            write += n * e.hbm_write
+        self.hbm_read_bytes, self.hbm_write_bytes = read, write
+        for unit in self.demanding:
+            unit.charge_all(pending)
 
     def sync(self) -> None:
-        """Bring the HBM stacks' totals up to date from their channels' (and every unit's with
-        what account_all left pending)."""
+        """Bring the units' totals up to date (the HBM stacks' from their channels', and every
+        unit's with what account_all left pending)."""
         if self._pending:
             self._flush()
-        per_channel = self.chip.hbm_channels_per_stack
-        busy = np.bincount(self._stack_of, weights=self._channel_busy, minlength=self.chip.hbm_stacks)
-        for unit, b, served in zip(self.hbm_stacks, busy, self.stack_bytes()):
-            unit.busy_s, unit.served = float(b) / per_channel, float(served)
+        for unit in self.demanding:
+            unit.settle()
 
     def record(self, e: Effect, start: float, end: float, label: str, copy_engine: int | None = None) -> None:
         """Busy intervals of one run: a unit is busy from the item's start until its last
@@ -203,7 +174,9 @@ class Device:
             once.add(e)
         lanes = self._lanes_of.get(e)
         if lanes is None:
-            lanes = self._lanes_of[e] = self._lanes(e)
+            lanes = self._lanes_of[e] = []
+            for unit in self.demanding:
+                unit.lanes(e, lanes)
         stretch = (end - start) / e.duration if e.duration > 0 else 1.0
         if stretch == 1.0:    # alone: the common case, once per kernel of every recorded step
             for intervals, until, share in lanes:
@@ -213,29 +186,3 @@ class Device:
                 intervals.append((start, start + until * stretch, label, share / stretch))
         if copy_engine is not None:
             self.copy_engines[copy_engine].record(start, end, label, 1.0 / stretch)
-
-    def _lanes(self, e: Effect) -> list[tuple[list, float, float]]:
-        """(the unit's interval list, busy until after the start, share used) per lane the item uses."""
-        out = []
-        t = e.duration
-        if e.slots:
-            left = e.slots
-            for g in self.sm_groups:       # thread blocks fill the SM groups in order
-                if left <= 0:
-                    break
-                used = min(left, g.rate)
-                out.append((g.intervals, t, used / g.rate))
-                left -= used
-        if e.channels is not None:
-            stacks = self._stack_of[e.channels]
-            for s in np.unique(stacks):
-                mask = stacks == s
-                until = float(e.channel_until[mask].max())
-                busy = float(e.channel_busy[mask].sum()) / self.chip.hbm_channels_per_stack
-                out.append((self.hbm_stacks[s].intervals, until, busy / until if until > 0 else 1.0))
-        for unit, (busy, served, until) in ((self.l2, e.l2), (self.bus, e.bus)):
-            if served and until > 0:
-                out.append((unit.intervals, until, busy / until))
-        if e.decoder_s and self.decoder is not None:
-            out.append((self.decoder.intervals, t, e.decoder_s / (self.chip.sms * t)))
-        return out

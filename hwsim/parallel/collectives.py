@@ -40,17 +40,16 @@ from hwsim.parallel.comm_kernels import NCCL_ALL_TO_ALL, NCCL_GATHER_SCATTER, NC
 from hwsim.parallel.flows import Send
 
 
-def _sm_share(device: Device, kernel: CommKernel) -> float:
-    return min(1.0, kernel.sms / device.chip.sms)
-
-
 def fixed_cost(cluster: Cluster, devices: Iterable[Device], kernel: CommKernel, label: str):
     """The kernel's fixed cost on every device at once, holding its SMs."""
     if kernel.fixed_us <= 0:
         return
-    items = [cluster.arbiter.submit(f"{label} setup", kernel.fixed_us * 1e-6,
-                                    {d.sm: _sm_share(d, kernel)} if kernel.sms else {})
-             for d in devices]
+    items = []
+    for d in devices:
+        shares: dict = {}
+        if kernel.sms:
+            d.sm.share_sms(kernel.sms, shares)
+        items.append(cluster.arbiter.submit(f"{label} setup", kernel.fixed_us * 1e-6, shares))
     yield cluster.env.all_of([it.done for it in items])
     for d, it in zip(devices, items):
         flows.record_sms(d, kernel, it.start, it.done.value, f"{label} setup")

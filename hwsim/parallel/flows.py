@@ -27,13 +27,6 @@ from hwsim.parallel.comm_kernels import CommKernel
 Send = tuple[Device, Device, float]          # (from, to, bytes)
 
 
-def _hbm(device: Device, nbytes: float, efficiency: float, duration: float, out: dict[Unit, float]) -> None:
-    """The bytes' share of each of the device's HBM stacks (spread over them all, so the same
-    for each): asked of their group, one unit of the arbiter (hwsim/engine/sharing.py)."""
-    seconds = nbytes / (device.chip.hbm_peak_bytes_s * efficiency)
-    out[device.hbm_all] = out.get(device.hbm_all, 0.0) + min(1.0, seconds / duration)
-
-
 def _plan(cluster: Cluster, src: Device, sends: Sequence[Send], kernel: CommKernel):
     """src's sends of one step: wire bytes (payload / efficiency) and payload per port, bytes
     into each receiver, and the seconds it takes alone."""
@@ -69,19 +62,21 @@ def flow(cluster: Cluster, src: Device, sends: Sequence[Send], kernel: CommKerne
     """Process body: src's sends of one step, as one arbiter item; returns when all have landed."""
     port_bytes, payload, into, duration = _plan(cluster, src, sends, kernel)
     total = sum(into.values())
-    shares = {p: min(1.0, b / p.rate / duration) for p, b in port_bytes.items()}
-    _hbm(src, total, src.chip.hbm_read_efficiency, duration, shares)
+    shares: dict[Unit, float] = {}
+    for port, b in port_bytes.items():
+        port.share_bytes(b, duration, shares)
+    # the bytes spread over every HBM stack alike: asked of their group, one unit of the arbiter
+    src.hbm_all.share_bytes(total, src.chip.hbm_read_efficiency, duration, shares)
     for dst, n in into.items():
-        _hbm(dst, n, dst.chip.hbm_write_efficiency, duration, shares)
+        dst.hbm_all.share_bytes(n, dst.chip.hbm_write_efficiency, duration, shares)
     if kernel.sms:
-        shares[src.sm] = shares.get(src.sm, 0.0) + min(1.0, kernel.sms / src.chip.sms)
+        src.sm.share_sms(kernel.sms, shares)
     item = cluster.arbiter.submit(label, duration, shares)
     yield item.done
     end = cluster.env.now
     stretch = (end - item.start) / duration
     for port, b in port_bytes.items():
-        port.busy_s += b / port.rate
-        port.served += payload[port]
+        port.carry(b, payload[port])
         if src.recording:
             port.record(item.start, end, label, shares[port] / stretch)
     record_sms(src, kernel, item.start, end, label)
@@ -91,15 +86,8 @@ def flow(cluster: Cluster, src: Device, sends: Sequence[Send], kernel: CommKerne
 def record_sms(device: Device, kernel: CommKernel, start: float, end: float, label: str) -> None:
     """While the device records, the SMs a communication kernel holds, on its SM-group lanes
     (filled in order, as thread blocks fill them), so the chart shows what compute lost."""
-    if not device.recording or not kernel.sms:
-        return
-    left = kernel.sms * device.chip.cta_slots_per_sm
-    for group in device.sm_groups:
-        if left <= 0:
-            break
-        used = min(left, group.rate)
-        group.record(start, end, label, used / group.rate)
-        left -= used
+    if device.recording and kernel.sms:
+        device.sm.fill(kernel.sms, start, end, label)
 
 
 def by_sender(sends: Sequence[Send]) -> dict[Device, list[Send]]:
