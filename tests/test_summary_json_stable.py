@@ -23,29 +23,15 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = Path(__file__).resolve().parent / "data" / "summary_json"
-CHEAP_DECODE = ["workload.decode_steps=2"]
-CHEAP_SERVING = ["workload.arrivals.requests=8"]
+# the scenarios and their cheap settings are benchmarks/identical.py's (which compares every value)
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from identical import CHEAP_DECODE, cheap_overrides, scenario_files  # noqa: E402
+
 # the host's clock, not a result: the only volatile field of the summary
 WALL = re.compile(r'"wall_s": [^,}]+')
-
-
-def plain_runs() -> list[Path]:
-    """The scenarios that are one run (a sweep spec names `factors:`)."""
-    out = []
-    for path in sorted((ROOT / "scenarios").glob("*.yaml")):
-        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        if "factors" not in doc:
-            out.append(path)
-    return out
-
-
-def overrides(path: Path) -> list[str]:
-    doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    return CHEAP_SERVING if "arrivals" in (doc.get("workload") or {}) else CHEAP_DECODE
 
 
 # name -> (scenario, overrides): the parts of the summary no shipped scenario reaches
@@ -61,7 +47,7 @@ VARIANTS = {
 
 def cases() -> dict[str, tuple[Path, list[str]]]:
     """Golden file name -> (scenario, overrides)."""
-    out = {p.stem: (p, overrides(p)) for p in plain_runs()}
+    out = {p.stem: (p, cheap_overrides(p)) for p in scenario_files()}
     return out | {name: (ROOT / "scenarios" / f, sets) for name, (f, sets) in VARIANTS.items()}
 
 
