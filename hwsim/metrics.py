@@ -51,12 +51,7 @@ def traffic_class(component: Component) -> str:
 def percentiles(values_s, quantiles=(50, 99)) -> dict[str, float] | None:
     """The given percentiles and the mean of durations in seconds, reported in milliseconds
     (None when there are no values)."""
-    arr = np.asarray(values_s, dtype=float) * 1e3
-    if not arr.size:
-        return None
-    out = {f"p{q}": float(np.percentile(arr, q)) for q in quantiles}
-    out["mean"] = float(arr.mean())
-    return out
+    return percentiles_in_place(np.asarray(values_s, dtype=float) * 1e3, quantiles)   # a fresh copy
 
 
 def percentiles_in_place(values_ms: np.ndarray, quantiles=(50, 99)) -> dict[str, float] | None:
