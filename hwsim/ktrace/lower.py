@@ -79,12 +79,12 @@ class Lowering:
                 return [ops.grid_limited(name, -1, item.read_bytes, item.write_bytes, item.ctas, item.threads,
                                          chip, from_hbm=self._in_hbm(item.read_bytes), weight_addr=self._addr(),
                                          passes=item.passes)]
+            trips, input_trips = (INDEX_TRIPS if item.kind in ("index", "scatter") else 1), 1
             if 0 < item.index_rows <= SMALL_INDEX_ROWS:     # ATen's small-index kernel, as the built-in schedule's
                 per_row = INDEX_SELECT_TRIPS_PER_ROW if item.kind == "index" else INDEX_ADD_TRIPS_PER_ROW
-                return [self._memory(name, item.read_bytes, item.write_bytes, item.vectorized, cache_read,
-                                     trips=1 + per_row * item.index_rows, input_trips=item.index_rows)]
+                trips, input_trips = 1 + per_row * item.index_rows, item.index_rows
             return [self._memory(name, item.read_bytes, item.write_bytes, item.vectorized, cache_read,
-                                 trips=INDEX_TRIPS if item.kind in ("index", "scatter") else 1)]
+                                 trips=trips, input_trips=input_trips)]
         if isinstance(item, ir.Memset):
             return [self._memory(name, 0.0, item.nbytes, True)]
         if isinstance(item, ir.Memcpy):
