@@ -6,6 +6,10 @@
 - `no-plots`: `hwsim run --no-plots --out DIR` (the default scenario, its bundle without figures)
 - `run`: `hwsim run --out DIR` (the default run: the bundle with breakdown.png; target 0.25 s)
 - `json`: `hwsim run --json --no-plots` (no bundle; printed summary)
+- `floor`: no hwsim at all: the interpreter importing the libraries every run needs (numpy,
+  PyYAML and SimPy, named by the user; pydantic for the scenario's schema; typer for the
+  command line), what a `hwsim run` cannot go under
+- `floor-figure`: the same and matplotlib's Agg canvas (what drawing breakdown.png needs)
 
 The command is the console script's entry point (hwsim.launch:main) run by this interpreter,
 `python -c "from hwsim.launch import main; main()" ARGS` with PYTHONPATH at --tree (default:
@@ -41,6 +45,14 @@ COMMANDS = {
     "no-plots": ["run", "--no-plots", "--out", "{out}"],
     "run": ["run", "--out", "{out}"],
     "json": ["run", "--json", "--no-plots"],
+    "floor": ["floor"],
+    "floor-figure": ["floor-figure"],
+}
+# imports only, no hwsim: the floor under any `hwsim run` built on these libraries
+FLOORS = {
+    "floor": "import numpy, yaml, simpy, pydantic, typer",
+    "floor-figure": "import numpy, yaml, simpy, pydantic, typer, matplotlib.figure, "
+                    "matplotlib.backends.backend_agg",
 }
 TARGETS_S = {"version": 0.1, "run": 0.25}
 KEEP_ENV_BYTECODE = False
@@ -49,7 +61,10 @@ ENTRY = "import sys; sys.argv[0] = 'hwsim'; from hwsim.launch import main; sys.e
 
 def time_once(tree: Path, args: list[str], scratch: Path, i: int) -> tuple[float, float]:
     """Wall and CPU seconds (the process and its children: the plotting helper) of one command."""
-    argv = [sys.executable, "-c", ENTRY] + [a.replace("{out}", str(scratch / f"r{i}")) for a in args]
+    if args and args[0] in FLOORS:
+        argv = [sys.executable, "-c", FLOORS[args[0]]]
+    else:
+        argv = [sys.executable, "-c", ENTRY] + [a.replace("{out}", str(scratch / f"r{i}")) for a in args]
     env = {**os.environ, "PYTHONPATH": str(tree)}
     if not KEEP_ENV_BYTECODE:
         env.pop("PYTHONDONTWRITEBYTECODE", None)      # as an installed hwsim runs: from its .pyc files
@@ -89,10 +104,10 @@ def main() -> None:
     compiled = "from source" if a.source and os.environ.get("PYTHONDONTWRITEBYTECODE") else ".pyc cached"
     print(f"tree {a.tree}, {a.repeat} runs each ({compiled}), load average {load:.2f} before, "
           f"{os.getloadavg()[0]:.2f} after")
-    print(f"{'command':<10} {'wall median':>12} {'wall min':>9} {'CPU median':>11} {'target':>8}")
+    print(f"{'command':<13} {'wall median':>12} {'wall min':>9} {'CPU median':>11} {'target':>8}")
     for n in names:
         target = f"{TARGETS_S[n]:.2f} s" if n in TARGETS_S else ""
-        print(f"{n:<10} {statistics.median(walls[n]):>10.3f} s {min(walls[n]):>7.3f} s "
+        print(f"{n:<13} {statistics.median(walls[n]):>10.3f} s {min(walls[n]):>7.3f} s "
               f"{statistics.median(cpus[n]):>9.3f} s {target:>8}")
 
 
