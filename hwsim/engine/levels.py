@@ -13,7 +13,9 @@ Each level says, in one method each, what crosses it:
   when its part is done (None: nothing of it here);
 - `serve_round(...)`: the same for a round of equal requests arriving at sorted times
   (hwsim/engine/tile_rounds.py), one departure each;
-- `fill(now, address, nbytes, stack)`: one chunk of a copy from HBM into the on-chip SRAM;
+- `fill(now, address, chunks, stack)`: a batch of a copy's chunks, (offset, bytes) from
+  `address`, issued together at `now` from HBM into the on-chip SRAM; returns when the last is
+  done there;
 - `demand(start)`: what the item timed from `start` asked of it, which the timer puts in
   `Effect.demand` under the level's kind (the kind of the unit that reads it);
 - `reset()`: idle, nothing served.
@@ -54,8 +56,19 @@ class BusLevel:
                     write_at: np.ndarray | None, l2: float, sram: float, group: int) -> np.ndarray | None:
         return serve_single(self.server, a, read + write + l2)
 
-    def fill(self, now: float, address: float, nbytes: float, stack: int) -> float | None:
-        return self.server.serve(now, nbytes)
+    def fill(self, now: float, address: float, chunks: list[tuple[float, float]], stack: int) -> float:
+        """The chunks, each served in turn from `now` (Server.serve's recursion, inline: a
+        prefetching run times thousands of copies, a batch of eight chunks each)."""
+        srv = self.server
+        rate, busy, units = srv.rate, srv.busy_s, srv.units
+        t = now if now > srv.free_at else srv.free_at
+        for _, nbytes in chunks:
+            service = nbytes / rate
+            t += service
+            busy += service
+            units += nbytes
+        srv.free_at, srv.busy_s, srv.units = t, busy, units
+        return t
 
 
 class L2Level(BusLevel):
@@ -124,5 +137,10 @@ class HbmLevel:
             done = w if done is None else np.maximum(done, w)
         return done
 
-    def fill(self, now, address, nbytes, stack):
-        return self.hbm.read(now, address, nbytes, stack)
+    def fill(self, now, address, chunks, stack):
+        read, done = self.hbm.read, now
+        for offset, nbytes in chunks:
+            d = read(now, address + offset, nbytes, stack)
+            if d > done:
+                done = d
+        return done

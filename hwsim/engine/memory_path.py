@@ -128,21 +128,19 @@ class MemoryPath:
         `now`; return when the last lands. Each chunk crosses every level as a copy does
         (`fill`: read from the HBM channels of `stack`, over the bus, into the L2's lines or
         the SRAM)."""
-        end = now
+        chunks = []
         offset = 0.0
-        levels, latency = self.levels, self.chip.miss_latency_s
         for _ in range(PREFETCH_INFLIGHT):
             if offset >= nbytes:
                 break
-            chunk = min(PREFETCH_CHUNK, nbytes - offset)
-            done = now
-            for level in levels:
-                d = level.fill(now, address + offset, chunk, stack)
-                if d > done:
-                    done = d
-            end = max(end, done + latency)
-            offset += chunk
-        return end
+            chunks.append((offset, min(PREFETCH_CHUNK, nbytes - offset)))
+            offset += PREFETCH_CHUNK
+        done = now
+        for level in self.levels:
+            d = level.fill(now, address, chunks, stack)
+            if d > done:
+                done = d
+        return done + self.chip.miss_latency_s
 
     # -- one burst of work on one SM ------------------------------------------------------
     def burst(self, now: float, slot: int, k: Kernel, ntiles: float, first_tile: float,
