@@ -69,11 +69,16 @@ class Device:
             # full duplex: one unit each way (what the device sends, what it receives)
             self.nic = Port("NIC out", "scaleout", chip.scaleout_bytes_s, "bytes")
             self.nic_rx = Port("NIC in", "scaleout", chip.scaleout_bytes_s, "bytes")
+        # every unit, in lane order (the SM pool is drawn as its groups; the stacks' group has
+        # no lane of its own); a unit the chip lacks (None) does not exist
+        self.units: list[Unit] = [*self.sm_groups, self.l2, self.sram, *self.hbm_stacks, self.bus, *self.copy_engines,
+                                  self.decoder, self.scaleup_tx, self.scaleup_rx, self.nic, self.nic_rx]
         # the units a work item's Effect asks, in the order its shares are asked of the arbiter
-        self.demanding: list[Unit] = [self.sm, self.hbm_all, self.bus, self.l2]
-        self.demanding += [u for u in (self.sram, self.decoder) if u is not None]
+        self.demanding: list[Unit] = [self.sm, self.hbm_all, self.bus, self.l2, self.sram, self.decoder]
         # the units a tile's bytes cross, in order: each gives its level of the memory path
-        self.memory: list[Unit] = [u for u in (self.bus, self.l2, self.sram, self.hbm_all) if u is not None]
+        self.memory: list[Unit] = [self.bus, self.l2, self.sram, self.hbm_all]
+        for group in (self.units, self.demanding, self.memory):
+            group[:] = [u for u in group if u is not None]
         self._pending: dict[Effect, int] = {}      # account_all's runs, added at the next sync
         # what this device derives from an effect, once: effects are shared by the devices of
         # a cluster (hwsim/engine/replay.py), these are this device's units
@@ -86,14 +91,6 @@ class Device:
         self.recorded_once: set | None = None   # that set while only first runs are kept, else None
 
     # -- units -----------------------------------------------------------------------------
-    @property
-    def units(self) -> list[Unit]:
-        """Every unit this device has, in lane order (the SM pool is drawn as its groups)."""
-        out = [*self.sm_groups, self.l2, *([self.sram] if self.sram else ()), *self.hbm_stacks, self.bus,
-               *self.copy_engines]
-        out += [u for u in (self.decoder, self.scaleup_tx, self.scaleup_rx, self.nic, self.nic_rx) if u is not None]
-        return out
-
     def memory_levels(self) -> tuple:
         """The memory path's levels, one per unit a tile's bytes cross, in order: private
         servers holding nothing of this device (a kernel timed on them is timed for every
