@@ -225,9 +225,11 @@ class Bus(Unit):
     """The on-chip network: every byte to or from HBM or L2 crosses it; shared as its busy
     seconds over the item's duration. Its demand: (busy seconds, bytes, done at offset)."""
 
+    LEVEL = BusLevel         # the class of its level of the memory path (not a field)
+
     def level(self, chip: ChipSpec) -> BusLevel:
         """Its level of the memory path (hwsim/engine/levels.py): a private server at its rate."""
-        return BusLevel(self.kind, self.rate)
+        return self.LEVEL(self.kind, self.rate)
 
     def share(self, e: Effect, out: dict) -> None:
         d = e.demand.get(self.kind)
@@ -261,9 +263,7 @@ class Bus(Unit):
 @dataclass(eq=False)
 class L2(Bus):
     """The L2's hits, shared and charged as the bus is (its own demand, under "l2")."""
-
-    def level(self, chip: ChipSpec) -> L2Level:
-        return L2Level(self.kind, self.rate)
+    LEVEL = L2Level
 
 
 @dataclass(eq=False)
@@ -276,12 +276,10 @@ class Sram(Bus):
     share of its own: its bytes are L2 hits, and the L2's share already holds them (the
     profiles give the SRAM no bandwidth beside the L2's)."""
     capacity: float = 0.0      # bytes set aside for experts and the router
+    LEVEL = SramLevel
 
     def share(self, e: Effect, out: dict) -> None:
         """Nothing: shared as part of the L2 (see the class)."""
-
-    def level(self, chip: ChipSpec) -> SramLevel:
-        return SramLevel(self.kind, self.rate)
 
 
 @dataclass(eq=False)
