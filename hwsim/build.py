@@ -21,6 +21,7 @@ from hwsim.engine.stream import Stream
 from hwsim.engine.timer import KernelTimer
 from hwsim.hw.cluster import Cluster
 from hwsim.hw.device import Device
+from hwsim.hw.units import Sram
 from hwsim.model import dequant_kernels, weight_format
 from hwsim.model.blocks import moe_schedule_problems
 from hwsim.model.schedule import Schedule
@@ -95,11 +96,6 @@ def build(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelSha
     layout = lay.from_config(p, model, w.batch_size)      # one GPU: the trivial layout
     topology, chip = _topology(cfg, profile.name, chip, layout)
     several = layout.gpus > 1
-    cluster = Cluster(chip, layout.gpus, layout.gpus_per_node)
-    timer = lambda: KernelTimer(chip, cfg.runtime.fidelity)      # noqa: E731 (one per stream)
-    book: dict = {}      # every device is this chip: a kernel timed on one is timed for all (replay.py)
-    streams = [Stream(cluster.env, d, cluster.arbiter, timer(), launch=cfg.runtime.launch,
-                      reuse=cfg.runtime.reuse, book=book) for d in cluster.devices]
     max_context = w.context_tokens + w.decode_steps + max(w.prompt_tokens, 1)
     families = dequant_kernels.from_profile(profile)     # who dequantizes, at what cost (issue 31)
     schedule = Schedule(lay.shard_model(model, layout), chip,
@@ -109,6 +105,13 @@ def build(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelSha
                         max_batch=max(layout.tokens_per_group(w.batch_size)),
                         max_context=max_context, weights=weight_format.plan(cfg.weights, model.weights, families))
     unmeasured = dequant_kernels.unmeasured_notes(cfg, schedule, families)
+    sram_bytes, router_on_chip = _expert_sram(cfg, model, chip, schedule)
+    cluster = Cluster(chip, layout.gpus, layout.gpus_per_node, sram_bytes)
+    # one timer per stream, on its device's memory levels; every device is this chip: a kernel
+    # timed on one is timed for all (the shared book: replay.py)
+    book: dict = {}
+    streams = [Stream(cluster.env, d, cluster.arbiter, KernelTimer(chip, cfg.runtime.fidelity, device=d),
+                      launch=cfg.runtime.launch, reuse=cfg.runtime.reuse, book=book) for d in cluster.devices]
     if w.kernel_trace is not None:        # an imported trace is the schedule (docs/traces.md)
         from hwsim.ktrace.from_scenario import trace_schedule
         schedule = trace_schedule(cfg, schedule, streams)
@@ -118,7 +121,8 @@ def build(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelSha
     if model.moe:
         moe_layers = [layer for layer in range(model.layers) if model.is_moe_layer(layer)]
         router = Router(cfg.moe.routing, model.moe, moe_layers, rng.get("routing"))
-        onchips = [_onchip_with_sram(cfg, model, chip, schedule, router, rng) for _ in streams]
+        onchips = [_onchip_with_sram(cfg, model, chip, schedule, router, rng, s.device.sram, router_on_chip)
+                   for s in streams]
         if several:        # which GPU's experts each choice goes to (one GPU holds them all)
             experts = lay.ExpertMap(p.expert_placement, model.moe.experts, p.ep, p.redundant_experts,
                                     {layer: router.popularity(layer) for layer in moe_layers})
@@ -185,22 +189,35 @@ def _memory(cfg: Scenario, model: ModelShape, schedule: Schedule, chip: ChipSpec
     return GpuMemory(weights, kv, act, chip.hbm_capacity_bytes)
 
 
-def _onchip_with_sram(cfg: Scenario, model: ModelShape, chip: ChipSpec, schedule: Schedule,
-                      router: Router, streams: RandomStreams) -> OnChipState:
-    """SRAM for experts: an explicit size, or the settable-aside share of the L2; the routing
-    table takes its share first when it is pinned and fits. SRAM set aside for experts and the
-    router is no longer L2 for activations (up to the L2's persisting share: a larger
-    capacity_mib is a what-if SRAM beside the L2)."""
+def _expert_sram(cfg: Scenario, model: ModelShape, chip: ChipSpec, schedule: Schedule) -> tuple[float, bool]:
+    """(The on-chip SRAM set aside for experts and the router, in bytes, each device's `sram`
+    unit: 0 where the scenario keeps nothing there; whether the router's weights are pinned
+    in it.) An explicit size, or the settable-aside share of the L2; the routing table takes
+    its share first when it is pinned and fits."""
+    if not model.moe:
+        return 0.0, False
     c = cfg.moe.cache
-    persisting = chip.l2_bytes * c.persist_fraction
-    set_aside = capacity = c.capacity_mib * 2**20 if c.capacity_mib else persisting
-    router_on_chip = c.pin_router and schedule.router_bytes_total() <= capacity
+    set_aside = c.capacity_mib * 2**20 if c.capacity_mib else chip.l2_bytes * c.persist_fraction
+    router_on_chip = c.pin_router and schedule.router_bytes_total() <= set_aside
+    uses_sram = c.policy != "none" or cfg.moe.prefetch.enabled or router_on_chip
+    return (set_aside if uses_sram else 0.0), router_on_chip
+
+
+def _onchip_with_sram(cfg: Scenario, model: ModelShape, chip: ChipSpec, schedule: Schedule,
+                      router: Router, streams: RandomStreams, sram: Sram | None,
+                      router_on_chip: bool) -> OnChipState:
+    """What is on chip of one device: its expert SRAM (`sram`, the device's unit; none: the
+    scenario keeps none), less the router's weights where they are pinned there, holds the
+    experts. SRAM set aside for experts and the router is no longer L2 for activations (up to
+    the L2's persisting share: a larger capacity_mib is a what-if SRAM beside the L2)."""
+    c = cfg.moe.cache
+    capacity = sram.capacity if sram else 0.0
     if router_on_chip:
         capacity -= schedule.router_bytes_total()
-    uses_sram = c.policy != "none" or cfg.moe.prefetch.enabled or router_on_chip
     dispatch = ExpertDispatch(cfg.moe, model, schedule.expert_bytes(), capacity, chip.hbm_stacks,
                               schedule.expert_address, streams.get("prefetch"))
     if c.policy == "pinned-hot":
         dispatch.pin_hot(router.popularity)
-    l2_for_activations = chip.l2_bytes - (min(set_aside, persisting) if uses_sram else 0.0)
+    persisting = chip.l2_bytes * c.persist_fraction
+    l2_for_activations = chip.l2_bytes - (min(sram.capacity, persisting) if sram else 0.0)
     return OnChipState(schedule.cold_state(l2_for_activations).l2, dispatch, router_on_chip)

@@ -24,7 +24,8 @@ def time_kernels(chip: ChipSpec, kernels: list[Kernel], launch: str = "graph",
     """Seconds for `kernels` back to back on one stream, launch gaps included."""
     cluster = Cluster(chip)
     env = cluster.env
-    stream = Stream(env, cluster.devices[0], cluster.arbiter, KernelTimer(chip, fidelity), launch=launch)
+    device = cluster.devices[0]
+    stream = Stream(env, device, cluster.arbiter, KernelTimer(chip, fidelity, device=device), launch=launch)
     records = RecordLog()
     env.process(stream.run(kernels, 0, records, StreamTotals()))
     env.run()

@@ -11,6 +11,8 @@ way gives, to the bit.
 
 from pathlib import Path
 
+import pytest
+
 from hwsim.build import build
 from hwsim.config.load import load_scenario
 from hwsim.engine.stream import Stream
@@ -37,8 +39,11 @@ def _lanes(result) -> dict:
     return {name: [(s, e, share) for s, e, _, share in spans] for name, spans in result.lanes.items()}
 
 
-def test_a_shared_book_of_effects_gives_what_each_gpu_timing_its_own_gives():
-    cfg = _scenario("qwen3-235b-ep4", "parallel.micro_batches=2")
+@pytest.mark.parametrize("sram", [False, True])
+def test_a_shared_book_of_effects_gives_what_each_gpu_timing_its_own_gives(sram):
+    """With expert SRAM too (issue 32): its devices' memory levels hold nothing of a device, so
+    their effects stay shared, and each device's SRAM lane is its own."""
+    cfg = _scenario("qwen3-235b-ep4", "parallel.micro_batches=2", *["moe.cache.policy=pinned-hot"] * sram)
     shared = build(cfg)
     separate = build(cfg)
     for stream in separate.gpus.streams:          # each GPU its own book, as before issue 33
@@ -50,6 +55,7 @@ def test_a_shared_book_of_effects_gives_what_each_gpu_timing_its_own_gives():
 
     assert _same(a.summary, b.summary)
     assert _lanes(a) == _lanes(b) and any(_lanes(a).values())
+    assert any(spans for name, spans in a.lanes.items() if name.endswith("expert SRAM")) == sram
     timed_shared = sum(s.replay.misses for s in shared.gpus.streams)
     timed_separate = sum(s.replay.misses for s in separate.gpus.streams)
     assert timed_shared < timed_separate / 2          # each kernel timed once, not once a GPU

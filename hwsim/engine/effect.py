@@ -20,8 +20,9 @@ class Effect:
     # what it asks of each kind of unit alone, by the unit's kind (hwsim/hw/units.py: each unit
     # class reads its own): "sm" thread-block slots held; "hbm" per HBM channel touched (the
     # channels, and per channel busy seconds, bytes served, done at offset from the start);
-    # "bus", "l2" (busy seconds, units served, done at offset); "decoder" SM-seconds of native
-    # decoder work. A kind the item does not ask is absent.
+    # "bus", "l2", "sram" (busy seconds, units served, done at offset: each memory level's,
+    # hwsim/engine/levels.py); "decoder" SM-seconds of native decoder work. A kind the item
+    # does not ask is absent.
     demand: dict[str, Any]
     hbm_read: float
     hbm_write: float

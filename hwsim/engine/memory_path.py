@@ -8,12 +8,12 @@ resolve its own requests (channel interleaving, stragglers, the load pipes' limi
 the items of concurrent streams the device's units are shared through SimPy events
 (hwsim/engine/sharing.py).
 
-A tile's bytes go through the path's levels (bus, L2, HBM channels), each a class that serves
-one request (`serve`: the kernel timer, a few-tile kernel) or a round of tiles in order
-(`serve_round`: tile_rounds.py), built once per path and walked in one place
-(`memory_done`, `round_memory_done`). A level of a new memory unit is one class added to
-`MemoryPath.levels`. A copy's chunks (`copy_batch_done`) cross the HBM, the bus and the L2 once
-each, not as a tile's bytes do, and keep their own walk.
+A tile's bytes go through the path's levels, built by the device's units on the memory path
+(`Device.memory`, in order: the bus, the L2, the on-chip SRAM where experts are kept, the HBM
+channels; hwsim/engine/levels.py), each serving one request (`serve`: the kernel timer, a
+few-tile kernel), a round of tiles in order (`serve_round`: tile_rounds.py) or a copy's chunk
+(`fill`), walked in one place (`memory_done`, `round_memory_done`, `copy_batch_done`) that
+knows no kind of level. A new memory unit gives its level (`Unit.level`); nothing here changes.
 """
 
 from __future__ import annotations
@@ -22,10 +22,8 @@ import math
 
 import numpy as np
 
-from hwsim.engine.tile_rounds import hbm_serve, serve_single
+from hwsim.engine.levels import HbmLevel
 from hwsim.hw.chip import ChipSpec
-from hwsim.hw.hbm import Hbm
-from hwsim.hw.server import Server
 from hwsim.hw.sm import SmArray
 from hwsim.metrics import Component
 from hwsim.model.kernel import Kernel
@@ -38,103 +36,16 @@ PREFETCH_CHUNK = 1 << 20     # bytes per copy request of an expert prefetch
 PREFETCH_INFLIGHT = 8        # copy requests in flight (a TMA/copy-engine queue depth)
 
 
-class BusLevel:
-    """The on-chip network: every byte a tile moves to or from HBM or the L2 crosses it."""
-    kind = "bus"         # the kind of unit whose demand it times (hwsim/hw/units.py)
-
-    def __init__(self, chip: ChipSpec):
-        self.server = Server("bus", chip.bus_bytes_s)
-
-    def reset(self) -> None:
-        srv = self.server
-        srv.free_at = srv.busy_s = srv.units = 0.0
-
-    def demand(self, start: float) -> tuple[float, float, float]:
-        """What the item timed from `start` asked: (busy seconds, units served, done at offset)."""
-        srv = self.server
-        return srv.busy_s, srv.units, srv.free_at - start if srv.units else 0.0
-
-    def serve(self, now: float, read: float, read_at: float, write: float, write_at: float, l2: float,
-              group: int) -> float | None:
-        return self.server.serve(now, read + write + l2)
-
-    def serve_round(self, a: np.ndarray, read: float, read_at: np.ndarray | None, write: float,
-                    write_at: np.ndarray | None, l2: float, group: int) -> np.ndarray | None:
-        return serve_single(self.server, a, read + write + l2)
-
-
-class L2Level:
-    """The L2, for hits (an HBM byte's pass through it is the bus's and HBM's time)."""
-    kind = "l2"
-
-    def __init__(self, chip: ChipSpec):
-        self.server = Server("l2", chip.l2_bytes_s)
-
-    reset = BusLevel.reset
-    demand = BusLevel.demand
-
-    def serve(self, now, read, read_at, write, write_at, l2, group):
-        return self.server.serve(now, l2) if l2 else None
-
-    def serve_round(self, a, read, read_at, write, write_at, l2, group):
-        return serve_single(self.server, a, l2) if l2 else None
-
-
-class HbmLevel:
-    """The HBM channels: reads of `read` bytes at `read_at` over the channels of `group` (-1:
-    all), writes at `write_at` at write efficiency (the HBM's byte counters charged)."""
-
-    kind = "hbm"
-
-    def __init__(self, chip: ChipSpec):
-        self.hbm = Hbm.of_chip(chip)
-
-    def demand(self, start: float) -> tuple | None:
-        """Per channel the item touched (None: none): the channels, busy seconds, bytes served,
-        done at offset from `start`."""
-        bank = self.hbm.bank
-        ch = np.flatnonzero(bank.units)
-        return (ch, bank.busy_s[ch], bank.units[ch], bank.free_at[ch] - start) if len(ch) else None
-
-    def reset(self) -> None:
-        hbm = self.hbm
-        bank = hbm.bank
-        bank.free_at[:] = 0.0
-        bank.busy_s[:] = 0.0
-        bank.units[:] = 0.0
-        bank.last_free = 0.0
-        hbm.read_bytes = hbm.write_bytes = 0.0
-
-    def serve(self, now, read, read_at, write, write_at, l2, group):
-        done = None
-        if read:
-            done = self.hbm.read(now, read_at, read, group)
-        if write:
-            w = self.hbm.write(now, write_at, write)
-            done = w if done is None or w > done else done
-        return done
-
-    def serve_round(self, a, read, read_at, write, write_at, l2, group):
-        hbm, n, done = self.hbm, len(a), None
-        if read:
-            hbm.read_bytes += read * n
-            done = hbm_serve(hbm, a, read_at, read, group, 1.0)
-        if write:
-            hbm.write_bytes += write * n
-            w = hbm_serve(hbm, a, write_at, write, -1, hbm.write_scale)
-            done = w if done is None else np.maximum(done, w)
-        return done
-
-
 class MemoryPath:
-    def __init__(self, chip: ChipSpec):
+    def __init__(self, chip: ChipSpec, levels: tuple):
+        """`levels`: the memory levels a tile's bytes cross, in order, built by a device's
+        units (`Device.memory_levels`: hwsim/engine/levels.py); walked in one place
+        (memory_done, round_memory_done, copy_batch_done) by the timer and the tile rounds."""
         self.chip = chip
         self.sms = SmArray(chip)
-        # the levels a tile's bytes go through, built once and walked in one place
-        # (memory_done, round_memory_done) by the timer and the tile rounds alike
-        self.levels = (BusLevel(chip), L2Level(chip), HbmLevel(chip))
-        self.bus, self.l2 = self.levels[0].server, self.levels[1].server
-        self.hbm = self.levels[2].hbm
+        self.levels = levels
+        # the HBM's byte counters (an Effect's) and its interleave (the replay key's)
+        self.hbm = next(level.hbm for level in levels if isinstance(level, HbmLevel))
         self._pipes_used = False
 
     def reset(self) -> None:
@@ -163,35 +74,36 @@ class MemoryPath:
 
     # -- bytes through the levels ----------------------------------------------------------
     def memory_done(self, now: float, read: float, read_at: float, write: float, write_at: float,
-                    l2: float, group: int) -> float:
+                    l2: float, sram: float, group: int) -> float:
         """Queue one request's bytes on every level (HBM reads of `read` bytes at `read_at`,
-        writes at `write_at`, L2 hits of `l2`); return when the last of them lands."""
+        writes at `write_at`, L2 hits of `l2`, `sram` of them from the on-chip SRAM); return
+        when the last of them lands."""
         done = now
         for level in self.levels:
-            d = level.serve(now, read, read_at, write, write_at, l2, group)
+            d = level.serve(now, read, read_at, write, write_at, l2, sram, group)
             if d is not None and d > done:
                 done = d
         return done
 
     def round_memory_done(self, a: np.ndarray, read: float, read_at: np.ndarray | None, write: float,
-                          write_at: np.ndarray | None, l2: float, group: int) -> np.ndarray:
+                          write_at: np.ndarray | None, l2: float, sram: float, group: int) -> np.ndarray:
         """memory_done for a round of equal requests arriving at `a` (sorted), the i-th at
         read_at[i] and write_at[i] (None where nothing is read or written): each level serves
         them in order (tile_rounds.py)."""
         done = None
         for level in self.levels:
-            d = level.serve_round(a, read, read_at, write, write_at, l2, group)
+            d = level.serve_round(a, read, read_at, write, write_at, l2, sram, group)
             if d is not None:
                 done = d if done is None else np.maximum(done, d)
         return done
 
     # -- bytes of a kernel's tiles, and of a copy -------------------------------------------------
     def chip_memory_done(self, now: float, k: Kernel, ntiles: float, first_tile: float) -> float:
-        """Queue ntiles' bytes on the bus, the L2 and the HBM channels their addresses map to;
-        return when the last of them lands."""
+        """Queue ntiles' bytes on the levels (the bus, the L2, the SRAM, the HBM channels their
+        addresses map to); return when the last of them lands."""
         return self.memory_done(now, k.hbm_read * ntiles, k.address + first_tile * k.hbm_read,
                                 k.hbm_write * ntiles, k.address + first_tile * k.hbm_write,
-                                (k.l2_read + k.l2_write) * ntiles, k.channel_group)
+                                (k.l2_read + k.l2_write) * ntiles, k.sram_read * ntiles, k.channel_group)
 
     def slot_memory_done(self, now: float, slot: int, k: Kernel, ntiles: float, first_tile: float) -> float:
         """One tile's bytes through its block slot's load pipe and the chip."""
@@ -213,18 +125,22 @@ class MemoryPath:
 
     def copy_batch_done(self, now: float, address: float, nbytes: float, stack: int) -> float:
         """One batch of a copy engine's requests (up to PREFETCH_INFLIGHT chunks) issued at
-        `now`; return when the last lands."""
-        end = now
+        `now`; return when the last lands. Each chunk crosses every level as a copy does
+        (`fill`: read from the HBM channels of `stack`, over the bus, into the L2's lines or
+        the SRAM)."""
+        chunks = []
         offset = 0.0
         for _ in range(PREFETCH_INFLIGHT):
             if offset >= nbytes:
                 break
-            chunk = min(PREFETCH_CHUNK, nbytes - offset)
-            done = self.hbm.read(now, address + offset, chunk, stack)
-            done = max(done, self.bus.serve(now, chunk), self.l2.serve(now, chunk))
-            end = max(end, done + self.chip.miss_latency_s)
-            offset += chunk
-        return end
+            chunks.append((offset, min(PREFETCH_CHUNK, nbytes - offset)))
+            offset += PREFETCH_CHUNK
+        done = now
+        for level in self.levels:
+            d = level.fill(now, address, chunks, stack)
+            if d > done:
+                done = d
+        return done + self.chip.miss_latency_s
 
     # -- one burst of work on one SM ------------------------------------------------------
     def burst(self, now: float, slot: int, k: Kernel, ntiles: float, first_tile: float,

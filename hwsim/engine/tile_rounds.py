@@ -170,14 +170,15 @@ SCALAR_TILES = 8     # kernels with at most this many tiles (units) skip numpy
 
 
 def _few_tiles(path, k: Kernel, start: float, units: int, hbm_r: float, hbm_w: float, l2: float,
-               pipe_s: float, compute_s: float, latency: float,
+               sram: float, pipe_s: float, compute_s: float, latency: float,
                compute_component: Component) -> tuple[float, dict[Component, float], int]:
     """tile_rounds for a kernel of a few tiles: all start together on their own SMs (fewer
-    tiles than SMs), each queued in turn on the memory path's levels (bus, L2, its HBM channels)."""
+    tiles than SMs), each queued in turn on the memory path's levels (bus, L2, SRAM, its HBM
+    channels)."""
     last_end, last_parts = -np.inf, None
     for unit in range(units):
         mem = max(start + pipe_s, path.memory_done(start, hbm_r, k.address + unit * hbm_r, hbm_w,
-                                                   k.address + unit * hbm_w, l2, k.channel_group))
+                                                   k.address + unit * hbm_w, l2, sram, k.channel_group))
         comp = start + compute_s * max(1.0, k.alu_chain)      # alone on its SM: its own chain
         body_end = max(mem, comp)
         if body_end + latency > last_end:     # the first slot of the latest end, as np.argmax
@@ -204,6 +205,7 @@ def tile_rounds(path, k: Kernel, start: float) -> tuple[float, dict[Component, f
     nslots = min(slots, units)
     hbm_r, hbm_w = k.hbm_read * per_unit, k.hbm_write * per_unit
     l2 = (k.l2_read + k.l2_write) * per_unit
+    sram = k.sram_read * per_unit
     concurrent = min(k.tiles, slots) * per_unit                   # tiles in flight chip-wide
     pipe_s = sms.load_time(hbm_r, l2, k.hbm_read * concurrent, k.inflight_bytes)
     compute_s = per_unit * sms.compute_time(k.tensor_flops, k.vector_flops, k.int_ops, k.dtype,
@@ -214,7 +216,7 @@ def tile_rounds(path, k: Kernel, start: float) -> tuple[float, dict[Component, f
     compute_component = path.compute_component(k)
 
     if units <= SCALAR_TILES:   # one round of a few tiles, one per SM: plain arithmetic is cheaper
-        return _few_tiles(path, k, start, units, hbm_r, hbm_w, l2, pipe_s, compute_s,
+        return _few_tiles(path, k, start, units, hbm_r, hbm_w, l2, sram, pipe_s, compute_s,
                           first_latency, compute_component)
     slot_free = np.full(nslots, start)
     slot_sm = np.arange(nslots) % chip.sms
@@ -227,7 +229,7 @@ def tile_rounds(path, k: Kernel, start: float) -> tuple[float, dict[Component, f
         order = np.argsort(slot_free, kind="stable")[:n]        # the earliest-free slots, in order
         a = slot_free[order]
         unit = done_units + np.arange(n)
-        mem = _round_memory(path, k, a, unit, pipe_s, hbm_r, hbm_w, l2)
+        mem = _round_memory(path, k, a, unit, pipe_s, hbm_r, hbm_w, l2, sram)
         comp = tensor_pipes(tensor_free, slot_sm[order], a, compute_s)
         if k.alu_chain > 1.0:        # a fresh block's own chain, not yet overlapped by others
             comp = np.where(fresh[order], np.maximum(comp, a + k.alu_chain * compute_s), comp)
@@ -250,9 +252,9 @@ def tile_rounds(path, k: Kernel, start: float) -> tuple[float, dict[Component, f
 
 
 def _round_memory(path, k: Kernel, a: np.ndarray, unit: np.ndarray, pipe_s: float, hbm_r: float,
-                  hbm_w: float, l2: float) -> np.ndarray:
+                  hbm_w: float, l2: float, sram: float) -> np.ndarray:
     """When each of a round's tiles, starting at `a`, has its bytes: the SM's load pipe, then
-    the memory path's levels (bus, L2, HBM) each serving the tiles in order."""
+    the memory path's levels (bus, L2, SRAM, HBM) each serving the tiles in order."""
     mem = path.round_memory_done(a, hbm_r, k.address + unit * hbm_r if hbm_r else None, hbm_w,
-                                 k.address + unit * hbm_w if hbm_w else None, l2, k.channel_group)
+                                 k.address + unit * hbm_w if hbm_w else None, l2, sram, k.channel_group)
     return np.maximum(a + pipe_s, mem)

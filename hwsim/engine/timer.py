@@ -8,7 +8,8 @@ Fidelity strategies of that one path:
   `at_once`, or with one SimPy process per resident block slot (`events`; the reference).
 
 A kernel ends when its last tile has run and, if it writes, one L2-hit latency later (its
-stores are acknowledged). A copy is its chunks through the same HBM channels, bus and L2.
+stores are acknowledged). A copy is its chunks through the same levels (the HBM channels, the
+bus, the L2 and the on-chip SRAM it lands in).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from hwsim.engine.effect import Effect
 from hwsim.engine.memory_path import MemoryPath
 from hwsim.engine.tile_rounds import tile_rounds
 from hwsim.hw.chip import ChipSpec
+from hwsim.hw.device import Device
 from hwsim.metrics import Component
 from hwsim.model.kernel import Kernel
 
@@ -27,10 +29,13 @@ def _add(total: dict[Component, float], parts: dict[Component, float]) -> None:
 
 
 class KernelTimer:
-    def __init__(self, chip: ChipSpec, fidelity: str, tile_processes: bool = False):
+    def __init__(self, chip: ChipSpec, fidelity: str, tile_processes: bool = False,
+                 device: Device | None = None):
+        """`device`: the device whose units give the memory path's levels (none: a device of
+        `chip` as the profile builds it, without expert SRAM)."""
         self.chip = chip
         self.fidelity = fidelity
-        self.path = MemoryPath(chip)
+        self.path = MemoryPath(chip, (device or Device(chip)).memory_levels())
         self.tile_processes = tile_processes   # tile fidelity: SimPy processes per slot always
         self.timed = 0                         # items timed (not replayed)
 

@@ -29,11 +29,12 @@ class Link:
 
 
 class Cluster:
-    def __init__(self, chip: ChipSpec, gpus: int = 1, gpus_per_node: int | None = None):
+    def __init__(self, chip: ChipSpec, gpus: int = 1, gpus_per_node: int | None = None, sram_bytes: float = 0.0):
+        """`sram_bytes`: each device's on-chip SRAM set aside for experts (hw/device.py)."""
         self.env = CountingEnvironment()
         self.arbiter = Arbiter(self.env)
         self.gpus_per_node = gpus_per_node or gpus
-        self.devices = [Device(chip, index=i) for i in range(gpus)]
+        self.devices = [Device(chip, index=i, sram_bytes=sram_bytes) for i in range(gpus)]
         self._links: dict[Device, dict[Device, Link]] = {}    # src -> dst -> link, made once a pair
 
     def node_of(self, device: Device) -> int:

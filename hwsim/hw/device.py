@@ -5,6 +5,8 @@ Units (hwsim/hw/units.py), each with its own trace lane; a unit the chip lacks d
 - SM groups of SM_GROUP SMs (lanes), filled in order by a work item's resident thread blocks,
   and the SM pool they make up (what concurrent items share: a fraction of all block slots);
 - the L2, the HBM stacks, the on-chip bus;
+- the on-chip SRAM that holds experts' weights, where the scenario sets L2 aside for them
+  (`sram_bytes`: hwsim/build.py);
 - copy engines (expert prefetch into on-chip SRAM);
 - a native sub-byte decoder, on what-if chips that have one;
 - scale-up ports (NVLink: one each way) and a scale-out NIC, on profiles that give them.
@@ -14,7 +16,8 @@ it; the device only walks its units that take demands (`demanding`, in order):
 `shares` asks each what the item uses alone, `account` adds the item to the units' totals (n
 runs at once: a stream adds its replayed kernels in bulk at the end of a step, which keeps a
 1,000-kernel step cheap), `record` adds, while the device records, the busy intervals the
-item put on each lane.
+item put on each lane. The units a tile's bytes cross (`memory`, in order) give the levels of
+the memory path its kernels are timed on (`memory_levels`: hwsim/engine/memory_path.py).
 """
 
 from __future__ import annotations
@@ -25,13 +28,14 @@ import numpy as np
 
 from hwsim.engine.effect import Effect
 from hwsim.hw.chip import ChipSpec
-from hwsim.hw.units import L2, Bus, CopyEngine, Decoder, HbmStacks, Lane, Port, SmPool, Unit
+from hwsim.hw.units import L2, Bus, CopyEngine, Decoder, HbmStacks, Lane, Port, SmPool, Sram, Unit
 
 SM_GROUP = 16        # SMs per lane, about one GPC
 
 
 class Device:
-    def __init__(self, chip: ChipSpec, index: int = 0, copy_engines: int = 1):
+    def __init__(self, chip: ChipSpec, index: int = 0, copy_engines: int = 1, sram_bytes: float = 0.0):
+        """`sram_bytes`: the on-chip SRAM set aside for experts' weights (0: none, no unit)."""
         self.chip = chip
         self.index = index
         self.name = chip.name if index == 0 else f"{chip.name}#{index}"
@@ -51,6 +55,8 @@ class Device:
         self.hbm_all = HbmStacks("HBM stacks", "hbm", chip.hbm_read_bytes_s, "bytes", members=tuple(self.hbm_stacks),
                                  channels_per_stack=chip.hbm_channels_per_stack, peak=chip.hbm_peak_bytes_s)
         self.bus = Bus("bus", "bus", chip.bus_bytes_s, "bytes")
+        # the L2's lines set aside as SRAM: the L2's bandwidth (units.Sram)
+        self.sram = Sram("expert SRAM", "sram", chip.l2_bytes_s, "bytes", capacity=sram_bytes) if sram_bytes else None
         self.copy_engines = [CopyEngine(f"copy engine {i}", "copy", chip.hbm_read_bytes_s, "bytes")
                              for i in range(copy_engines)]
         self.decoder = (Decoder("decoder", "decoder", chip.decoder_elements_per_clk * chip.clock_hz * chip.sms,
@@ -63,10 +69,16 @@ class Device:
             # full duplex: one unit each way (what the device sends, what it receives)
             self.nic = Port("NIC out", "scaleout", chip.scaleout_bytes_s, "bytes")
             self.nic_rx = Port("NIC in", "scaleout", chip.scaleout_bytes_s, "bytes")
+        # every unit, in lane order (the SM pool is drawn as its groups; the stacks' group has
+        # no lane of its own); a unit the chip lacks (None) does not exist
+        self.units: list[Unit] = [*self.sm_groups, self.l2, self.sram, *self.hbm_stacks, self.bus, *self.copy_engines,
+                                  self.decoder, self.scaleup_tx, self.scaleup_rx, self.nic, self.nic_rx]
         # the units a work item's Effect asks, in the order its shares are asked of the arbiter
-        self.demanding: list[Unit] = [self.sm, self.hbm_all, self.bus, self.l2]
-        if self.decoder is not None:
-            self.demanding.append(self.decoder)
+        self.demanding: list[Unit] = [self.sm, self.hbm_all, self.bus, self.l2, self.sram, self.decoder]
+        # the units a tile's bytes cross, in order: each gives its level of the memory path
+        self.memory: list[Unit] = [self.bus, self.l2, self.sram, self.hbm_all]
+        for group in (self.units, self.demanding, self.memory):
+            group[:] = [u for u in group if u is not None]
         self._pending: dict[Effect, int] = {}      # account_all's runs, added at the next sync
         # what this device derives from an effect, once: effects are shared by the devices of
         # a cluster (hwsim/engine/replay.py), these are this device's units
@@ -79,12 +91,11 @@ class Device:
         self.recorded_once: set | None = None   # that set while only first runs are kept, else None
 
     # -- units -----------------------------------------------------------------------------
-    @property
-    def units(self) -> list[Unit]:
-        """Every unit this device has, in lane order (the SM pool is drawn as its groups)."""
-        out = [*self.sm_groups, self.l2, *self.hbm_stacks, self.bus, *self.copy_engines]
-        out += [u for u in (self.decoder, self.scaleup_tx, self.scaleup_rx, self.nic, self.nic_rx) if u is not None]
-        return out
+    def memory_levels(self) -> tuple:
+        """The memory path's levels, one per unit a tile's bytes cross, in order: private
+        servers holding nothing of this device (a kernel timed on them is timed for every
+        identical device: hwsim/engine/replay.py)."""
+        return tuple(unit.level(self.chip) for unit in self.memory)
 
     @property
     def channel_bytes(self) -> np.ndarray:

@@ -16,8 +16,13 @@ timer from the memory path's level of that kind) in three methods, which the Dev
 A unit that takes no demand from kernels (a port, a copy engine, the plain `Unit` of tests and
 host links) keeps the defaults, which do nothing. A collective's flow (hwsim/parallel/flows.py)
 asks the units it crosses through their own methods too: a port's `share_bytes` and `carry`,
-the HBM stacks' `share_bytes` (as one group), the SM pool's `share_sms` and `fill`. A new unit is a class here, its profile
-block (hwsim/config/profile.py, hw/chip.py), one line in `Device.__init__` and its use.
+the HBM stacks' `share_bytes` (as one group), the SM pool's `share_sms` and `fill`.
+A unit a tile's bytes cross (the bus, the L2, the expert SRAM, the HBM stacks: the device's
+`memory`, in order) gives its level of the memory path (`level(chip)`: a private copy of its
+servers that a kernel is timed on, hwsim/engine/levels.py), whose demand the timer puts in
+`Effect.demand` under the unit's kind. A new unit is a class here (and its level's class
+there, if bytes cross it), its profile block (hwsim/config/profile.py, hw/chip.py) and one
+line in `Device.__init__`.
 """
 
 from __future__ import annotations
@@ -27,8 +32,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from hwsim.engine.levels import BusLevel, HbmLevel, L2Level, SramLevel
+
 if TYPE_CHECKING:
     from hwsim.engine.effect import Effect
+    from hwsim.hw.chip import ChipSpec
 
 Lane = tuple[list, float, float]      # (interval list, busy until after the start, share used)
 
@@ -187,6 +195,10 @@ class HbmStacks(Unit):
             self.channel_bytes += np.bincount(at, weights=np.concatenate(nbytes) * n, minlength=size)
             self.channel_busy += np.bincount(at, weights=np.concatenate(busy) * n, minlength=size)
 
+    def level(self, chip: ChipSpec) -> HbmLevel:
+        """Its level of the memory path: the channels, as the chip's HBM numbers say."""
+        return HbmLevel(self.kind, chip)
+
     def stack_bytes(self) -> np.ndarray:
         return np.bincount(self.stack_of, weights=self.channel_bytes, minlength=len(self.members))
 
@@ -212,6 +224,12 @@ class HbmStacks(Unit):
 class Bus(Unit):
     """The on-chip network: every byte to or from HBM or L2 crosses it; shared as its busy
     seconds over the item's duration. Its demand: (busy seconds, bytes, done at offset)."""
+
+    LEVEL = BusLevel         # the class of its level of the memory path (not a field)
+
+    def level(self, chip: ChipSpec) -> BusLevel:
+        """Its level of the memory path (hwsim/engine/levels.py): a private server at its rate."""
+        return self.LEVEL(self.kind, self.rate)
 
     def share(self, e: Effect, out: dict) -> None:
         d = e.demand.get(self.kind)
@@ -245,6 +263,23 @@ class Bus(Unit):
 @dataclass(eq=False)
 class L2(Bus):
     """The L2's hits, shared and charged as the bus is (its own demand, under "l2")."""
+    LEVEL = L2Level
+
+
+@dataclass(eq=False)
+class Sram(Bus):
+    """The on-chip SRAM that holds experts' weights (and a pinned router's): the L2's lines set
+    aside for them (on the profiled GPUs, persisting L2; `capacity` bytes: hwsim/build.py), so
+    its rate is the L2's bandwidth, the profile's only figure for it. It serves the weight
+    bytes a kernel reads from it (`Kernel.sram_read`) and the expert copies landing in it;
+    charged and drawn as the bus is (its own demand, under "sram"). It asks the arbiter no
+    share of its own: its bytes are L2 hits, and the L2's share already holds them (the
+    profiles give the SRAM no bandwidth beside the L2's)."""
+    capacity: float = 0.0      # bytes set aside for experts and the router
+    LEVEL = SramLevel
+
+    def share(self, e: Effect, out: dict) -> None:
+        """Nothing: shared as part of the L2 (see the class)."""
 
 
 @dataclass(eq=False)

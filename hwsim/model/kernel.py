@@ -44,6 +44,8 @@ class Kernel:               # of them; nothing mutates a Kernel after the schedu
     l2_write: float = 0.0           # bytes per tile written into L2 (activations)
     l2_atomic: float = 0.0          # of l2_write, what stands for atomics' hold on the L2 slices
                                     # (index_add_): it takes L2 time, not capacity
+    sram_read: float = 0.0          # of l2_read, bytes per tile of weights read from on-chip SRAM
+                                    # (experts or a router resident there: hwsim/hw/units.py Sram)
     tensor_flops: float = 0.0       # tensor-core flops per tile (padded to the MMA shape)
     vector_flops: float = 0.0       # fp32 vector-ALU ops per tile (softmax, norms, SiLU)
     int_ops: float = 0.0            # integer/logic ops per tile (unpacking sub-byte data)

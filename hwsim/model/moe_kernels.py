@@ -90,7 +90,7 @@ def grouped_gemm(name: str, layer: int, rows: list[int], k: int, n: int, chip: C
     sram = weights * resident_share(per_expert.tolist(), on_chip)
     return Kernel(
         name=name, layer=layer, tiles=max(tiles, 1),
-        hbm_read=weights - sram, l2_read=sram,
+        hbm_read=weights - sram, l2_read=sram, sram_read=sram,
         l2_write=min(m, GROUPED_TILE_M) * GROUPED_TILE_N * ops.ACT_BYTES,
         tensor_flops=2.0 * GROUPED_TILE_M * GROUPED_TILE_N * k,
         smem_bytes=chip.smem_bytes_per_sm,
@@ -146,7 +146,7 @@ def fused_moe_gemm(name: str, layer: int, rows: list[int], tokens: int, experts:
     tiles = max(1, math.ceil(programs / group))
     per = programs / tiles
     return Kernel(
-        name=name, layer=layer, tiles=tiles, hbm_read=hbm / tiles, l2_read=l2 / tiles,
+        name=name, layer=layer, tiles=tiles, hbm_read=hbm / tiles, l2_read=l2 / tiles, sram_read=sram / tiles,
         l2_write=per * bm * bn * ops.ACT_BYTES, tensor_flops=per * 2.0 * bm * bn * k,
         inflight_bytes=per * bn * bk * weight_bytes * short * FUSED_STAGES_IN_FLIGHT,   # masked rows load nothing
         round_trips=2,           # the sorted token ids, then the rows they name

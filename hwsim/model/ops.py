@@ -181,6 +181,7 @@ def gemm(name: str, layer: int, m: int, k: int, n: int, chip: ChipSpec, *, weigh
         hbm_read=w_hbm / tiles,
         l2_read=(rows * k_per * ACT_BYTES + w_total * (m_tiles - 1) / tiles) / CLUSTER_MULTICAST
         + (w_total - w_hbm) / tiles,
+        sram_read=(w_total - w_hbm) / tiles,
         l2_write=rows * tile_n * (ACC_BYTES if split > 1 else ACT_BYTES),
         tensor_flops=2.0 * mma_m * mma_n * k_per,
         smem_bytes=chip.smem_bytes_per_sm, inflight_bytes=(GEMM_STAGES - 1) * stage_bytes,
