@@ -121,11 +121,12 @@ def build(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelSha
     if model.moe:
         moe_layers = [layer for layer in range(model.layers) if model.is_moe_layer(layer)]
         router = Router(cfg.moe.routing, model.moe, moe_layers, rng.get("routing"))
-        onchips = [_onchip_with_sram(cfg, model, chip, schedule, router, rng, s.device.sram, router_on_chip)
-                   for s in streams]
         if several:        # which GPU's experts each choice goes to (one GPU holds them all)
             experts = lay.ExpertMap(p.expert_placement, model.moe.experts, p.ep, p.redundant_experts,
                                     {layer: router.popularity(layer) for layer in moe_layers})
+        onchips = [_onchip_with_sram(cfg, model, chip, schedule, router, rng, s.device.sram, router_on_chip,
+                                     experts.holder(g // layout.expert_tp) if experts else None)
+                   for g, s in enumerate(streams)]
     mem = _memory(cfg, model, schedule, chip, experts)
     warnings = inert_keys(cfg, model)       # keys set where they cannot act: said, not ignored
     warnings += getattr(schedule, "warnings", [])           # an imported trace's
@@ -205,11 +206,12 @@ def _expert_sram(cfg: Scenario, model: ModelShape, chip: ChipSpec, schedule: Sch
 
 def _onchip_with_sram(cfg: Scenario, model: ModelShape, chip: ChipSpec, schedule: Schedule,
                       router: Router, streams: RandomStreams, sram: Sram | None,
-                      router_on_chip: bool) -> OnChipState:
+                      router_on_chip: bool, holds=None) -> OnChipState:
     """What is on chip of one device: its expert SRAM (`sram`, the device's unit; none: the
     scenario keeps none), less the router's weights where they are pinned there, holds the
     experts. SRAM set aside for experts and the router is no longer L2 for activations (up to
-    the L2's persisting share: a larger capacity_mib is a what-if SRAM beside the L2)."""
+    the L2's persisting share: a larger capacity_mib is a what-if SRAM beside the L2). Under
+    expert parallelism it pins the experts its GPU holds (`holds`, ExpertMap.holder)."""
     c = cfg.moe.cache
     capacity = sram.capacity if sram else 0.0
     if router_on_chip:
@@ -217,7 +219,7 @@ def _onchip_with_sram(cfg: Scenario, model: ModelShape, chip: ChipSpec, schedule
     dispatch = ExpertDispatch(cfg.moe, model, schedule.expert_bytes(), capacity, chip.hbm_stacks,
                               schedule.expert_address, streams.get("prefetch"))
     if c.policy == "pinned-hot":
-        dispatch.pin_hot(router.popularity)
+        dispatch.pin_hot(router.popularity, holds)
     persisting = chip.l2_bytes * c.persist_fraction
     l2_for_activations = chip.l2_bytes - (min(sram.capacity, persisting) if sram else 0.0)
     return OnChipState(schedule.cold_state(l2_for_activations).l2, dispatch, router_on_chip)

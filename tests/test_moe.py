@@ -236,3 +236,21 @@ def test_routed_experts_are_recorded_under_their_own_names_and_layers():
         chosen = {f"L{layer}.expert{e}.gate_up" for e in np.unique(choice[choice >= 0])}
         assert chosen == {r.name for r in records if r.layer == layer and r.name.endswith(".gate_up")
                           and ".expert" in r.name}
+
+
+def test_pinned_hot_under_expert_parallelism_pins_each_gpus_own_experts():
+    """Each GPU of an EP group keeps the hottest of the experts it holds in its SRAM: pinning
+    the hottest of all experts on every GPU (as before) left the GPUs that do not hold them
+    an SRAM of experts they never run (qwen3-235b-ep4: only GPU 0 ever hit)."""
+    from hwsim.build import build
+    from hwsim.config.load import load_scenario
+
+    cfg = load_scenario("qwen3-235b-ep4", ["moe.cache.policy=pinned-hot", "moe.cache.capacity_mib=256"])
+    b = build(cfg)
+    experts = b.gpus.experts
+    pinned = [set(onchip.dispatch.cache.pinned) for onchip in b.gpus.onchips]
+    for gpu, keys in enumerate(pinned):
+        assert keys, f"GPU {gpu} pins nothing"
+        group = gpu // b.gpus.layout.expert_tp
+        assert all(group in experts.copies[layer][e] for layer, e in keys), gpu
+    assert not set.intersection(*pinned)          # contiguous placement: no expert on two GPUs

@@ -68,13 +68,15 @@ class ExpertDispatch:
             return -1
         return (layer * self.model.moe.experts + expert) % self.stacks
 
-    def pin_hot(self, popularity_of) -> None:
-        """pinned-hot: pin the most popular experts, hottest first across layers, until SRAM is full."""
+    def pin_hot(self, popularity_of, holds=None) -> None:
+        """pinned-hot: pin the most popular experts, hottest first across layers, until SRAM is
+        full; of those this GPU holds (`holds(layer, expert)`; None: all, one GPU holds them all)."""
         ranked = []
         for layer in range(self.model.layers):
             if self.model.is_moe_layer(layer):
                 pop = popularity_of(layer)
-                ranked += [(-pop[e], layer, e) for e in range(len(pop))]
+                ranked += [(-pop[e], layer, e) for e in range(len(pop))
+                           if holds is None or holds(layer, e)]
         for _, layer, e in sorted(ranked):
             if not self.cache.pin((layer, e), self.expert_bytes):
                 break

@@ -157,6 +157,10 @@ class ExpertMap:
         out[order] = [held[e][n % len(held[e])] for e, n in zip(experts.tolist(), nth.tolist())]
         return out.reshape(choice.shape)
 
+    def holder(self, group: int):
+        """holds(layer, expert): whether EP group `group` holds a copy of that layer's expert."""
+        return lambda layer, e: group in self.copies[layer][e]
+
     def gpu_load(self, layer_groups: list[np.ndarray]) -> np.ndarray:
         """Choices each EP group ran over the given layers."""
         counts = np.zeros(self.ep)
