@@ -18,6 +18,7 @@ from hwsim.hw.power import Activity, PowerModel, Settled, settle
 from hwsim.engine.records import RecordLog
 from hwsim.metrics import percentiles
 from hwsim.model import dequant_kernels
+from hwsim.model.expert_sram import pooled_hit_rates
 from hwsim.model.kv_speedup import attention_speedups
 from hwsim.model.schedule import StepShape
 from hwsim.model.weight_speedup import expert_gemm_speedup_by_kernel
@@ -307,6 +308,9 @@ def moe_summary(cfg: Scenario, b: Built, steps: list[StepResult]) -> MoESummary 
         return None
     d = b.onchip.dispatch
     st = d.stats
+    # every GPU's SRAM (b.onchip: the first's, or a power governor's probe's state for one GPU)
+    caches = [o.dispatch.cache for o in b.gpus.onchips[1:]] + [d.cache]
+    hit_rate, hit_rate_by_layer = pooled_hit_rates(caches)
     n = len(steps)
     tokens = round(float(np.mean([s.tokens for s in steps])))
     return MoESummary(
@@ -319,8 +323,8 @@ def moe_summary(cfg: Scenario, b: Built, steps: list[StepResult]) -> MoESummary 
         expert_stack_imbalance=d.expert_stack_imbalance(),
         router_in_sram=b.onchip.router_on_chip,
         cache=MoECache(policy=cfg.moe.cache.policy, capacity_mb=d.cache.capacity / 1e6,
-                       expert_mb=b.schedule.expert_bytes() / 1e6, hit_rate=d.cache.hit_rate,
-                       hit_rate_by_layer=d.cache.hit_rate_by_layer()),
+                       expert_mb=b.schedule.expert_bytes() / 1e6, hit_rate=hit_rate,
+                       hit_rate_by_layer=hit_rate_by_layer),
         prefetch=MoEPrefetch(
             enabled=cfg.moe.prefetch.enabled,
             predictor=cfg.moe.prefetch.predictor,

@@ -254,3 +254,11 @@ def test_pinned_hot_under_expert_parallelism_pins_each_gpus_own_experts():
         group = gpu // b.gpus.layout.expert_tp
         assert all(group in experts.copies[layer][e] for layer, e in keys), gpu
     assert not set.intersection(*pinned)          # contiguous placement: no expert on two GPUs
+
+    # the summary's hit rate is every GPU's lookups together, each GPU hitting its own pins
+    from hwsim.run import run_scenario
+    summary = run_scenario(cfg.model_copy(update={"workload": cfg.workload.model_copy(
+        update={"decode_steps": 1})}), built=b).run_summary
+    caches = [onchip.dispatch.cache for onchip in b.gpus.onchips]
+    assert all(c.hits > 0 for c in caches)
+    assert summary.moe.cache.hit_rate == pytest.approx(sum(c.hits for c in caches) / sum(c.lookups for c in caches))

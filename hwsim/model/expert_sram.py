@@ -95,3 +95,18 @@ class ExpertCache:
 
     def hit_rate_by_layer(self) -> dict[int, float]:
         return {layer: h / n for layer, (h, n) in sorted(self.hits_by_layer.items()) if n}
+
+
+def pooled_hit_rates(caches: list[ExpertCache]) -> tuple[float | None, dict[int, float]]:
+    """The hit rate and hit rate by layer of several GPUs' caches together (expert
+    parallelism: each GPU looks up the experts it holds), as one cache's are of its own."""
+    hits = sum(c.hits for c in caches)
+    lookups = sum(c.lookups for c in caches)
+    by_layer: dict[int, list[int]] = {}
+    for c in caches:
+        for layer, (h, n) in c.hits_by_layer.items():
+            both = by_layer.setdefault(layer, [0, 0])
+            both[0] += h
+            both[1] += n
+    return (hits / lookups if lookups else None,
+            {layer: h / n for layer, (h, n) in sorted(by_layer.items()) if n})
