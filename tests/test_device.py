@@ -27,7 +27,7 @@ def test_units_the_chip_lacks_do_not_exist(h200):
 
 def test_replay_key_covers_every_field_but_those_marked_not_timing(h200):
     excluded = {f.name for f in dataclasses.fields(Kernel)} - set(TIMING_FIELDS)
-    assert excluded == {"name", "layer", "address", "replay_key", "timing", "l2_variants", "walk_info", "code", "role", "item"}
+    assert excluded == {"name", "layer", "address", "replay_key", "timing", "l2_variants", "code", "role", "item"}
     cache = ReplayCache(KernelTimer(h200, "kernel"))
     base = ops.elementwise("ew", 0, 4e6, 2e6, 0.5, h200)
     keyed = dataclasses.replace(base, replay_key=None)
