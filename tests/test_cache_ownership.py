@@ -84,3 +84,15 @@ def test_a_schedule_lays_out_its_own_weights_and_hands_them_to_its_kv_copies(h20
     assert first.layout.mem.regions == second.layout.mem.regions
     assert first.with_kv(BF16_KV).layout is first.layout
     assert first.weight_bytes_total() == second.weight_bytes_total()
+
+
+def test_a_replay_cache_and_its_book_keep_at_most_their_limit(h200, monkeypatch):
+    from hwsim.engine import replay
+    from hwsim.engine.timer import KernelTimer
+    monkeypatch.setattr(replay, "REPLAY_LIMIT", 3)
+    cache = replay.ReplayCache(KernelTimer(h200, "kernel"))
+    kernels = [Kernel(name="ew", layer=0, tiles=tiles, hbm_read=4096.0) for tiles in range(1, 11)]
+    first = [cache.effect(k)[0].duration for k in kernels]
+    assert len(cache.effects) <= 3 and len(cache.book) <= 3
+    again = [cache.effect(copy_kernel(k))[0].duration for k in kernels]    # timed anew, alike
+    assert again == first and cache.misses > len(kernels)
