@@ -1,9 +1,14 @@
 """A kernel as the simulator sees it: thread-block tiles with bytes and operations each.
 
-Kernels are pure data produced by the schedule (hwsim.model.schedule) and consumed by the
+Kernels are data produced by the schedule (hwsim.model.schedule) and consumed by the
 engine (hwsim.engine.timer). All per-tile quantities are for one thread block. Fields whose
 metadata says `timing=False` cannot change how long the kernel takes; every other field is
 part of the replay cache's key (hwsim/engine/replay.py).
+
+Besides its fields a Kernel keeps three memos of its own value, set once and never compared
+(`timing`, `replay_key`, `l2_variants`): a step looks each of its ~1,000 kernels up by them,
+and looking up by the kernel's value instead cost the default step 3-9% (docs/architecture.md).
+What follows from the timing fields alone hangs off the TimingKey, shared by equal kernels.
 """
 
 from __future__ import annotations
