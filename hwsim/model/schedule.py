@@ -720,9 +720,11 @@ class Schedule:
         first = self._first_moe_layer
         if (layer, e) == (first, 0):
             return 0, "", {}
-        old = f"L{first}.expert0."
-        address = {self._w(first, f"expert0.{w}"): self._w(layer, f"expert{e}.{w}") for w in ("gate_up", "down")}
-        return len(old), f"L{layer}.expert{e}.", address
+        old, new, regions = f"L{first}.expert0.", f"L{layer}.expert{e}.", self.mem.regions
+        # straight-line lookups: a schedule relocates each expert it routes (Qwen3-30B-A3B: 6,144)
+        address = {regions[old + "gate_up"][0]: regions[new + "gate_up"][0],
+                   regions[old + "down"][0]: regions[new + "down"][0]}
+        return len(old), new, address
 
     @functools.cached_property
     def _first_moe_layer(self) -> int:
