@@ -25,7 +25,7 @@ from hwsim.model.fast_gemm import fast_weight_only_gemm
 from hwsim.model.kernel import ExpertBlock, Kernel, Role, StreamItem, copy_kernel, relocated, timing_of
 from hwsim.model.l2_residency import L2Residency
 from hwsim.model.onchip import OnChipState
-from hwsim.model.memory_map import MemoryMap
+from hwsim.model.memory_map import MemoryMap, aligned
 from hwsim.model.moe_dispatch import FROM_HBM
 from hwsim.model.shapes import MlaAttention, ModelShape
 from hwsim.model.weight_format import BF16, WeightPlan
@@ -198,9 +198,14 @@ class Schedule:
 
     def _place_weights(self):
         m, d = self.model, self.model.hidden
+        of_kind: dict[bool, list] = {}     # a layer's tensors follow from whether it is MoE alone
         for layer in range(m.layers):
-            for name, nbytes in self._layer_weights(layer).items():
-                self.mem.place(f"L{layer}.{name}", nbytes)
+            moe = m.is_moe_layer(layer)
+            weights = of_kind.get(moe)
+            if weights is None:
+                weights = of_kind[moe] = [(name, nbytes, aligned(nbytes))
+                                          for name, nbytes in self._layer_weights(layer).items()]
+            self.mem.place_all(f"L{layer}.", weights)
         self.mem.place("final_norm", d * self.wb)
         self.mem.place("lm_head", m.vocab * d * self.wb_cls["embeddings"])
 
