@@ -96,3 +96,14 @@ def test_a_replay_cache_and_its_book_keep_at_most_their_limit(h200, monkeypatch)
     assert len(cache.effects) <= 3 and len(cache.book) <= 3
     again = [cache.effect(copy_kernel(k))[0].duration for k in kernels]    # timed anew, alike
     assert again == first and cache.misses > len(kernels)
+
+
+def test_a_layout_placed_a_layer_at_a_time_is_the_one_placed_region_by_region(h200):
+    from hwsim.model.memory_map import MemoryMap
+    schedule = Schedule(load_model("qwen3-30b-a3b"), h200)
+    one_by_one = MemoryMap()
+    for layer in range(schedule.model.layers):
+        for name, nbytes in schedule._layer_weights(layer).items():
+            one_by_one.place(f"L{layer}.{name}", nbytes)
+    laid_out = schedule.layout.mem.regions
+    assert list(laid_out.items())[:len(one_by_one.regions)] == list(one_by_one.regions.items())
