@@ -113,6 +113,9 @@ class Kernel:               # of them; nothing mutates a Kernel after the schedu
         return self.tiles * (self.hbm_read + self.hbm_write)
 
 
+_new_kernel = object.__new__
+
+
 def _copy_fields(k: Kernel) -> Kernel:
     """A new Kernel with every compared field of k, without calling __init__ (whose
     __post_init__ checks the original passed already); what is kept on the original (its keys,
@@ -132,9 +135,6 @@ def _copy_fields(k: Kernel) -> Kernel:
     new.data, new.compute, new.code, new.role, new.item = k.data, k.compute, k.code, k.role, k.item
     new.replay_key = new.timing = new.l2_variants = None
     return new
-
-
-_new_kernel = object.__new__
 
 
 def copy_kernel(k: Kernel, **changes) -> Kernel:
