@@ -55,6 +55,8 @@ def test_the_copier_copies_every_field_and_none_of_what_is_kept_on_the_original(
     assert {f.name: getattr(copy, f.name) for f in compared} == values
     assert copy.replay_key is copy.timing is copy.l2_variants is None
     assert copy == k and copy is not k
+    replaced = dataclasses.replace(k, tiles=6)          # a memo is never handed to another kernel
+    assert replaced.replay_key is replaced.timing is replaced.l2_variants is None
 
 
 def test_timing_keys_are_interned_by_value_and_bounded(monkeypatch):

@@ -94,11 +94,12 @@ class Kernel:               # of them; nothing mutates a Kernel after the schedu
     item: ir.WorkItem | None = field(default=None, metadata=NOT_TIMING)   # the typed work item it
                                     # does (hwsim/ktrace/ir.py: a GEMM's M, N, K, an attention's
                                     # lengths, bytes moved), as its builder was asked; None: not said
-    replay_key: int | None = field(default=None, repr=False, compare=False,
-                               metadata=NOT_TIMING)   # set once by ReplayCache
+    # Its memos (see the module's doc): none is an __init__ argument, so neither a builder nor
+    # dataclasses.replace() can hand a kernel another's
+    replay_key: int | None = field(default=None, init=False, repr=False, compare=False,
+                                   metadata=NOT_TIMING)   # set once by ReplayCache
     timing: TimingKey | None = field(default=None, init=False, repr=False, compare=False,
-                                     metadata=NOT_TIMING)   # set once by timing_of(); not an
-                                     # __init__ argument, so dataclasses.replace() drops it
+                                     metadata=NOT_TIMING)   # set once by timing_of()
     l2_variants: dict | None = field(default=None, init=False, repr=False, compare=False,
                                      metadata=NOT_TIMING)   # hwsim.model.l2_residency's copies
                                      # of it, kept as long as it is
