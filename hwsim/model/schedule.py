@@ -126,7 +126,8 @@ class StepShape:
 @dataclass(slots=True, eq=False)
 class WeightLayout:
     """Every weight tensor's region, from address 0, and what follows from it alone: a
-    Schedule's own, handed on to its copies over another KV format (Schedule.with_kv)."""
+    Schedule's own, handed on to its copies over another KV format (Schedule.with_kv) and to
+    the system rebuilt at another SM clock (hwsim.build.Built.at_sm_clock)."""
 
     mem: MemoryMap             # the weights' regions only (a schedule adds its activations and KV)
     weight_bytes: float        # their bytes
@@ -140,7 +141,7 @@ class Schedule:
                  max_context: int = 1, weights: WeightPlan | None = None,
                  layout: WeightLayout | None = None):
         """`layout`: the weights' layout of a schedule of the same model and weight formats
-        (with_kv); none: laid out here."""
+        (with_kv, a rebuild at another clock); none: laid out here."""
         self.model = model
         self.chip = chip
         self.moe_schedule = moe_schedule
