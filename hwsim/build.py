@@ -24,7 +24,7 @@ from hwsim.hw.device import Device
 from hwsim.hw.units import Sram
 from hwsim.model import dequant_kernels, weight_format
 from hwsim.model.blocks import moe_schedule_problems
-from hwsim.model.schedule import Schedule
+from hwsim.model.schedule import Schedule, WeightLayout
 from hwsim.model.shapes import ModelShape
 from hwsim.rng import RandomStreams
 from hwsim.model.moe_dispatch import ExpertDispatch
@@ -72,14 +72,16 @@ class Built:
         the SMs at `clock_hz`: what a power governor probes (hwsim/hw/power.py)."""
         if clock_hz == self.chip.clock_hz:
             return self
-        return build(self.scenario, self.profile, self.model, sm_clock_hz=clock_hz)
+        return build(self.scenario, self.profile, self.model, sm_clock_hz=clock_hz,
+                     weights_layout=self.schedule.layout)
 
 
 def build(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelShape | None = None,
-          sm_clock_hz: float | None = None) -> Built:
+          sm_clock_hz: float | None = None, weights_layout: WeightLayout | None = None) -> Built:
     """The simulated system of a scenario; `sm_clock_hz` runs its SMs below their maximum clock
     (the clock a power limit settles them at: hwsim/hw/power.py), as a number in
-    `runtime.sm_clock` (a locked clock, MHz) does."""
+    `runtime.sm_clock` (a locked clock, MHz) does. `weights_layout`: the weights' layout of
+    this scenario built before (at another clock), shared rather than laid out again."""
     for key, problem in moe_schedule_problems(cfg):      # a scenario not loaded from a file (sweeps)
         raise ConfigError(problem, key=key)
     profile = profile or apply_hardware_overrides(load_profile(cfg.hardware), cfg.hardware_overrides)
@@ -103,7 +105,8 @@ def build(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelSha
                         dequant=cfg.kv_cache.dequant,
                         moe_schedule=cfg.runtime.moe_schedule, attention_kernel=cfg.runtime.attention_kernel,
                         max_batch=max(layout.tokens_per_group(w.batch_size)),
-                        max_context=max_context, weights=weight_format.plan(cfg.weights, model.weights, families))
+                        max_context=max_context, weights=weight_format.plan(cfg.weights, model.weights, families),
+                        layout=weights_layout)
     unmeasured = dequant_kernels.unmeasured_notes(cfg, schedule, families)
     sram_bytes, router_on_chip = _expert_sram(cfg, model, chip, schedule)
     cluster = Cluster(chip, layout.gpus, layout.gpus_per_node, sram_bytes)

@@ -223,7 +223,7 @@ def run(
 def _run(scenario, set_, out, json_out, trace, max_wall_s, max_gb, figures, plotter, dry_run) -> None:
     from hwsim.build import build
     from hwsim.checks import check_loaded
-    from hwsim.config.cost import cap_memory, check_loaded_cost, estimate
+    from hwsim.config.cost import cap_memory, check_loaded_cost
     from hwsim.config.fingerprint import fingerprint
     from hwsim.config.load import load_scenario, scenario_path
     from hwsim.io.bundle import hold_out, write_bundle
@@ -233,7 +233,7 @@ def _run(scenario, set_, out, json_out, trace, max_wall_s, max_gb, figures, plot
     limits = (_positive(max_wall_s, "--max-wall-s"), _positive(max_gb, "--max-gb"))
     cfg = load_scenario(scenario, set_)
     check_loaded(cfg)              # what needs the built system, above the loader (hwsim/checks.py)
-    check_loaded_cost(cfg, limits)
+    cost = check_loaded_cost(cfg, limits)      # kept: a serving scenario's is a rehearsal of it
     scenario_file = str(scenario_path(scenario)) if scenario else "scenarios/default.yaml"
     default_out = out is None
     if default_out:
@@ -241,12 +241,11 @@ def _run(scenario, set_, out, json_out, trace, max_wall_s, max_gb, figures, plot
         out = default_folder(cfg.name, set_)
     _check_bundle_target(out)
     if dry_run:
-        _print_dry_run(cfg, scenario_file, set_, out, json_out)
+        _print_dry_run(cfg, cost, scenario_file, set_, out, json_out)
         return
     _writable_parent(out)
     hold_out(out)                        # one writer: a second run into `out` is refused
     built = build(cfg)
-    cost = estimate(cfg, built.model)
     cap_memory(limits[1])                # a wrong estimate ends in MemoryError: exit 2
     if cost.wall_s > LONG_RUN_S:
         err_console().print(f"[dim]note: a long run, estimated (on the high side) at {cost.describe()}[/]",
@@ -318,13 +317,12 @@ def _draw_breakdown(summary, folder: Path, plotter):
     return finished
 
 
-def _print_dry_run(cfg, scenario_file: str, sets: list[str], out: Path, json_out: bool) -> None:
-    """What `hwsim run` would do: the resolved scenario, its cost, the bundle's folder."""
-    from hwsim.config.cost import estimate
-    from hwsim.config.load import dump_yaml, load_model
+def _print_dry_run(cfg, cost, scenario_file: str, sets: list[str], out: Path, json_out: bool) -> None:
+    """What `hwsim run` would do: the resolved scenario, its cost (the Cost the check made),
+    the bundle's folder."""
+    from hwsim.config.load import dump_yaml
     from hwsim.io.bundle import is_bundle
 
-    cost = estimate(cfg, load_model(cfg.model))
     resolved = cfg.model_dump(mode="json")
     if json_out:
         _json_line({"scenario_file": scenario_file, "overrides": sets, "out": str(out),

@@ -135,7 +135,7 @@ def estimate(cfg, model) -> Cost:
         memory = (requests * (BYTES_PER_REQUEST + 8 * out_tokens) + iterations * BYTES_PER_ITERATION
                   + users * BYTES_PER_USER + extra_bytes)
         if wall > REHEARSE_ABOVE_S:
-            cost = _rehearsed(cfg.model_dump_json(), cfg, model)
+            cost = _serving_rehearsed(cfg, model)
             return Cost(cost.wall_s + users * S_PER_USER,
                         cost.memory_gb + (users * BYTES_PER_USER + extra_bytes) / 1e9,
                         cost.passes, cost.kernels_per_pass, cost.iterations)
@@ -250,20 +250,6 @@ def _serving_rehearsed(cfg, model) -> Cost:
     wall = shapes * sum(costs) / n + iterations * S_PER_ITERATION
     memory = requests * BYTES_PER_REQUEST + r.tokens * scale * 8 + iterations * BYTES_PER_ITERATION
     return Cost(wall, (BASE_BYTES + memory) / 1e9, shapes, sum(kernels) / n, iterations)
-
-
-REHEARSED_LIMIT = 16             # scenarios' rehearsals kept at once (a sweep's points, each its own)
-_REHEARSED: dict[tuple[str, str], Cost] = {}     # (scenario's JSON, model's JSON) -> its cost
-
-
-def _rehearsed(key: str, cfg, model) -> Cost:
-    """Rehearsed once per scenario and model (loading it and the CLI's note both ask)."""
-    key = (key, model.model_dump_json())
-    if key not in _REHEARSED:
-        if len(_REHEARSED) >= REHEARSED_LIMIT:
-            _REHEARSED.clear()
-        _REHEARSED[key] = _serving_rehearsed(cfg, model)
-    return _REHEARSED[key]
 
 
 def limits_from_env() -> tuple[float, float]:

@@ -126,9 +126,10 @@ def model_path(name: str) -> Path:
 # reads the same ones several times (the scenario's checks, build, each validate row), and
 # parsing and validating one takes 20-40 ms. Keyed by the content, an edited file is read anew.
 # The objects are shared: nothing changes one once loaded (overrides make a copy).
+# Process-wide by decision (issue 32): a pure function of the file's bytes, it holds no state
+# of a run, and the callers that ask again (checks, build, cost, validate's rows, a sweep's
+# points) share no object to own it; bounded by _LOADED_MAX.
 _LOADED: dict[tuple, Any] = {}
-
-
 _LOADED_MAX = 64
 
 

@@ -28,6 +28,9 @@ from hwsim.model.kernel import Kernel, timing_of
 # alike share it, and a dict lookup hashes an int in C (an object's own __hash__ is a Python
 # call per kernel).
 _next_key = itertools.count(1)
+REPLAY_LIMIT = 100_000      # effects a cache, and a cluster's book, keep at once: a long serving run
+                            # meets a new attention shape each context length; past it, a kernel
+                            # met again is timed again (the same Effect's numbers)
 
 
 class ReplayCache:
@@ -61,6 +64,10 @@ class ReplayCache:
         effect = self.book.get(key)
         if effect is None:                   # no identical device has timed it either
             self.misses += 1
+            if len(self.book) >= REPLAY_LIMIT:
+                self.book.clear()
             effect = self.book[key] = self.timer.at_once(k)
+        if len(self.effects) >= REPLAY_LIMIT:
+            self.effects.clear()
         self.effects[key] = effect
         return effect, False

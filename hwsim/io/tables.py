@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import itertools
+from operator import attrgetter
 from pathlib import Path
 from typing import NamedTuple
 
@@ -16,7 +17,6 @@ import numpy as np
 
 from hwsim.engine.records import RecordLog
 from hwsim.metrics import Component
-from hwsim.model.kernel import fields_getter
 
 class Coded(NamedTuple):
     """A text column as a list of values and each entry's index among them: a million
@@ -95,7 +95,7 @@ def _typed(values: tuple) -> np.ndarray:
     return np.array(values, dtype=np.int64 if all(type(v) is int for v in values) else np.float64)
 
 
-_record_fields = fields_getter(("tiles", "hbm_read", "hbm_write", "l2_read", "l2_write", "data"))
+_record_fields = attrgetter("tiles", "hbm_read", "hbm_write", "l2_read", "l2_write", "data")
 
 
 def _names(k_index: np.ndarray, kernels: list, owners: tuple) -> tuple["Joined", np.ndarray]:

@@ -1,15 +1,21 @@
 """A kernel as the simulator sees it: thread-block tiles with bytes and operations each.
 
-Kernels are pure data produced by the schedule (hwsim.model.schedule) and consumed by the
+Kernels are data produced by the schedule (hwsim.model.schedule) and consumed by the
 engine (hwsim.engine.timer). All per-tile quantities are for one thread block. Fields whose
 metadata says `timing=False` cannot change how long the kernel takes; every other field is
 part of the replay cache's key (hwsim/engine/replay.py).
+
+Besides its fields a Kernel keeps three memos of its own value, set once and never compared
+(`timing`, `replay_key`, `l2_variants`): a step looks each of its ~1,000 kernels up by them,
+and looking up by the kernel's value instead cost the default step 3-9% (docs/architecture.md).
+What follows from the timing fields alone hangs off the TimingKey, shared by equal kernels.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from enum import Enum
+from operator import attrgetter
 
 from hwsim.ktrace import ir
 from hwsim.metrics import Component
@@ -34,7 +40,7 @@ def code_of(name: str) -> str:
 
 @dataclass(slots=True)    # not frozen: frozen dataclasses build 2x slower, and a step builds ~1000
 class Kernel:               # of them; nothing mutates a Kernel after the schedule creates it
-                            # (but for the replay key the engine caches on it)
+                            # (but for the keys the engine and the L2 walk keep on it, below)
     name: str = field(metadata=NOT_TIMING)
     layer: int = field(metadata=NOT_TIMING)   # decoder layer, -1 outside the layer stack
     tiles: int                      # thread blocks in the grid
@@ -90,16 +96,15 @@ class Kernel:               # of them; nothing mutates a Kernel after the schedu
     item: ir.WorkItem | None = field(default=None, metadata=NOT_TIMING)   # the typed work item it
                                     # does (hwsim/ktrace/ir.py: a GEMM's M, N, K, an attention's
                                     # lengths, bytes moved), as its builder was asked; None: not said
-    replay_key: int | None = field(default=None, repr=False, compare=False,
-                               metadata=NOT_TIMING)   # set once by ReplayCache
+    # Its memos (see the module's doc): none is an __init__ argument, so neither a builder nor
+    # dataclasses.replace() can hand a kernel another's
+    replay_key: int | None = field(default=None, init=False, repr=False, compare=False,
+                                   metadata=NOT_TIMING)   # set once by ReplayCache
     timing: TimingKey | None = field(default=None, init=False, repr=False, compare=False,
-                                     metadata=NOT_TIMING)   # set once by timing_of(); not an
-                                     # __init__ argument, so dataclasses.replace() drops it
+                                     metadata=NOT_TIMING)   # set once by timing_of()
     l2_variants: dict | None = field(default=None, init=False, repr=False, compare=False,
                                      metadata=NOT_TIMING)   # hwsim.model.l2_residency's copies
                                      # of it, kept as long as it is
-    walk_info: tuple | None = field(default=None, init=False, repr=False, compare=False,
-                                    metadata=NOT_TIMING)   # what the L2 walk reads of it, once
 
     def __post_init__(self):
         assert self.tiles >= 1, self.name
@@ -111,30 +116,28 @@ class Kernel:               # of them; nothing mutates a Kernel after the schedu
         return self.tiles * (self.hbm_read + self.hbm_write)
 
 
-def _compiled(source: str, **namespace):
-    """The one function `source` defines. Straight-line attribute loads and stores, which
-    Python specialises to slot accesses, beat the generic per-name lookup of attrgetter and
-    setattr (3x) and a ~30-argument __init__ call (2.5x)."""
-    exec(source, namespace)
-    return namespace["fn"]
+_new_kernel = object.__new__
 
 
-def _slot_copier(cls):
-    """A function copying every field of a cls into a new one without calling __init__ (whose
-    __post_init__ checks the original passed already); those not compared (what is cached on
-    the original: its keys, its variants) start empty."""
-    body = "".join(f"    new.{f.name} = k.{f.name}\n" if f.compare else f"    new.{f.name} = None\n"
-                   for f in fields(cls))
-    return _compiled(f"def fn(k):\n    new = new_instance(cls)\n{body}    return new\n",
-                     new_instance=object.__new__, cls=cls)
-
-
-def fields_getter(names: tuple[str, ...]):
-    """operator.attrgetter(*names) for a Kernel (a tuple of those fields' values), 3x faster."""
-    return _compiled(f"def fn(k):\n    return ({''.join(f'k.{n}, ' for n in names)})\n")
-
-
-_copy_fields = _slot_copier(Kernel)
+def _copy_fields(k: Kernel) -> Kernel:
+    """A new Kernel with every compared field of k, without calling __init__ (whose
+    __post_init__ checks the original passed already); what is kept on the original (its keys,
+    its variants) starts empty. Written out field by field: straight-line slot stores are 2.5x
+    faster than a ~35-argument __init__ and 5x faster than a loop over the fields' names
+    (tests/test_cache_ownership.py keeps it in step with the dataclass)."""
+    new = _new_kernel(Kernel)
+    new.name, new.layer, new.tiles = k.name, k.layer, k.tiles
+    new.hbm_read, new.l2_read, new.hbm_write, new.l2_write = k.hbm_read, k.l2_read, k.hbm_write, k.l2_write
+    new.l2_atomic, new.tensor_flops, new.vector_flops = k.l2_atomic, k.tensor_flops, k.vector_flops
+    new.int_ops, new.decoder_elements, new.smem_bytes = k.int_ops, k.decoder_elements, k.smem_bytes
+    new.block_threads, new.alu_chain, new.address, new.dtype = k.block_threads, k.alu_chain, k.address, k.dtype
+    new.mma_sync, new.balanced, new.busiest_tiles = k.mma_sync, k.balanced, k.busiest_tiles
+    new.round_trips, new.start_trips, new.inflight_bytes = k.round_trips, k.start_trips, k.inflight_bytes
+    new.channel_group, new.input_trips, new.miss_trips = k.channel_group, k.input_trips, k.miss_trips
+    new.reads, new.writes, new.partial, new.row_overlap = k.reads, k.writes, k.partial, k.row_overlap
+    new.data, new.compute, new.code, new.role, new.item = k.data, k.compute, k.code, k.role, k.item
+    new.replay_key = new.timing = new.l2_variants = None
+    return new
 
 
 def copy_kernel(k: Kernel, **changes) -> Kernel:
@@ -158,8 +161,13 @@ def relocated(k: Kernel, name: str, layer: int, address: int) -> Kernel:
 
 
 TIMING_FIELDS = tuple(f.name for f in fields(Kernel) if f.metadata.get("timing", True))
-_timing_values = fields_getter(TIMING_FIELDS)
-TIMING_KEYS_LIMIT = 100_000     # distinct TimingKeys kept at once (only sharing is lost past it)
+_timing_values = attrgetter(*TIMING_FIELDS)     # 0.2 us a kernel slower than straight-line loads,
+                                                # once per new kernel (~130 a default step)
+# TimingKeys by their values: process-wide by decision (issue 32), as interning is. A TimingKey
+# is a pure function of immutable values, and so is all that hangs off it (replay keys, the L2
+# walk's variants' keys and what it reads, the work); kernels of any run, schedule or trace
+# share it, and none of them is the owner. Bounded: past the limit only sharing is lost.
+TIMING_KEYS_LIMIT = 100_000
 _timing_keys: dict[tuple, TimingKey] = {}
 
 
@@ -168,13 +176,14 @@ class TimingKey:
     hash is computed once, and what depends only on these values hangs off it, so a copy
     that keeps them (relocated) or derives them (the L2 walk's variants) reads no field."""
 
-    __slots__ = ("values", "hash", "replay_keys", "variants", "work")
+    __slots__ = ("values", "hash", "replay_keys", "variants", "walk", "work")
 
     def __init__(self, values: tuple):
         self.values = values
         self.hash = hash(values)
         self.replay_keys: dict = {}     # HBM channel phase -> replay key (hwsim.engine.replay)
         self.variants: dict = {}        # L2 walk's change -> the variant's TimingKey
+        self.walk: tuple | None = None  # what the L2 walk reads of such a kernel (hwsim.model.l2_residency)
         self.work: tuple | None = None  # (tensor flops, L2 bytes, HBM bytes): hwsim.hw.power
 
     def __hash__(self) -> int:

@@ -39,29 +39,22 @@ CODE_FETCH_TRIPS_STRIDED = 2.3
 
 
 def _walk_info(k: Kernel) -> tuple:
-    """What the walk reads of k, kept on it: its reads (each with whether it reads only some
-    rows), what it touches whole, what it touches in part, its rows' overlap, the bytes it
-    streams through the L2, its code's kind and the dependent fetches its code takes cold."""
+    """What the walk reads of k, kept on its TimingKey (it follows from timing fields only):
+    its reads (each with whether it reads only some rows), what it touches whole, what it
+    touches in part, its rows' overlap, the bytes it streams through the L2 and the dependent
+    fetches its code takes cold."""
+    timing = k.timing or timing_of(k)
     partial = k.partial
     # PyTorch's strided element-wise kernel (the one kernel with an integer chain) has more code
     trips = CODE_FETCH_TRIPS_STRIDED if k.alu_chain > 1.0 else CODE_FETCH_TRIPS
-    info = k.walk_info = (
+    info = timing.walk = (
         tuple((name, name in partial) for name in k.reads),
         tuple(name for name in k.reads + k.writes if name not in partial), partial, k.row_overlap,
-        k.tiles * (k.hbm_read + k.hbm_write + k.l2_write - k.l2_atomic), k.code, trips)
+        k.tiles * (k.hbm_read + k.hbm_write + k.l2_write - k.l2_atomic), trips)
     return info
 
 
-_ROUNDED: dict[float, float] = {}     # an evicted share -> it to 3 decimals (round() is slow)
-
-
-def _rounded(evicted: float) -> float:
-    """The evicted share a variant is made for: to 3 decimals, so that partial reads whose
-    shares differ in the last bits share a variant. Memoised: the shares take few values."""
-    if len(_ROUNDED) >= 100_000:
-        _ROUNDED.clear()
-    r = _ROUNDED[evicted] = round(evicted, 3)
-    return r
+ROUNDED_LIMIT = 100_000      # evicted shares an L2Residency keeps rounded (they take few values)
 
 
 def _touched_share(overlap: float, recent: int) -> float:
@@ -83,6 +76,7 @@ class L2Residency:
         self.partial_uses: dict[str, list[float]] = {}   # since its last whole use: each partial touch
         self.code_last_use: dict[str, float] = {}
         self.previous_kind = ""
+        self.rounded: dict[float, float] = {}   # an evicted share -> it to 3 decimals (round() is slow)
 
     def place(self, items: list[StreamItem]) -> list[StreamItem]:
         """The stream with each kernel that reads evicted activations replaced by a variant
@@ -100,11 +94,13 @@ class L2Residency:
         locals between them: this runs for every kernel of every step."""
         clock, last_use, capacity = self.clock, self.last_use, self.capacity
         partial_uses, code_last_use, previous_kind = self.partial_uses, self.code_last_use, self.previous_kind
-        spill, code_fetches = self.spill_address, self.code_fetches
+        spill, code_fetches, rounded = self.spill_address, self.code_fetches, self.rounded
         out = []
         for k in kernels:
-            # what it reads of k, worked out once per kernel
-            reads, whole, partial, overlap, streamed, kind, trips = k.walk_info or _walk_info(k)
+            # what it reads of k, worked out once per TimingKey; its code's kind
+            timing = k.timing
+            reads, whole, partial, overlap, streamed, trips = (timing and timing.walk) or _walk_info(k)
+            kind = k.code
             evicted = 0.0                               # reads' worth of bytes that come from HBM
             for name, in_part in reads:
                 last = last_use.get(name)
@@ -126,7 +122,7 @@ class L2Residency:
                 else:
                     uses.append(clock)
             if evicted % 1.0:                           # only partial reads make fractions
-                evicted = _ROUNDED.get(evicted) or _rounded(evicted)
+                evicted = rounded.get(evicted) or self._rounded(evicted)
             code_trips = 0.0
             if code_fetches and reads and not evicted:  # its code: still on the SM, in L2 or in HBM
                 last = code_last_use.get(kind)
@@ -142,6 +138,14 @@ class L2Residency:
             out.append(k)
         self.clock, self.previous_kind = clock, previous_kind
         return out
+
+    def _rounded(self, evicted: float) -> float:
+        """The evicted share a variant is made for: to 3 decimals, so that partial reads whose
+        shares differ in the last bits share a variant. Memoised: the shares take few values."""
+        if len(self.rounded) >= ROUNDED_LIMIT:
+            self.rounded.clear()
+        r = self.rounded[evicted] = round(evicted, 3)
+        return r
 
     def _variant(self, k: Kernel, evicted: float, code_trips: float) -> Kernel:
         variants = k.l2_variants

@@ -12,7 +12,7 @@ per projection (a fused MoE kernel) plus a top-k kernel.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -25,7 +25,7 @@ from hwsim.model.fast_gemm import fast_weight_only_gemm
 from hwsim.model.kernel import ExpertBlock, Kernel, Role, StreamItem, copy_kernel, relocated, timing_of
 from hwsim.model.l2_residency import L2Residency
 from hwsim.model.onchip import OnChipState
-from hwsim.model.memory_map import MemoryMap
+from hwsim.model.memory_map import MemoryMap, aligned
 from hwsim.model.moe_dispatch import FROM_HBM
 from hwsim.model.shapes import MlaAttention, ModelShape
 from hwsim.model.weight_format import BF16, WeightPlan
@@ -123,15 +123,25 @@ class StepShape:
         return self.decodes * self.queries + self.prefill_sequences
 
 
-WEIGHT_LAYOUTS_LIMIT = 16
-_WEIGHT_LAYOUTS: dict = {}     # (the model's JSON, bytes per weight, per class) -> (its weights' MemoryMap, ...)
+@dataclass(slots=True, eq=False)
+class WeightLayout:
+    """Every weight tensor's region, from address 0, and what follows from it alone: a
+    Schedule's own, handed on to its copies over another KV format (Schedule.with_kv) and to
+    the system rebuilt at another SM clock (hwsim.build.Built.at_sm_clock)."""
+
+    mem: MemoryMap             # the weights' regions only (a schedule adds its activations and KV)
+    weight_bytes: float        # their bytes
+    relocations: dict = field(default_factory=dict)   # (layer, expert) -> Schedule._expert_relocation
 
 
 class Schedule:
     def __init__(self, model: ModelShape, chip: ChipSpec, *, kv: KvFormat | None = None,
                  dequant: str = "software", moe_schedule: str = "per-expert",
                  attention_kernel: str = "flash", max_batch: int = 1,
-                 max_context: int = 1, weights: WeightPlan | None = None):
+                 max_context: int = 1, weights: WeightPlan | None = None,
+                 layout: WeightLayout | None = None):
+        """`layout`: the weights' layout of a schedule of the same model and weight formats
+        (with_kv, a rebuild at another clock); none: laid out here."""
         self.model = model
         self.chip = chip
         self.moe_schedule = moe_schedule
@@ -145,14 +155,14 @@ class Schedule:
         self._memo: dict = {}
         self._moved: dict = {}    # (walked kernel's value, channel phase) -> its copy there
         self._templates: dict = {}     # (rows, on-chip share, channel group) -> the template expert
-        self._relocations: dict = {}   # (layer, expert) -> Schedule._expert_relocation (per layout)
         self.wb = model.weight_bytes
         # stored bytes per weight of each tensor class (hwsim.model.weight_format); bf16 keeps
         # the model's own width so the measured schedule is untouched
         self.wplan = weights or WeightPlan()
         self.wb_cls = {c: self.wb if self.wplan.of(c).is_bf16 else self.wplan.of(c).bytes_per_weight
                        for c in ("experts", "attention", "embeddings")}
-        self._layout_weights()
+        self.layout = layout or self._layout_weights()
+        self.mem = self.layout.mem.copy()
         # evicted activations are re-read from HBM (any address: only the channel mapping needs one)
         self.activation_address = self.mem.place("activations", ACTIVATION_REGION_BYTES)
         self.kv_bytes_per_token_layer = self.kv_token_bytes(max_context)
@@ -171,7 +181,8 @@ class Schedule:
         another way."""
         sizes = {**self._sizes, **({"dequant": dequant} if dequant else {})}
         return Schedule(self.model, self.chip, kv=kv, moe_schedule=self.moe_schedule,
-                        attention_kernel=self.attention_kernel, weights=self.wplan, **sizes)
+                        attention_kernel=self.attention_kernel, weights=self.wplan,
+                        layout=self.layout, **sizes)
 
     def kv_token_bytes(self, context: int) -> float:
         """Stored bytes of one token's K and V in one layer at this context length."""
@@ -179,28 +190,23 @@ class Schedule:
         return self.kv.bytes_per_token(a.kv_elements_per_token(), a.cached_heads, context)
 
     # -- weights ---------------------------------------------------------------------------
-    def _layout_weights(self):
+    def _layout_weights(self) -> WeightLayout:
         """Every weight tensor's region, from address 0. It depends on the model and the stored
-        bytes per weight only, so a process lays out each (model, formats) once (validate's rows
-        share a model, and a MoE model has tens of thousands of expert tensors). Keyed by the
-        model's value (its JSON, 6 us), so an equal model loaded again shares the layout."""
-        key = (self.model.model_dump_json(), self.wb, tuple(sorted(self.wb_cls.items())))
-        hit = _WEIGHT_LAYOUTS.get(key)
-        if hit is None:
-            if len(_WEIGHT_LAYOUTS) >= WEIGHT_LAYOUTS_LIMIT:
-                _WEIGHT_LAYOUTS.clear()
-            self._place_weights()
-            weights = sum(n for _, n in self.mem.regions.values())
-            # the relocations follow from the layout alone
-            hit = _WEIGHT_LAYOUTS[key] = (self.mem.copy(), weights, {})
-        self.mem = hit[0].copy()
-        self._weights_laid_out, self._relocations = hit[1], hit[2]
+        bytes per weight only, so the schedule's copies over other KV formats share it (a MoE
+        model has tens of thousands of expert tensors: DeepSeek-V3 EP8 lays out in 18 ms)."""
+        self._place_weights()
+        return WeightLayout(self.mem.copy(), sum(n for _, n in self.mem.regions.values()))
 
     def _place_weights(self):
         m, d = self.model, self.model.hidden
+        of_kind: dict[bool, list] = {}     # a layer's tensors follow from whether it is MoE alone
         for layer in range(m.layers):
-            for name, nbytes in self._layer_weights(layer).items():
-                self.mem.place(f"L{layer}.{name}", nbytes)
+            moe = m.is_moe_layer(layer)
+            weights = of_kind.get(moe)
+            if weights is None:
+                weights = of_kind[moe] = [(name, nbytes, aligned(nbytes))
+                                          for name, nbytes in self._layer_weights(layer).items()]
+            self.mem.place_all(f"L{layer}.", weights)
         self.mem.place("final_norm", d * self.wb)
         self.mem.place("lm_head", m.vocab * d * self.wb_cls["embeddings"])
 
@@ -231,7 +237,7 @@ class Schedule:
     def weight_bytes_total(self) -> float:
         """Bytes of every region but the KV caches: the weights, then the activations (summed
         in the order they were placed, as a sum over the regions would)."""
-        return self._weights_laid_out + self.mem.regions["activations"][1]
+        return self.layout.weight_bytes + self.mem.regions["activations"][1]
 
     def kv_bytes_total(self) -> float:
         return sum(self.mem.regions[f"L{layer}.kv_cache"][1] for layer in range(self.model.layers))
@@ -708,9 +714,9 @@ class Schedule:
             template = self._templates[rows, on_chip, group] = self._expert(
                 self._first_moe_layer, "expert0", rows, self.model.moe.expert_ffn, Component.EXPERT_READ,
                 gather=True, on_chip=on_chip, channel_group=group)
-        relocation = self._relocations.get((layer, e))
+        relocation = self.layout.relocations.get((layer, e))
         if relocation is None:
-            relocation = self._relocations[layer, e] = self._expert_relocation(layer, e)
+            relocation = self.layout.relocations[layer, e] = self._expert_relocation(layer, e)
         return RoutedExpert(template, layer, *relocation)
 
     def _expert_relocation(self, layer: int, e: int) -> tuple[int, str, dict[int, int]]:
@@ -720,9 +726,11 @@ class Schedule:
         first = self._first_moe_layer
         if (layer, e) == (first, 0):
             return 0, "", {}
-        old = f"L{first}.expert0."
-        address = {self._w(first, f"expert0.{w}"): self._w(layer, f"expert{e}.{w}") for w in ("gate_up", "down")}
-        return len(old), f"L{layer}.expert{e}.", address
+        old, new, regions = f"L{first}.expert0.", f"L{layer}.expert{e}.", self.mem.regions
+        # straight-line lookups: a schedule relocates each expert it routes (Qwen3-30B-A3B: 6,144)
+        address = {regions[old + "gate_up"][0]: regions[new + "gate_up"][0],
+                   regions[old + "down"][0]: regions[new + "down"][0]}
+        return len(old), new, address
 
     @functools.cached_property
     def _first_moe_layer(self) -> int:
