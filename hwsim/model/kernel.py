@@ -129,6 +129,7 @@ def _copy_fields(k: Kernel) -> Kernel:
     new.name, new.layer, new.tiles = k.name, k.layer, k.tiles
     new.hbm_read, new.l2_read, new.hbm_write, new.l2_write = k.hbm_read, k.l2_read, k.hbm_write, k.l2_write
     new.l2_atomic, new.tensor_flops, new.vector_flops = k.l2_atomic, k.tensor_flops, k.vector_flops
+    new.sram_read = k.sram_read
     new.int_ops, new.decoder_elements, new.smem_bytes = k.int_ops, k.decoder_elements, k.smem_bytes
     new.block_threads, new.alu_chain, new.address, new.dtype = k.block_threads, k.alu_chain, k.address, k.dtype
     new.mma_sync, new.balanced, new.busiest_tiles = k.mma_sync, k.balanced, k.busiest_tiles
