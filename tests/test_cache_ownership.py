@@ -109,3 +109,19 @@ def test_a_layout_placed_a_layer_at_a_time_is_the_one_placed_region_by_region(h2
             one_by_one.place(f"L{layer}.{name}", nbytes)
     laid_out = schedule.layout.mem.regions
     assert list(laid_out.items())[:len(one_by_one.regions)] == list(one_by_one.regions.items())
+
+
+def test_a_device_keeps_at_most_its_limit_of_shares_and_lanes_per_effect(h200, monkeypatch):
+    from hwsim.engine.timer import KernelTimer
+    from hwsim.hw import device as device_module
+    from hwsim.hw.device import Device
+    monkeypatch.setattr(device_module, "DERIVED_LIMIT", 3)
+    d = Device(h200)
+    d.record_intervals(True)
+    timer = KernelTimer(h200, "kernel", device=d)
+    effects = [timer.at_once(Kernel(name="ew", layer=0, tiles=tiles, hbm_read=4096.0)) for tiles in range(1, 11)]
+    first = [d.shares(e) for e in effects]
+    for e in effects:
+        d.record(e, 0.0, e.duration, "ew")
+    assert len(d._shares) <= 3 and len(d._lanes_of) <= 3
+    assert [d.shares(e) for e in effects] == first          # derived again, alike

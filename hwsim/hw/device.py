@@ -31,6 +31,7 @@ from hwsim.hw.chip import ChipSpec
 from hwsim.hw.units import L2, Bus, CopyEngine, Decoder, HbmStacks, Lane, Port, SmPool, Sram, Unit
 
 SM_GROUP = 16        # SMs per lane, about one GPC
+DERIVED_LIMIT = 100_000     # effects whose shares (and lanes) a device keeps, as a ReplayCache its effects
 
 
 class Device:
@@ -135,6 +136,8 @@ class Device:
         if copy_engine is not None:
             self.copy_engines[copy_engine].share(e, out)
             return out
+        if len(self._shares) >= DERIVED_LIMIT:      # a fresh effect past it: derived again
+            self._shares.clear()
         self._shares[e] = out
         return out
 
@@ -185,6 +188,8 @@ class Device:
             once.add(e)
         lanes = self._lanes_of.get(e)
         if lanes is None:
+            if len(self._lanes_of) >= DERIVED_LIMIT:
+                self._lanes_of.clear()
             lanes = self._lanes_of[e] = []
             for unit in self.demanding:
                 unit.lanes(e, lanes)
