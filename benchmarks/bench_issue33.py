@@ -91,10 +91,14 @@ def main() -> None:
                     if (name, label) not in best or got["cpu_s"] < best[name, label]["cpu_s"]:
                         best[name, label] = got
             report(name, [best[name, label] for label in trees], list(trees))
+        for batch in (128, 256) if "power" in args.only else ():     # item 4's figure
+            settled, top = f"power batch {batch}, settled", f"power batch {batch}, max clock"
+            print(f"power batch {batch}: settled / max clock " + ", ".join(
+                f"{label} {best[settled, label]['cpu_s'] / best[top, label]['cpu_s']:.2f}x" for label in trees))
 
 
 def report(name: str, rows: list[dict], labels: list[str]) -> None:
-    line = f"{name:34}" + "".join(f"{label:>10} {r['cpu_s']:7.2f} s {r['rss_mb']:6.0f} MB" for label, r in zip(labels, rows))
+    line = f"{name:34}" + "".join(f"{label:>10} {r['cpu_s']:7.3f} s {r['rss_mb']:6.0f} MB" for label, r in zip(labels, rows))
     now = rows[0]
     figures = [("ITL", "itl_ms")] + ([("TTFT", "ttft_ms")] if "ttft_ms" in now else [])
     for label, key in figures:

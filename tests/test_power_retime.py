@@ -1,0 +1,95 @@
+"""Issue 33, item 4: a power governor's probe re-times each one-wave kernel from its timing at
+the maximum clock (KernelTimer.retimed: its memory time kept, its fixed cost and compute at the
+probe's clock) instead of walking the memory path again. Re-timed must equal walked: the same
+time and parts (to a rounding), the same demand of every unit."""
+
+import pytest
+
+from hwsim.build import build
+from hwsim.config.load import load_scenario
+from hwsim.engine.timer import KernelTimer
+from hwsim.run import run_scenario
+
+SETS = ["workload.batch_size=256", "workload.context_tokens=1024", "workload.decode_steps=1"]
+
+
+def _timed_kernels(cfg):
+    """The system at the maximum clock after one run, and each distinct kernel it timed."""
+    b = build(cfg)
+    result = run_scenario(cfg, b, intervals=False)
+    kernels = {}
+    for row in result.records.rows:
+        kernels.setdefault(row[2].replay_key, row[2])
+    return b, kernels
+
+
+def _close(a: float, b: float) -> bool:
+    return a == pytest.approx(b, rel=1e-12, abs=1e-24)
+
+
+@pytest.mark.parametrize("scenario, mhz", [(None, 1500.0), (None, 1800.0), ("scenarios/weights-fp8.yaml", 1200.0)])
+def test_a_kernel_retimed_at_a_lower_clock_equals_it_walked_there(scenario, mhz):
+    """Below and above the tensor clock (1755 MHz: tensor work slows only below it): every
+    one-wave kernel, memory- or compute-bound, re-timed from its maximum-clock effect equals
+    the same kernel walked through the memory path at the lower clock."""
+    cfg = load_scenario(scenario, SETS + ["runtime.sm_clock=max"])
+    b, kernels = _timed_kernels(cfg)
+    book = b.stream.replay.book
+    chip = b.chip.at_sm_clock(mhz * 1e6)
+    walked, retimer = KernelTimer(chip, "kernel"), KernelTimer(chip, "kernel")
+    retimed = charged = 0
+    for key, k in kernels.items():
+        faster = book[key]
+        got = retimer.retimed(k, faster) if faster.wave is not None else None
+        if got is None:
+            continue
+        want = walked.at_once(k)
+        retimed += 1
+        assert _close(got.duration, want.duration), k.name
+        assert list(got.parts) == list(want.parts), k.name          # the same components, in order
+        assert all(_close(got.parts[c], want.parts[c]) for c in want.parts), k.name
+        assert got.demand.keys() == want.demand.keys() and got.waves == want.waves
+        for kind, d in want.demand.items():
+            if kind == "hbm":
+                assert (got.demand[kind][0] == d[0]).all() and (got.demand[kind][1] == d[1]).all()
+                assert (got.demand[kind][2] == d[2]).all()
+                assert got.demand[kind][3] == pytest.approx(d[3], rel=1e-12)
+            elif kind in ("bus", "l2"):
+                assert got.demand[kind][:2] == d[:2] and _close(got.demand[kind][2], d[2])
+            else:
+                assert got.demand[kind] == pytest.approx(d, rel=1e-12)
+        charged += got.duration > faster.duration
+    assert retimed > len(kernels) / 2 and charged > 0        # most kernels, some of them slower
+
+
+def test_a_kernel_timed_at_a_lower_clock_is_not_retimed_at_a_higher_one():
+    cfg = load_scenario(None, SETS + ["runtime.sm_clock=1200"])
+    b, kernels = _timed_kernels(cfg)
+    timer = KernelTimer(b.chip.at_sm_clock(1500e6), "kernel")
+    key, k = next((key, k) for key, k in kernels.items() if b.stream.replay.book[key].wave is not None)
+    assert timer.retimed(k, b.stream.replay.book[key]) is None
+
+
+def test_a_governors_probe_retimes_its_kernels_and_equals_a_run_locked_at_its_clock(monkeypatch):
+    """The default scenario at batch 256 throttles: its confirming simulation re-times most of
+    its kernels, and its result is a run locked at the clock it settled at, to the bit here
+    (the re-timed memory time is the walked one up to one rounding)."""
+    calls = []
+    retimed = KernelTimer.retimed
+
+    def counted(self, k, faster):
+        out = retimed(self, k, faster)
+        calls.append(out is not None)
+        return out
+
+    monkeypatch.setattr(KernelTimer, "retimed", counted)
+    settled = run_scenario(load_scenario(None, SETS), intervals=False)
+    power = settled.summary["power"]
+    assert power["throttled"] and sum(calls) > 100
+    monkeypatch.setattr(KernelTimer, "retimed", retimed)
+    locked = run_scenario(load_scenario(None, SETS + [f"runtime.sm_clock={power['sm_clock_mhz']}"]),
+                          intervals=False)
+    for got, want in zip(settled.steps, locked.steps, strict=True):
+        assert got.breakdown_s == pytest.approx(want.breakdown_s, rel=1e-12)
+    assert [r[5] for r in settled.records.rows] == pytest.approx([r[5] for r in locked.records.rows], rel=1e-12)
+    assert power["watts"] == pytest.approx(locked.summary["power"]["watts"], rel=1e-12)
