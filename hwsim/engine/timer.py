@@ -13,6 +13,10 @@ stores are acknowledged). A copy is its chunks through the same HBM channels, bu
 
 from __future__ import annotations
 
+from bisect import bisect_left
+
+import numpy as np
+
 from hwsim.engine.effect import Effect
 from hwsim.engine.memory_path import MemoryPath
 from hwsim.engine.tile_rounds import tile_rounds
@@ -26,17 +30,26 @@ def _add(total: dict[Component, float], parts: dict[Component, float]) -> None:
         total[comp] = total.get(comp, 0.0) + secs
 
 
-def _shifted(demand: dict, shift: float) -> dict | None:
-    """A one-wave item's demand with its levels' done-at offsets moved by `shift` (its wave
-    starting that much later); None where it asks a kind of unit not known here."""
+def _shifted(demand: dict, starts: list[float], shifts: list[float]) -> dict | None:
+    """An item's demand with each level's done-at offset moved as the wave it fell in moved
+    (a level is done within the wave of its last request: after the wave's start, by its
+    body's end): wave i started at starts[i] and now starts shifts[i] later. None where it
+    asks a kind of unit not known here."""
+    def moved(until: float) -> float:
+        return until + shifts[max(bisect_left(starts, until) - 1, 0)]
+
     out = {}
     for kind, d in demand.items():
         if kind == "hbm":
             channels, busy, served, until = d
-            out[kind] = (channels, busy, served, until + shift)
+            if len(starts) == 1:
+                until = until + shifts[0]
+            else:
+                until = until + np.asarray(shifts)[np.maximum(np.searchsorted(starts, until) - 1, 0)]
+            out[kind] = (channels, busy, served, until)
         elif kind in ("bus", "l2"):
             busy, served, until = d
-            out[kind] = (busy, served, until + shift if served else 0.0)
+            out[kind] = (busy, served, moved(until) if served else 0.0)
         elif kind in ("sm", "decoder"):
             out[kind] = d
         else:
@@ -53,7 +66,7 @@ class KernelTimer:
         self.timed = 0                         # items timed (not replayed)
         # effects of the same kernels timed on this chip at a higher SM clock, by replay key
         # (the maximum clock's, to a power governor's probe: hwsim/build.py Built.at_sm_clock);
-        # a one-wave kernel among them is re-timed from its wave (retimed), not walked again
+        # a kernel among them walked wave by wave is re-timed from its walk (retimed)
         self.faster: dict[int, Effect] | None = None
 
     @property
@@ -66,7 +79,7 @@ class KernelTimer:
         """The kernel alone, computed in one go."""
         if self.faster is not None:
             faster = self.faster.get(k.replay_key)
-            if faster is not None and faster.wave is not None:
+            if faster is not None and faster.walk is not None:
                 retimed = self.retimed(k, faster)
                 if retimed is not None:
                     return retimed
@@ -75,55 +88,61 @@ class KernelTimer:
         chip = self.chip
         t = chip.kernel_fixed_s
         parts = {Component.KERNEL_OVERHEAD: chip.kernel_fixed_s}
-        wave = None
+        walk = None
         if self.fidelity == "tile":
             t, chain, _ = tile_rounds(path, k, t)
             _add(parts, chain)
         else:
-            for n, (per_sm, first, in_wave, fill) in enumerate(path.waves(k)):
+            walk = []
+            for per_sm, first, in_wave, fill in path.waves(k):
                 start = t
                 t, chain = path.burst(t, 0, k, per_sm, first, wave_tiles=in_wave, fill=fill)
                 _add(parts, chain)
                 (_, latency), (component, body) = chain.items()
-                wave = (start, per_sm, latency, body, component) if n == 0 else None
+                walk.append((start, per_sm, fill, latency, body, component))
         if k.l2_write or k.hbm_write:   # the kernel ends when its last stores are acknowledged
             t += chip.hit_latency_s
             parts[Component.KERNEL_OVERHEAD] += chip.hit_latency_s
-        return self._effect(k, 0.0, t, parts, wave=wave)
+        return self._effect(k, 0.0, t, parts, walk=walk and tuple(walk))
 
     def retimed(self, k: Kernel, faster: Effect) -> Effect | None:
-        """The one-wave kernel k alone at this chip's clock, from `faster`, its effect timed at a
-        higher SM clock (None where it cannot be: the path walked again). Issue 33: time once,
-        re-scale the clock-dependent parts. A wave starts on an idle memory path, so its bytes
-        land at its start plus a time M that no SM clock changes (the levels' rates and the
-        load pipes' latencies are the memory system's); what the clock changes is the fixed
-        cost before the wave and its compute (ChipSpec.at_sm_clock). M is the body of a
-        memory-bound wave; a wave that was compute-bound at the higher clock stays so. The
-        same arithmetic as the walk (MemoryPath.burst) but M, which it recovers as the body
-        (end - start, one rounding): the result equals a walk at this clock to about 1e-16."""
-        start, per_sm, latency, body, component = faster.wave
+        """Kernel k alone at this chip's clock, from `faster`, its effect walked at a higher SM
+        clock (None where it cannot be: the path is walked again). Issue 33: time once, re-scale
+        the clock-dependent parts. Each wave starts on an idle memory path (the one before it
+        ends after its last bytes land), so its bytes land at its start plus a time M that no
+        SM clock changes (the levels' rates and the load pipes' latencies are the memory
+        system's); what the clock changes is the fixed cost before the first wave and each
+        wave's compute (ChipSpec.at_sm_clock). M is the body of a memory-bound wave; a wave
+        compute-bound at the higher clock is the more so at a lower one. The arithmetic of the
+        walk (MemoryPath.burst), but M, recovered as the body (end - start: one rounding): a
+        walk at this clock gives the same to about 1e-16."""
+        walk = faster.walk
         chip, path = self.chip, self.path
-        if start > chip.kernel_fixed_s or (k.data is k.compute and k.data is Component.KV_READ):
-            return None       # timed at a lower clock (its fixed cost longer), or charged by its clock
-        demand = _shifted(faster.demand, chip.kernel_fixed_s - start)
+        if walk[0][0] > chip.kernel_fixed_s or (k.data is k.compute and k.data is Component.KV_READ):
+            return None       # walked at a lower clock (its fixed cost longer), or charged by its clock
+        per_tile = path.sms.compute_time(k.tensor_flops, k.vector_flops, k.int_ops, k.dtype,
+                                         k.decoder_elements, k.mma_sync)
+        t = chip.kernel_fixed_s
+        parts = {Component.KERNEL_OVERHEAD: t}
+        retimed = []
+        for _, per_sm, fill, latency, body, component in walk:
+            compute_s = per_sm * per_tile
+            compute_done = t + compute_s
+            if fill and k.alu_chain > 1.0:
+                compute_done = max(compute_done, t + k.alu_chain * compute_s / per_sm)
+            if component is k.data:         # memory-bound (or charged alike either way)
+                mem_done = t + body
+                body_end = max(mem_done, compute_done)
+                charged = k.data if mem_done >= compute_done else path.compute_component(k)
+            else:                           # compute-bound, the more at a lower clock
+                body_end, charged = compute_done, path.compute_component(k)
+            _add(parts, {Component.KERNEL_OVERHEAD: latency, charged: body_end - t})
+            retimed.append((t, per_sm, fill, latency, body_end - t, charged))
+            t = body_end + latency
+        starts = [w[0] for w in walk]
+        demand = _shifted(faster.demand, starts, [now - before for now, before in zip((w[0] for w in retimed), starts)])
         if demand is None:
             return None
-        t = chip.kernel_fixed_s
-        compute_s = per_sm * path.sms.compute_time(k.tensor_flops, k.vector_flops, k.int_ops, k.dtype,
-                                                   k.decoder_elements, k.mma_sync)
-        compute_done = t + compute_s
-        if k.alu_chain > 1.0:           # its only wave is its first
-            compute_done = max(compute_done, t + k.alu_chain * compute_s / per_sm)
-        if component is k.data:         # memory-bound (or charged alike either way)
-            mem_done = t + body
-            body_end = max(mem_done, compute_done)
-            charged = k.data if mem_done >= compute_done else path.compute_component(k)
-        else:                           # compute-bound, the more at a lower clock
-            body_end, charged = compute_done, path.compute_component(k)
-        parts = {Component.KERNEL_OVERHEAD: t}
-        _add(parts, {Component.KERNEL_OVERHEAD: latency, charged: body_end - t})
-        wave = (t, per_sm, latency, body_end - t, charged)
-        t = body_end + latency
         if k.l2_write or k.hbm_write:
             t += chip.hit_latency_s
             parts[Component.KERNEL_OVERHEAD] += chip.hit_latency_s
@@ -132,7 +151,7 @@ class KernelTimer:
         self.timed += 1
         return Effect(duration=float(t), parts=parts, waves=faster.waves, data=faster.data,
                       hbm_bytes=faster.hbm_bytes, demand=demand, hbm_read=faster.hbm_read,
-                      hbm_write=faster.hbm_write, wave=wave)
+                      hbm_write=faster.hbm_write, walk=tuple(retimed))
 
     def events(self, env, k: Kernel):
         """SimPy process body: the kernel alone, from env.now, a timeout per wave (wave
@@ -203,7 +222,7 @@ class KernelTimer:
         return k.tiles * k.decoder_elements / (self.chip.decoder_elements_per_clk * self.chip.clock_hz)
 
     def _effect(self, k: Kernel | None, start: float, end: float, parts: dict[Component, float],
-                data: Component | None = None, wave: tuple | None = None) -> Effect:
+                data: Component | None = None, walk: tuple | None = None) -> Effect:
         self.timed += 1
         path = self.path
         demand = {}
@@ -222,4 +241,4 @@ class KernelTimer:
             waves=path.wave_count(k) if k is not None else 0,
             data=k.data if k is not None else data,
             hbm_bytes=k.hbm_bytes if k is not None else path.hbm.read_bytes, demand=demand,
-            hbm_read=path.hbm.read_bytes, hbm_write=path.hbm.write_bytes, wave=wave)
+            hbm_read=path.hbm.read_bytes, hbm_write=path.hbm.write_bytes, walk=walk)
