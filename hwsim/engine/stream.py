@@ -181,14 +181,20 @@ class Stream:
         if not ((self.private or p.horizon == float("inf")) and p.graph and not p.in_flight
                 and not p.events_alone and not p.recording and self.replay is not None):
             return None
-        if all(type(k) is Kernel for k in items):
-            return items, ((None,) * len(items) if owners else None)
-        if not all(type(k) is Kernel or type(k) is ExpertBlock for k in items):
-            return None
-        if not owners:
-            return [k for k, _ in _with_owners(items)], None
-        pairs = list(_with_owners(items))
-        return [k for k, _ in pairs], [o for _, o in pairs]
+        kernels, blocks = [], [] if owners else None
+        for item in items:
+            kind = type(item)
+            if kind is Kernel:
+                kernels.append(item)
+                if owners:
+                    blocks.append(None)
+            elif kind is ExpertBlock:
+                kernels += item.kernels
+                if owners:
+                    blocks += [item] * len(item.kernels)
+            else:
+                return None
+        return kernels, blocks
 
     def _run_kernels_alone(self, p: _Pass, kernels: list[Kernel], owners=None, step: int = 0,
                            rows: list | None = None) -> None:
