@@ -123,13 +123,19 @@ def _run_scenario(cfg: Scenario, built: Built | None, progress, every_interval: 
 
     def simulate(clock_hz: float) -> tuple[float, Activity]:
         probe = b.at_sm_clock(clock_hz)
+        kept = False
         if probe_plans and probe is not b:
             # what is on chip is the planning's (b's) state: routing statistics, expert SRAM
             # contents, all made by plan_pass, which this probe replays
             probe = dataclasses.replace(probe, onchip=b.onchip)
+            kept = _memory_totals_kept(b, probe, latest[0])
         # summarized once settled: the probes before the last are not the run's
         latest[:] = [_simulate(cfg, probe, wall0, progress, every_interval, intervals, probe_plans,
                                summarized=False), probe]
+        if kept and not probe.stream.all_alone:      # never met: the same plans run alone at any clock
+            probe = dataclasses.replace(b.at_sm_clock(clock_hz), onchip=b.onchip)
+            latest[:] = [_simulate(cfg, probe, wall0, progress, every_interval, intervals, probe_plans,
+                                   summarized=False), probe]
         return steady_work(latest[0])
 
     def breakdown_at_max() -> dict[str, float]:
@@ -148,6 +154,19 @@ def _run_scenario(cfg: Scenario, built: Built | None, progress, every_interval: 
     result.run_summary = result.run_summary.replace(power=power_summary(power, result, settled, b.chip.clock_hz),
                                                     wall_s=time.perf_counter() - wall0)
     return result
+
+
+def _memory_totals_kept(top: Built, probe: Built, planned: RunResult) -> bool:
+    """Whether the probe's device takes the HBM, bus and L2 totals of `top`'s run (the
+    maximum clock's) instead of charging them again (Device.keep_memory_totals_of): one GPU
+    whose stream ran every kernel of that run alone, and nothing before it (as many kernels as
+    `planned`, a run of the same plans), as the probe will run the same plans (nothing else in
+    flight, at any clock)."""
+    stream = top.stream
+    if len(top.gpus.streams) > 1 or not stream.all_alone or stream.kernels != sum(s.kernels for s in planned.steps):
+        return False
+    probe.device.keep_memory_totals_of(top.device)
+    return True
 
 
 def steady_work(result: RunResult) -> tuple[float, Activity]:

@@ -98,3 +98,59 @@ def test_a_governors_probe_retimes_its_kernels_and_equals_a_run_locked_at_its_cl
         assert got.breakdown_s == pytest.approx(want.breakdown_s, rel=1e-12)
     assert [r[5] for r in settled.records.rows] == pytest.approx([r[5] for r in locked.records.rows], rel=1e-12)
     assert power["watts"] == pytest.approx(locked.summary["power"]["watts"], rel=1e-12)
+
+
+def test_a_probe_keeps_the_memory_totals_a_run_locked_at_its_clock_charges(monkeypatch):
+    """One GPU, every kernel alone at both clocks: the confirming probe takes the HBM, bus and
+    L2 totals of the maximum-clock run instead of charging them again, and they are, to the
+    bit, what a run locked at the settled clock charges; the SM pool's (duration-weighted) are
+    charged at the probe's clock."""
+    import hwsim.run as run
+
+    kept = []
+    keep = run._memory_totals_kept
+
+    def seen(top, probe, planned):
+        out = keep(top, probe, planned)
+        kept.append((out, probe))
+        return out
+
+    monkeypatch.setattr(run, "_memory_totals_kept", seen)
+    settled = run_scenario(load_scenario(None, SETS), intervals=False)
+    assert [k for k, _ in kept] == [True]
+    probe = kept[0][1].device
+    mhz = settled.summary["power"]["sm_clock_mhz"]
+    cfg = load_scenario(None, SETS + [f"runtime.sm_clock={mhz}"])
+    locked = build(cfg)
+    run_scenario(cfg, locked, intervals=False)
+    d = locked.device
+    assert (probe.hbm_all.channel_bytes == d.hbm_all.channel_bytes).all()
+    assert (probe.hbm_all.channel_busy == d.hbm_all.channel_busy).all()
+    assert settled.channel_bytes == d.channel_bytes.tolist()
+    assert (probe.hbm_read_bytes, probe.hbm_write_bytes) == (d.hbm_read_bytes, d.hbm_write_bytes)
+    for name in ("bus", "l2"):
+        assert (getattr(probe, name).busy_s, getattr(probe, name).served) == \
+               (getattr(d, name).busy_s, getattr(d, name).served), name
+    assert probe.sm.busy_s == pytest.approx(d.sm.busy_s, rel=1e-12) and probe.sm.busy_s > 0
+    assert [u.served for u in probe.hbm_stacks] == [u.served for u in d.hbm_stacks]
+
+
+def test_a_probe_whose_passes_do_not_all_run_alone_is_run_again_charging_every_unit(monkeypatch):
+    """Should a probe's pass not run alone after all (here forced: the general loop at any
+    clock but the maximum), the totals it took are not its own: it is run again, charged in
+    full, and still equals a run locked at its clock."""
+    import hwsim.run as run
+    from hwsim.engine.stream import Stream
+
+    alone, simulate, clocks = Stream._alone_throughout, run._simulate, []
+    monkeypatch.setattr(Stream, "_alone_throughout", lambda self, p, items, owners=False:
+                        alone(self, p, items, owners) if self.device.chip.clock_hz == 1980e6 else None)
+    monkeypatch.setattr(run, "_simulate", lambda cfg, b, *a, **k: clocks.append(b.chip.clock_hz) or simulate(cfg, b, *a, **k))
+    settled = run_scenario(load_scenario(None, SETS), intervals=False)
+    mhz = settled.summary["power"]["sm_clock_mhz"]
+    assert clocks == [1980e6, mhz * 1e6, mhz * 1e6]               # the probe, run again
+    cfg = load_scenario(None, SETS + [f"runtime.sm_clock={mhz}"])
+    locked = build(cfg)
+    locked_run = run_scenario(cfg, locked, intervals=False)
+    assert settled.channel_bytes == locked.device.channel_bytes.tolist()
+    assert settled.summary["itl_ms"] == pytest.approx(locked_run.summary["itl_ms"], rel=1e-12)

@@ -130,6 +130,7 @@ class Stream:
         self.kernels = 0
         self.replayed = 0
         self.private = False          # other processes never touch this device (see above)
+        self.all_alone = True         # every pass so far ran its kernels alone, in one loop
 
     def run(self, items: list[StreamItem], step: int, records: RecordLog | None,
             totals: StreamTotals):
@@ -142,6 +143,8 @@ class Stream:
         if alone is not None:
             self._run_kernels_alone(p, *alone, step=step, rows=rows)
             items = ()
+        else:
+            self.all_alone = False
         for k, owner in _with_owners(items):
             if type(k) is Kernel:
                 ready, dispatch, effect, shared = self._dispatch(p, k)
