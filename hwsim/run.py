@@ -163,7 +163,8 @@ def _memory_totals_kept(top: Built, probe: Built, planned: RunResult) -> bool:
     `planned`, a run of the same plans), as the probe will run the same plans (nothing else in
     flight, at any clock)."""
     stream = top.stream
-    if len(top.gpus.streams) > 1 or not stream.all_alone or stream.kernels != sum(s.kernels for s in planned.steps):
+    ran_alone = stream.all_alone and stream.kernels == sum(s.kernels for s in planned.steps)
+    if len(top.gpus.streams) > 1 or not ran_alone:
         return False
     probe.device.keep_memory_totals_of(top.device)
     return True

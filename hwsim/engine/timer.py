@@ -140,7 +140,7 @@ class KernelTimer:
             retimed.append((t, per_sm, fill, latency, body_end - t, charged))
             t = body_end + latency
         starts = [w[0] for w in walk]
-        demand = _shifted(faster.demand, starts, [now - before for now, before in zip((w[0] for w in retimed), starts)])
+        demand = _shifted(faster.demand, starts, [w[0] - start for w, start in zip(retimed, starts)])
         if demand is None:
             return None
         if k.l2_write or k.hbm_write:
