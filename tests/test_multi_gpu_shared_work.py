@@ -74,6 +74,7 @@ def test_the_one_loop_of_alone_kernels_gives_what_the_general_loop_gives(monkeyp
     b = run_scenario(cfg, intervals=False)
     assert _same(a.summary, b.summary)
     assert [s.breakdown_s for s in a.steps] == [s.breakdown_s for s in b.steps]
+    assert a.records.rows == b.records.rows and len(a.records) > 0     # GPU 0's records too
 
 
 def test_one_gpus_pass_alone_gives_what_the_general_loop_gives_records_included(monkeypatch):

@@ -43,6 +43,7 @@ from hwsim.model.kernel import ExpertBlock, Kernel, PrefetchLoad, StreamItem
 
 
 _duration, _waves, _parts = attrgetter("duration"), attrgetter("waves"), attrgetter("parts")
+_MANY_ALONE = 64      # kernels from which a run alone goes at once: below, numpy's calls cost more
 
 
 def _sum_after(total: float, values: np.ndarray) -> float:
@@ -184,6 +185,8 @@ class Stream:
         if not ((self.private or p.horizon == float("inf")) and p.graph and not p.in_flight
                 and not p.events_alone and not p.recording and self.replay is not None):
             return None
+        if all(type(k) is Kernel for k in items):          # a many-GPU segment, mostly
+            return items, [None] * len(items) if owners else None
         kernels, blocks = [], [] if owners else None
         for item in items:
             kind = type(item)
@@ -203,15 +206,53 @@ class Stream:
                            rows: list | None = None) -> None:
         """Each kernel alone, back to back as the graph launches them: what _dispatch,
         _run_alone and _count do for such a kernel, float operation for float operation (the
-        same numbers to the bit), for all of them at once. A 64-GPU pass runs ~2,500 kernels a
-        GPU in ~120 segments, and the three calls a kernel were a fifth of its CPU time; a
-        one-GPU pass's were two fifths of a power governor's probe (issue 33). The clocks are
-        one sequential sum (numpy's accumulate adds in order, as the loop did: `now + launch`,
-        then `+ duration`). `rows`: each kernel's record appended (KernelRecord's fields), its
-        owner from `owners`."""
-        n = len(kernels)
-        if not n:
+        same numbers to the bit), in one loop. A 64-GPU pass runs ~2,500 kernels a GPU in ~120
+        segments, and the three calls a kernel were a fifth of its CPU time (issue 33); a long
+        run of them (a one-GPU pass's 2,400) goes at once (_run_many_alone). `rows`: each
+        kernel's record appended (KernelRecord's fields), its owner from `owners`."""
+        if len(kernels) >= _MANY_ALONE:
+            self._run_many_alone(p, kernels, owners, step, rows)
             return
+        effects, replay, launch_s = p.effects, self.replay, p.graph_launch_s
+        now, launch_total, device_busy = p.now, p.launch_total, p.device_busy
+        last, run, counts = p.last_alone, p.run_length, p.alone_counts
+        record = rows.append if rows is not None else None
+        replayed, index = 0, p.kernels
+        for k, owner in zip(kernels, owners or repeat(None)):
+            key = k.replay_key
+            effect = effects.get(key) if key is not None else None
+            if effect is None:
+                effect, hit = replay.effect(k)
+                replayed += hit
+            else:
+                replayed += 1
+            dispatch = now + launch_s
+            launch = dispatch - now                 # ready at `now`: nothing was waited for
+            launch_total += launch
+            end = dispatch + effect.duration
+            device_busy += end - dispatch
+            if record is not None:
+                record((step, index, k, now, dispatch, end, effect.waves, effect.parts, launch, 0.0,
+                        False, owner))
+                index += 1
+            now = end
+            if effect is last:                      # runs of one shape count in one go
+                run += 1
+            else:
+                if last is not None:
+                    counts[last] = counts.get(last, 0) + run
+                last, run = effect, 1
+        p.now, p.launch_total, p.device_busy = now, launch_total, device_busy
+        p.last_alone, p.run_length = last, run
+        p.replayed += replayed
+        p.kernels += len(kernels)
+
+    def _run_many_alone(self, p: _Pass, kernels: list[Kernel], owners, step: int, rows: list | None) -> None:
+        """_run_kernels_alone for all the kernels at once: the clocks one sequential sum (numpy's
+        accumulate adds in order, as the loop does: `now + launch`, then `+ duration`), the
+        records zipped, the runs of each effect counted. A one-GPU pass's kernels were two
+        fifths of a power governor's probe (issue 33)."""
+        n = len(kernels)
         effects, replay = p.effects, self.replay
         effs = list(map(effects.get, [k.replay_key for k in kernels]))
         replayed = n
