@@ -15,7 +15,7 @@ same run (the many-GPU figure: bench_scaling.py --gpus).
 - `power`: the default scenario (Mixtral-8x7B) at batch 128 and 256, 1k context, where the
   700 W limit binds: CPU seconds of the throttled run (runtime.sm_clock: settled) against the
   same run locked at the maximum clock (one simulation), and whether the results equal the
-  baseline's.
+  baseline's; then each tree's ratio of the two (item 4's figure: <= 1.3x).
 
 CPU time (time.process_time) rather than wall: the machine is shared. Each run is a fresh
 process; the figure is the fastest of --repeat.
@@ -91,10 +91,15 @@ def main() -> None:
                     if (name, label) not in best or got["cpu_s"] < best[name, label]["cpu_s"]:
                         best[name, label] = got
             report(name, [best[name, label] for label in trees], list(trees))
+        for batch in (128, 256) if "power" in args.only else ():     # item 4's figure
+            settled, top = f"power batch {batch}, settled", f"power batch {batch}, max clock"
+            ratios = [f"{label} {best[settled, label]['cpu_s'] / best[top, label]['cpu_s']:.2f}x" for label in trees]
+            print(f"power batch {batch}: settled / max clock " + ", ".join(ratios))
 
 
 def report(name: str, rows: list[dict], labels: list[str]) -> None:
-    line = f"{name:34}" + "".join(f"{label:>10} {r['cpu_s']:7.2f} s {r['rss_mb']:6.0f} MB" for label, r in zip(labels, rows))
+    line = f"{name:34}" + "".join(f"{label:>10} {r['cpu_s']:7.3f} s {r['rss_mb']:6.0f} MB"
+                                  for label, r in zip(labels, rows))
     now = rows[0]
     figures = [("ITL", "itl_ms")] + ([("TTFT", "ttft_ms")] if "ttft_ms" in now else [])
     for label, key in figures:

@@ -72,8 +72,13 @@ class Built:
         the SMs at `clock_hz`: what a power governor probes (hwsim/hw/power.py)."""
         if clock_hz == self.chip.clock_hz:
             return self
-        return build(self.scenario, self.profile, self.model, sm_clock_hz=clock_hz,
-                     weights_layout=self.schedule.layout)
+        slower = build(self.scenario, self.profile, self.model, sm_clock_hz=clock_hz,
+                       weights_layout=self.schedule.layout)
+        book = self.stream.replay.book if self.stream.replay else None
+        if book is not None and clock_hz < self.chip.clock_hz:
+            for stream in slower.gpus.streams:     # kernels timed here are re-timed there (issue 33)
+                stream.timer.faster = book
+        return slower
 
 
 def build(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelShape | None = None,

@@ -124,11 +124,19 @@ def _run_scenario(cfg: Scenario, built: Built | None, progress, every_interval: 
 
     def simulate(clock_hz: float) -> tuple[float, Activity]:
         probe = b.at_sm_clock(clock_hz)
+        kept = False
         if probe_plans and probe is not b:
             # what is on chip is the planning's (b's) state: routing statistics, expert SRAM
             # contents, all made by plan_pass, which this probe replays
             probe = dataclasses.replace(probe, onchip=b.onchip)
-        latest[:] = [_simulate(cfg, probe, wall0, progress, every_interval, intervals, probe_plans)]
+            kept = _memory_totals_kept(b, probe, latest[0])
+        # summarized once settled: the probes before the last are not the run's
+        latest[:] = [_simulate(cfg, probe, wall0, progress, every_interval, intervals, probe_plans,
+                               summarized=False), probe]
+        if kept and not probe.stream.all_alone:      # never met: the same plans run alone at any clock
+            probe = dataclasses.replace(b.at_sm_clock(clock_hz), onchip=b.onchip)
+            latest[:] = [_simulate(cfg, probe, wall0, progress, every_interval, intervals, probe_plans,
+                                   summarized=False), probe]
         return steady_work(latest[0])
 
     def breakdown_at_max() -> dict[str, float]:
@@ -141,10 +149,26 @@ def _run_scenario(cfg: Scenario, built: Built | None, progress, every_interval: 
         result = _simulate(cfg, b, wall0, progress, every_interval, intervals, plans)
     else:
         settled = settle(power, simulate, breakdown_at_max)
-        result = latest[0]
+        result, probe = latest
+        if result.run_summary is None:
+            result.run_summary = _summary(cfg, probe, result, wall0)
     result.run_summary = result.run_summary.replace(power=power_summary(power, result, settled, b.chip.clock_hz),
                                                     wall_s=time.perf_counter() - wall0)
     return result
+
+
+def _memory_totals_kept(top: Built, probe: Built, planned: RunResult) -> bool:
+    """Whether the probe's device takes the HBM, bus and L2 totals of `top`'s run (the
+    maximum clock's) instead of charging them again (Device.keep_memory_totals_of): one GPU
+    whose stream ran every kernel of that run alone, and nothing before it (as many kernels as
+    `planned`, a run of the same plans), as the probe will run the same plans (nothing else in
+    flight, at any clock)."""
+    stream = top.stream
+    ran_alone = stream.all_alone and stream.kernels == sum(s.kernels for s in planned.steps)
+    if len(top.gpus.streams) > 1 or not ran_alone:
+        return False
+    probe.device.keep_memory_totals_of(top.device)
+    return True
 
 
 def steady_work(result: RunResult) -> tuple[float, Activity]:
@@ -192,10 +216,12 @@ def power_summary(power: PowerModel | None, result: RunResult, settled: Settled 
 
 
 def _simulate(cfg: Scenario, b: Built, wall0: float, progress, every_interval: bool = True,
-              intervals: bool = True, plans: dict | None = None) -> RunResult:
+              intervals: bool = True, plans: dict | None = None, summarized: bool = True) -> RunResult:
     """One run at b's clock. `plans`: the passes' plans by (shape, step) (_kept_plan), filled on
     the first call and replayed by later ones, at other clocks or in what-ifs (one GPU; several
-    GPUs plan inside their pass, b.gpus.plans_ahead)."""
+    GPUs plan inside their pass, b.gpus.plans_ahead). `summarized=False`: a fixed-batch run
+    without speculation leaves its run_summary None, for _summary to make later (a power
+    governor's probe: only the last is the run)."""
     if cfg.workload.arrivals.kind != "none":
         return _run_serving(cfg, b, wall0, progress)
     w = cfg.workload
@@ -217,15 +243,25 @@ def _simulate(cfg: Scenario, b: Built, wall0: float, progress, every_interval: b
                                        plan=_kept_plan(plans, b, shape, i)))
         if progress:
             progress(i + 1, w.decode_steps)
-    wall = time.perf_counter() - wall0
-    summary = summarize(cfg, b, steps, prefill, wall)
+    summary = None
     if spec:
+        summary = summarize(cfg, b, steps, prefill, time.perf_counter() - wall0)
         summary = summary.replace(speculative=spec.summary(steps))
     all_steps = ([prefill] if prefill else []) + steps
-    return RunResult(scenario=cfg, steps=all_steps, records=records, run_summary=summary,
-                     channel_bytes=b.device.channel_bytes.tolist(),
-                     channels_per_stack=b.chip.hbm_channels_per_stack,
-                     sms=b.chip.sms, stacks=b.chip.hbm_stacks, lanes=lanes_of(b))
+    result = RunResult(scenario=cfg, steps=all_steps, records=records, run_summary=summary,
+                       channel_bytes=b.device.channel_bytes.tolist(),
+                       channels_per_stack=b.chip.hbm_channels_per_stack,
+                       sms=b.chip.sms, stacks=b.chip.hbm_stacks, lanes=lanes_of(b))
+    if summarized and summary is None:
+        result.run_summary = _summary(cfg, b, result, wall0)
+    return result
+
+
+def _summary(cfg: Scenario, b: Built, result: RunResult, wall0: float) -> RunSummary:
+    """The summary of a fixed-batch run on b (not speculative: its summary is made with it)."""
+    prefill = result.steps[0] if cfg.workload.prompt_tokens else None
+    steps = result.steps[1:] if prefill else result.steps
+    return summarize(cfg, b, steps, prefill, time.perf_counter() - wall0)
 
 
 def _speculation(cfg: Scenario, b: Built):

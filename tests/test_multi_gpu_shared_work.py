@@ -6,7 +6,8 @@ way gives, to the bit.
   equal one where every GPU times its own kernels, with collectives beside the kernels (two
   micro-batches: kernels ask the arbiter for their device's units) and busy intervals kept.
 - A private stream's pass of kernels that all run alone goes through one loop
-  (Stream._run_kernels_alone); the general loop must give the same numbers.
+  (Stream._run_kernels_alone); the general loop must give the same numbers. So does one GPU's
+  pass when nothing else is scheduled, its kernel records included.
 """
 
 from pathlib import Path
@@ -68,14 +69,39 @@ def test_the_one_loop_of_alone_kernels_gives_what_the_general_loop_gives(monkeyp
     taken = []
     fast = Stream._run_kernels_alone
 
-    def counted(self, p, kernels):
+    def counted(self, p, kernels, *args, **kwargs):
         taken.append(len(kernels))
-        return fast(self, p, kernels)
+        return fast(self, p, kernels, *args, **kwargs)
 
     monkeypatch.setattr(Stream, "_run_kernels_alone", counted)
     a = run_scenario(cfg, intervals=False)
     assert taken and sum(taken) > a.summary["sim"]["kernels"] / 2     # most kernels took it
-    monkeypatch.setattr(Stream, "_alone_throughout", lambda self, p, items: None)
+    monkeypatch.setattr(Stream, "_alone_throughout", lambda self, p, items, owners=False: None)
     b = run_scenario(cfg, intervals=False)
     assert _same(a.summary, b.summary)
     assert [s.breakdown_s for s in a.steps] == [s.breakdown_s for s in b.steps]
+    assert a.records.rows == b.records.rows and len(a.records) > 0     # GPU 0's records too
+
+
+def test_one_gpus_pass_alone_gives_what_the_general_loop_gives_records_included(monkeypatch):
+    """One GPU, nothing else scheduled (no copies): every kernel runs alone, and the one loop
+    gives the general loop's steps, records (each kernel's clocks, parts and owner) and HBM
+    channel totals, to the bit."""
+    cfg = load_scenario(None, ["workload.batch_size=64", "workload.context_tokens=512", "workload.decode_steps=2"])
+    taken = []
+    fast = Stream._run_kernels_alone
+
+    def counted(self, p, kernels, *args, **kwargs):
+        taken.append(len(kernels))
+        return fast(self, p, kernels, *args, **kwargs)
+
+    monkeypatch.setattr(Stream, "_run_kernels_alone", counted)
+    a = run_scenario(cfg, intervals=False)
+    assert sum(taken) == a.summary["sim"]["kernels"] and len(a.records) == sum(taken)
+    monkeypatch.setattr(Stream, "_alone_throughout", lambda self, p, items, owners=False: None)
+    b = run_scenario(cfg, intervals=False)
+    assert _same(a.summary, b.summary)
+    assert [(s.t_start, s.t_end, s.breakdown_s, s.bytes, s.host) for s in a.steps] == \
+           [(s.t_start, s.t_end, s.breakdown_s, s.bytes, s.host) for s in b.steps]
+    assert a.records.rows == b.records.rows and a.channel_bytes == b.channel_bytes
+    assert any(row[-1] is not None for row in a.records.rows)          # experts' kernels name their block

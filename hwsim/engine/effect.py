@@ -26,5 +26,9 @@ class Effect:
     demand: dict[str, Any]
     hbm_read: float
     hbm_write: float
+    # a kernel timed wave by wave: each wave's (start, tiles on the busiest SM, whether it fills
+    # the pipeline, latency, body, the component charged), what KernelTimer.retimed needs to
+    # time it at a lower SM clock; None where it was not timed so (tile fidelity, a copy)
+    walk: tuple | None = None
     # nothing of a device: the devices of a cluster share effects (hwsim/engine/replay.py), and
     # each keeps what it derives from one (its shares, its lanes: hwsim/hw/device.py)

@@ -22,8 +22,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from collections import Counter
+from itertools import repeat
+from operator import attrgetter
 from typing import Any
 
+import numpy as np
 import simpy
 
 from hwsim.engine.copy import CopyEngine
@@ -36,6 +40,15 @@ from hwsim.hw.device import Device
 from hwsim.hw.server import Server
 from hwsim.metrics import Component
 from hwsim.model.kernel import ExpertBlock, Kernel, PrefetchLoad, StreamItem
+
+
+_duration, _waves, _parts = attrgetter("duration"), attrgetter("waves"), attrgetter("parts")
+_MANY_ALONE = 64      # kernels from which a run alone goes at once: below, numpy's calls cost more
+
+
+def _sum_after(total: float, values: np.ndarray) -> float:
+    """total + values[0] + values[1] + ..., added in order (as a loop adds them)."""
+    return float(np.add.accumulate(np.concatenate(([total], values)))[-1])
 
 
 def _never() -> float:
@@ -118,17 +131,21 @@ class Stream:
         self.kernels = 0
         self.replayed = 0
         self.private = False          # other processes never touch this device (see above)
+        self.all_alone = True         # every pass so far ran its kernels alone, in one loop
 
     def run(self, items: list[StreamItem], step: int, records: RecordLog | None,
             totals: StreamTotals):
         """Process body: run the items in order, waiting where they say; add each kernel to
         `totals`, and a record per kernel to `records` unless it is None."""
         p = self._start_pass()
-        record = records.rows.append if records is not None else None
-        kernels = self._alone_throughout(p, items) if record is None else None
-        if kernels is not None:
-            self._run_kernels_alone(p, kernels)
+        rows = records.rows if records is not None else None
+        record = rows.append if rows is not None else None
+        alone = self._alone_throughout(p, items, owners=rows is not None)
+        if alone is not None:
+            self._run_kernels_alone(p, *alone, step=step, rows=rows)
             items = ()
+        else:
+            self.all_alone = False
         for k, owner in _with_owners(items):
             if type(k) is Kernel:
                 ready, dispatch, effect, shared = self._dispatch(p, k)
@@ -157,31 +174,51 @@ class Stream:
             events_alone=self.timer.uses_events, recording=device.recording, once=device.recorded_once,
             graph=self.graph, graph_launch_s=device.chip.launch_graph_s, launch_s=self.launch_s)
 
-    def _alone_throughout(self, p: _Pass, items: list[StreamItem]) -> list[Kernel] | None:
-        """The pass's kernels in order if each of them will run alone as a graph launches it,
-        else None: a private stream (no other process's event matters) with nothing of another
-        stream in flight (nor can anything arrive: the pass never yields until it ends), its
-        kernels timed in one go and replayed, no busy intervals kept, and nothing but kernels
-        (no copies, waits or host work)."""
-        if not (self.private and p.graph and not p.in_flight and not p.events_alone and not p.recording
-                and self.replay is not None):
+    def _alone_throughout(self, p: _Pass, items: list[StreamItem], owners: bool = False):
+        """(the pass's kernels in order, their owners or None) if each of them will run alone
+        as a graph launches it, else None: nothing of another stream in flight, and no other
+        process with an event due, now or ever in the pass (a private stream ignores them; any
+        stream is alone when no other process has one scheduled: one GPU without copies in
+        flight), for the pass never yields until it ends; its kernels timed in one go and
+        replayed, no busy intervals kept, and nothing but kernels (no copies, waits or host
+        work). `owners`: each kernel's ExpertBlock (or None), for its record."""
+        if not ((self.private or p.horizon == float("inf")) and p.graph and not p.in_flight
+                and not p.events_alone and not p.recording and self.replay is not None):
             return None
-        if all(type(k) is Kernel for k in items):
-            return items
-        if not all(type(k) is Kernel or type(k) is ExpertBlock for k in items):
-            return None
-        return [k for k, _ in _with_owners(items)]      # no records: nothing reads the owner
+        if all(type(k) is Kernel for k in items):          # a many-GPU segment, mostly
+            return items, [None] * len(items) if owners else None
+        kernels, blocks = [], [] if owners else None
+        for item in items:
+            kind = type(item)
+            if kind is Kernel:
+                kernels.append(item)
+                if owners:
+                    blocks.append(None)
+            elif kind is ExpertBlock:
+                kernels += item.kernels
+                if owners:
+                    blocks += [item] * len(item.kernels)
+            else:
+                return None
+        return kernels, blocks
 
-    def _run_kernels_alone(self, p: _Pass, kernels: list[Kernel]) -> None:
+    def _run_kernels_alone(self, p: _Pass, kernels: list[Kernel], owners=None, step: int = 0,
+                           rows: list | None = None) -> None:
         """Each kernel alone, back to back as the graph launches them: what _dispatch,
         _run_alone and _count do for such a kernel, float operation for float operation (the
         same numbers to the bit), in one loop. A 64-GPU pass runs ~2,500 kernels a GPU in ~120
-        segments, and the three calls a kernel were a fifth of its CPU time (issue 33)."""
+        segments, and the three calls a kernel were a fifth of its CPU time (issue 33); a long
+        run of them (a one-GPU pass's 2,400) goes at once (_run_many_alone). `rows`: each
+        kernel's record appended (KernelRecord's fields), its owner from `owners`."""
+        if len(kernels) >= _MANY_ALONE:
+            self._run_many_alone(p, kernels, owners, step, rows)
+            return
         effects, replay, launch_s = p.effects, self.replay, p.graph_launch_s
         now, launch_total, device_busy = p.now, p.launch_total, p.device_busy
         last, run, counts = p.last_alone, p.run_length, p.alone_counts
-        replayed = 0
-        for k in kernels:
+        record = rows.append if rows is not None else None
+        replayed, index = 0, p.kernels
+        for k, owner in zip(kernels, owners or repeat(None)):
             key = k.replay_key
             effect = effects.get(key) if key is not None else None
             if effect is None:
@@ -190,9 +227,15 @@ class Stream:
             else:
                 replayed += 1
             dispatch = now + launch_s
-            launch_total += dispatch - now          # ready at `now`: nothing was waited for
-            now = dispatch + effect.duration
-            device_busy += now - dispatch
+            launch = dispatch - now                 # ready at `now`: nothing was waited for
+            launch_total += launch
+            end = dispatch + effect.duration
+            device_busy += end - dispatch
+            if record is not None:
+                record((step, index, k, now, dispatch, end, effect.waves, effect.parts, launch, 0.0,
+                        False, owner))
+                index += 1
+            now = end
             if effect is last:                      # runs of one shape count in one go
                 run += 1
             else:
@@ -203,6 +246,43 @@ class Stream:
         p.last_alone, p.run_length = last, run
         p.replayed += replayed
         p.kernels += len(kernels)
+
+    def _run_many_alone(self, p: _Pass, kernels: list[Kernel], owners, step: int, rows: list | None) -> None:
+        """_run_kernels_alone for all the kernels at once: the clocks one sequential sum (numpy's
+        accumulate adds in order, as the loop does: `now + launch`, then `+ duration`), the
+        records zipped, the runs of each effect counted. A one-GPU pass's kernels were two
+        fifths of a power governor's probe (issue 33)."""
+        n = len(kernels)
+        effects, replay = p.effects, self.replay
+        effs = list(map(effects.get, [k.replay_key for k in kernels]))
+        replayed = n
+        if None in effs:            # met for the first time: timed (or found in the shared book)
+            for i, k in enumerate(kernels):
+                if effs[i] is None:
+                    effs[i], hit = replay.effect(k)
+                    replayed -= not hit
+        clock = np.empty(2 * n + 1)
+        clock[0], clock[1::2] = p.now, p.graph_launch_s
+        clock[2::2] = np.fromiter(map(_duration, effs), float, n)
+        np.add.accumulate(clock, out=clock)        # ready (the previous end), dispatch, end, ...
+        ready, dispatch, end = clock[:-1:2], clock[1::2], clock[2::2]
+        launch = dispatch - ready                  # ready at the previous end: nothing waited for
+        p.launch_total = _sum_after(p.launch_total, launch)
+        p.device_busy = _sum_after(p.device_busy, end - dispatch)
+        p.now = float(clock[-1])
+        if rows is not None:
+            rows.extend(zip(repeat(step), range(p.kernels, p.kernels + n), kernels, ready.tolist(),
+                            dispatch.tolist(), end.tolist(), map(_waves, effs), map(_parts, effs),
+                            launch.tolist(), repeat(0.0), repeat(False), owners or repeat(None)))
+        # runs of one shape count in one go: in the order each effect first ran, after the run
+        # the pass was in when this segment began
+        counts = p.alone_counts
+        p.flush_alone()
+        p.last_alone = None
+        for effect, runs in Counter(effs).items():
+            counts[effect] = counts.get(effect, 0) + runs
+        p.replayed += replayed
+        p.kernels += n
 
     def _dispatch(self, p: _Pass, k: Kernel):
         """(ready, dispatch, effect, shared) of the next kernel: when the stream is ready for it,

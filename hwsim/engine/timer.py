@@ -14,6 +14,10 @@ bus, the L2 and the on-chip SRAM it lands in).
 
 from __future__ import annotations
 
+from bisect import bisect_left
+
+import numpy as np
+
 from hwsim.engine.effect import Effect
 from hwsim.engine.memory_path import MemoryPath
 from hwsim.engine.tile_rounds import tile_rounds
@@ -28,6 +32,33 @@ def _add(total: dict[Component, float], parts: dict[Component, float]) -> None:
         total[comp] = total.get(comp, 0.0) + secs
 
 
+def _shifted(demand: dict, starts: list[float], shifts: list[float]) -> dict | None:
+    """An item's demand with each level's done-at offset moved as the wave it fell in moved
+    (a level is done within the wave of its last request: after the wave's start, by its
+    body's end): wave i started at starts[i] and now starts shifts[i] later. None where it
+    asks a kind of unit not known here."""
+    def moved(until: float) -> float:
+        return until + shifts[max(bisect_left(starts, until) - 1, 0)]
+
+    out = {}
+    for kind, d in demand.items():
+        if kind == "hbm":
+            channels, busy, served, until = d
+            if len(starts) == 1:
+                until = until + shifts[0]
+            else:
+                until = until + np.asarray(shifts)[np.maximum(np.searchsorted(starts, until) - 1, 0)]
+            out[kind] = (channels, busy, served, until)
+        elif kind in ("bus", "l2"):
+            busy, served, until = d
+            out[kind] = (busy, served, moved(until) if served else 0.0)
+        elif kind in ("sm", "decoder"):
+            out[kind] = d
+        else:
+            return None
+    return out
+
+
 class KernelTimer:
     def __init__(self, chip: ChipSpec, fidelity: str, tile_processes: bool = False,
                  device: Device | None = None):
@@ -38,6 +69,10 @@ class KernelTimer:
         self.path = MemoryPath(chip, (device or Device(chip)).memory_levels())
         self.tile_processes = tile_processes   # tile fidelity: SimPy processes per slot always
         self.timed = 0                         # items timed (not replayed)
+        # effects of the same kernels timed on this chip at a higher SM clock, by replay key
+        # (the maximum clock's, to a power governor's probe: hwsim/build.py Built.at_sm_clock);
+        # a kernel among them walked wave by wave is re-timed from its walk (retimed)
+        self.faster: dict[int, Effect] | None = None
 
     @property
     def uses_events(self) -> bool:
@@ -47,22 +82,81 @@ class KernelTimer:
     # -- strategies ---------------------------------------------------------------------------
     def at_once(self, k: Kernel) -> Effect:
         """The kernel alone, computed in one go."""
+        if self.faster is not None:
+            faster = self.faster.get(k.replay_key)
+            if faster is not None and faster.walk is not None:
+                retimed = self.retimed(k, faster)
+                if retimed is not None:
+                    return retimed
         path = self.path
         path.reset()
         chip = self.chip
         t = chip.kernel_fixed_s
         parts = {Component.KERNEL_OVERHEAD: chip.kernel_fixed_s}
+        walk = None
         if self.fidelity == "tile":
             t, chain, _ = tile_rounds(path, k, t)
             _add(parts, chain)
         else:
+            walk = []
             for per_sm, first, in_wave, fill in path.waves(k):
+                start = t
                 t, chain = path.burst(t, 0, k, per_sm, first, wave_tiles=in_wave, fill=fill)
                 _add(parts, chain)
+                (_, latency), (component, body) = chain.items()
+                walk.append((start, per_sm, fill, latency, body, component))
         if k.l2_write or k.hbm_write:   # the kernel ends when its last stores are acknowledged
             t += chip.hit_latency_s
             parts[Component.KERNEL_OVERHEAD] += chip.hit_latency_s
-        return self._effect(k, 0.0, t, parts)
+        return self._effect(k, 0.0, t, parts, walk=walk and tuple(walk))
+
+    def retimed(self, k: Kernel, faster: Effect) -> Effect | None:
+        """Kernel k alone at this chip's clock, from `faster`, its effect walked at a higher SM
+        clock (None where it cannot be: the path is walked again). Issue 33: time once, re-scale
+        the clock-dependent parts. Each wave starts on an idle memory path (the one before it
+        ends after its last bytes land), so its bytes land at its start plus a time M that no
+        SM clock changes (the levels' rates and the load pipes' latencies are the memory
+        system's); what the clock changes is the fixed cost before the first wave and each
+        wave's compute (ChipSpec.at_sm_clock). M is the body of a memory-bound wave; a wave
+        compute-bound at the higher clock is the more so at a lower one. The arithmetic of the
+        walk (MemoryPath.burst), but M, recovered as the body (end - start: one rounding): a
+        walk at this clock gives the same to about 1e-16."""
+        walk = faster.walk
+        chip, path = self.chip, self.path
+        if walk[0][0] > chip.kernel_fixed_s or (k.data is k.compute and k.data is Component.KV_READ):
+            return None       # walked at a lower clock (its fixed cost longer), or charged by its clock
+        per_tile = path.sms.compute_time(k.tensor_flops, k.vector_flops, k.int_ops, k.dtype,
+                                         k.decoder_elements, k.mma_sync)
+        t = chip.kernel_fixed_s
+        parts = {Component.KERNEL_OVERHEAD: t}
+        retimed = []
+        for _, per_sm, fill, latency, body, component in walk:
+            compute_s = per_sm * per_tile
+            compute_done = t + compute_s
+            if fill and k.alu_chain > 1.0:
+                compute_done = max(compute_done, t + k.alu_chain * compute_s / per_sm)
+            if component is k.data:         # memory-bound (or charged alike either way)
+                mem_done = t + body
+                body_end = max(mem_done, compute_done)
+                charged = k.data if mem_done >= compute_done else path.compute_component(k)
+            else:                           # compute-bound, the more at a lower clock
+                body_end, charged = compute_done, path.compute_component(k)
+            _add(parts, {Component.KERNEL_OVERHEAD: latency, charged: body_end - t})
+            retimed.append((t, per_sm, fill, latency, body_end - t, charged))
+            t = body_end + latency
+        starts = [w[0] for w in walk]
+        demand = _shifted(faster.demand, starts, [w[0] - start for w, start in zip(retimed, starts)])
+        if demand is None:
+            return None
+        if k.l2_write or k.hbm_write:
+            t += chip.hit_latency_s
+            parts[Component.KERNEL_OVERHEAD] += chip.hit_latency_s
+        if "decoder" in demand:
+            demand["decoder"] = self._decoder_seconds(k)
+        self.timed += 1
+        return Effect(duration=float(t), parts=parts, waves=faster.waves, data=faster.data,
+                      hbm_bytes=faster.hbm_bytes, demand=demand, hbm_read=faster.hbm_read,
+                      hbm_write=faster.hbm_write, walk=tuple(retimed))
 
     def events(self, env, k: Kernel):
         """SimPy process body: the kernel alone, from env.now, a timeout per wave (wave
@@ -128,8 +222,12 @@ class KernelTimer:
         return self._effect(None, 0.0, t, {Component.EXPERT_LOAD_WAIT: t}, data=Component.EXPERT_READ)
 
     # -- the result ------------------------------------------------------------------------------
+    def _decoder_seconds(self, k: Kernel) -> float:
+        """SM-seconds of the kernel's native decoder work (its demand of the decoder)."""
+        return k.tiles * k.decoder_elements / (self.chip.decoder_elements_per_clk * self.chip.clock_hz)
+
     def _effect(self, k: Kernel | None, start: float, end: float, parts: dict[Component, float],
-                data: Component | None = None) -> Effect:
+                data: Component | None = None, walk: tuple | None = None) -> Effect:
         self.timed += 1
         path = self.path
         demand = {}
@@ -142,11 +240,10 @@ class KernelTimer:
             if slots:
                 demand["sm"] = slots
             if k.decoder_elements:
-                demand["decoder"] = k.tiles * k.decoder_elements / (self.chip.decoder_elements_per_clk
-                                                                    * self.chip.clock_hz)
+                demand["decoder"] = self._decoder_seconds(k)
         return Effect(
             duration=float(end - start), parts=parts,
             waves=path.wave_count(k) if k is not None else 0,
             data=k.data if k is not None else data,
             hbm_bytes=k.hbm_bytes if k is not None else path.hbm.read_bytes, demand=demand,
-            hbm_read=path.hbm.read_bytes, hbm_write=path.hbm.write_bytes)
+            hbm_read=path.hbm.read_bytes, hbm_write=path.hbm.write_bytes, walk=walk)

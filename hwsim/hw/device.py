@@ -81,6 +81,7 @@ class Device:
         for group in (self.units, self.demanding, self.memory):
             group[:] = [u for u in group if u is not None]
         self._pending: dict[Effect, int] = {}      # account_all's runs, added at the next sync
+        self._charged: list[Unit] = self.demanding   # the units sync charges them to
         # what this device derives from an effect, once: effects are shared by the devices of
         # a cluster (hwsim/engine/replay.py), these are this device's units
         self._shares: dict[Effect, dict[Unit, float]] = {}
@@ -161,13 +162,28 @@ class Device:
 
     def _flush(self) -> None:
         pending, self._pending = self._pending, {}
-        read, write = self.hbm_read_bytes, self.hbm_write_bytes
-        for e, n in pending.items():
-            read += n * e.hbm_read
-            write += n * e.hbm_write
-        self.hbm_read_bytes, self.hbm_write_bytes = read, write
-        for unit in self.demanding:
+        if self._charged is self.demanding:
+            read, write = self.hbm_read_bytes, self.hbm_write_bytes
+            for e, n in pending.items():
+                read += n * e.hbm_read
+                write += n * e.hbm_write
+            self.hbm_read_bytes, self.hbm_write_bytes = read, write
+        for unit in self._charged:
             unit.charge_all(pending)
+
+    def keep_memory_totals_of(self, other: "Device") -> None:
+        """Take the HBM's, the bus's and the L2's totals from `other` and charge them no more
+        at sync: a power governor's probe (hwsim/run.py) runs the passes `other` ran, every
+        kernel alone, at a lower SM clock, and what those units served, and for how long, does
+        not depend on the SM clock (the same sums, to the bit; issue 33). The SM pool's and the
+        decoder's, whose demand does, are charged as before."""
+        self.hbm_read_bytes, self.hbm_write_bytes = other.hbm_read_bytes, other.hbm_write_bytes
+        self.hbm_all.channel_bytes[:] = other.hbm_all.channel_bytes
+        self.hbm_all.channel_busy[:] = other.hbm_all.channel_busy
+        self.hbm_all.settle()
+        for mine, theirs in ((self.bus, other.bus), (self.l2, other.l2)):
+            mine.busy_s, mine.served = theirs.busy_s, theirs.served
+        self._charged = [u for u in self.demanding if u is self.sm or u is self.decoder]
 
     def sync(self) -> None:
         """Bring the units' totals up to date (the HBM stacks' from their channels', and every
