@@ -8,6 +8,7 @@ import pytest
 from hwsim.build import build
 from hwsim.config.load import load_scenario
 from hwsim.engine.timer import KernelTimer
+from hwsim.hw.device import Device
 from hwsim.run import run_scenario
 
 SETS = ["workload.batch_size=256", "workload.context_tokens=1024", "workload.decode_steps=1"]
@@ -29,7 +30,8 @@ def _close(a: float, b: float) -> bool:
 
 @pytest.mark.parametrize("scenario, mhz, sets", [
     (None, 1500.0, []), (None, 1800.0, []), ("scenarios/weights-fp8.yaml", 1200.0, []),
-    (None, 1500.0, ["workload.batch_size=8", "workload.prompt_tokens=2048"])])   # a prefill: many waves
+    (None, 1500.0, ["workload.batch_size=8", "workload.prompt_tokens=2048"]),    # a prefill: many waves
+    ("scenarios/moe-prefetch.yaml", 1500.0, [])])      # expert SRAM: a level of the memory path
 def test_a_kernel_retimed_at_a_lower_clock_equals_it_walked_there(scenario, mhz, sets):
     """Below and above the tensor clock (1755 MHz: tensor work slows only below it): every
     kernel, memory- or compute-bound, in one wave or many, re-timed from its walk at the
@@ -39,7 +41,8 @@ def test_a_kernel_retimed_at_a_lower_clock_equals_it_walked_there(scenario, mhz,
     b, kernels = _timed_kernels(cfg)
     book = b.stream.replay.book
     chip = b.chip.at_sm_clock(mhz * 1e6)
-    walked, retimer = KernelTimer(chip, "kernel"), KernelTimer(chip, "kernel")
+    sram = b.device.sram.capacity if b.device.sram else 0.0
+    walked, retimer = (KernelTimer(chip, "kernel", device=Device(chip, sram_bytes=sram)) for _ in range(2))
     retimed = charged = waves = 0
     for key, k in kernels.items():
         faster = book[key]
@@ -57,7 +60,7 @@ def test_a_kernel_retimed_at_a_lower_clock_equals_it_walked_there(scenario, mhz,
                 assert (got.demand[kind][0] == d[0]).all() and (got.demand[kind][1] == d[1]).all()
                 assert (got.demand[kind][2] == d[2]).all()
                 assert got.demand[kind][3] == pytest.approx(d[3], rel=1e-12)
-            elif kind in ("bus", "l2"):
+            elif kind in ("bus", "l2", "sram"):
                 assert got.demand[kind][:2] == d[:2] and _close(got.demand[kind][2], d[2])
             else:
                 assert got.demand[kind] == pytest.approx(d, rel=1e-12)

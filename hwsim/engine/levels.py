@@ -23,6 +23,8 @@ Each level says, in one method each, what crosses it:
 
 from __future__ import annotations
 
+from bisect import bisect_left
+
 import numpy as np
 
 from hwsim.engine.tile_rounds import hbm_serve, serve_single
@@ -51,6 +53,16 @@ class BusLevel:
     def serve(self, now: float, read: float, read_at: float, write: float, write_at: float, l2: float,
               sram: float, group: int) -> float | None:
         return self.server.serve(now, read + write + l2)
+
+    @staticmethod
+    def shifted(d: tuple, starts: list[float], shifts: list[float]) -> tuple:
+        """demand() of an item whose waves moved (wave i started at starts[i], now shifts[i]
+        later: a power governor's probe re-timing it, hwsim/engine/timer.py): it is done within
+        the wave of its last request, after the wave's start, so it moves with that wave."""
+        busy, served, until = d
+        if not served:
+            return busy, served, 0.0
+        return busy, served, until + shifts[max(bisect_left(starts, until) - 1, 0)]
 
     def serve_round(self, a: np.ndarray, read: float, read_at: np.ndarray | None, write: float,
                     write_at: np.ndarray | None, l2: float, sram: float, group: int) -> np.ndarray | None:
@@ -107,6 +119,16 @@ class HbmLevel:
         bank = self.hbm.bank
         ch = np.flatnonzero(bank.units)
         return (ch, bank.busy_s[ch], bank.units[ch], bank.free_at[ch] - start) if len(ch) else None
+
+    @staticmethod
+    def shifted(d: tuple, starts: list[float], shifts: list[float]) -> tuple:
+        """demand() of an item whose waves moved, as BusLevel.shifted, channel by channel."""
+        channels, busy, served, until = d
+        if len(starts) == 1:
+            until = until + shifts[0]
+        else:
+            until = until + np.asarray(shifts)[np.maximum(np.searchsorted(starts, until) - 1, 0)]
+        return channels, busy, served, until
 
     def reset(self) -> None:
         hbm = self.hbm

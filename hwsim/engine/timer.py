@@ -14,7 +14,6 @@ bus, the L2 and the on-chip SRAM it lands in).
 
 from __future__ import annotations
 
-from bisect import bisect_left
 
 import numpy as np
 
@@ -32,26 +31,16 @@ def _add(total: dict[Component, float], parts: dict[Component, float]) -> None:
         total[comp] = total.get(comp, 0.0) + secs
 
 
-def _shifted(demand: dict, starts: list[float], shifts: list[float]) -> dict | None:
-    """An item's demand with each level's done-at offset moved as the wave it fell in moved
-    (a level is done within the wave of its last request: after the wave's start, by its
-    body's end): wave i started at starts[i] and now starts shifts[i] later. None where it
-    asks a kind of unit not known here."""
-    def moved(until: float) -> float:
-        return until + shifts[max(bisect_left(starts, until) - 1, 0)]
-
+def _shifted(demand: dict, levels: dict, starts: list[float], shifts: list[float]) -> dict | None:
+    """An item's demand with each memory level's done-at offset moved as the wave it fell in
+    moved (each level moves its own: `shifted`); wave i started at starts[i] and now starts
+    shifts[i] later. The SMs' slots and the decoder's work are redone by the caller. None
+    where it asks a kind of unit not known here."""
     out = {}
     for kind, d in demand.items():
-        if kind == "hbm":
-            channels, busy, served, until = d
-            if len(starts) == 1:
-                until = until + shifts[0]
-            else:
-                until = until + np.asarray(shifts)[np.maximum(np.searchsorted(starts, until) - 1, 0)]
-            out[kind] = (channels, busy, served, until)
-        elif kind in ("bus", "l2"):
-            busy, served, until = d
-            out[kind] = (busy, served, moved(until) if served else 0.0)
+        level = levels.get(kind)
+        if level is not None:
+            out[kind] = level.shifted(d, starts, shifts)
         elif kind in ("sm", "decoder"):
             out[kind] = d
         else:
@@ -67,6 +56,7 @@ class KernelTimer:
         self.chip = chip
         self.fidelity = fidelity
         self.path = MemoryPath(chip, (device or Device(chip)).memory_levels())
+        self._levels = {level.kind: level for level in self.path.levels}    # by the demand kind each times
         self.tile_processes = tile_processes   # tile fidelity: SimPy processes per slot always
         self.timed = 0                         # items timed (not replayed)
         # effects of the same kernels timed on this chip at a higher SM clock, by replay key
@@ -145,7 +135,7 @@ class KernelTimer:
             retimed.append((t, per_sm, fill, latency, body_end - t, charged))
             t = body_end + latency
         starts = [w[0] for w in walk]
-        demand = _shifted(faster.demand, starts, [w[0] - start for w, start in zip(retimed, starts)])
+        demand = _shifted(faster.demand, self._levels, starts, [w[0] - start for w, start in zip(retimed, starts)])
         if demand is None:
             return None
         if k.l2_write or k.hbm_write:
