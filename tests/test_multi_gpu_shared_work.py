@@ -64,8 +64,9 @@ def test_a_shared_book_of_effects_gives_what_each_gpu_timing_its_own_gives(sram)
     assert any(s.device._shares for s in shared.gpus.streams[1:])
 
 
-def test_the_one_loop_of_alone_kernels_gives_what_the_general_loop_gives(monkeypatch):
-    cfg = _scenario("deepseek-v3-ep8")
+def _one_loop_and_general_loop(monkeypatch, cfg):
+    """(the run through the one loop of alone kernels, the run through the general loop, the
+    kernels each call of the one loop took)."""
     taken = []
     fast = Stream._run_kernels_alone
 
@@ -75,9 +76,13 @@ def test_the_one_loop_of_alone_kernels_gives_what_the_general_loop_gives(monkeyp
 
     monkeypatch.setattr(Stream, "_run_kernels_alone", counted)
     a = run_scenario(cfg, intervals=False)
-    assert taken and sum(taken) > a.summary["sim"]["kernels"] / 2     # most kernels took it
     monkeypatch.setattr(Stream, "_alone_throughout", lambda self, p, items, owners=False: None)
-    b = run_scenario(cfg, intervals=False)
+    return a, run_scenario(cfg, intervals=False), taken
+
+
+def test_the_one_loop_of_alone_kernels_gives_what_the_general_loop_gives(monkeypatch):
+    a, b, taken = _one_loop_and_general_loop(monkeypatch, _scenario("deepseek-v3-ep8"))
+    assert taken and sum(taken) > a.summary["sim"]["kernels"] / 2     # most kernels took it
     assert _same(a.summary, b.summary)
     assert [s.breakdown_s for s in a.steps] == [s.breakdown_s for s in b.steps]
     assert a.records.rows == b.records.rows and len(a.records) > 0     # GPU 0's records too
@@ -88,18 +93,8 @@ def test_one_gpus_pass_alone_gives_what_the_general_loop_gives_records_included(
     gives the general loop's steps, records (each kernel's clocks, parts and owner) and HBM
     channel totals, to the bit."""
     cfg = load_scenario(None, ["workload.batch_size=64", "workload.context_tokens=512", "workload.decode_steps=2"])
-    taken = []
-    fast = Stream._run_kernels_alone
-
-    def counted(self, p, kernels, *args, **kwargs):
-        taken.append(len(kernels))
-        return fast(self, p, kernels, *args, **kwargs)
-
-    monkeypatch.setattr(Stream, "_run_kernels_alone", counted)
-    a = run_scenario(cfg, intervals=False)
+    a, b, taken = _one_loop_and_general_loop(monkeypatch, cfg)
     assert sum(taken) == a.summary["sim"]["kernels"] and len(a.records) == sum(taken)
-    monkeypatch.setattr(Stream, "_alone_throughout", lambda self, p, items, owners=False: None)
-    b = run_scenario(cfg, intervals=False)
     assert _same(a.summary, b.summary)
     assert [(s.t_start, s.t_end, s.breakdown_s, s.bytes, s.host) for s in a.steps] == \
            [(s.t_start, s.t_end, s.breakdown_s, s.bytes, s.host) for s in b.steps]
