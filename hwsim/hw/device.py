@@ -16,8 +16,10 @@ it; the device only walks its units that take demands (`demanding`, in order):
 `shares` asks each what the item uses alone, `account` adds the item to the units' totals (n
 runs at once: a stream adds its replayed kernels in bulk at the end of a step, which keeps a
 1,000-kernel step cheap), `record` adds, while the device records, the busy intervals the
-item put on each lane. The units a tile's bytes cross (`memory`, in order) give the levels of
-the memory path its kernels are timed on (`memory_levels`: hwsim/engine/memory_path.py).
+item put on each lane; `work` reads what the units did that power is made of (a pass's work:
+the difference of two readings). The units a tile's bytes cross (`memory`, in order) give the
+levels of the memory path its kernels are timed on (`memory_levels`:
+hwsim/engine/memory_path.py).
 """
 
 from __future__ import annotations

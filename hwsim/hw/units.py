@@ -10,7 +10,8 @@ timer from the memory path's level of that kind) in three methods, which the Dev
 (hwsim/hw/device.py) calls on every unit that takes demands, in order, without knowing the kinds:
 - `share(e, out)`: the fraction of the unit the item uses while it runs alone, put in `out`
   (what the item asks of the sharing arbiter);
-- `charge(e, n)`: n runs of the item added to the unit's totals (busy seconds, served);
+- `charge(e, n)`: n runs of the item added to the unit's totals (busy seconds, served, and
+  the work power reads: the SM pool's tensor flops, the L2's hits, the HBM's bytes);
 - `lanes(e, out)`: the unit's busy intervals of one run, as (interval list, busy until after
   the start, share used), appended to `out` (the device keeps them per effect and replays them).
 A unit that takes no demand from kernels (a port, a copy engine, the plain `Unit` of tests and
