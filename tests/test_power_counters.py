@@ -97,3 +97,22 @@ def test_a_multi_gpu_pass_reads_each_gpus_units_and_keeps_each_kinds_busiest(mon
     assert len({w.tensor_flops for w in work}) > 1            # expert parallelism: the GPUs differ
     assert result.activity == Activity(max(w.tensor_flops for w in work), max(w.l2_bytes for w in work),
                                        max(w.hbm_bytes for w in work))
+
+
+def test_a_probe_that_keeps_the_memory_totals_draws_the_watts_of_a_run_locked_at_its_clock(monkeypatch):
+    """A throttled run's probe at a lower clock takes the maximum clock's HBM and L2 totals
+    and charges those units no more (Device.keep_memory_totals_of): its passes' work is the
+    maximum clock's run's, and its watts those of a run locked at its clock, which counts its
+    own (were the probe's work read off its own units, its HBM and L2 bytes would be 0)."""
+    import hwsim.run as run
+
+    kept = []
+    keep = run._memory_totals_kept
+    monkeypatch.setattr(run, "_memory_totals_kept", lambda *a: kept.append(keep(*a)) or kept[-1])
+    sets = ["workload.batch_size=256", "workload.context_tokens=1024", "workload.decode_steps=2"]
+    settled = run.run_scenario(load_scenario(None, sets), intervals=False).summary["power"]
+    assert settled["throttled"] and kept == [True]
+    locked = run.run_scenario(load_scenario(None, sets + [f"runtime.sm_clock={settled['sm_clock_mhz']}"]),
+                              intervals=False).summary["power"]
+    assert settled["watts"] == pytest.approx(locked["watts"], rel=1e-9)
+    assert settled["joules_per_token"] == pytest.approx(locked["joules_per_token"], rel=1e-9)
