@@ -121,6 +121,7 @@ def _run_scenario(cfg: Scenario, built: Built | None, progress, every_interval: 
     # each pass's plan, built at the first probe's clock and replayed at the others' (issue 33:
     # the schedule never reads the clock, plan_pass; building them was half of every probe)
     probe_plans = {} if plans is None else plans
+    top_steps: list[StepResult] = []   # the first probe's (maximum clock's) passes
 
     def simulate(clock_hz: float) -> tuple[float, Activity]:
         probe = b.at_sm_clock(clock_hz)
@@ -137,6 +138,13 @@ def _run_scenario(cfg: Scenario, built: Built | None, progress, every_interval: 
             probe = dataclasses.replace(b.at_sm_clock(clock_hz), onchip=b.onchip)
             latest[:] = [_simulate(cfg, probe, wall0, progress, every_interval, intervals, probe_plans,
                                    summarized=False), probe]
+        elif kept:
+            # its HBM and L2 charged no more, its passes' work is the planning run's (the same
+            # kernels: work does not depend on the clock)
+            for mine, planned in zip(latest[0].steps, top_steps):
+                mine.activity = planned.activity
+        if not top_steps:
+            top_steps[:] = latest[0].steps
         return steady_work(latest[0])
 
     def breakdown_at_max() -> dict[str, float]:

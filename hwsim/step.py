@@ -16,14 +16,13 @@ below: build makes the GPUs defined here.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
 from hwsim.engine.host import HostTotals
 from hwsim.engine.records import RecordLog, StreamTotals
-from hwsim.hw.power import Activity, activity_of
+from hwsim.hw.power import Activity
 from hwsim.metrics import Component, traffic_class
 from hwsim.model.schedule import StepShape
 from hwsim.workload.router import experts_chosen
@@ -50,7 +49,7 @@ class StepResult:
     active_experts_per_layer: float
     active_weight_fraction: float
     parallel: object | None = None     # several GPUs: hwsim.parallel.multi.PassStats
-    activity: Activity = Activity()    # counted work, what its power is made of (one GPU: the busiest)
+    activity: Activity = Activity()    # the units' work, what its power is made of (several GPUs: the busiest's)
     host: HostTotals = HostTotals()    # the host's side of the pass (several GPUs: the first GPU's)
 
     @property
@@ -64,12 +63,6 @@ class PassPlan:
     """What one pass on one GPU issues: its routing and its stream of kernels."""
     routing: dict
     items: list
-
-    @cached_property
-    def activity(self) -> Activity:
-        """The kernels' counted work: the same at every clock, so a plan replayed at another
-        (a power governor's probe) counts it once."""
-        return activity_of(self.items)
 
 
 def plan_pass(b, shape: StepShape, step: int, counts_only: bool = False) -> PassPlan:
@@ -129,6 +122,8 @@ class OneGpu:
         plan = plan or plan_pass(b, shape, step)
         routing, kernels = plan.routing, plan.items
         stream = b.stream
+        device = stream.device
+        work_before = device.work()
         copies = stream.copies
         prefetched_before = copies.bytes
         env = b.env
@@ -136,7 +131,7 @@ class OneGpu:
         totals = StreamTotals()
         keep = b.scenario.runtime.kernel_records   # past this window the step's records are not made
         recorded = records is not None and (keep < 0 or step < keep)
-        stream.device.record_intervals(recorded and intervals, first_runs_only=not every_interval)
+        device.record_intervals(recorded and intervals, first_runs_only=not every_interval)
         env.process(stream.run(kernels, step, records if recorded else None, totals))
         env.run()
         by_component = dict.fromkeys(Component, 0.0)
@@ -149,7 +144,7 @@ class OneGpu:
         return StepResult(step=step, phase=shape.phase, batch=shape.batch, context=shape.context,
                           t_start=t0, t_end=env.now, breakdown_s=breakdown, bytes=moved,
                           kernels=totals.kernels, tokens=shape.tokens, **active_experts(b, routing),
-                          activity=plan.activity, host=totals.host)
+                          activity=device.work() - work_before, host=totals.host)
 
 
 def active_experts(b, routing: dict) -> dict[str, float]:

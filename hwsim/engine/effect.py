@@ -30,5 +30,10 @@ class Effect:
     # the pipeline, latency, body, the component charged), what KernelTimer.retimed needs to
     # time it at a lower SM clock; None where it was not timed so (tile fidelity, a copy)
     walk: tuple | None = None
+    # the work it does that power counts (hwsim/hw/power.py), charged with it to the units:
+    # tensor-core flops (tiles x tensor flops a tile, to the SM pool); `copy`: a copy engine's
+    # copy, whose L2 bytes are lines it fills, not hits (the L2 counts them apart)
+    tensor_flops: float = 0.0
+    copy: bool = False
     # nothing of a device: the devices of a cluster share effects (hwsim/engine/replay.py), and
     # each keeps what it derives from one (its shares, its lanes: hwsim/hw/device.py)

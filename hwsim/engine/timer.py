@@ -146,7 +146,7 @@ class KernelTimer:
         self.timed += 1
         return Effect(duration=float(t), parts=parts, waves=faster.waves, data=faster.data,
                       hbm_bytes=faster.hbm_bytes, demand=demand, hbm_read=faster.hbm_read,
-                      hbm_write=faster.hbm_write, walk=tuple(retimed))
+                      hbm_write=faster.hbm_write, walk=tuple(retimed), tensor_flops=faster.tensor_flops)
 
     def events(self, env, k: Kernel):
         """SimPy process body: the kernel alone, from env.now, a timeout per wave (wave
@@ -236,4 +236,5 @@ class KernelTimer:
             waves=path.wave_count(k) if k is not None else 0,
             data=k.data if k is not None else data,
             hbm_bytes=k.hbm_bytes if k is not None else path.hbm.read_bytes, demand=demand,
-            hbm_read=path.hbm.read_bytes, hbm_write=path.hbm.write_bytes, walk=walk)
+            hbm_read=path.hbm.read_bytes, hbm_write=path.hbm.write_bytes, walk=walk,
+            tensor_flops=k.tiles * k.tensor_flops if k is not None else 0.0, copy=k is None)

@@ -16,8 +16,10 @@ it; the device only walks its units that take demands (`demanding`, in order):
 `shares` asks each what the item uses alone, `account` adds the item to the units' totals (n
 runs at once: a stream adds its replayed kernels in bulk at the end of a step, which keeps a
 1,000-kernel step cheap), `record` adds, while the device records, the busy intervals the
-item put on each lane. The units a tile's bytes cross (`memory`, in order) give the levels of
-the memory path its kernels are timed on (`memory_levels`: hwsim/engine/memory_path.py).
+item put on each lane; `work` reads what the units did that power is made of (a pass's work:
+the difference of two readings). The units a tile's bytes cross (`memory`, in order) give the
+levels of the memory path its kernels are timed on (`memory_levels`:
+hwsim/engine/memory_path.py).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import numpy as np
 
 from hwsim.engine.effect import Effect
 from hwsim.hw.chip import ChipSpec
+from hwsim.hw.power import Activity
 from hwsim.hw.units import L2, Bus, CopyEngine, Decoder, HbmStacks, Lane, Port, SmPool, Sram, Unit
 
 SM_GROUP = 16        # SMs per lane, about one GPC
@@ -119,6 +122,14 @@ class Device:
     def stack_bytes(self) -> np.ndarray:
         return self.hbm_all.stack_bytes()
 
+    def work(self) -> Activity:
+        """What the units have done so far that power is made of (hwsim/hw/power.py): the SM
+        pool's tensor flops, the L2's hits, the HBM channels' bytes. A pass's work is the
+        difference of the readings before and after it."""
+        if self._pending:
+            self._flush()
+        return Activity(self.sm.tensor_flops, self.l2.hit_bytes, float(self.hbm_all.channel_bytes.sum()))
+
     def imbalance(self) -> float:
         """max / mean bytes served per channel so far (1.0 = perfectly even)."""
         channel_bytes = self.hbm_all.channel_bytes
@@ -183,6 +194,7 @@ class Device:
         self.hbm_all.settle()
         for mine, theirs in ((self.bus, other.bus), (self.l2, other.l2)):
             mine.busy_s, mine.served = theirs.busy_s, theirs.served
+        self.l2.hit_bytes = other.l2.hit_bytes
         self._charged = [u for u in self.demanding if u is self.sm or u is self.decoder]
 
     def sync(self) -> None:

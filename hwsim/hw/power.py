@@ -6,8 +6,9 @@ voltage with it) within tens of milliseconds: on the H200 a 512-token Llama-3.1-
 Measurements replay a pass back to back, and serving keeps the chip busy, so a pass runs at
 the *settled* clock: the one at which the pass's own average power equals the limit.
 
-Power comes from what the simulated pass did (its kernels' counted work), split by how it
-scales with the SM clock f (x = f / f_max):
+Power comes from what the simulated pass did, as the device's units counted it (their work:
+hwsim/hw/device.py Device.work, read before and after the pass; several GPUs: each kind's
+busiest GPU), split by how it scales with the SM clock f (x = f / f_max):
 
     P = idle + clock * x^3 + (x_t^2 * tensor flops * e_tensor + x^2 * L2-hit bytes * e_l2) / T
         + HBM bytes * e_hbm / T
@@ -26,44 +27,27 @@ passes lose little when throttled and compute-bound ones lose nearly x.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Callable
 
 from hwsim.config.profile import Power
-from hwsim.model.kernel import ExpertBlock, Kernel, PrefetchLoad, timing_of
 
 
 @dataclass(frozen=True)
 class Activity:
-    """Counted work of one or more passes: what their power is made of."""
+    """Work of one or more passes, as the units counted it: what their power is made of."""
 
-    tensor_flops: float = 0.0     # padded to the MMA shape, as the tensor pipe runs them
-    l2_bytes: float = 0.0         # served by L2 hits (reused activations, GEMM operands)
-    hbm_bytes: float = 0.0        # read or written in HBM (weights, KV, evicted activations, copies)
+    tensor_flops: float = 0.0     # the SM pool's, padded to the MMA shape, as the tensor pipe runs them
+    l2_bytes: float = 0.0         # the L2's hits (reused activations, GEMM operands; not copies landing)
+    hbm_bytes: float = 0.0        # the HBM channels' bytes read or written (weights, KV, evicted
+                                  # activations, copies)
 
     def __add__(self, other: "Activity") -> "Activity":
         return Activity(self.tensor_flops + other.tensor_flops, self.l2_bytes + other.l2_bytes,
                         self.hbm_bytes + other.hbm_bytes)
 
-
-def activity_of(items: Iterable) -> Activity:
-    flops = l2 = hbm = 0.0
-    for item in items:
-        for k in (item.kernels if type(item) is ExpertBlock else (item,)):
-            if type(k) is not Kernel:
-                if isinstance(k, PrefetchLoad):
-                    hbm += sum(nbytes for _, _, nbytes, _ in k.loads)
-                continue
-            # the kernel's work follows from its timing fields: worked out once per TimingKey
-            # (a pass of a million kernels has a few thousand)
-            timing = k.timing or timing_of(k)
-            work = timing.work
-            if work is None:
-                work = timing.work = (k.tiles * k.tensor_flops, k.tiles * (k.l2_read + k.l2_write),
-                                      k.tiles * (k.hbm_read + k.hbm_write))
-            flops += work[0]
-            l2 += work[1]
-            hbm += work[2]
-    return Activity(flops, l2, hbm)
+    def __sub__(self, other: "Activity") -> "Activity":
+        return Activity(self.tensor_flops - other.tensor_flops, self.l2_bytes - other.l2_bytes,
+                        self.hbm_bytes - other.hbm_bytes)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@ timer from the memory path's level of that kind) in three methods, which the Dev
 (hwsim/hw/device.py) calls on every unit that takes demands, in order, without knowing the kinds:
 - `share(e, out)`: the fraction of the unit the item uses while it runs alone, put in `out`
   (what the item asks of the sharing arbiter);
-- `charge(e, n)`: n runs of the item added to the unit's totals (busy seconds, served);
+- `charge(e, n)`: n runs of the item added to the unit's totals (busy seconds, served, and
+  the work power reads: the SM pool's tensor flops, the L2's hits, the HBM's bytes);
 - `lanes(e, out)`: the unit's busy intervals of one run, as (interval list, busy until after
   the start, share used), appended to `out` (the device keeps them per effect and replays them).
 A unit that takes no demand from kernels (a port, a copy engine, the plain `Unit` of tests and
@@ -86,6 +87,7 @@ class SmPool(Unit):
     the lanes of its SM groups (`groups`), which a work item's blocks fill in order."""
     groups: list[Unit] = field(default_factory=list, repr=False)
     sms: int = 1
+    tensor_flops: float = 0.0     # tensor-core flops done (Effect.tensor_flops): what power reads
 
     def share_sms(self, sms: int, out: dict) -> None:
         """Add to `out` the share of a communication kernel that holds `sms` whole SMs."""
@@ -101,15 +103,17 @@ class SmPool(Unit):
         if slots:
             self.busy_s += n * e.duration * slots / self.rate
             self.served += n * e.duration * slots
+        self.tensor_flops += n * e.tensor_flops
 
     def charge_all(self, counts: dict[Effect, int]) -> None:
-        busy, served, rate = self.busy_s, self.served, self.rate
+        busy, served, flops, rate = self.busy_s, self.served, self.tensor_flops, self.rate
         for e, n in counts.items():
             slots = e.demand.get("sm")
             if slots:
                 busy += n * e.duration * slots / rate
                 served += n * e.duration * slots
-        self.busy_s, self.served = busy, served
+            flops += n * e.tensor_flops
+        self.busy_s, self.served, self.tensor_flops = busy, served, flops
 
     def lanes(self, e: Effect, out: list[Lane]) -> None:
         left = e.demand.get("sm")
@@ -262,8 +266,25 @@ class Bus(Unit):
 
 @dataclass(eq=False)
 class L2(Bus):
-    """The L2's hits, shared and charged as the bus is (its own demand, under "l2")."""
+    """The L2's hits, shared and charged as the bus is (its own demand, under "l2"). Of the
+    bytes it serves (`served`), it counts its hits apart (`hit_bytes`, what power reads: a
+    copy's lines landing in it are HBM energy, hwsim/hw/power.py)."""
+    hit_bytes: float = 0.0
     LEVEL = L2Level
+
+    def charge(self, e: Effect, n: int) -> None:
+        super().charge(e, n)
+        if not e.copy and (d := e.demand.get(self.kind)) is not None:
+            self.hit_bytes += n * d[1]
+
+    def charge_all(self, counts: dict[Effect, int]) -> None:
+        super().charge_all(counts)
+        kind, hits = self.kind, self.hit_bytes
+        for e, n in counts.items():
+            d = e.demand.get(kind)
+            if d is not None and not e.copy:
+                hits += n * d[1]
+        self.hit_bytes = hits
 
 
 @dataclass(eq=False)

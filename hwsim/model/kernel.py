@@ -177,7 +177,7 @@ class TimingKey:
     hash is computed once, and what depends only on these values hangs off it, so a copy
     that keeps them (relocated) or derives them (the L2 walk's variants) reads no field."""
 
-    __slots__ = ("values", "hash", "replay_keys", "variants", "walk", "work")
+    __slots__ = ("values", "hash", "replay_keys", "variants", "walk")
 
     def __init__(self, values: tuple):
         self.values = values
@@ -185,7 +185,6 @@ class TimingKey:
         self.replay_keys: dict = {}     # HBM channel phase -> replay key (hwsim.engine.replay)
         self.variants: dict = {}        # L2 walk's change -> the variant's TimingKey
         self.walk: tuple | None = None  # what the L2 walk reads of such a kernel (hwsim.model.l2_residency)
-        self.work: tuple | None = None  # (tensor flops, L2 bytes, HBM bytes): hwsim.hw.power
 
     def __hash__(self) -> int:
         return self.hash

@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from itertools import chain
 from typing import ClassVar
 
 import numpy as np
 
 from hwsim.engine.records import RecordLog, StreamTotals
 from hwsim.engine.stream import Stream
-from hwsim.hw.power import Activity, activity_of
+from hwsim.hw.power import Activity
 from hwsim.metrics import CommComponent, Component
 from hwsim.ktrace.ir import Collective
 from hwsim.model.kernel import ExpertBlock, Kernel, Role
@@ -202,6 +201,7 @@ def simulate(b, shape: StepShape, step: int, records: RecordLog | None, interval
     calls: list[tuple[float, float, str]] = []
     first = len(records) if recorded else 0
     t0 = env.now
+    work_before = [stream.device.work() for stream in run.streams]
     n_seg = len(micro[0].segments[0])
     computed = [[[env.event() for _ in run.streams] for _ in range(n_seg)] for _ in micro]
     communicated = [[env.event() for _ in range(n_seg)] for _ in micro]
@@ -215,15 +215,14 @@ def simulate(b, shape: StepShape, step: int, records: RecordLog | None, interval
         stream.device.sync()                     # private streams leave it to the pass's end
     if recorded:
         records.renumber(first)                  # one index per kernel of GPU 0's pass
-    return t0, totals, _stats(t0, env.now, busy, calls, imbalance), routing, _busiest_work(micro)
+    per_gpu = [stream.device.work() - before for stream, before in zip(run.streams, work_before)]
+    return t0, totals, _stats(t0, env.now, busy, calls, imbalance), routing, _busiest_work(per_gpu)
 
 
-def _busiest_work(micro: list[MicroBatch]) -> Activity:
-    """Each kind of work (tensor flops, L2 bytes, HBM bytes) of the GPU that does the most of it:
-    under tensor parallelism every GPU's; under expert parallelism an upper bound on any one's."""
-    # each GPU's items in order, its segments' lists chained in C (not one generator step an item)
-    per_gpu = [activity_of(chain.from_iterable(items for mb in micro for items, _ in mb.segments[g]))
-               for g in range(len(micro[0].segments))]
+def _busiest_work(per_gpu: list[Activity]) -> Activity:
+    """Each kind of work (tensor flops, L2 bytes, HBM bytes) of the GPU that does the most of it
+    in a pass (`per_gpu`: each GPU's units' work): under tensor parallelism every GPU's; under
+    expert parallelism an upper bound on any one's."""
     return Activity(max(a.tensor_flops for a in per_gpu), max(a.l2_bytes for a in per_gpu),
                     max(a.hbm_bytes for a in per_gpu))
 
