@@ -1,0 +1,145 @@
+"""Expert weights held in the H200's L2 as persisting lines: what the brief's "experts in
+on-chip SRAM" is on a Hopper GPU, measured (validation/predict_l2_persist.py is hwsim's
+prediction, written first).
+
+P expert GEMMs of Qwen3-30B-A3B's gate_up shape (x[B, 2048] @ W[1536, 2048]^T, bf16, as
+torch.nn.functional.linear runs them) are captured in one CUDA graph and replayed, each replay
+timed with CUDA events, and the same weights as one GEMM (x @ W[6144, 2048]^T, one kernel
+launched eagerly), in three conditions:
+- cold: 512 MB written before each replay evicts the weights: they stream from HBM;
+- warm: no flush: the weights (25 MB) stay in the 50 MB L2 by themselves;
+- persisting: an access-policy window (driver API: cuStreamSetAttribute, the graph's kernel
+  nodes too) marks the weights' lines persisting, in a set-aside of cuCtxSetLimit
+  (CU_LIMIT_PERSISTING_L2_CACHE_SIZE), and the same 512 MB flush runs before each replay.
+Each row: batch, condition, median and min microseconds of the replay over REPEATS.
+
+    python calibration/measure_l2_persist.py --out DIR     (on the device machine)
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import statistics
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+HIDDEN, GATE_UP = 2048, 1536
+BATCHES = (1, 4, 16, 64)
+EXPERTS = 4
+REPEATS = 200
+FLUSH_BYTES = 512 * 2**20
+
+CU_LIMIT_PERSISTING_L2_CACHE_SIZE = 0x06
+CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE = 108
+CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE = 109
+CU_STREAM_ATTRIBUTE_ACCESS_POLICY_WINDOW = 1
+CU_KERNEL_NODE_ATTRIBUTE_ACCESS_POLICY_WINDOW = 1
+CU_ACCESS_PROPERTY_STREAMING, CU_ACCESS_PROPERTY_PERSISTING = 1, 2
+
+
+class AccessPolicyWindow(ctypes.Structure):
+    _fields_ = [("base_ptr", ctypes.c_void_p), ("num_bytes", ctypes.c_size_t), ("hitRatio", ctypes.c_float),
+                ("hitProp", ctypes.c_int), ("missProp", ctypes.c_int)]
+
+
+class AttrValue(ctypes.Union):          # CUlaunchAttributeValue: 64 bytes
+    _fields_ = [("accessPolicyWindow", AccessPolicyWindow), ("pad", ctypes.c_char * 64)]
+
+
+def driver():
+    cuda = ctypes.CDLL("libcuda.so.1")
+    def check(name, *args):
+        rc = getattr(cuda, name)(*args)
+        if rc != 0:
+            raise RuntimeError(f"{name} returned CUresult {rc}")
+    return cuda, check
+
+
+def persist(weights: torch.Tensor, stream: torch.cuda.Stream, graph_nodes=None) -> dict:
+    """Set aside the persisting L2 and mark `weights`' lines persisting on `stream`."""
+    cuda, check = driver()
+    dev = ctypes.c_int()
+    check("cuCtxGetDevice", ctypes.byref(dev))
+    max_persist, max_window = ctypes.c_int(), ctypes.c_int()
+    check("cuDeviceGetAttribute", ctypes.byref(max_persist), CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE, dev)
+    check("cuDeviceGetAttribute", ctypes.byref(max_window), CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE, dev)
+    check("cuCtxSetLimit", CU_LIMIT_PERSISTING_L2_CACHE_SIZE, ctypes.c_size_t(max_persist.value))
+    nbytes = weights.numel() * weights.element_size()
+    value = AttrValue()
+    value.accessPolicyWindow = AccessPolicyWindow(weights.data_ptr(), min(nbytes, max_window.value), 1.0,
+                                                  CU_ACCESS_PROPERTY_PERSISTING, CU_ACCESS_PROPERTY_STREAMING)
+    check("cuStreamSetAttribute", ctypes.c_void_p(stream.cuda_stream), CU_STREAM_ATTRIBUTE_ACCESS_POLICY_WINDOW,
+          ctypes.byref(value))
+    return {"max_persisting_bytes": max_persist.value, "max_window_bytes": max_window.value,
+            "window_bytes": min(nbytes, max_window.value)}
+
+
+def timed(replay, flush, repeats: int) -> list[float]:
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    out = []
+    for _ in range(repeats):
+        if flush is not None:
+            flush()
+        start.record()
+        replay()
+        end.record()
+        end.synchronize()
+        out.append(start.elapsed_time(end) * 1e3)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, required=True)
+    a = ap.parse_args()
+    a.out.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(0)
+    dev = torch.device("cuda")
+    props = torch.cuda.get_device_properties(dev)
+    meta = {"device": props.name, "l2_bytes": props.L2_cache_size, "torch": torch.__version__}
+    weights = torch.randn(EXPERTS, GATE_UP, HIDDEN, device=dev, dtype=torch.bfloat16) * 0.02
+    scratch = torch.empty(FLUSH_BYTES // 4, device=dev, dtype=torch.float32)
+    flush = lambda: scratch.fill_(1.0)          # noqa: E731: 512 MB written, every line evicted
+    stream = torch.cuda.Stream()
+    rows = []
+    for persisting in (False, True):
+        if persisting:
+            try:
+                meta.update(persist(weights, stream))
+            except (OSError, AttributeError, RuntimeError) as e:
+                meta["persist_error"] = str(e)
+                break
+        for batch in BATCHES:
+            x = torch.randn(batch, HIDDEN, device=dev, dtype=torch.bfloat16)
+            together = weights.view(EXPERTS * GATE_UP, HIDDEN)
+            with torch.cuda.stream(stream):
+                for _ in range(3):
+                    [F.linear(x, weights[e]) for e in range(EXPERTS)]
+                stream.synchronize()
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph, stream=stream):
+                    outs = [F.linear(x, weights[e]) for e in range(EXPERTS)]
+                for _ in range(10):
+                    graph.replay()
+                # the experts' GEMMs in one graph, and all their weights in one GEMM (eager: one
+                # kernel, so no launch gap is timed)
+                shapes = {"graph": graph.replay, "one": lambda: F.linear(x, together)}
+                conditions = {"cold": flush, "warm": None} if not persisting else {"persisting": flush}
+                for shape, replay in shapes.items():
+                    for name, before in conditions.items():
+                        us = timed(replay, before, REPEATS)
+                        rows.append({"batch": batch, "experts": EXPERTS, "shape": shape, "condition": name,
+                                     "median_us": statistics.median(us), "min_us": min(us)})
+                        print(rows[-1], flush=True)
+            del graph, outs
+    (a.out / "l2_persist.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (a.out / "meta.json").write_text(json.dumps(meta, indent=1))
+    print(meta)
+
+
+if __name__ == "__main__":
+    main()
