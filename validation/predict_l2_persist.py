@@ -9,7 +9,7 @@ by an access-policy window as persisting lines while the flush streams 512 MB pa
 predicts the first with the weights in HBM and the other two with them on chip; and the same
 weights as one GEMM (x[B, 2048] @ W[6144, 2048]^T), one kernel's device time.
 
-    python validation/predict_l2_persist.py [--out validation/data/l2_persist_h200/predictions.jsonl]
+    python validation/predict_l2_persist.py [--hardware h200-sxm] [--out validation/data/l2_persist_h200/predictions.jsonl]
 """
 
 from __future__ import annotations
@@ -49,9 +49,10 @@ def seconds(chip: ChipSpec, shape: str, batch: int, on_chip: float) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--hardware", default="h200-sxm")
     ap.add_argument("--out", type=Path, default=Path("validation/data/l2_persist_h200/predictions.jsonl"))
     a = ap.parse_args()
-    chip = ChipSpec.from_profile(load_profile("h200-sxm"))
+    chip = ChipSpec.from_profile(load_profile(a.hardware))
     rows = []
     for shape in ("graph", "one"):
         for batch in BATCHES:
