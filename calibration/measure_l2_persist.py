@@ -10,10 +10,12 @@ launched eagerly), in three conditions:
 - warm: no flush: the weights (25 MB) stay in the 50 MB L2 by themselves;
 - persisting: an access-policy window (driver API: cuStreamSetAttribute, the graph's kernel
   nodes too) marks the weights' lines persisting, in a set-aside of cuCtxSetLimit
-  (CU_LIMIT_PERSISTING_L2_CACHE_SIZE), and the same 512 MB flush runs before each replay.
+  (CU_LIMIT_PERSISTING_L2_CACHE_SIZE), and the same 512 MB flush runs before each replay;
+  persisting_warm: the window, no flush.
+A third shape, `read`, sums the weights (a reduction kernel: their bytes alone, no GEMM).
 Each row: batch, condition, median and min microseconds of the replay over REPEATS.
 
-    python calibration/measure_l2_persist.py --out DIR     (on the device machine)
+    python calibration/measure_l2_persist.py --out DIR [--traffic]    (on the device machine)
 """
 
 from __future__ import annotations
@@ -78,12 +80,20 @@ def persist(weights: torch.Tensor, stream: torch.cuda.Stream, graph_nodes=None) 
             "window_bytes": min(nbytes, max_window.value)}
 
 
+SPIN_CYCLES = 200_000     # the GPU kept busy (no memory traffic) while the host launches what is timed
+
+
 def timed(replay, flush, repeats: int) -> list[float]:
+    """Microseconds of each replay. Before it, the flush (if any), then a spin of the SMs
+    without memory traffic, so that the start event and the replay are queued while the GPU is
+    busy: the events then time the GPU's work, not the host's launch of it (call_1 timed that
+    where nothing ran before the start event: its "warm" rows)."""
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     out = []
     for _ in range(repeats):
         if flush is not None:
             flush()
+        torch.cuda._sleep(SPIN_CYCLES)
         start.record()
         replay()
         end.record()
@@ -92,11 +102,50 @@ def timed(replay, flush, repeats: int) -> list[float]:
     return out
 
 
+def sweep_traffic(out: Path) -> None:
+    """How much other traffic between two uses the weights survive in the L2, with and without
+    the persisting window: the one-GEMM shape at batch 16 (and the weights' sum) after 0 to
+    512 MB written (fill_) or read (sum) by another kernel, then the SMs' spin."""
+    dev = torch.device("cuda")
+    torch.manual_seed(0)
+    weights = torch.randn(EXPERTS * GATE_UP, HIDDEN, device=dev, dtype=torch.bfloat16) * 0.02
+    scratch = torch.empty(FLUSH_BYTES // 4, device=dev, dtype=torch.float32).fill_(1.0)
+    x = torch.randn(16, HIDDEN, device=dev, dtype=torch.bfloat16)
+    stream = torch.cuda.Stream()
+    a0 = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
+    for _ in range(200):
+        a0 @ a0
+    torch.cuda.synchronize()
+    rows, meta = [], {}
+    for persisting in (False, True):
+        if persisting:
+            meta.update(persist(weights, stream))
+        with torch.cuda.stream(stream):
+            for mb in (0, 8, 16, 32, 64, 128, 512):
+                part = scratch[: mb * 2**20 // 4]
+                for traffic, flush in (("write", lambda: part.fill_(2.0)), ("read", lambda: part.sum())):
+                    if mb == 0 and traffic == "read":
+                        continue
+                    for shape, run in (("one", lambda: F.linear(x, weights)),
+                                       ("read", lambda: weights.sum(dtype=torch.float32))):
+                        us = timed(run, flush if mb else None, REPEATS)
+                        rows.append({"persisting": persisting, "traffic_mb": mb, "traffic": traffic,
+                                     "shape": shape, "batch": 16, "median_us": statistics.median(us),
+                                     "min_us": min(us)})
+                        print(rows[-1], flush=True)
+    (out / "l2_persist_traffic.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (out / "meta_traffic.json").write_text(json.dumps(meta, indent=1))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--traffic", action="store_true", help="sweep_traffic instead of the three conditions")
     a = ap.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
+    if a.traffic:
+        sweep_traffic(a.out)
+        return
     torch.manual_seed(0)
     dev = torch.device("cuda")
     props = torch.cuda.get_device_properties(dev)
@@ -105,6 +154,10 @@ def main() -> None:
     scratch = torch.empty(FLUSH_BYTES // 4, device=dev, dtype=torch.float32)
     flush = lambda: scratch.fill_(1.0)          # noqa: E731: 512 MB written, every line evicted
     stream = torch.cuda.Stream()
+    a0 = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
+    for _ in range(200):                  # clocks up before the first timing
+        a0 @ a0
+    torch.cuda.synchronize()
     rows = []
     for persisting in (False, True):
         if persisting:
@@ -127,8 +180,10 @@ def main() -> None:
                     graph.replay()
                 # the experts' GEMMs in one graph, and all their weights in one GEMM (eager: one
                 # kernel, so no launch gap is timed)
-                shapes = {"graph": graph.replay, "one": lambda: F.linear(x, together)}
-                conditions = {"cold": flush, "warm": None} if not persisting else {"persisting": flush}
+                shapes = {"graph": graph.replay, "one": lambda: F.linear(x, together),
+                          "read": lambda: together.sum(dtype=torch.float32)}    # its bytes alone
+                conditions = ({"cold": flush, "warm": None} if not persisting else
+                              {"persisting": flush, "persisting_warm": None})
                 for shape, replay in shapes.items():
                     for name, before in conditions.items():
                         us = timed(replay, before, REPEATS)

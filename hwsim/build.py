@@ -139,6 +139,8 @@ def build(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelSha
     warnings = inert_keys(cfg, model)       # keys set where they cannot act: said, not ignored
     warnings += getattr(schedule, "warnings", [])           # an imported trace's
     warnings += unmeasured
+    if sram_bytes and sram_bytes <= chip.l2_bytes * cfg.moe.cache.persist_fraction:
+        warnings.append(L2_SHARE_NOTE)
     where = f"{p.gpus} x {profile.name}" if several else profile.name
     if note := memory.check(mem, where, p.allow_overcommit):
         warnings.append(note)
@@ -196,6 +198,13 @@ def _memory(cfg: Scenario, model: ModelShape, schedule: Schedule, chip: ChipSpec
     act = memory.per_gpu(model, gpus=p.gpus, tp=p.tp, ep=p.ep, dp_attention=p.dp_attention,
                          batch=w.batch_size, context=1, capacity_bytes=0).activations
     return GpuMemory(weights, kv, act, chip.hbm_capacity_bytes)
+
+
+# said by every run that keeps experts (or the router) in the L2's set-aside share
+L2_SHARE_NOTE = ("experts kept in the L2's set-aside share are read at the L2's bandwidth for as long as "
+                 "the policy keeps them: an upper bound on a GPU whose L2 is a cache. Measured on an H200, "
+                 "a persisting access-policy window did not hold 25 MB of expert weights past 32 MB or more "
+                 "of other traffic (validation/data/l2_persist_h200)")
 
 
 def _expert_sram(cfg: Scenario, model: ModelShape, chip: ChipSpec, schedule: Schedule) -> tuple[float, bool]:

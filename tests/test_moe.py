@@ -262,3 +262,18 @@ def test_pinned_hot_under_expert_parallelism_pins_each_gpus_own_experts():
     caches = [onchip.dispatch.cache for onchip in b.gpus.onchips]
     assert all(c.hits > 0 for c in caches)
     assert summary.moe.cache.hit_rate == pytest.approx(sum(c.hits for c in caches) / sum(c.lookups for c in caches))
+
+
+def test_a_run_keeping_experts_in_the_l2s_share_says_it_is_an_upper_bound():
+    """Measured on an H200 (validation/data/l2_persist_h200), the L2's persisting share did not
+    hold expert weights between their uses: every run that keeps experts there says so; a run
+    that keeps none, or a what-if SRAM beside the L2 (capacity_mib past the share), does not."""
+    from hwsim.build import L2_SHARE_NOTE, build
+    from hwsim.config.load import load_scenario
+
+    assert L2_SHARE_NOTE in build(load_scenario("moe-prefetch", ["workload.decode_steps=1"])).warnings
+    pinned = ["model=qwen3-30b-a3b", "moe.cache.policy=pinned-hot", "workload.decode_steps=1"]
+    assert L2_SHARE_NOTE in build(load_scenario(None, pinned)).warnings
+    assert L2_SHARE_NOTE not in build(load_scenario(None, ["workload.decode_steps=1"])).warnings
+    beside = build(load_scenario(None, [*pinned, "moe.cache.capacity_mib=1024"]))
+    assert L2_SHARE_NOTE not in beside.warnings
