@@ -615,3 +615,43 @@ def test_an_eager_attentions_batched_gemms_move_with_the_batch_and_context():
     assert scaled and (moved.batch, moved.k, moved.n) == (64, 1031, 64)
     assert retarget(ir.Gemm(m=1, n=64, k=2055, batch=32 * 8, weight=False), old, new)[0].batch == 8
     assert retarget(pv, Point(32, 2048, 4), Point(1, 1024, 4)) == (pv, False)    # heads unknown
+
+
+def test_a_reduction_of_a_tensor_streamed_from_hbm_spreads_over_the_chip():
+    """A reduction too large for the L2 (gpt-oss's scores max at batch 64: 34 MB in, 8 KB out)
+    streams its input from HBM over a grid sized by the bytes it reads, not by the few it
+    writes: its tiles were counted from its L2 bytes only, one tile for the whole read, 712 us
+    a call (the batch-8 trace predicted (64, 1024) at +23%)."""
+    from hwsim import operators
+    from hwsim.build import build
+    b = build(load_scenario("scenarios/kernel-trace.yaml", []))
+    low, chip = b.schedule.lowering, b.schedule.chip
+    nbytes = 64 * 64 * 4104 * 2
+    assert low._in_hbm(nbytes)
+    kernels = low.kernels("max", ir.Memory("reduction", nbytes, 8192, ctas=256, threads=512), 0)
+    assert kernels[0].tiles >= chip.sms
+    assert operators.device_time_s(chip, kernels) < 2 * nbytes / chip.hbm_read_bytes_s
+
+
+def test_an_eager_attentions_scores_move_with_the_context_in_their_last_dim():
+    """gpt-oss's eager attention (sinks) takes the max, sub, softmax and cat of its scores,
+    batch x heads x 1 x keys: the keys are the context though they are the last dim, which for
+    other tensors is a feature dim (Mixtral's hidden 4096 at context 4096 stays put). They
+    grew with the batch only: 8x from (8, 4096) to (64, 1024), not 2x."""
+    from hwsim.ktrace.classify import Point, from_op
+    from hwsim.ktrace.reader import CpuOp
+    from hwsim.ktrace.retarget import retarget
+    bf16 = "c10::BFloat16"
+    old, new = Point(8, 4096, 4, (8, 64)), Point(64, 1024, 4, (8, 64))
+    scores = from_op(CpuOp("aten::max", 0, 1, ((8, 64, 1, 4104), (), ()), (bf16, "Scalar", "Scalar")), old)
+    assert scores.per_batch and scores.per_context and not scores.reads_cache
+    assert retarget(scores, old, new)[0].read_bytes == pytest.approx(scores.read_bytes * 8 * 1024 / 4096)
+    cat = (f"GenericList[{bf16}]", "Scalar")
+    sinks = from_op(CpuOp("aten::cat", 0, 1, (((8, 64, 1, 4103), (8, 64, 1, 1)), ()), cat), old)
+    kv = from_op(CpuOp("aten::cat", 0, 1, (((8, 8, 4102, 64), (8, 8, 1, 64)), ()), cat), old)
+    assert sinks.per_context and not sinks.reads_cache     # the scores just written, not the KV cache
+    assert kv.per_context and kv.reads_cache
+    hidden = from_op(CpuOp("aten::add", 0, 1, ((8, 1, 4096), (8, 1, 4096), ()), (bf16, bf16, "Scalar")), old)
+    assert hidden.per_batch and not hidden.per_context
+    op = CpuOp("aten::max", 0, 1, ((8, 64, 1, 4104), (), ()), (bf16, "Scalar", "Scalar"))
+    assert not from_op(op, Point(8, 4096, 4)).per_context     # heads not declared: not read as scores

@@ -205,11 +205,18 @@ def from_op(op: CpuOp, point: Point) -> ir.WorkItem | None:
     if item is not None and ts:
         big = max(ts, key=lambda t: numel(t[0]))[0]
         # the batch is the leading dim, the context a middle one (never the last: a feature dim,
-        # which may equal the context by chance, as Mixtral's hidden 4096 at context 4096)
-        per_context = any(point.is_context(d) for d in big[1:-1])
-        item = replace(item, per_batch=big[0] in point.batch_dims(), per_context=per_context,
-                       reads_cache=per_context and item.kind == "cat")   # a KV cache's append
+        # which may equal the context by chance, as Mixtral's hidden 4096 at context 4096), or
+        # the last one of an eager attention's scores
+        cache = any(point.is_context(d) for d in big[1:-1])
+        item = replace(item, per_batch=big[0] in point.batch_dims(), per_context=cache or is_scores(big, point),
+                       reads_cache=cache and item.kind == "cat")   # a KV cache's append
     return item
+
+
+def is_scores(dims: tuple, point: Point) -> bool:
+    """An eager attention's scores, batch x heads x queries x keys (gpt-oss's softmax with sinks:
+    their max, sub, softmax, the sinks' cat): the last dim is the keys, so the context."""
+    return len(dims) == 4 and dims[1] in point.heads and point.is_context(dims[-1])
 
 
 def grouped_rows(rows: int, groups: int, top_k: int) -> tuple[int, ...]:

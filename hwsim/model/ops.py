@@ -255,8 +255,8 @@ def elementwise(name: str, layer: int, read_bytes: float, write_bytes: float, op
     data (so it evicts nothing: hwsim.model.l2_residency).
     """
     int_ops = 0.0
-    if vectorized:
-        tiles = max(1, math.ceil((read_bytes + write_bytes) / ELEMENTWISE_TILE_BYTES))
+    if vectorized:       # its grid covers every byte it moves, those it streams from HBM included
+        tiles = max(1, math.ceil((read_bytes + weight_bytes + write_bytes) / ELEMENTWISE_TILE_BYTES))
     else:
         elements = write_bytes / ACT_BYTES
         tiles = max(1, math.ceil(elements / TI_BLOCK_ELEMS))
