@@ -15,7 +15,7 @@ launched eagerly), in three conditions:
 A third shape, `read`, sums the weights (a reduction kernel: their bytes alone, no GEMM).
 Each row: batch, condition, median and min microseconds of the replay over REPEATS.
 
-    python calibration/measure_l2_persist.py --out DIR [--traffic]    (on the device machine)
+    python calibration/measure_l2_persist.py --out DIR [--traffic | --profile]    (on the device machine)
 """
 
 from __future__ import annotations
@@ -137,14 +137,68 @@ def sweep_traffic(out: Path) -> None:
     (out / "meta_traffic.json").write_text(json.dumps(meta, indent=1))
 
 
+def profile_kernels(out: Path) -> None:
+    """The GEMM kernels' device time (CUPTI, as calibration/measure_gemm_kernels.py takes it),
+    not the events around them: each shape at B = 1, 16, 64, cold (512 MB *read* before each
+    replay: the L2 full of clean lines, as hwsim's GEMMs are calibrated) and warm, REPEATS
+    replays each; the flush, the spin and their own kernels are left out by name."""
+    from torch.profiler import ProfilerActivity, profile
+
+    dev = torch.device("cuda")
+    torch.manual_seed(0)
+    weights = torch.randn(EXPERTS, GATE_UP, HIDDEN, device=dev, dtype=torch.bfloat16) * 0.02
+    together = weights.view(EXPERTS * GATE_UP, HIDDEN)
+    scratch = torch.empty(FLUSH_BYTES // 4, device=dev, dtype=torch.float32).fill_(1.0)
+    a0 = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
+    for _ in range(200):
+        a0 @ a0
+    torch.cuda.synchronize()
+    rows = []
+    for batch in (1, 16, 64):
+        x = torch.randn(batch, HIDDEN, device=dev, dtype=torch.bfloat16)
+        shapes = {"graph": lambda: [F.linear(x, weights[e]) for e in range(EXPERTS)],
+                  "one": lambda: F.linear(x, together)}
+        for shape, run in shapes.items():
+            for condition, flush in (("cold_read", lambda: scratch.sum()), ("warm", None)):
+                for _ in range(3):
+                    run()
+                torch.cuda.synchronize()
+                with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                    for _ in range(REPEATS):
+                        if flush is not None:
+                            flush()
+                        torch.cuda._sleep(SPIN_CYCLES)
+                        run()
+                    torch.cuda.synchronize()
+                kernels: dict[str, list[float]] = {}
+                for ev in prof.events():
+                    name = ev.name
+                    if ev.device_type.name != "CUDA" or "spin" in name or name.startswith("void at::native::"):
+                        continue
+                    if "memcpy" in name.lower() or "memset" in name.lower():
+                        continue
+                    kernels.setdefault(name, []).append(ev.device_time_total if hasattr(ev, "device_time_total")
+                                                        else ev.cuda_time_total)
+                total = sum(sum(v) for v in kernels.values()) / REPEATS
+                rows.append({"batch": batch, "experts": EXPERTS, "shape": shape, "condition": condition,
+                             "device_us": total,
+                             "kernels": {k: [len(v), statistics.median(v)] for k, v in kernels.items()}})
+                print(rows[-1], flush=True)
+    (out / "l2_persist_profile.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--traffic", action="store_true", help="sweep_traffic instead of the three conditions")
+    ap.add_argument("--profile", action="store_true", help="profile_kernels: the GEMMs' device time")
     a = ap.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
     if a.traffic:
         sweep_traffic(a.out)
+        return
+    if a.profile:
+        profile_kernels(a.out)
         return
     torch.manual_seed(0)
     dev = torch.device("cuda")

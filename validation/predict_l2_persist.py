@@ -29,9 +29,10 @@ BATCHES = (1, 4, 16, 64)
 EXPERTS = 4                          # 4 x 6.3 MB = 25 MB: under the H200's persisting share (37.5 MB)
 
 
-def seconds(chip: ChipSpec, shape: str, batch: int, on_chip: float) -> float:
-    """`graph`: the EXPERTS GEMMs of one replay, back to back as a CUDA graph launches them;
-    `one`: their weights as one GEMM, its device time (the events around one kernel)."""
+def seconds(chip: ChipSpec, shape: str, batch: int, on_chip: float, device_only: bool = False) -> float:
+    """`graph`: the EXPERTS GEMMs of one replay, back to back as a CUDA graph launches them
+    (`device_only`: their kernels' device time, as the profiler sums it); `one`: their weights
+    as one GEMM, its device time (the events around one kernel)."""
     nbytes = HIDDEN * GATE_UP * 2
     if shape == "one":
         kernels = ops.gemm("experts.gate_up", 0, batch, HIDDEN, EXPERTS * GATE_UP, chip,
@@ -43,6 +44,8 @@ def seconds(chip: ChipSpec, shape: str, batch: int, on_chip: float) -> float:
         kernels += ops.gemm(f"expert{e}.gate_up", 0, batch, HIDDEN, GATE_UP, chip,
                             weight_addr=GEMM_WEIGHT_ADDR + e * nbytes, weight_bytes=2,
                             data=Component.EXPERT_READ, weights_on_chip=on_chip)
+    if device_only:
+        return device_time_s(chip, kernels)
     t, _ = time_kernels(chip, kernels, launch="graph")
     return t
 
@@ -50,10 +53,21 @@ def seconds(chip: ChipSpec, shape: str, batch: int, on_chip: float) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--hardware", default="h200-sxm")
+    ap.add_argument("--device-time", action="store_true", help="the kernels' device time alone")
     ap.add_argument("--out", type=Path, default=Path("validation/data/l2_persist_h200/predictions.jsonl"))
     a = ap.parse_args()
     chip = ChipSpec.from_profile(load_profile(a.hardware))
     rows = []
+    if a.device_time:        # the kernels' device time alone (measure_l2_persist.py --profile)
+        for shape in ("graph", "one"):
+            for batch in (1, 16, 64):
+                cold, on_chip = (seconds(chip, shape, batch, w, device_only=True) for w in (0.0, 1.0))
+                rows.append({"batch": batch, "experts": EXPERTS, "shape": shape, "cold_us": cold * 1e6,
+                             "on_chip_us": on_chip * 1e6, "speedup": cold / on_chip})
+                print(rows[-1])
+        a.out.parent.mkdir(parents=True, exist_ok=True)
+        a.out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return
     for shape in ("graph", "one"):
         for batch in BATCHES:
             cold, on_chip = seconds(chip, shape, batch, 0.0), seconds(chip, shape, batch, 1.0)
