@@ -80,6 +80,7 @@ def persist(weights: torch.Tensor, stream: torch.cuda.Stream, graph_nodes=None) 
             "window_bytes": min(nbytes, max_window.value)}
 
 
+PROFILED = 50             # replays a profile records (--profile)
 SPIN_CYCLES = 200_000     # the GPU kept busy (no memory traffic) while the host launches what is timed
 
 
@@ -140,9 +141,13 @@ def sweep_traffic(out: Path) -> None:
 def profile_kernels(out: Path) -> None:
     """The GEMM kernels' device time (CUPTI, as calibration/measure_gemm_kernels.py takes it),
     not the events around them: each shape at B = 1, 16, 64, cold (512 MB *read* before each
-    replay: the L2 full of clean lines, as hwsim's GEMMs are calibrated) and warm, REPEATS
-    replays each; the flush, the spin and their own kernels are left out by name."""
+    replay: the L2 full of clean lines, as hwsim's GEMMs are calibrated) and warm, PROFILED
+    replays each (eager: the graph's four GEMMs launched one by one); the flush, the spin and their own kernels are left out by name."""
+    import sys
     from torch.profiler import ProfilerActivity, profile
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from device_env import launch_shapes
 
     dev = torch.device("cuda")
     torch.manual_seed(0)
@@ -164,22 +169,19 @@ def profile_kernels(out: Path) -> None:
                     run()
                 torch.cuda.synchronize()
                 with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                    for _ in range(REPEATS):
+                    for _ in range(PROFILED):
                         if flush is not None:
                             flush()
                         torch.cuda._sleep(SPIN_CYCLES)
                         run()
                     torch.cuda.synchronize()
                 kernels: dict[str, list[float]] = {}
-                for ev in prof.events():
-                    name = ev.name
-                    if ev.device_type.name != "CUDA" or "spin" in name or name.startswith("void at::native::"):
-                        continue
-                    if "memcpy" in name.lower() or "memset" in name.lower():
-                        continue
-                    kernels.setdefault(name, []).append(ev.device_time_total if hasattr(ev, "device_time_total")
-                                                        else ev.cuda_time_total)
-                total = sum(sum(v) for v in kernels.values()) / REPEATS
+                for ev in launch_shapes(prof):          # CUPTI's kernels, from the Chrome trace
+                    name = ev["name"]
+                    if "spin" in name or name.startswith("void at::native::"):
+                        continue                        # the spin, the flush's sum
+                    kernels.setdefault(name, []).append(ev["dur"])
+                total = sum(sum(v) for v in kernels.values()) / PROFILED
                 rows.append({"batch": batch, "experts": EXPERTS, "shape": shape, "condition": condition,
                              "device_us": total,
                              "kernels": {k: [len(v), statistics.median(v)] for k, v in kernels.items()}})
