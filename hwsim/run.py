@@ -170,10 +170,12 @@ def _memory_totals_kept(top: Built, probe: Built, planned: RunResult) -> bool:
     maximum clock's) instead of charging them again (Device.keep_memory_totals_of): one GPU
     whose stream ran every kernel of that run alone, and nothing before it (as many kernels as
     `planned`, a run of the same plans), as the probe will run the same plans (nothing else in
-    flight, at any clock)."""
+    flight, at any clock). Not under speculative decoding: its verification passes are planned
+    afresh by every probe (whatif/speculative.py), on what the last left on chip, so a probe's
+    kernels may differ from the maximum clock's."""
     stream = top.stream
     ran_alone = stream.all_alone and stream.kernels == sum(s.kernels for s in planned.steps)
-    if len(top.gpus.streams) > 1 or not ran_alone:
+    if len(top.gpus.streams) > 1 or not ran_alone or top.scenario.workload.speculative is not None:
         return False
     probe.device.keep_memory_totals_of(top.device)
     return True

@@ -120,14 +120,15 @@ def part(cls):
 @part
 class MoECache(Part):
     policy: str
-    capacity_mb: float
+    capacity_mb: float              # one GPU's SRAM for experts
     expert_mb: float
-    hit_rate: float | None
+    hit_rate: float | None          # every GPU's lookups together (expert parallelism: each its own experts)
     hit_rate_by_layer: dict
 
 
 @part
 class MoEPrefetch(Part):
+    """The first GPU's prefetches (several GPUs: each prefetches its own experts)."""
     enabled: bool
     predictor: str
     precision: float | None

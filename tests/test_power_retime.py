@@ -162,3 +162,20 @@ def test_a_probe_whose_passes_do_not_all_run_alone_is_run_again_charging_every_u
     locked_run = run_scenario(cfg, locked, intervals=False)
     assert settled.channel_bytes == locked.device.channel_bytes.tolist()
     assert settled.summary["itl_ms"] == pytest.approx(locked_run.summary["itl_ms"], rel=1e-12)
+
+
+def test_a_speculative_runs_probes_are_charged_in_full_as_they_plan_afresh(monkeypatch):
+    """Speculative decoding plans its verification passes again at every probe, on what the
+    last left on chip (an LRU expert cache here), so a probe may run other kernels than the
+    maximum clock's run: it keeps none of that run's memory totals, and settles where a run
+    charging every unit settles."""
+    from hwsim import run as run_module
+    sets = ["workload.batch_size=64", "workload.context_tokens=512", "workload.decode_steps=3",
+            "workload.prompt_tokens=128", "moe.cache.policy=lru", "moe.cache.capacity_mib=200",
+            "workload.speculative={method: mtp, tokens: 1}", "hardware_overrides={power: {limit_w: 200}}"]
+    cfg = load_scenario("scenarios/moe-hotspots.yaml", sets)
+    kept = run_scenario(cfg, intervals=False).summary["power"]
+    monkeypatch.setattr(run_module, "_memory_totals_kept", lambda *a: False)
+    full = run_scenario(cfg, intervals=False).summary["power"]
+    assert kept["throttled"]
+    assert (kept["sm_clock_mhz"], kept["watts"]) == (full["sm_clock_mhz"], full["watts"])

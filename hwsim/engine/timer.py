@@ -14,9 +14,6 @@ bus, the L2 and the on-chip SRAM it lands in).
 
 from __future__ import annotations
 
-
-import numpy as np
-
 from hwsim.engine.effect import Effect
 from hwsim.engine.memory_path import MemoryPath
 from hwsim.engine.tile_rounds import tile_rounds
@@ -34,8 +31,8 @@ def _add(total: dict[Component, float], parts: dict[Component, float]) -> None:
 def _shifted(demand: dict, levels: dict, starts: list[float], shifts: list[float]) -> dict | None:
     """An item's demand with each memory level's done-at offset moved as the wave it fell in
     moved (each level moves its own: `shifted`); wave i started at starts[i] and now starts
-    shifts[i] later. The SMs' slots and the decoder's work are redone by the caller. None
-    where it asks a kind of unit not known here."""
+    shifts[i] later. The SMs' slots are kept (no clock changes them); the decoder's work is
+    redone by the caller. None where it asks a kind of unit not known here."""
     out = {}
     for kind, d in demand.items():
         level = levels.get(kind)

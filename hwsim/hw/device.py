@@ -183,8 +183,8 @@ class Device:
             unit.charge_all(pending)
 
     def keep_memory_totals_of(self, other: "Device") -> None:
-        """Take the HBM's, the bus's and the L2's totals from `other` and charge them no more
-        at sync: a power governor's probe (hwsim/run.py) runs the passes `other` ran, every
+        """Take the HBM's, the bus's, the L2's (and the expert SRAM's) totals from `other` and
+        charge them no more at sync: a power governor's probe (hwsim/run.py) runs the passes `other` ran, every
         kernel alone, at a lower SM clock, and what those units served, and for how long, does
         not depend on the SM clock (the same sums, to the bit; issue 33). The SM pool's and the
         decoder's, whose demand does, are charged as before."""
@@ -192,7 +192,10 @@ class Device:
         self.hbm_all.channel_bytes[:] = other.hbm_all.channel_bytes
         self.hbm_all.channel_busy[:] = other.hbm_all.channel_busy
         self.hbm_all.settle()
-        for mine, theirs in ((self.bus, other.bus), (self.l2, other.l2)):
+        pairs = [(self.bus, other.bus), (self.l2, other.l2)]
+        if self.sram is not None and other.sram is not None:
+            pairs.append((self.sram, other.sram))
+        for mine, theirs in pairs:
             mine.busy_s, mine.served = theirs.busy_s, theirs.served
         self.l2.hit_bytes = other.l2.hit_bytes
         self._charged = [u for u in self.demanding if u is self.sm or u is self.decoder]
