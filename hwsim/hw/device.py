@@ -156,9 +156,10 @@ class Device:
     # -- accounting ---------------------------------------------------------------------------
     def account(self, e: Effect, n: int = 1, copy_engine: int | None = None) -> None:
         """Add n runs of the item to the units' totals (the HBM stacks' at the next sync)."""
-        self.hbm_read_bytes += n * e.hbm_read
-        self.hbm_write_bytes += n * e.hbm_write
-        for unit in self.demanding:
+        if self._charged is self.demanding:         # else the memory units' totals are kept
+            self.hbm_read_bytes += n * e.hbm_read
+            self.hbm_write_bytes += n * e.hbm_write
+        for unit in self._charged:
             unit.charge(e, n)
         if copy_engine is not None:
             self.copy_engines[copy_engine].charge(e, n)
@@ -183,22 +184,16 @@ class Device:
             unit.charge_all(pending)
 
     def keep_memory_totals_of(self, other: "Device") -> None:
-        """Take the HBM's, the bus's, the L2's (and the expert SRAM's) totals from `other` and
-        charge them no more at sync: a power governor's probe (hwsim/run.py) runs the passes `other` ran, every
-        kernel alone, at a lower SM clock, and what those units served, and for how long, does
-        not depend on the SM clock (the same sums, to the bit; issue 33). The SM pool's and the
-        decoder's, whose demand does, are charged as before."""
+        """Take the totals of the units a tile's bytes cross (`memory`: the bus, the L2, the
+        expert SRAM, the HBM stacks) from `other` and charge them no more: a power governor's
+        probe (hwsim/run.py) runs the passes `other` ran, every kernel alone, at a lower SM
+        clock, and what those units served, and for how long, does not depend on the SM clock
+        (the same sums, to the bit; issue 33). The other units (the SM pool, the decoder),
+        whose demand does, are charged as before."""
         self.hbm_read_bytes, self.hbm_write_bytes = other.hbm_read_bytes, other.hbm_write_bytes
-        self.hbm_all.channel_bytes[:] = other.hbm_all.channel_bytes
-        self.hbm_all.channel_busy[:] = other.hbm_all.channel_busy
-        self.hbm_all.settle()
-        pairs = [(self.bus, other.bus), (self.l2, other.l2)]
-        if self.sram is not None and other.sram is not None:
-            pairs.append((self.sram, other.sram))
-        for mine, theirs in pairs:
-            mine.busy_s, mine.served = theirs.busy_s, theirs.served
-        self.l2.hit_bytes = other.l2.hit_bytes
-        self._charged = [u for u in self.demanding if u is self.sm or u is self.decoder]
+        for mine, theirs in zip(self.memory, other.memory):
+            mine.take_totals(theirs)
+        self._charged = [u for u in self.demanding if u not in self.memory]
 
     def sync(self) -> None:
         """Bring the units' totals up to date (the HBM stacks' from their channels', and every

@@ -77,6 +77,11 @@ class Unit:
     def settle(self) -> None:
         """Bring the totals up to date (a unit that charges lazily: the HBM stacks)."""
 
+    def take_totals(self, other: "Unit") -> None:
+        """Take `other`'s totals as its own (the same unit of another device that ran the same
+        work: a power governor's probe keeps what no SM clock changes, Device.keep_memory_totals_of)."""
+        self.busy_s, self.served = other.busy_s, other.served
+
     def lanes(self, e: Effect, out: list[Lane]) -> None:
         """Append the unit's lanes busy during one run of the item."""
 
@@ -206,6 +211,11 @@ class HbmStacks(Unit):
     def stack_bytes(self) -> np.ndarray:
         return np.bincount(self.stack_of, weights=self.channel_bytes, minlength=len(self.members))
 
+    def take_totals(self, other: "HbmStacks") -> None:
+        self.channel_bytes[:] = other.channel_bytes
+        self.channel_busy[:] = other.channel_busy
+        self.settle()
+
     def settle(self) -> None:
         busy = np.bincount(self.stack_of, weights=self.channel_busy, minlength=len(self.members))
         for unit, b, served in zip(self.members, busy, self.stack_bytes()):
@@ -276,6 +286,10 @@ class L2(Bus):
         super().charge(e, n)
         if not e.copy and (d := e.demand.get(self.kind)) is not None:
             self.hit_bytes += n * d[1]
+
+    def take_totals(self, other: "L2") -> None:
+        super().take_totals(other)
+        self.hit_bytes = other.hit_bytes
 
     def charge_all(self, counts: dict[Effect, int]) -> None:
         super().charge_all(counts)
