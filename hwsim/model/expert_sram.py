@@ -89,17 +89,10 @@ class ExpertCache:
             return min(candidates, key=lambda k: self.uses.get(k, 0))
         return candidates[0]
 
-    @property
-    def hit_rate(self) -> float | None:
-        return self.hits / self.lookups if self.lookups else None
-
-    def hit_rate_by_layer(self) -> dict[int, float]:
-        return {layer: h / n for layer, (h, n) in sorted(self.hits_by_layer.items()) if n}
-
 
 def pooled_hit_rates(caches: list[ExpertCache]) -> tuple[float | None, dict[int, float]]:
-    """The hit rate and hit rate by layer of several GPUs' caches together (expert
-    parallelism: each GPU looks up the experts it holds), as one cache's are of its own."""
+    """The hit rate and hit rate by layer of one GPU's cache, or of several GPUs' caches
+    together (expert parallelism: each GPU looks up the experts it holds)."""
     hits = sum(c.hits for c in caches)
     lookups = sum(c.lookups for c in caches)
     by_layer: dict[int, list[int]] = {}
