@@ -139,7 +139,7 @@ def build(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelSha
     warnings = inert_keys(cfg, model)       # keys set where they cannot act: said, not ignored
     warnings += getattr(schedule, "warnings", [])           # an imported trace's
     warnings += unmeasured
-    if sram_bytes and sram_bytes <= chip.l2_bytes * cfg.moe.cache.persist_fraction:
+    if sram_bytes and sram_bytes <= _persisting_bytes(cfg, chip):
         warnings.append(L2_SHARE_NOTE)
     where = f"{p.gpus} x {profile.name}" if several else profile.name
     if note := memory.check(mem, where, p.allow_overcommit):
@@ -207,6 +207,11 @@ L2_SHARE_NOTE = ("experts kept in the L2's set-aside share are read at the L2's 
                  "of other traffic (validation/data/l2_persist_h200)")
 
 
+def _persisting_bytes(cfg: Scenario, chip: ChipSpec) -> float:
+    """The share of the L2 an application can set aside for persisting lines (CUDA's limit)."""
+    return chip.l2_bytes * cfg.moe.cache.persist_fraction
+
+
 def _expert_sram(cfg: Scenario, model: ModelShape, chip: ChipSpec, schedule: Schedule) -> tuple[float, bool]:
     """(The on-chip SRAM set aside for experts and the router, in bytes, each device's `sram`
     unit: 0 where the scenario keeps nothing there; whether the router's weights are pinned
@@ -215,7 +220,7 @@ def _expert_sram(cfg: Scenario, model: ModelShape, chip: ChipSpec, schedule: Sch
     if not model.moe:
         return 0.0, False
     c = cfg.moe.cache
-    set_aside = c.capacity_mib * 2**20 if c.capacity_mib else chip.l2_bytes * c.persist_fraction
+    set_aside = c.capacity_mib * 2**20 if c.capacity_mib else _persisting_bytes(cfg, chip)
     router_on_chip = c.pin_router and schedule.router_bytes_total() <= set_aside
     uses_sram = c.policy != "none" or cfg.moe.prefetch.enabled or router_on_chip
     return (set_aside if uses_sram else 0.0), router_on_chip
@@ -237,6 +242,6 @@ def _onchip_with_sram(cfg: Scenario, model: ModelShape, chip: ChipSpec, schedule
                               schedule.expert_address, streams.get("prefetch"))
     if c.policy == "pinned-hot":
         dispatch.pin_hot(router.popularity, holds)
-    persisting = chip.l2_bytes * c.persist_fraction
+    persisting = _persisting_bytes(cfg, chip)
     l2_for_activations = chip.l2_bytes - (min(sram.capacity, persisting) if sram else 0.0)
     return OnChipState(schedule.cold_state(l2_for_activations).l2, dispatch, router_on_chip)
