@@ -222,8 +222,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jsonl", help="write every predicted row here")
     ap.add_argument("--markdown", help="print the tables (the prose is in the file by hand)", action="store_true")
+    ap.add_argument("--hardware", default="h200-sxm", help="the profile to predict for (a call may get an H100)")
     args = ap.parse_args()
-    chip = ChipSpec.from_profile(load_profile("h200-sxm"))
+    chip = ChipSpec.from_profile(load_profile(args.hardware))
     rows = predict_all(chip)
     if args.jsonl:
         Path(args.jsonl).write_text("".join(json.dumps(r) + "\n" for r in rows))

@@ -26,6 +26,9 @@ sys.path.insert(0, str(ROOT))
 from hwsim.ktrace.reader import read_trace  # noqa: E402
 from hwsim.ktrace.timeline import step_window  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "validation"))
+from trace_store import trace_path, traces_in  # noqa: E402  (the traces are archived)
+
 CALLS = [ROOT / "validation/data/hf_traces_h100/call_3", ROOT / "validation/data/hf_traces_h100/call_4",
          ROOT / "validation/data/hf_traces_h200/call_1", ROOT / "validation/data/hf_traces_h200/call_2",
          ROOT / "validation/data/hf_traces_h200/call_3"]
@@ -50,9 +53,9 @@ def main() -> int:
                     for r in map(json.loads, (folder / "steps.jsonl").read_text().splitlines())}
         for cap in map(json.loads, (folder / "captured.jsonl").read_text().splitlines()):
             key = (cap["model"], cap["stack"], cap["batch"], cap["context_tokens"])
-            path = folder / "traces" / cap["trace"]
-            if key not in measured or not path.exists():
+            if key not in measured or cap["trace"] not in traces_in(folder / "traces"):
                 continue
+            path = trace_path(folder / "traces" / cap["trace"])
             m = measured[key]
             n = events_in_step(path)
             us = (m["profiled_step_ms"] - m["wall_ms"]) * 1e3 / n

@@ -6,6 +6,7 @@ import gzip
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +14,9 @@ from hwsim.config.load import load_scenario
 from hwsim.errors import ConfigError
 from hwsim.ktrace import ir, reader, synthetic
 from hwsim.run import run_scenario
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "validation"))
+from trace_store import trace_path  # noqa: E402  (the measured traces are archived)
 
 LAYERS = 2
 
@@ -387,7 +391,7 @@ def test_a_per_expert_loop_moves_its_iterations_with_the_batch():
     from hwsim.ktrace.classify import Point
     from hwsim.ktrace.timeline import assemble
     m = load_model("olmoe-1b-7b")
-    steps = assemble(reader.read_trace(LOOP_TRACE), m, Point(1, 1024, 8), 1.0).steps
+    steps = assemble(reader.read_trace(trace_path(LOOP_TRACE)), m, Point(1, 1024, 8), 1.0).steps
     loops = expert_loop.find(steps, m)
     assert len(loops) == m.layers and {len(lp.iterations) for lp in loops} == {8}
     assert {r for lp in loops for r in lp.rows} == {1}
@@ -395,7 +399,7 @@ def test_a_per_expert_loop_moves_its_iterations_with_the_batch():
     iterations = sum(1 for st, in_loop in moved
                      if in_loop and any(k.op == expert_loop.END_OP for k in st.kernels))
     assert iterations == m.layers * expert_loop.reached(m, 8) == m.layers * 42
-    at1, at8 = (_real(LOOP_TRACE, "olmoe-1b-7b", 1, 1024, f"workload.batch_size={b}") for b in (1, 8))
+    at1, at8 = (_real(trace_path(LOOP_TRACE), "olmoe-1b-7b", 1, 1024, f"workload.batch_size={b}") for b in (1, 8))
     assert not [w for w in at8["warnings"] if "loop" in w]
     assert at8["host"]["busy_ms"] > 3 * at1["host"]["busy_ms"] and at8["device_busy_ms"] > 2 * at1["device_busy_ms"]
     grouped = assemble(reader.read_trace(H100_OLMOE), m, Point(8, 4096, 8), 1.0).steps
@@ -478,7 +482,7 @@ def test_a_compiled_moe_trace_finds_its_grouped_gemms_by_their_cutlass_kernel():
     from hwsim.ktrace.classify import Point
     from hwsim.ktrace.timeline import assemble
     m = load_model("mixtral-8x7b")
-    ks = assemble(reader.read_trace(H200_MIXTRAL_COMPILED), m, Point(8, 4096), 1.0).kernels
+    ks = assemble(reader.read_trace(trace_path(H200_MIXTRAL_COMPILED)), m, Point(8, 4096), 1.0).kernels
     grouped = [k for k in ks if isinstance(k.item, ir.GroupedGemm)]
     assert len(grouped) == 2 * m.layers and all("GroupProblemShape" in k.name for k in grouped)
     h, f = m.hidden, m.moe.expert_ffn
@@ -568,7 +572,7 @@ def test_a_small_index_kernel_chains_a_load_per_index_row():
     assert time_us(8) > time_us(2) + 6 * 0.2         # each row a few dependent L2 trips
     assert time_us(8, "index") < time_us(8)          # index_add_ also reads its destination
     assert time_us(17) < time_us(16) / 3             # the large-index kernel: no chain
-    steps = assemble(reader.read_trace(LOOP_TRACE), load_model("olmoe-1b-7b"), Point(1, 1024, 8), 1.0).steps
+    steps = assemble(reader.read_trace(trace_path(LOOP_TRACE)), load_model("olmoe-1b-7b"), Point(1, 1024, 8), 1.0).steps
     rows = {k.item.index_rows for st in steps for k in st.kernels
             if isinstance(k.item, ir.Memory) and k.op in ("aten::index_add_", "aten::index_select")}
     assert rows == {1}                                # batch 1: one token an expert

@@ -9,6 +9,7 @@ Mixtral row was +88% and the loop's cross-point row +200%."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,9 @@ from hwsim.config.load import load_scenario
 from hwsim.run import run_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "validation"))
+from trace_store import trace_path  # noqa: E402  (the traces are archived: README there)
+
 DATA = ROOT / "validation" / "data" / "hf_traces_h200"
 BOUND = 0.12
 
@@ -53,7 +57,7 @@ def _measured(call: int, model: str, stack: str, batch: int, context: int) -> fl
 
 @pytest.mark.parametrize("call, model, stack, tb, tc, b, c", ROWS)
 def test_an_h200_trace_predicts_the_measured_device_time(call, model, stack, tb, tc, b, c):
-    trace = DATA / f"call_{call}" / "traces" / f"hf-{model}-{stack}-b{tb}-l{tc}.json.gz"
+    trace = trace_path(DATA / f"call_{call}" / "traces" / f"hf-{model}-{stack}-b{tb}-l{tc}.json.gz")
     predicted = _predict(model, trace, (tb, tc), (b, c))
     measured = _measured(call, model, stack, b, c)
     error = predicted / measured - 1

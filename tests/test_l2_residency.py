@@ -150,7 +150,7 @@ def test_an_experts_gather_does_not_keep_the_other_tokens_resident():
     the token's other top-k experts, far apart in a 128-expert loop. So after more than the L2
     has streamed since `h` was written, a later expert's rows come from HBM, however recently
     other experts read other rows (in-step small-index gathers at 16 rows: 6-12 us measured,
-    7.4 us alone; validation/data/h200_general_kernels.csv)."""
+    7.4 us alone; validation/data/h200_general_kernels.csv.xz)."""
     def gather():
         return Kernel(name="gather", layer=0, tiles=4, l2_read=100.0, reads=("h",), writes=("xe",),
                       partial=("h",))

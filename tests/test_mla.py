@@ -1,5 +1,5 @@
 """MLA (DeepSeek-V2-Lite) as DeepSeek's reference code runs it, against the H200's CUPTI lists
-(validation/data/h200_general_kernels.csv, cal rows): cuBLAS's fallback kernels for an unaligned
+(validation/data/h200_general_kernels.csv.xz, cal rows): cuBLAS's fallback kernels for an unaligned
 key count, and the naive prefill over all heads."""
 
 from pathlib import Path
@@ -14,7 +14,7 @@ from hwsim.errors import ConfigError
 from hwsim.model.kernel import named_kernels
 from hwsim.model.schedule import Schedule, StepShape
 
-KERNELS = Path(__file__).resolve().parents[1] / "validation" / "data" / "h200_general_kernels.csv"
+KERNELS = Path(__file__).resolve().parents[1] / "validation" / "data" / "h200_general_kernels.csv.xz"
 
 
 LAYERS = 4      # profile_general.py's cases run 4 layers

@@ -3,7 +3,7 @@
     python validation/compare_kernels.py [--profile h200-sxm] [--data CSV ...]
 
 Reads validation/data/h200_kernels*.csv (CUPTI durations of the measured schedule with 4
-layers, from validation/profile_step.py; `--data validation/data/h200_general_kernels.csv` for
+layers, from validation/profile_step.py; `--data validation/data/h200_general_kernels.csv.xz` for
 validation/profile_general.py's) and simulates the same 4-layer cases, each with the scenario
 overrides its whole-step row was measured with (validation/data/h200_general.csv). Prints, per
 case and kernel kind, the kernel count and total device microseconds on both sides, so a
@@ -25,7 +25,7 @@ from hwsim.engine.records import RecordLog
 from hwsim.model.schedule import StepShape
 from hwsim.step import simulate_pass
 
-DATA = [Path(__file__).resolve().parent / "data" / f for f in ("h200_kernels.csv", "h200_kernels_extra.csv")]
+DATA = [Path(__file__).resolve().parent / "data" / f for f in ("h200_kernels.csv", "h200_kernels_extra.csv.xz")]
 LAYERS = 4
 
 # (pattern in the profiled CUDA kernel name, kind); first match wins

@@ -32,6 +32,7 @@ from hwsim.run import run_scenario
 HERE = Path(__file__).resolve().parent
 BASE = HERE.parent / "scenarios" / "kernel-trace.yaml"
 sys.path.insert(0, str(HERE.parent / "calibration"))
+from trace_store import ARCHIVE, trace_path  # noqa: E402  (validation/ is this script's own folder)
 
 
 # what the capture ran where the model's file says otherwise: random bf16 weights, not the
@@ -58,11 +59,12 @@ def captured(folder: Path):
     there (beside it, or in its traces/); a missing trace is said on stderr."""
     for f in sorted(folder.glob("captured*.jsonl")):
         for cap in map(json.loads, f.read_text().splitlines()):
-            path = next((p for p in (folder / cap["trace"], folder / "traces" / cap["trace"]) if p.exists()), None)
+            path = next((p for p in (folder / cap["trace"], folder / "traces" / cap["trace"]) if p.exists()
+                         or (p.parent / ARCHIVE).exists()), None)
             if path is None:
                 print(f"missing {folder / cap['trace']}", file=sys.stderr)
                 continue
-            yield cap, path
+            yield cap, trace_path(path)
 
 
 def predict(traces: Path, jobs: int, hardware: str) -> None:

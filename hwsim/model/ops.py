@@ -202,7 +202,7 @@ def gemm(name: str, layer: int, m: int, k: int, n: int, chip: ChipSpec, *, weigh
 
 # cuBLAS's fallbacks for a strided-batched GEMM whose leading dimension is not a multiple of 8
 # elements (16 bytes), as DeepSeek's reference MLA decode issues them over a cache of context + 1
-# keys (CUPTI, validation/data/h200_general_kernels.csv, the cal rows of DeepSeek-V2-Lite):
+# keys (CUPTI, validation/data/h200_general_kernels.csv.xz, the cal rows of DeepSeek-V2-Lite):
 # magma_sgemmEx (CUDA-core FMAs) for the scores, a gemv-style gemmSN for probabilities x latent.
 UNALIGNED_ELEMS = 8
 SIMT_TILE_N = 64         # magma_sgemmEx: 64 keys a block, grid (keys / 64, 1, batch)
@@ -353,7 +353,7 @@ def rows_kernel(name: str, layer: int, rows: int, row_elems: int, elem_bytes: fl
     blocks of the first wave all wait on the norm's weight from HBM; the blocks of later waves
     find it in L2, so of their round trips only one waits on HBM (8192 rows x 4096: 45 us on
     the H200, not the 92 us of every block fetching it from HBM:
-    validation/data/h200_general_kernels.csv)."""
+    validation/data/h200_general_kernels.csv.xz)."""
     row_bytes = row_elems * elem_bytes
     chunks = ROW_ROUND_TRIPS * math.ceil(row_elems / ROW_CHUNK_ELEMS)
     first_wave = chip.sms * chip.cta_slots_per_sm

@@ -432,7 +432,7 @@ class Schedule:
                              cls="attention")
         for which, heads in a.head_norms:
             # q and k are strided views of the QKV output (for more than one token): RMSNorm
-            # copies each to contiguous first (validation/data/h200_general_kernels.csv)
+            # copies each to contiguous first (validation/data/h200_general_kernels.csv.xz)
             if t > 1:
                 n = t * heads * a.head_dim * ops.ACT_BYTES
                 ks.append(self._ew(f"{which}_copy", layer, n, n, vectorized=False, reads=("qkv",),
