@@ -28,7 +28,6 @@ import argparse
 import copy
 import importlib.util
 import json
-import math
 import os
 import sys
 import time
@@ -38,31 +37,11 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from device_env import jsonl_out, log, triton_version  # noqa: E402
-from fast_grid import model_shapes  # noqa: E402
+from library_grid import BITS, GROUP, MODELS, ROWS, fill_cache, gemm_plan, matmul_type  # noqa: E402
 
-MODELS = ["mixtral-8x7b", "qwen3-30b-a3b"]
-ROWS = [1, 2, 4, 8, 16, 32, 64]
-BITS = [4, 2, 8]                 # in order of importance: the budget cuts the last first
-GROUP = 64
-PACKING = 32                     # gemlite's default packing width (int32 containers)
 COPIES_BYTES = 256 * 2 ** 20
 MAX_COPIES = 128
 REPLAYS, WARM = 20, 3
-BF16_TYPE_ID = 1                 # gemlite's type_id: input dtype (bf16 tunes as fp16: 1) x 100 + bits
-
-
-def matmul_type(m: int, bits: int) -> str:
-    """gemlite 0.6's kernel choice by rows (gemlite.core.get_matmul_type, non-MX)."""
-    if m >= 64:
-        return "GEMM"
-    if m > (4 if bits < 8 else 2):
-        return "GEMM_SPLITK"
-    return "GEMV_REVSPLITK" if bits < 8 else "GEMV_SPLITK"
-
-
-def signature(m: int, n: int, k: int, group: int, bits: int) -> str:
-    """The config cache's key (gemlite's pruners: closest m, n, k, group, elements per int32, type)."""
-    return str((m, n, k, group, PACKING // bits, BF16_TYPE_ID * 100 + bits))
 
 
 def gemlite_config_file() -> str | None:
@@ -72,47 +51,6 @@ def gemlite_config_file() -> str | None:
         return None
     path = os.path.join(list(spec.submodule_search_locations)[0], "configs", "h100.json")
     return path if os.path.exists(path) else None
-
-
-def nearest_config(cache: dict, kind: str, m: int, n: int, k: int, group: int, bits: int):
-    """(config, source) for one row from gemlite's H100 cache: the exact signature, else the
-    4-bit-or-same-width entry of the same kernel nearest in log m, log n, log k, then group."""
-    entries = cache.get(kind, {})
-    sig = signature(m, n, k, group, bits)
-    if sig in entries:
-        return dict(entries[sig]), f"h100.json exact {sig}"
-    best, best_key = None, None
-    for key, cfg in entries.items():
-        km, kn, kk, kg, ke, kt = eval(key)           # the file's keys are Python tuples as strings
-        grouped = kt % 100 in (bits, 4) and 16 <= kg < kk    # a grouped INT entry (the file's 8-bit
-        d = (not grouped,                                     # ones are channel-wise: used last)
-             abs(math.log2(km / m)) + abs(math.log2(kn / n)) + abs(math.log2(kk / k)),
-             kg != group, kt % 100 != bits)
-        if best is None or d < best:
-            best, best_key = d, key
-    if best_key is None:
-        return None, "none: gemlite's default config"
-    cfg = dict(entries[best_key])
-    elems = PACKING // bits
-    bk = min(cfg["BLOCK_SIZE_K"], group)         # as gemlite's own pruners clamp it
-    if kind == "GEMV_REVSPLITK":                     # its split-K of 2 loads a group's scales once
-        while bk * 2 > group and bk > 8:
-            bk //= 2
-    cfg["BLOCK_SIZE_K"] = max(bk, elems)
-    return cfg, f"h100.json nearest {best_key} for {sig}"
-
-
-def fill_cache(cache: dict, rows) -> dict:
-    """gemlite's config cache for every planned row: {kind: {signature: config}}, and each
-    row's (config, source)."""
-    out, chosen = {}, {}
-    for m, n, k, bits in rows:
-        kind = matmul_type(m, bits)
-        cfg, source = nearest_config(cache, kind, m, n, k, GROUP, bits)
-        chosen[(m, n, k, bits)] = (cfg, source)
-        if cfg is not None:
-            out.setdefault(kind, {})[signature(m, n, k, GROUP, bits)] = cfg
-    return out, chosen
 
 
 # ----------------------------------------------------------------------------- weights
@@ -132,9 +70,17 @@ def dequantized(codes, scales, zeros):
 
 
 def gemlite_layer(codes, scales, zeros, bits):
-    from gemlite.helper import A16Wn
-    return A16Wn(device=codes.device, dtype=torch.bfloat16).from_weights(
+    return gemlite_modules()[1].A16Wn(device=codes.device, dtype=torch.bfloat16).from_weights(
         codes, scales, zeros, W_nbits=bits, group_size=GROUP, quant_type="INT")
+
+
+def gemlite_modules():
+    """(gemlite.core, gemlite.helper): carried as a wheel (DEVICE_READY.txt); importing needs a GPU."""
+    try:
+        from gemlite import core, helper
+    except ImportError as e:
+        raise SystemExit(f"gemlite is not importable ({e}): install the carried wheels first (.whl/)")
+    return core, helper
 
 
 def copies_for(nbytes: int, dev) -> int:
@@ -192,21 +138,6 @@ def check_row(dev, bits):
         return {"part": "check", "impl": f"gemlite_a16w{bits}", "error": repr(e)[:300]}
 
 
-def plan(models, rows_m, bits_list, dev):
-    """(model, label, m, k, n, impl bits or None for bf16) in order of importance: expert
-    shapes of each model first, then attention; per shape and m, every width then bf16."""
-    out = []
-    for model in models:
-        shapes = model_shapes(model) if dev == "cuda" else [("dry", 256, 128)]
-        shapes = sorted(shapes, key=lambda s: not s[0].startswith("expert"))
-        for label, k, n in shapes:
-            for m in rows_m:
-                out += [(model, label, m, k, n, b) for b in bits_list] + [(model, label, m, k, n, None)]
-        if dev != "cuda":
-            break
-    return out
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
@@ -216,7 +147,7 @@ def main():
     ap.add_argument("--budget-s", type=float, default=110.0, help="start no row after this")
     args = ap.parse_args()
     dev = "cpu" if args.dry else "cuda"
-    rows = plan(args.models.split(","), ROWS if dev == "cuda" else [1, 8, 64], BITS, dev)
+    rows = gemm_plan(args.models.split(","), ROWS if dev == "cuda" else [1, 8, 64], BITS, dev)
     cfg_file = gemlite_config_file()
     cache = json.load(open(cfg_file)) if cfg_file else {}
     filled, chosen = fill_cache(cache, [(m, n, k, b) for _, _, m, k, n, b in rows if b])
@@ -256,8 +187,7 @@ def one_shot_autotuners():
 
 
 def run_device(write, rows, chosen, filled, args):
-    import gemlite  # noqa: F401 (its default autotune setting is "fast")
-    from gemlite import core
+    core = gemlite_modules()[0]             # its default autotune setting is "fast"
     from measure_fast_kernels import timed_row
     if args.tune == "h100":
         core.GemLiteLinear.reset_config()

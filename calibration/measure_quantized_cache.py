@@ -38,13 +38,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from capture_hf_traces import build, decode_step, device_busy_ms, pack  # noqa: E402
+from library_grid import (CACHES, KV_GROUP, POINTS, PROFILED, RESIDUAL, RESIDUAL_FILL, TIMED, WARM,  # noqa: E402
+                          step_plan)
 
-CACHES = {"bf16": None, "hqq2": 2, "hqq4": 4}          # name -> HQQ bits (None: DynamicCache)
-GROUP, RESIDUAL = 64, 128
-POINTS = [(1, 32768), (1, 65536), (1, 8192), (4, 32768), (4, 8192), (4, 65536)]   # (batch, context)
-WARM, TIMED, PROFILED = 3, 12, 4                       # steps; the profiler records the last 2
-FLUSH_AT = WARM + TIMED + PROFILED + 1                 # the step on which the residual flushes
-RESIDUAL_FILL = RESIDUAL - FLUSH_AT                    # bf16 residual tokens at the first step
 
 
 def log(msg):
@@ -56,7 +52,7 @@ def make_cache(name, cfg):
     bits = CACHES[name]
     if bits is None:
         return transformers.DynamicCache()
-    return transformers.QuantizedCache(backend="hqq", config=cfg, nbits=bits, q_group_size=GROUP,
+    return transformers.QuantizedCache(backend="hqq", config=cfg, nbits=bits, q_group_size=KV_GROUP,
                                        residual_length=RESIDUAL)
 
 
@@ -135,7 +131,7 @@ def measure_point(model, cfg, name, cache_name, batch, context, device, cuda, ou
     recorded = PROFILED - 2
     ms = sorted(times)
     row = {"part": "step", "model": name, "cache": cache_name, "nbits": CACHES[cache_name] or 16,
-           "q_group_size": GROUP if CACHES[cache_name] else None,
+           "q_group_size": KV_GROUP if CACHES[cache_name] else None,
            "residual_length": RESIDUAL if CACHES[cache_name] else None, "batch": batch,
            "context_tokens": context, "kv_tokens_first_timed": context + WARM,
            "step_ms": statistics.median(ms), "p10": ms[len(ms) // 10], "p90": ms[(9 * len(ms)) // 10],
@@ -154,10 +150,6 @@ def measure_point(model, cfg, name, cache_name, batch, context, device, cuda, ou
     return row
 
 
-def plan(models, caches, points):
-    return [(m, b, c, k) for m in models for b, c in points for k in caches]
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="a folder: steps.jsonl and the traces")
@@ -174,7 +166,7 @@ def main():
     device = "cuda" if cuda else "cpu"
     points = ([tuple(int(v) for v in p.split("x")) for p in args.points.split(",")] if args.points
               else [(2, 256)] if args.dry else POINTS)
-    rows = plan(args.models.split(","), args.caches.split(","), points)
+    rows = step_plan(args.models.split(","), args.caches.split(","), points)
     os.makedirs(args.out, exist_ok=True)
     log(f"torch {torch.__version__}, transformers {transformers.__version__}; {len(rows)} points, "
         f"budget {args.budget_s:.0f} s")
