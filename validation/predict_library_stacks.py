@@ -1,0 +1,159 @@
+"""hwsim's predictions of every row of the two library-stack measurements of issue 44 (item 2),
+written down before the H200 runs them: calibration/measure_quantized_cache.py (transformers'
+QuantizedCache, HQQ 2/4-bit, against the bf16 DynamicCache) and calibration/measure_gemlite.py
+(gemlite's A16W8/W4/W2 GEMV/GEMM against bf16).
+
+    python validation/predict_library_stacks.py --jsonl calibration/data/h200_library_stacks_predicted.jsonl \
+        --markdown validation/library_stacks_predictions.md
+
+Nothing is fitted to these stacks; every number is hwsim's own code on the h200-sxm profile:
+- decode steps (`part: step`, keys model, cache, batch, context_tokens): the built-in schedule
+  (scenarios/default.yaml with the row's model and point, `runtime.launch: eager` as transformers
+  runs, `runtime.attention_kernel: cudnn`, the SDPA kernel the H200 HF traces show); the HQQ
+  caches as `kv_cache` {bits 2 or 4, group 64, fp16 scale and zero, the last 128 tokens at 16 bits
+  (the residual), `dequant: unfused`, `kernel: naive`}: one expansion kernel per layer that
+  writes a bf16 copy, then attention over it. `step_ms` is the step (ITL p50), `device_busy_ms`
+  its kernels' busy time. bf16 rows also carry `trace_step_ms` / `trace_device_busy_ms`: the
+  H200 HF Llama eager trace of issue 30 (validation/data/hf_traces_h200/call_1) re-timed at the
+  row's point by the kernel-trace path (validation/predict_hf_traces.py predict_point).
+  The flush step (whole-cache re-quantization) has no hwsim kernel: not predicted.
+- GEMMs (`part: gemm`, keys impl, model, shape, m): bf16 as operators.gemm_kernels; gemlite
+  rows as the existing weight-only GEMM families at the row's bytes per weight (codes + a bf16
+  scale and zero per 64): `us` the `fast` family (hwsim/model/fast_gemm.py at the profile's
+  counts, predicted, unmeasured), `naive_us` tinygemm's fit (moe_kernels.weight_only_gemm). Both
+  charge a weight's dequant the same at 8, 4 and 2 bits (docs/weights.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "calibration"), str(ROOT / "validation")]
+
+from hwsim import operators as mb  # noqa: E402
+from hwsim.build import build  # noqa: E402
+from hwsim.config.load import load_profile, load_scenario  # noqa: E402
+from hwsim.hw.chip import ChipSpec  # noqa: E402
+from hwsim.metrics import Component  # noqa: E402
+from hwsim.model import moe_kernels  # noqa: E402
+from hwsim.model.dequant_kernels import from_profile  # noqa: E402
+from hwsim.model.fast_gemm import fast_weight_only_gemm  # noqa: E402
+from hwsim.run import run_scenario  # noqa: E402
+
+HARDWARE = "h200-sxm"
+BASE = ROOT / "scenarios" / "default.yaml"
+HF_TRACES = ROOT / "validation" / "data" / "hf_traces_h200" / "call_1" / "traces"
+# the HF Llama eager traces of issue 30 nearest each measured batch: (batch, context) traced
+TRACED = {1: (1, 1024), 4: (8, 4096)}
+
+
+def cache_sets(cache: str) -> list[str]:
+    """The kv_cache keys of one measured cache (library_grid.CACHES)."""
+    from library_grid import CACHES, KV_GROUP, RESIDUAL
+    bits = CACHES[cache]
+    if bits is None:
+        return []
+    return [f"kv_cache.bits={bits}", f"kv_cache.group_size={KV_GROUP}", "kv_cache.scale_format=fp16",
+            "kv_cache.zero_point=true", f"kv_cache.recent.tokens={RESIDUAL}", "kv_cache.recent.bits=16",
+            "kv_cache.dequant=unfused", "kv_cache.kernel=naive"]
+
+
+def step_row(model: str, cache: str, batch: int, context: int) -> dict:
+    sets = [f"model={model}", f"hardware={HARDWARE}", f"workload.batch_size={batch}",
+            f"workload.context_tokens={context}", "workload.decode_steps=1", "runtime.launch=eager",
+            "runtime.attention_kernel=cudnn", "parallel.allow_overcommit=true", *cache_sets(cache)]
+    cfg = load_scenario(BASE, sets)
+    s = run_scenario(cfg, build(cfg), intervals=False).summary
+    row = {"part": "step", "model": model, "cache": cache, "batch": batch, "context_tokens": context,
+           "step_ms": s["itl_ms"]["p50"], "device_busy_ms": s["device_busy_ms"],
+           "basis": "built-in schedule, launch eager, cudnn attention" + (", kv unfused naive" if cache != "bf16" else "")}
+    if cache != "bf16":
+        row.update(byte_ratio=s["kv"]["byte_ratio"], attention_speedup=s["kv"]["attention_speedup"],
+                   bits_per_element=s["kv"]["effective_bits_per_element"])
+    elif model == "llama-3.1-8b" and batch in TRACED:
+        from predict_hf_traces import predict_point
+        traced = TRACED[batch]
+        trace = HF_TRACES / f"hf-{model}-eager-b{traced[0]}-l{traced[1]}.json.gz"
+        p = predict_point(model, trace, traced, (batch, context), hardware=HARDWARE)
+        row.update(trace_step_ms=p["wall_ms"], trace_device_busy_ms=p["device_busy_ms"], trace=trace.name)
+    return row
+
+
+def gemm_row(chip: ChipSpec, families, impl: str, model: str, label: str, m: int, k: int, n: int) -> dict:
+    from library_grid import GROUP
+    row = {"part": "gemm", "impl": impl, "model": model, "shape": label, "m": m, "k": k, "n": n}
+    if impl == "bf16":
+        return {**row, "us": mb.device_time_s(chip, mb.gemm_kernels(chip, m, k, n)) * 1e6}
+    bits = int(impl.removeprefix("gemlite_a16w"))
+    per_weight = (bits + 2 * 16 / GROUP) / 8               # codes, a bf16 scale and a bf16 zero per group
+    fast = families.weights["fast"]
+    ks = fast_weight_only_gemm("q", 0, m, k, n, chip, weight_addr=mb.GEMM_WEIGHT_ADDR, weight_bytes=per_weight,
+                               data=Component.WEIGHT_READ, ops_per_weight=fast.ops(m))
+    naive = moe_kernels.weight_only_gemm("q", 0, m, k, n, chip, weight_addr=mb.GEMM_WEIGHT_ADDR,
+                                         weight_bytes=per_weight, data=Component.WEIGHT_READ,
+                                         kernel=families.weights["naive"])
+    return {**row, "bits": bits, "group": GROUP, "bytes": round(per_weight * k * n),
+            "us": mb.device_time_s(chip, ks) * 1e6, "naive_us": mb.device_time_s(chip, [naive]) * 1e6,
+            "family": "fast (predicted, unmeasured)", "ops_per_weight": round(fast.ops(m), 3)}
+
+
+def predict_all() -> list[dict]:
+    import library_grid as grid
+    rows = [step_row(model, cache, b, c)
+            for model, b, c, cache in grid.step_plan(["llama-3.1-8b"], list(grid.CACHES), grid.POINTS)]
+    profile = load_profile(HARDWARE)
+    chip, families = ChipSpec.from_profile(profile), from_profile(profile)
+    for model, label, m, k, n, bits in grid.gemm_plan(grid.MODELS, grid.ROWS, grid.BITS, "cuda"):
+        rows.append(gemm_row(chip, families, f"gemlite_a16w{bits}" if bits else "bf16", model, label, m, k, n))
+    return rows
+
+
+def markdown(rows: list[dict]) -> str:
+    """The tables of validation/library_stacks_predictions.md (its prose is written by hand)."""
+    out = ["Decode steps of Llama-3.1-8B (eager, one token a sequence), ms; hqq cells are the "
+           "built-in schedule with the unfused naive expansion:", "",
+           "| batch | context | bf16: step / device | bf16 from the HF trace: step / device "
+           "| hqq4: step / device | hqq2: step / device | hqq2 attention speedup |",
+           "|---:|---:|---|---|---|---|---:|"]
+    steps = {(r["cache"], r["batch"], r["context_tokens"]): r for r in rows if r["part"] == "step"}
+    for (cache, b, c), r in steps.items():
+        if cache != "bf16":
+            continue
+        h4, h2 = steps[("hqq4", b, c)], steps[("hqq2", b, c)]
+        pair = lambda x, a="step_ms", d="device_busy_ms": f"{x[a]:.1f} / {x[d]:.1f}"  # noqa: E731
+        tr = pair(r, "trace_step_ms", "trace_device_busy_ms") if "trace_step_ms" in r else "-"
+        out.append(f"| {b} | {c // 1024}k | {pair(r)} | {tr} | {pair(h4)} | {pair(h2)} | {h2['attention_speedup']:.2f}x |")
+    out += ["", "GEMMs x[m, k] @ W[n, k]^T, µs; gemlite cells are the fast family (predicted) / "
+            "tinygemm's fit (naive):", "",
+            "| model | GEMM (k x n) | m | bf16 | A16W8 | A16W4 | A16W2 |", "|---|---|---:|---:|---|---|---|"]
+    gemm = {(r["impl"], r["model"], r["shape"], r["m"]): r for r in rows if r["part"] == "gemm"}
+    for (impl, model, shape, m), r in gemm.items():
+        if impl != "bf16":
+            continue
+        cell = lambda b: (lambda x: f"{x['us']:.1f} / {x['naive_us']:.1f}")(gemm[(f"gemlite_a16w{b}", model, shape, m)])  # noqa: E731
+        out.append(f"| {model} | {shape} ({r['k']} x {r['n']}) | {m} | {r['us']:.1f} | {cell(8)} | {cell(4)} | {cell(2)} |")
+    return "\n".join(out) + "\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--jsonl", required=True)
+    ap.add_argument("--markdown", help="write the tables here, after the text above '## The tables'")
+    args = ap.parse_args()
+    rows = predict_all()
+    with open(args.jsonl, "w") as fh:
+        for r in rows:
+            fh.write(json.dumps(r) + "\n")
+    if args.markdown:
+        path = Path(args.markdown)
+        head = path.read_text().split("## The tables")[0] if path.exists() else ""
+        path.write_text(head + "## The tables\n\n" + markdown(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
