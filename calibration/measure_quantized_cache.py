@@ -37,7 +37,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from capture_hf_traces import build, decode_step, device_busy_ms, pack  # noqa: E402
+from capture_hf_traces import build, device_busy_ms, pack  # noqa: E402
 from library_grid import (CACHES, KV_GROUP, POINTS, PROFILED, RESIDUAL, RESIDUAL_FILL, TIMED, WARM,  # noqa: E402
                           step_plan)
 
@@ -71,6 +71,22 @@ def filled(name, cfg, batch, context, device):
             start += n
         del k
     return cache
+
+
+def decode_step(model, cache, batch, device):
+    """One decode step as generate() runs it (capture_hf_traces.decode_step's), at the position
+    the cache holds: that one takes a StaticCache's from the point, which a QuantizedCache,
+    growing a token a step, is not (a stale position would add a mask to every attention)."""
+    import inspect
+
+    import torch
+    ids = torch.randint(0, model.config.vocab_size, (batch, 1), device=device)
+    pos = torch.tensor([cache.get_seq_length()], device=device)
+    kw = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+    with torch.no_grad():
+        out = model(input_ids=ids, use_cache=True, cache_position=pos, **{kw: cache})
+        nxt = out.logits[:, -1].argmax(-1)
+    nxt[0].item()
 
 
 def timed_steps(step, n, cuda):
@@ -123,7 +139,7 @@ def measure_point(model, cfg, name, cache_name, batch, context, device, cuda, ou
     t0 = time.perf_counter()
     cache = filled(cache_name, cfg, batch, context, device)
     fill_s = time.perf_counter() - t0
-    step = lambda: decode_step(model, cache, batch, context, device)  # noqa: E731
+    step = lambda: decode_step(model, cache, batch, device)  # noqa: E731
     timed_steps(step, WARM, cuda)
     times = timed_steps(step, TIMED, cuda)
     path = os.path.join(out_dir, f"qc-{name}-{cache_name}-b{batch}-l{context}.json.gz")
@@ -134,6 +150,7 @@ def measure_point(model, cfg, name, cache_name, batch, context, device, cuda, ou
            "q_group_size": KV_GROUP if CACHES[cache_name] else None,
            "residual_length": RESIDUAL if CACHES[cache_name] else None, "batch": batch,
            "context_tokens": context, "kv_tokens_first_timed": context + WARM,
+           "kv_tokens_after": cache.get_seq_length(),
            "step_ms": statistics.median(ms), "p10": ms[len(ms) // 10], "p90": ms[(9 * len(ms)) // 10],
            "step_ms_all": [round(t, 4) for t in times], "device_busy_ms": busy / recorded,
            "kernels": kernels / recorded, "trace": os.path.basename(path), "fill_s": round(fill_s, 2),

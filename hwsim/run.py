@@ -342,9 +342,12 @@ def expert_kernel_summary(b: Built) -> dict:
     """The spread of the experts' GEMM speed over dequant kernel families (issue 31)."""
     families = dequant_kernels.from_profile(b.profile)
     by = expert_gemm_speedup_by_kernel(b.schedule, b.scenario.workload.batch_size, families)
-    return {"expert_gemm_speedup_by_kernel": by,
-            "kernel_basis": {f: dequant_kernels.basis(families, f) for f, v in (by or {}).items()
-                             if f in dequant_kernels.FAMILIES and v is not None}}
+    basis = {f: dequant_kernels.basis(families, f) for f, v in (by or {}).items()
+             if f in dequant_kernels.FAMILIES and v is not None}
+    family = b.schedule.wplan.experts.kernel_family if by else None        # issue 44: the verdicts
+    return {"expert_gemm_speedup_by_kernel": by, "kernel_basis": basis, "kernel_family": family,
+            "expert_gemm_speedup": by.get(family) if by else None,
+            "verdicts": dequant_kernels.verdicts(by, basis)}
 
 
 def moe_summary(cfg: Scenario, b: Built, steps: list[StepResult]) -> MoESummary | None:
@@ -437,7 +440,9 @@ def kv_summary(cfg: Scenario, b: Built) -> KVSummary:
         # and whether each family's cost is measured, predicted or a what-if
         kernel=dequant_kernels.kv_family(cfg.kv_cache, families),
         attention_speedup_by_kernel=by_kernel,
-        kernel_basis={f: dequant_kernels.basis(families, f) for f, v in variants.items() if v},
+        kernel_basis=(basis := {f: dequant_kernels.basis(families, f) for f, v in variants.items() if v}),
+        kernel_family=dequant_kernels.kv_family(cfg.kv_cache, families),    # issue 44: the verdicts
+        verdicts=dequant_kernels.verdicts(by_kernel, basis),
     )
 
 

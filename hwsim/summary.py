@@ -169,6 +169,8 @@ class KVSummary(Part):
     kernel: str | None
     attention_speedup_by_kernel: dict | None
     kernel_basis: dict
+    kernel_family: str | None       # the family attention_speedup came from (None: nothing dequantizes)
+    verdicts: dict | None           # naive, best measured, native decoder (dequant_kernels.verdicts)
 
 
 # -- weights --------------------------------------------------------------------------------------
@@ -196,6 +198,9 @@ class WeightsSummary(Part):
     kernel: dict                    # tensor class -> its dequant kernel family (issue 31)
     expert_gemm_speedup_by_kernel: dict | None
     kernel_basis: dict
+    kernel_family: str | None       # the family expert_gemm_speedup came from (None: no expansion)
+    expert_gemm_speedup: float | None
+    verdicts: dict | None           # naive, best measured, native decoder (dequant_kernels.verdicts)
 
 
 # -- several GPUs, memory -------------------------------------------------------------------------

@@ -128,8 +128,9 @@ def test_the_spread_is_in_the_summary_and_fast_carries_a_warning():
     assert k["kernel_basis"] == {"naive": "measured", "fast": "predicted"}
     assert any(w.startswith("kv_cache.kernel fast: its dequant cost is PREDICTED") for w in s["warnings"])
     line = dequant_kernels.spread_line("2.29-bit KV attention", by, k["kernel_basis"])
-    assert line.startswith("2.29-bit KV attention: 0.29x bf16 with the naive kernel, ")
-    assert line.endswith("x with the fast kernel (predicted, unmeasured)")
+    assert line.startswith("2.29-bit KV attention over bf16: naive kernel 0.29x (measured); "
+                           "best measured 0.29x (the naive kernel); native decoder: none on this chip; ")
+    assert line.endswith("x (estimated: predicted, unmeasured)")
 
 
 def test_the_decoder_what_if_still_runs_and_kernel_native_decoder_is_it():

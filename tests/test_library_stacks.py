@@ -87,4 +87,5 @@ def test_a_quantized_cache_point_on_the_cpu(tmp_path):
     model, cfg = q.build("llama-3.1-8b", "eager", "cpu", dry=True)
     row = q.measure_point(model, cfg, "llama-3.1-8b", "hqq2", 1, 256, "cpu", False, str(tmp_path))
     assert row["residual_after_flush"] == 0 and row["flush_step_ms"] > 0
+    assert row["kv_tokens_after"] == 256 + grid.WARM + grid.TIMED + grid.PROFILED    # a token a step
     assert len(row["step_ms_all"]) == grid.TIMED and (tmp_path / row["trace"]).exists()

@@ -189,15 +189,39 @@ def unmeasured_notes(cfg, schedule, families: Families) -> list[str]:
 
 
 LABEL = {"naive": "the naive kernel", "fast": "the fast kernel", "native-decoder": "a native decoder"}
-BASIS_NOTE = {"measured": "", "predicted": " (predicted, unmeasured)", "what-if": " (what-if silicon)"}
+ESTIMATED = {"predicted": "estimated: predicted, unmeasured", "what-if": "estimated: what-if silicon"}
+
+
+def verdicts(by: dict | None, basis: dict) -> dict | None:
+    """The three verdicts a run reports for sub-byte KV or weights (issue 44): the naive kernel's,
+    the best measured family's and the native decoder's, each a speedup over bf16 with its family
+    and whether it is measured (else estimated); None where no family gives one (a bf16 cache,
+    native FP8 weights). `by`: family -> speedup or None; `basis`: family -> basis()."""
+    got = {f: v for f, v in (by or {}).items() if f in FAMILIES and v is not None}
+    if not got:
+        return None
+    entry = lambda f: ({"family": f, "speedup": got[f], "measured": basis.get(f) == "measured"}  # noqa: E731
+                       if f in got else None)
+    measured = [f for f in got if basis.get(f) == "measured"]
+    best = max(measured, key=got.get) if measured else None
+    return {"naive": entry("naive"), "best_measured": entry(best) if best else None,
+            "native_decoder": entry("native-decoder")}
 
 
 def spread_line(what: str, by: dict | None, basis: dict) -> str | None:
-    """One line of a run's report: a verdict (a speedup over bf16) for every family the chip
-    offers, side by side (`by`: family -> speedup or None; `basis`: family -> how it is known)."""
-    got = [(f, v) for f, v in (by or {}).items() if f in LABEL and v is not None]
-    if not got:
+    """One line of a run's report: the naive, best-measured and native-decoder verdicts (speedups
+    over bf16), each marked measured or estimated, then any other family the chip offers (the
+    fast kernel while it is predicted). `by`: family -> speedup or None; `basis`: family -> how
+    it is known (basis())."""
+    v = verdicts(by, basis)
+    if v is None:
         return None
-    parts = [f"{v:.2f}x{' bf16' if i == 0 else ''} with {LABEL[f]}{BASIS_NOTE[basis[f]]}"
-             for i, (f, v) in enumerate(got)]
-    return f"{what}: " + ", ".join(parts)
+    mark = lambda f: "measured" if basis.get(f) == "measured" else ESTIMATED[basis[f]]  # noqa: E731
+    said = lambda e: f"{e['speedup']:.2f}x ({mark(e['family'])})"  # noqa: E731
+    naive = f"naive kernel {said(v['naive'])}" if v["naive"] else "naive kernel: none"
+    best = (f"best measured {v['best_measured']['speedup']:.2f}x ({LABEL[v['best_measured']['family']]})"
+            if v["best_measured"] else "best measured: none")
+    decoder = f"native decoder {said(v['native_decoder'])}" if v["native_decoder"] else "native decoder: none on this chip"
+    others = [f"{LABEL[f]} {by[f]:.2f}x ({mark(f)})" for f in FAMILIES
+              if f not in ("naive", "native-decoder") and (by or {}).get(f) is not None]
+    return f"{what} over bf16: " + "; ".join([naive, best, decoder] + (["also " + ", ".join(others)] if others else []))

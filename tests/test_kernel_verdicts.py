@@ -1,0 +1,62 @@
+"""Issue 44 item 3: every run with sub-byte KV or weights gives the naive, best-measured and
+native-decoder verdicts, each marked measured or estimated, in its summary and in one line."""
+
+from pathlib import Path
+
+import pytest
+
+from hwsim.config.load import load_scenario
+from hwsim.model import dequant_kernels as dk
+from hwsim.run import run_scenario
+
+ROOT = Path(__file__).resolve().parents[1]
+ONE_STEP = ["workload.decode_steps=1"]
+
+
+def run(name, *sets):
+    return run_scenario(load_scenario(ROOT / "scenarios" / name, [*ONE_STEP, *sets]), intervals=False).summary
+
+
+def test_best_measured_is_the_fastest_measured_family_not_the_fastest():
+    by = {"naive": 0.3, "fast": 2.0, "native-decoder": 4.0}
+    v = dk.verdicts(by, {"naive": "measured", "fast": "predicted", "native-decoder": "what-if"})
+    assert v["best_measured"] == {"family": "naive", "speedup": 0.3, "measured": True}
+    assert v["native_decoder"] == {"family": "native-decoder", "speedup": 4.0, "measured": False}
+    v = dk.verdicts(by, {"naive": "measured", "fast": "measured", "native-decoder": "what-if"})
+    assert v["best_measured"]["family"] == "fast"          # once the fast kernel is timed, it is the best
+    assert dk.verdicts(None, {}) is None and dk.verdicts({"rows": 8, "naive": None}, {}) is None
+
+
+def test_the_line_marks_each_verdict_measured_or_estimated():
+    by = {"rows": 8, "naive": 0.67, "fast": 3.28, "native-decoder": None}
+    line = dk.spread_line("int4 expert GEMM at 8 rows", by, {"naive": "measured", "fast": "predicted"})
+    assert line == ("int4 expert GEMM at 8 rows over bf16: naive kernel 0.67x (measured); best measured 0.67x "
+                    "(the naive kernel); native decoder: none on this chip; also the fast kernel 3.28x "
+                    "(estimated: predicted, unmeasured)")
+    line = dk.spread_line("x", {"naive": 1.0, "native-decoder": 5.0}, {"naive": "measured", "native-decoder": "what-if"})
+    assert line.endswith("native decoder 5.00x (estimated: what-if silicon)")
+
+
+def test_the_kv_summary_keeps_its_figures_and_names_their_family():
+    k = run("subbyte-decoder-whatif.yaml")["kv"]
+    assert k["byte_ratio"] == pytest.approx(6.98, abs=0.01) and k["attention_speedup"] > 4
+    assert k["kernel_family"] == k["kernel"] == "native-decoder"
+    v = k["verdicts"]
+    assert v["native_decoder"]["speedup"] == k["attention_speedup"] and not v["native_decoder"]["measured"]
+    assert v["naive"]["measured"] and v["best_measured"]["family"] == "naive"
+    assert v["best_measured"]["speedup"] == k["attention_speedup_by_kernel"]["naive"]
+
+
+def test_a_bf16_run_has_no_verdicts():
+    s = run("default.yaml")
+    assert s["kv"]["kernel_family"] is None and s["kv"]["verdicts"] is None
+    assert s["weights"]["kernel_family"] is None and s["weights"]["verdicts"] is None
+    assert s["weights"]["expert_gemm_speedup"] is None
+
+
+def test_the_weights_summary_names_the_family_of_its_expert_gemm_speedup():
+    w = run("weights-base.yaml", "weights.experts.format=int4", "weights.experts.kernel=fast")["weights"]
+    assert w["kernel_family"] == "fast"
+    assert w["expert_gemm_speedup"] == w["expert_gemm_speedup_by_kernel"]["fast"]
+    assert w["verdicts"]["best_measured"]["family"] == "naive"      # fast is predicted, not measured
+    assert w["verdicts"]["native_decoder"] is None                   # the H200 has no decoder
