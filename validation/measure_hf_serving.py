@@ -104,6 +104,10 @@ def run_config(model_obj, model: str, config: str, args, deadline: float) -> Non
     folder = args.out / model / config
     folder.mkdir(parents=True, exist_ok=True)
     summary_path = args.out / "summary.jsonl"
+    if time.monotonic() > deadline:
+        append_jsonl(summary_path, {"event": "engine", "model": model, "config": config,
+                                    "error": "skipped: --budget-s reached"})
+        return
     try:
         engine = Engine(model_obj, config, args.device)
         meta = engine.start(warmup_requests=0 if args.quick else 8, profile_path=(
@@ -162,7 +166,8 @@ def parse_args(argv=None):
     p.add_argument("--rates", default="", help="fixed rates, e.g. light=2,near=8,past=16 (req/s)")
     p.add_argument("--run-timeout-s", type=float, default=40.0,
                    help="cancel a run's unfinished requests this long after its last arrival")
-    p.add_argument("--budget-s", type=float, default=540.0, help="start no run after this (per model)")
+    p.add_argument("--budget-s", type=float, default=450.0,
+                   help="start no run after this many s of the model's process (a run can take ~55 s more)")
     p.add_argument("--no-profile", dest="profile", action="store_false")
     p.add_argument("--profile-requests", type=int, default=16)
     p.add_argument("--profile-tokens", type=int, default=32, help="reply tokens of the profiled burst")
