@@ -14,10 +14,12 @@ bf16 weights, initialised on the device (torch.manual_seed(0)). Engine configs:
   graphs    ContinuousBatchingConfig(use_cuda_graph=True, use_async_batching=True), attention
             "paged|sdpa", torch.backends.cuda.enable_cudnn_sdp(False)
 One engine (ContinuousBatchingManager) per (model, config), warmed up as the library does
-(manager.warmup()), then an unprofiled warm-up burst, then (--profile) a 16-request burst under
-torch.profiler (CPU + CUDA), its engine loop run on the profiled thread, then the loads in order,
-served by the engine's own background thread: a run's requests are submitted (add_request, EOS
-off, max_new_tokens = the trace's reply length) at their trace arrival times from this thread.
+(manager.warmup()), then an unprofiled 8-request warm-up burst, then the loads in order, served
+by the engine's own background thread: a run's requests are submitted (add_request, EOS off,
+max_new_tokens = the trace's reply length) at their trace arrival times from this thread.
+The profiled bursts (16 requests under torch.profiler, CPU + CUDA, the engine loop run on the
+profiled thread) come from a second process per model (--phase profile, after the same warm-up),
+so that no measured run follows a profiler; --phase all (the default) runs both processes.
 Loads: burst (N chat requests at t = 0), light (Poisson, min(2, 0.4 x saturation) req/s), near
 (0.8 x saturation), past (1.6 x saturation), long (6k-token prompts at 1 req/s), where saturation
 = the burst's throughput / its mean reply length (fixed fallbacks when the burst failed; --rates
@@ -117,7 +119,8 @@ def run_config(model_obj, model: str, config: str, args, deadline: float) -> Non
         log(f"{model} {config}: engine failed: {exc!r}")
         append_jsonl(summary_path, {"event": "engine", "model": model, "config": config, "error": repr(exc)})
         return
-    append_jsonl(summary_path, {"event": "engine", "model": model, "config": config, **meta})
+    append_jsonl(summary_path, {"event": "engine", "model": model, "config": config, "phase": args.phase,
+                                **meta})
     log(f"{model} {config} engine: {json.dumps(meta, default=str)}")
     sat, loads = None, args.loads
     for load in loads:
@@ -148,7 +151,8 @@ def run_model(model: str, args) -> int:
     model_obj = build_model(CONFIG_DIR / f"{model}.json", args.device)
     build_s = time.perf_counter() - t
     log(f"{model}: built with random weights on {args.device} in {build_s:.1f} s")
-    append_jsonl(args.out / "summary.jsonl", {"event": "model", "model": model, "build_s": round(build_s, 2),
+    append_jsonl(args.out / "summary.jsonl", {"event": "model", "model": model, "phase": args.phase,
+                                              "build_s": round(build_s, 2),
                                               **describe_env(args.device)})
     for config in args.configs:
         run_config(model_obj, model, config, args, deadline)
@@ -171,6 +175,8 @@ def parse_args(argv=None):
     p.add_argument("--no-profile", dest="profile", action="store_false")
     p.add_argument("--profile-requests", type=int, default=16)
     p.add_argument("--profile-tokens", type=int, default=32, help="reply tokens of the profiled burst")
+    p.add_argument("--phase", default="all", choices=["all", "runs", "profile"],
+                   help="all: a process per model for the runs, then one for the profiled bursts")
     p.add_argument("--device", default="cuda")
     p.add_argument("--quick", action="store_true", help="one tiny burst per config: a smoke test")
     p.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "/tmp")) / "hf_serving")
@@ -179,25 +185,38 @@ def parse_args(argv=None):
     if args.quick:
         args.loads = ["burst"]
         args.profile_requests, args.profile_tokens = 2, 4
+    if args.phase == "runs":
+        args.profile = False
+    elif args.phase == "profile":
+        args.loads, args.profile = [], True
     return args
+
+
+def without(argv: list[str], flag: str) -> list[str]:
+    """argv less `flag` and the values that follow it."""
+    if flag not in argv:
+        return argv
+    i = j = argv.index(flag)
+    j += 1
+    while j < len(argv) and not argv[j].startswith("--"):
+        j += 1
+    return argv[:i] + argv[j:]
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    if len(args.models) == 1:
+    if args.phase != "all":
         return run_model(args.models[0], args)
-    rc = 0                    # one process per model: all its GPU memory is freed before the next
+    # One process per model and phase: the runs, then the profiled bursts. A process's GPU memory is
+    # all freed before the next, and no run is measured after a profiler (CUPTI stays attached
+    # after Kineto traces unless TEARDOWN_CUPTI=1, which CUDA graphs do not survive).
+    rest = without(without(list(argv if argv is not None else sys.argv[1:]), "--models"), "--phase")
+    rc = 0
     for model in args.models:
-        argv_one = [a for a in (argv if argv is not None else sys.argv[1:])]
-        i = argv_one.index("--models") if "--models" in argv_one else None
-        if i is not None:
-            j = i + 1
-            while j < len(argv_one) and not argv_one[j].startswith("--"):
-                j += 1
-            argv_one = argv_one[:i] + argv_one[j:]
-        r = subprocess.run([sys.executable, __file__, "--models", model, *argv_one]).returncode
-        log(f"{model}: process exit {r}")
-        rc = rc or r
+        for phase in ("runs", "profile") if args.profile else ("runs",):
+            r = subprocess.run([sys.executable, __file__, "--models", model, "--phase", phase, *rest]).returncode
+            log(f"{model} {phase}: process exit {r}")
+            rc = rc or r
     return rc
 
 
