@@ -40,7 +40,7 @@ def test_trace_is_seeded_and_has_the_stated_shape():
     prompts = sorted(r.prompt_tokens for r in a)
     replies = sorted(r.output_tokens for r in a)
     assert 360 < prompts[len(a) // 2] < 440 and 135 < replies[len(a) // 2] < 165   # the medians
-    assert min(prompts) >= 16 and max(prompts) <= 2048 and min(replies) >= 32 and max(replies) <= 300
+    assert min(prompts) >= 16 and max(prompts) <= 2048 and min(replies) >= 32 and max(replies) <= 256
     burst = tr.make_trace("chat", None, 16, seed=3)
     assert {r.arrival_s for r in burst} == {0.0}
     assert all(4096 <= r.prompt_tokens <= 8000 for r in tr.make_trace("long", 1.0, 50, seed=1))

@@ -165,10 +165,10 @@ def parse_args(argv=None):
     p.add_argument("--configs", nargs="+", default=CONFIGS, choices=CONFIGS)
     p.add_argument("--loads", nargs="+", default=LOADS, choices=LOADS)
     p.add_argument("--max-requests", type=int, default=600, help="at most this many requests a run")
-    p.add_argument("--window-s", type=float, default=12.0, help="Poisson loads: requests = rate x this")
-    p.add_argument("--burst", type=int, default=64, help="requests of the burst load")
+    p.add_argument("--window-s", type=float, default=8.0, help="Poisson loads: requests = rate x this")
+    p.add_argument("--burst", type=int, default=48, help="requests of the burst load")
     p.add_argument("--rates", default="", help="fixed rates, e.g. light=2,near=8,past=16 (req/s)")
-    p.add_argument("--run-timeout-s", type=float, default=40.0,
+    p.add_argument("--run-timeout-s", type=float, default=45.0,
                    help="cancel a run's unfinished requests this long after its last arrival")
     p.add_argument("--budget-s", type=float, default=450.0,
                    help="start no run after this many s of the model's process (a run can take ~55 s more)")
