@@ -148,7 +148,12 @@ def run_model(model: str, args) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     log(f"{model}: {json.dumps(describe_env(args.device))}")
     t = time.perf_counter()
-    model_obj = build_model(CONFIG_DIR / f"{model}.json", args.device)
+    try:
+        model_obj = build_model(CONFIG_DIR / f"{model}.json", args.device)
+    except Exception as exc:
+        log(f"{model}: build failed: {exc!r}")
+        append_jsonl(args.out / "summary.jsonl", {"event": "model", "model": model, "error": repr(exc)})
+        return 1
     build_s = time.perf_counter() - t
     log(f"{model}: built with random weights on {args.device} in {build_s:.1f} s")
     append_jsonl(args.out / "summary.jsonl", {"event": "model", "model": model, "phase": args.phase,
@@ -205,7 +210,7 @@ def without(argv: list[str], flag: str) -> list[str]:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    if args.phase != "all":
+    if args.phase != "all" and len(args.models) == 1:
         return run_model(args.models[0], args)
     # One process per model and phase: the runs, then the profiled bursts. A process's GPU memory is
     # all freed before the next, and no run is measured after a profiler (CUPTI stays attached
@@ -213,7 +218,8 @@ def main(argv=None) -> int:
     rest = without(without(list(argv if argv is not None else sys.argv[1:]), "--models"), "--phase")
     rc = 0
     for model in args.models:
-        for phase in ("runs", "profile") if args.profile else ("runs",):
+        phases = [args.phase] if args.phase != "all" else ["runs", "profile"] if args.profile else ["runs"]
+        for phase in phases:
             r = subprocess.run([sys.executable, __file__, "--models", model, "--phase", phase, *rest]).returncode
             log(f"{model} {phase}: process exit {r}")
             rc = rc or r
