@@ -88,29 +88,31 @@ class Speculation:
             router = Router(cfg.moe.routing, model.moe, layers, RandomStreams(cfg.seed).get("speculative-draft"))
         return schedule, router
 
-    def _mtp_head(self, schedule: Schedule, batch: int) -> list:
+    def _mtp_head(self, schedule: Schedule, rows: int) -> list:
         """The MTP module's own kernels before its transformer layer: RMSNorm of the hidden state
-        and of the embedded token, and the projection of the two concatenated (2d -> d)."""
+        and of the embedded token, and the projection of the two concatenated (2d -> d), for
+        `rows` tokens."""
         d, wb, chip = schedule.model.hidden, schedule.wb, schedule.chip
         addr = schedule.mem.place("mtp.eh_proj", 2 * d * d * wb)
-        norms = [ops.rows_kernel(f"mtp.{n}", 0, batch, d, ops.ACT_BYTES, NORM_OPS_PER_ELEM, chip,
+        norms = [ops.rows_kernel(f"mtp.{n}", 0, rows, d, ops.ACT_BYTES, NORM_OPS_PER_ELEM, chip,
                                  weight_bytes=d * wb, weight_addr=addr, reads=("x",), writes=(n,))
                  for n in ("hnorm", "enorm")]
-        return norms + ops.gemm("mtp.eh_proj", 0, batch, 2 * d, d, chip, weight_addr=addr, weight_bytes=wb,
+        return norms + ops.gemm("mtp.eh_proj", 0, rows, 2 * d, d, chip, weight_addr=addr, weight_bytes=wb,
                                 data=Component.WEIGHT_READ, writes=("x",))
 
     def _draft_passes(self, b: Built, step: int, context: int) -> list[StepResult]:
-        schedule, router = self.draft_model
         batch = self.cfg.workload.batch_size
-        done = []
-        for j in range(self.spec.tokens):
-            shape = StepShape("decode", batch, batch, context + j)
-            routing = router.step(step, batch) if router else {}
-            state = schedule.cold_state()
-            head = self._mtp_head(schedule, batch) if self.spec.method == "mtp" else []
-            items = schedule._walked(head, state.l2) + schedule.step(shape, routing, state)
-            done.append(simulate_pass(b, shape, step, None, plan=PassPlan(routing, items), intervals=False))
-        return done
+        return [self.draft_pass(b, step, StepShape("decode", batch, batch, context + j))
+                for j in range(self.spec.tokens)]
+
+    def draft_pass(self, b: Built, step: int, shape: StepShape) -> StepResult:
+        """One pass of the draft model (or MTP module) over `shape`'s tokens, on b's chip."""
+        schedule, router = self.draft_model
+        routing = router.step(step, shape.tokens) if router else {}
+        state = schedule.cold_state()
+        head = self._mtp_head(schedule, shape.tokens) if self.spec.method == "mtp" else []
+        items = schedule._walked(head, state.l2) + schedule.step(shape, routing, state)
+        return simulate_pass(b, shape, step, None, plan=PassPlan(routing, items), intervals=False)
 
     def simulate_step(self, b: Built, step: int, records, every_interval: bool, intervals: bool) -> StepResult:
         """One speculative step: the draft passes, then the verification of K+1 tokens a sequence."""
