@@ -1,6 +1,8 @@
 """Issue 45, item 3: speculative decoding and MTP inside continuous batching."""
 
 import math
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,6 +13,9 @@ from hwsim.run import run_scenario
 from hwsim.serving.loop import PREFILL_BUCKET, StepOracle
 from hwsim.whatif.speculative import expected_tokens
 from hwsim.whatif.speculative_serving import Acceptance, ServingSpeculation
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "validation"))
+from speculative_crossover import closed_form  # noqa: E402
 
 SERVE = ["model=llama-3.1-8b", "workload.arrivals.kind=poisson", "workload.arrivals.requests=24",
          "workload.prompt.tokens=256", "workload.output.tokens=64", "runtime.sm_clock=max"]
@@ -67,29 +72,6 @@ def test_acceptance_is_drawn_per_sequence_and_has_the_closed_form_mean():
         two.tokens(9)
         mixed.append(two.tokens(5))
     assert alone == mixed
-
-
-def closed_form(b, decodes, context, k):
-    """A step's time from a closed-form count of its bytes and flops, each kernel class at the
-    profile's peak HBM bandwidth or bf16 tensor rate, whichever binds (GEMMs: weights read once
-    and 2 flops a weight a token row; attention: the KV cache read once, all K+1 queries of a
-    sequence together), the passes summed: the verification of K+1 tokens a sequence, then K
-    MTP passes (2d x d projection, one layer of the model's shape, the LM head); with the
-    step's counts, to check hwsim's against."""
-    m, s, chip = b.model, b.schedule, b.chip
-    bw, peak = chip.hbm_peak_bytes_s, chip.tensor_flops["bf16"]
-    gemm_params = s.weight_elements_total()                     # every GEMM's weights (no embedding)
-    layer_params = (gemm_params - m.vocab * m.hidden) / m.layers
-    kv_layer = decodes * context * s.kv_token_bytes(context)    # one layer's cache, read once a pass
-
-    def gemm_pass(params, rows, layers):
-        t = max(params * m.weight_bytes / bw, 2 * params * rows / peak) + layers * kv_layer / bw
-        return t, params * m.weight_bytes + layers * kv_layer, 2 * params * rows
-
-    passes = [gemm_pass(gemm_params, decodes * (k + 1), m.layers)]
-    mtp = 2 * m.hidden * m.hidden + layer_params + m.vocab * m.hidden
-    passes += [gemm_pass(mtp, decodes, 1)] * k
-    return tuple(sum(p[i] for p in passes) for i in range(3))      # seconds, bytes, flops
 
 
 @pytest.mark.parametrize("decodes, verdict", [(1, "lowers"), (512, "raises")])
