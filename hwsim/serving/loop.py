@@ -96,16 +96,15 @@ class StepOracle:
 
 
 class ServingLoop:
-    def __init__(self, built: Built, progress=None, oracle=None, env: simpy.Environment | None = None):
+    def __init__(self, built: Built, progress=None, oracle=None, env: simpy.Environment | None = None,
+                 spec=None):
         self.built = built
         self.cfg = built.scenario
         self.w = self.cfg.workload
-        self.spec = None       # workload.speculative: drafts, verification (hwsim/whatif/speculative_serving.py)
-        if self.w.speculative is not None:
-            from hwsim.whatif.speculative_serving import ServingSpeculation
-            self.spec = ServingSpeculation(built)
-        # `oracle`: a stand-in (tests, hwsim.serving.rehearse)
-        self.oracle = oracle or (self.spec.oracle(built) if self.spec else StepOracle(built))
+        # workload.speculative: its drafts' and verification's oracle, each sequence's accepted
+        # tokens (hwsim/whatif/speculative_serving.py; serving_loop gives it)
+        self.spec = spec
+        self.oracle = oracle or StepOracle(built)     # a stand-in: tests, hwsim.serving.rehearse
         self.env = env or simpy.Environment()        # shared by the instances of a disaggregated run
         self.streams = RandomStreams(self.cfg.seed)
         # FIFO admission pops from the head: a deque, as a list's pop(0) made a million-request

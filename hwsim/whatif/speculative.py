@@ -128,7 +128,7 @@ class Speculation:
         self.first_token_experts.append(float(np.mean(first)) if first else 0.0)
         self.draft_ms.append(sum(d.duration_s for d in drafts) * 1e3)
         self.verify_ms.append(verify.duration_s * 1e3)
-        return _merged(drafts, verify)
+        return merged_passes(drafts, verify)
 
     def summary(self, steps: list[StepResult]) -> SpeculativeSummary:
         step_ms = float(np.mean([s.duration_s for s in steps])) * 1e3
@@ -149,7 +149,7 @@ class Speculation:
         )
 
 
-def _merged(drafts: list[StepResult], verify: StepResult) -> StepResult:
+def merged_passes(drafts: list[StepResult], verify: StepResult) -> StepResult:
     """The step as one: from the first draft pass's start to the verification's end, every
     pass's time, bytes, kernels and work summed; routing figures the verification's."""
     if not drafts:

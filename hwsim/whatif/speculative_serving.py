@@ -27,7 +27,7 @@ from hwsim.build import Built
 from hwsim.model.schedule import StepShape
 from hwsim.serving.loop import StepOracle, pass_shape
 from hwsim.step import simulate_pass
-from hwsim.whatif.speculative import Speculation, _merged
+from hwsim.whatif.speculative import Speculation, merged_passes
 
 DRAW_BLOCK = 64              # steps of acceptance drawn at once per sequence (one numpy call)
 STREAM = zlib.crc32(b"speculative.acceptance")
@@ -53,7 +53,7 @@ class SpeculativeOracle(StepOracle):
         plan = b.gpus.plan(b, shape, self.simulated, counts_only=True)
         verify = simulate_pass(b, shape, self.simulated, None, plan=plan)
         self.simulated += 1
-        return _merged(drafts, verify)
+        return merged_passes(drafts, verify)
 
     def _draft_passes(self, key: tuple) -> list:
         """The first draft pass over the decodes' last tokens and the prefill chunk, then K - 1
