@@ -19,8 +19,16 @@ def mtp(k, acceptance="0.8"):
                f"workload.speculative.acceptance={acceptance}")
 
 
-def test_zero_drafted_tokens_is_plain_decode_exactly():
-    plain, spec = run(), mtp(0)
+def test_one_query_token_is_plain_decode_exactly():
+    """The verification path at Q = 1 (K = 0, which the scenario refuses: plain decode is no
+    workload.speculative) is the plain decode step, bit for bit."""
+    plain = run()
+    cfg = load_scenario(None, ["workload.decode_steps=1", "workload.speculative.method=mtp",
+                               "workload.speculative.tokens=1"])
+    w = cfg.workload
+    zero = w.model_copy(update={"speculative": w.speculative.model_copy(update={"tokens": 0, "acceptance": 0.8})})
+    cfg = cfg.model_copy(update={"workload": zero})
+    spec = run_scenario(cfg, build(cfg), intervals=False).summary
     assert spec["itl_ms"] == plain["itl_ms"]
     assert spec["breakdown_ms"] == plain["breakdown_ms"] and spec["bytes"] == plain["bytes"]
     assert spec["speculative"]["expected_tokens_per_step"] == 1.0
@@ -48,8 +56,9 @@ def test_summary_reports_tokens_per_step_and_ms_per_accepted_token():
 
 
 def test_more_query_tokens_touch_at_least_as_many_experts():
-    experts, verify = [], []
-    for k in range(4):
+    plain = run()
+    experts, verify = [plain["moe"]["distinct_experts_per_layer"]], [plain["itl_ms"]["p50"]]
+    for k in range(1, 4):
         s = mtp(k)["speculative"]
         experts.append(s["experts_per_layer"])
         verify.append(s["verify_ms_per_step"])
@@ -74,8 +83,9 @@ def test_a_draft_model_drafts():
      "1 rates for 2 drafted tokens"),
     (["workload.speculative.method=mtp", "workload.speculative.tokens=2", "workload.speculative.acceptance=1.5"],
      "between 0 and 1"),
-    (["workload.speculative.method=mtp", "workload.speculative.tokens=2", "workload.arrivals.kind=poisson"],
-     "fixed-batch"),
+    (["workload.speculative.method=mtp", "workload.speculative.tokens=0"], "greater than or equal to 1"),
+    (["workload.speculative.method=mtp", "workload.speculative.tokens=2", "workload.arrivals.kind=poisson",
+      "workload.disaggregation.prefill_gpus=1"], "not with workload.disaggregation"),
 ])
 def test_bad_speculative_keys_are_config_errors(sets, words):
     with pytest.raises(ConfigError, match=words):
@@ -98,10 +108,8 @@ def test_mla_verification_reads_the_latent_cache_once_for_all_queries():
     """DeepSeek's MLA (deepseek-v2-lite, 27 layers): the K+1 queries of a sequence share one read
     of its latent cache, while the absorbed kv_b GEMM and the MoE see K+1 rows each; each of the
     K MTP passes reads its one layer's cache."""
-    def mla(k):
-        return run("model=deepseek-v2-lite", "workload.speculative.method=mtp",
-                   f"workload.speculative.tokens={k}")
-    plain, spec = mla(0), mla(2)
+    plain = run("model=deepseek-v2-lite")
+    spec = run("model=deepseek-v2-lite", "workload.speculative.method=mtp", "workload.speculative.tokens=2")
     assert spec["bytes"]["kv"] == pytest.approx(plain["bytes"]["kv"] * (1 + 2 / 27), rel=0.01)
     assert spec["speculative"]["verify_ms_per_step"] > plain["itl_ms"]["p50"]
     assert spec["speculative"]["experts_per_layer"] > plain["moe"]["distinct_experts_per_layer"]

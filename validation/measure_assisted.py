@@ -31,9 +31,11 @@ proposed = draft tokens sent to verification, accepted = the target's matches (n
 acceptance = accepted / proposed. Draft time is the wall time inside get_candidates (synced).
 
 Outputs under --out: assisted.jsonl (one row per generate run: tokens/s, acceptance, K, ...),
-verify_steps.jsonl (the target's forward of Q = K + 1 tokens, and Q = 1, over a cache of the
-prompt's length, median of 10, unprofiled), hf-<model>-verify-q<Q>-b1-l<context>.json.gz (one profiled verification step,
-capture_hf_traces.py's format: hwsim's kernel-trace path reads it), the log on stdout.
+verify_steps.jsonl (role target: its forward of Q = 1 and K + 1 tokens over a cache of the prompt's
+length, median of 10, unprofiled, and of the whole prompt; role draft: the same for the draft's
+Q = 1 step), one profiled step each of the target at Q = 1 and Q = 5 and of the draft at Q = 1
+(hf-<model>-verify-q<Q>-b1-l512.json.gz, hf-<model>-draft<n>-q1-b1-l512.json.gz;
+capture_hf_traces.py's format: hwsim's kernel-trace path reads them), the log on stdout.
 Qwen3-30B-A3B needs ~80 GB (61 GB of weights, 19 GB of kept o_proj/down_proj originals): an
 H200; on an H100 it fails alone (logged) after Llama's rows are written.
 """
@@ -209,7 +211,10 @@ def run_model(args, torch, transformers, name, device, cuda, plan, deadline, emi
                 device=torch.cuda.get_device_name() if cuda else "cpu", torch=torch.__version__,
                 transformers=transformers.__version__)
     counted_generate(torch, model, prompt, 8, cuda)                     # warm-up
-    measure_verify_steps(args, torch, model, cfg, name, device, cuda, plan, base)
+    draft = shared_draft(torch, transformers, model, cfg, plan["layers"])
+    measure_verify_steps(args, torch, model, name, "target", sorted({1, TRACE_K + 1, *(k + 1 for k in plan["ks"])}),
+                         device, cuda, base)
+    measure_verify_steps(args, torch, draft, name, "draft", [1], device, cuda, base)
     # lookup: greedy on the untouched model (its acceptance is found, not set); the drafts:
     # speculative sampling, whose acceptance the residual scale sets (greedy decoding of a random
     # model falls into a loop a shallow draft predicts whatever s is: acceptance 1 on the CPU)
@@ -220,7 +225,6 @@ def run_model(args, torch, transformers, name, device, cuda, plan, deadline, emi
                 dict(base, residual_scale=1.0, tokens_per_s_plain=greedy["tokens_per_s"]))
     sampled, _ = counted_generate(torch, model, prompt, plan["new_tokens"], cuda, sample=True)
     emit(dict(base, method="none", k=0, residual_scale=1.0, **sampled))
-    draft = shared_draft(torch, transformers, model, cfg, plan["layers"])
     scale = ResidualScale(model, plan["layers"])
     for aim in plan["aims"]:
         if time.monotonic() > deadline:
@@ -259,30 +263,47 @@ def one_assisted(torch, model, draft, prompt, plan, method, k, cuda):
     return {**fields, **row}
 
 
-def measure_verify_steps(args, torch, model, cfg, name, device, cuda, plan, base):
-    """The target's forward of Q tokens over a cache of the prompt's length, as the assisted
-    loop runs it (then the cache is cropped back: rejected drafts), median of 10; one profiled."""
-    context = base["prompt_tokens"]
+def measure_verify_steps(args, torch, model, name, role, queries, device, cuda, base):
+    """`model`'s forward of Q tokens over a cache of the prompt's length, as the assisted loop
+    runs it (then the cache is cropped back: rejected drafts), median of 10, and its forward
+    over the whole prompt (the prefill, median of 3); Q = 1 and TRACE_K + 1 also profiled once.
+    role: target (hf-<model>-verify-q<Q>-...) or draft (hf-<model>-draft<n>-q1-...)."""
+    context, cfg = base["prompt_tokens"], model.config
     cache = chf.filled_cache(model, cfg, 1, context, "eager", device)
-    for q in sorted({1, TRACE_K + 1, *(k + 1 for k in plan["ks"])}):
-        step = functools.partial(verify_step, torch, model, cache, q, context, device)
-        for _ in range(3):
-            step()
-        times = []
-        for _ in range(10):
-            t0 = time.perf_counter()
-            step()                                # ends in .item(): the device is done
-            times.append((time.perf_counter() - t0) * 1e3)
-        row = dict(base, queries=q, context_tokens=context, wall_ms=round(statistics.median(times), 4),
-                   wall_ms_all=[round(t, 3) for t in times])
-        if q == TRACE_K + 1:
-            path = os.path.join(args.out, f"hf-{name}-verify-q{q}-b1-l{context}.json.gz")
+    stem = "verify" if role == "target" else f"draft{cfg.num_hidden_layers}"
+    prompt = torch.randint(3, cfg.vocab_size, (1, context), device=device)
+    prefill = functools.partial(forward_prompt, torch, model, prompt)
+    steps = [(q, functools.partial(verify_step, torch, model, cache, q, context, device)) for q in queries]
+    for q, step in [(context, prefill)] + steps:
+        times = timed(step, 3 if step is prefill else 10)
+        row = dict(base, role=role, layers=cfg.num_hidden_layers, queries=q,
+                   context_tokens=0 if step is prefill else context,
+                   wall_ms=round(statistics.median(times), 4), wall_ms_all=[round(t, 3) for t in times])
+        if step is not prefill and q in (1, TRACE_K + 1):
+            path = os.path.join(args.out, f"hf-{name}-{stem}-q{q}-b1-l{context}.json.gz")
             busy, kernels = chf.device_busy_ms(chf.profiled(step, path, cuda))
             row.update(trace=os.path.basename(path), device_busy_ms=round(busy, 4), kernels=kernels)
         with open(os.path.join(args.out, "verify_steps.jsonl"), "a") as fh:
             fh.write(json.dumps(row) + "\n")
         log(json.dumps({k: v for k, v in row.items() if k != "wall_ms_all"}))
     del cache
+
+
+def timed(step, n):
+    """Wall ms of n calls after 2 warm-ups (each call ends in .item(): the device is done)."""
+    for _ in range(2):
+        step()
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        step()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return times
+
+
+def forward_prompt(torch, model, prompt):
+    with torch.no_grad():
+        model(input_ids=prompt, use_cache=False, logits_to_keep=1).logits.argmax(-1)[0, 0].item()
 
 
 def verify_step(torch, model, cache, q, context, device):

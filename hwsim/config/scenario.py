@@ -91,12 +91,13 @@ class Speculative(Strict):
     """Speculative decoding (a draft model) or multi-token prediction (DeepSeek-V3's MTP module):
     each decode step drafts `tokens` tokens per sequence, then the model verifies all of them
     and the sequence's own next token in one pass of tokens + 1 query tokens per sequence
-    (docs/whatif.md). Fixed-batch decode on one GPU."""
+    (docs/whatif.md). Fixed-batch decode or colocated serving (continuous batching) on one GPU."""
     method: Literal["draft", "mtp"] = Field(
         description="draft: a smaller model drafts, one decode step per drafted token; mtp: the "
                     "model's own multi-token-prediction module (one extra transformer layer, its "
                     "embedding and LM head shared) runs once per drafted token")
-    tokens: int = Field(ge=0, le=16, description="K: tokens drafted per sequence and step (0: plain decode)")
+    tokens: int = Field(ge=1, le=16, description="K: tokens drafted per sequence and step (plain decode: no "
+                                                 "workload.speculative)")
     acceptance: float | list[float] = Field(
         0.8, description="the chance a drafted token is accepted given every one before it was: one "
                          "rate for every position, or one per position (K of them)")
@@ -183,9 +184,10 @@ class Workload(Strict):
         return self
 
     @model_validator(mode="after")
-    def _speculative_is_fixed_batch(self):
-        if self.speculative and self.arrivals.kind != "none":
-            raise ValueError("workload.speculative is simulated for fixed-batch decode; not with arrivals")
+    def _speculative_is_colocated(self):
+        if self.speculative and self.disaggregation:
+            raise ValueError("workload.speculative is simulated on colocated serving (and fixed-batch decode); "
+                             "not with workload.disaggregation")
         return self
 
     @model_validator(mode="after")

@@ -120,4 +120,8 @@ def serving_loop(built: Built, progress=None, oracle=None) -> ServingLoop:
     """The run's loop: one colocated instance, or the disaggregated tiers."""
     if built.scenario.workload.disaggregation:
         return DisaggregatedLoop(built, progress, oracle)
+    if built.scenario.workload.speculative is not None:   # drafts and verification in every iteration
+        from hwsim.whatif.speculative_serving import ServingSpeculation
+        spec = ServingSpeculation(built)
+        return ServingLoop(built, progress, oracle or spec.oracle(built), spec=spec)
     return ServingLoop(built, progress, oracle)

@@ -96,10 +96,14 @@ class StepOracle:
 
 
 class ServingLoop:
-    def __init__(self, built: Built, progress=None, oracle=None, env: simpy.Environment | None = None):
+    def __init__(self, built: Built, progress=None, oracle=None, env: simpy.Environment | None = None,
+                 spec=None):
         self.built = built
         self.cfg = built.scenario
         self.w = self.cfg.workload
+        # workload.speculative: its drafts' and verification's oracle, each sequence's accepted
+        # tokens (hwsim/whatif/speculative_serving.py; serving_loop gives it)
+        self.spec = spec
         self.oracle = oracle or StepOracle(built)     # a stand-in: tests, hwsim.serving.rehearse
         self.env = env or simpy.Environment()        # shared by the instances of a disaggregated run
         self.streams = RandomStreams(self.cfg.seed)
@@ -222,7 +226,7 @@ class ServingLoop:
         is dropped to be prefilled again (recompute), or copied to the host (swap), and they
         return to the head of the queue."""
         while True:
-            growth = sum(self._kv_token_bytes(r) for r in decoding)
+            growth = sum(self._kv_token_bytes(r) for r in decoding) * self._queries
             short = growth - (self._kv_capacity - self._reserved - self.prefix.used)
             if short <= 0:
                 return decoding
@@ -307,7 +311,7 @@ class ServingLoop:
             decoding = [r for r in self.running if r.prefilled >= r.prompt_tokens + r.recomputed]
             if as_needed:
                 decoding = self._make_room(decoding)
-            chunks = self._prefill_chunks(max(0, self.w.token_budget - len(decoding)))
+            chunks = self._prefill_chunks(max(0, self.w.token_budget - self._queries * len(decoding)))
             if not decoding and not chunks:       # nothing runnable (KV full): wait for an arrival
                 yield from self._await_arrival(blocked)
                 continue
@@ -323,14 +327,17 @@ class ServingLoop:
                 self.kv_blocked_s += step.duration_s
             self.iterations.append(Iteration(t0, len(decoding), prefill_tokens, len(self.waiting), step))
             now = env.now
-            for r in decoding:            # Request.token, inlined: a decoding request has its first token
-                r.gaps.append(now - r.last_token_s)
-                r.last_token_s = now
-                r.tokens += 1
-                if as_needed:
-                    grown = self._kv_token_bytes(r)
-                    r.held_bytes += grown
-                    self._reserved += grown
+            if self.spec:
+                self._speculative_tokens(decoding, now, as_needed)
+            else:
+                for r in decoding:            # Request.token, inlined: a decoding request has its first token
+                    r.gaps.append(now - r.last_token_s)
+                    r.last_token_s = now
+                    r.tokens += 1
+                    if as_needed:
+                        grown = self._kv_token_bytes(r)
+                        r.held_bytes += grown
+                        self._reserved += grown
             self._advance_prefills(chunks)
             for r in [r for r in self.running if r.tokens >= r.output_tokens]:
                 self.running.remove(r)
@@ -342,6 +349,27 @@ class ServingLoop:
                     done[r.rid].succeed()
                 if self.progress:
                     self.progress(len(self.finished), self._target)
+
+    @property
+    def _queries(self) -> int:
+        """Query tokens a decoding sequence puts in an iteration: 1, or K + 1 verified."""
+        return self.spec.queries if self.spec else 1
+
+    def _speculative_tokens(self, decoding: list[Request], now: float, as_needed: bool) -> None:
+        """Each decoding sequence's accepted drafts and its own token, out at `now`; the
+        iteration's gap is shared evenly by them (ITL per accepted token)."""
+        accept = self.spec.acceptance
+        for r in decoding:
+            n = min(accept.tokens(r.rid), r.output_tokens - r.tokens)
+            r.gaps.extend([(now - r.last_token_s) / n] * n)
+            r.last_token_s = now
+            r.tokens += n
+            if as_needed:
+                grown = n * self._kv_token_bytes(r)
+                r.held_bytes += grown
+                self._reserved += grown
+            if r.tokens >= r.output_tokens:
+                accept.close(r.rid)
 
     def _all_issued(self) -> bool:
         a = self.w.arrivals

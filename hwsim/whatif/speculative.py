@@ -18,6 +18,8 @@ Tokens a step yields, with a_j the chance draft token j is accepted given every 
 (verification keeps the longest accepted prefix, then adds the model's own token):
     E = 1 + sum_{j=1..K} prod_{i<=j} a_i        (one rate a: (1 - a^(K+1)) / (1 - a)).
 Sequences grow by E tokens a step (their context at step i is context_tokens + round(i E)).
+In serving runs (workload.arrivals) each iteration composes these passes for its own decodes and
+prefill chunk, and draws each sequence's accepted tokens: hwsim/whatif/speculative_serving.py.
 """
 
 from __future__ import annotations
@@ -88,29 +90,31 @@ class Speculation:
             router = Router(cfg.moe.routing, model.moe, layers, RandomStreams(cfg.seed).get("speculative-draft"))
         return schedule, router
 
-    def _mtp_head(self, schedule: Schedule, batch: int) -> list:
+    def _mtp_head(self, schedule: Schedule, rows: int) -> list:
         """The MTP module's own kernels before its transformer layer: RMSNorm of the hidden state
-        and of the embedded token, and the projection of the two concatenated (2d -> d)."""
+        and of the embedded token, and the projection of the two concatenated (2d -> d), for
+        `rows` tokens."""
         d, wb, chip = schedule.model.hidden, schedule.wb, schedule.chip
         addr = schedule.mem.place("mtp.eh_proj", 2 * d * d * wb)
-        norms = [ops.rows_kernel(f"mtp.{n}", 0, batch, d, ops.ACT_BYTES, NORM_OPS_PER_ELEM, chip,
+        norms = [ops.rows_kernel(f"mtp.{n}", 0, rows, d, ops.ACT_BYTES, NORM_OPS_PER_ELEM, chip,
                                  weight_bytes=d * wb, weight_addr=addr, reads=("x",), writes=(n,))
                  for n in ("hnorm", "enorm")]
-        return norms + ops.gemm("mtp.eh_proj", 0, batch, 2 * d, d, chip, weight_addr=addr, weight_bytes=wb,
+        return norms + ops.gemm("mtp.eh_proj", 0, rows, 2 * d, d, chip, weight_addr=addr, weight_bytes=wb,
                                 data=Component.WEIGHT_READ, writes=("x",))
 
     def _draft_passes(self, b: Built, step: int, context: int) -> list[StepResult]:
-        schedule, router = self.draft_model
         batch = self.cfg.workload.batch_size
-        done = []
-        for j in range(self.spec.tokens):
-            shape = StepShape("decode", batch, batch, context + j)
-            routing = router.step(step, batch) if router else {}
-            state = schedule.cold_state()
-            head = self._mtp_head(schedule, batch) if self.spec.method == "mtp" else []
-            items = schedule._walked(head, state.l2) + schedule.step(shape, routing, state)
-            done.append(simulate_pass(b, shape, step, None, plan=PassPlan(routing, items), intervals=False))
-        return done
+        return [self.draft_pass(b, step, StepShape("decode", batch, batch, context + j))
+                for j in range(self.spec.tokens)]
+
+    def draft_pass(self, b: Built, step: int, shape: StepShape) -> StepResult:
+        """One pass of the draft model (or MTP module) over `shape`'s tokens, on b's chip."""
+        schedule, router = self.draft_model
+        routing = router.step(step, shape.tokens) if router else {}
+        state = schedule.cold_state()
+        head = self._mtp_head(schedule, shape.tokens) if self.spec.method == "mtp" else []
+        items = schedule._walked(head, state.l2) + schedule.step(shape, routing, state)
+        return simulate_pass(b, shape, step, None, plan=PassPlan(routing, items), intervals=False)
 
     def simulate_step(self, b: Built, step: int, records, every_interval: bool, intervals: bool) -> StepResult:
         """One speculative step: the draft passes, then the verification of K+1 tokens a sequence."""
@@ -124,7 +128,7 @@ class Speculation:
         self.first_token_experts.append(float(np.mean(first)) if first else 0.0)
         self.draft_ms.append(sum(d.duration_s for d in drafts) * 1e3)
         self.verify_ms.append(verify.duration_s * 1e3)
-        return _merged(drafts, verify)
+        return merged_passes(drafts, verify)
 
     def summary(self, steps: list[StepResult]) -> SpeculativeSummary:
         step_ms = float(np.mean([s.duration_s for s in steps])) * 1e3
@@ -145,7 +149,7 @@ class Speculation:
         )
 
 
-def _merged(drafts: list[StepResult], verify: StepResult) -> StepResult:
+def merged_passes(drafts: list[StepResult], verify: StepResult) -> StepResult:
     """The step as one: from the first draft pass's start to the verification's end, every
     pass's time, bytes, kernels and work summed; routing figures the verification's."""
     if not drafts:

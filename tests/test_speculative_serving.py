@@ -1,0 +1,105 @@
+"""Issue 45, item 3: speculative decoding and MTP inside continuous batching."""
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hwsim.build import build
+from hwsim.config.load import load_scenario
+from hwsim.run import run_scenario
+from hwsim.serving.loop import PREFILL_BUCKET, StepOracle
+from hwsim.whatif.speculative import expected_tokens
+from hwsim.whatif.speculative_serving import Acceptance, ServingSpeculation
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "validation"))
+from speculative_crossover import closed_form  # noqa: E402
+
+SERVE = ["model=llama-3.1-8b", "workload.arrivals.kind=poisson", "workload.arrivals.requests=24",
+         "workload.prompt.tokens=256", "workload.output.tokens=64", "runtime.sm_clock=max"]
+
+
+def spec_sets(k, a=0.8):
+    return ["workload.speculative.method=mtp", f"workload.speculative.tokens={k}",
+            f"workload.speculative.acceptance={a}"]
+
+
+def serve(*sets):
+    cfg = load_scenario(None, [*SERVE, *sets])
+    return run_scenario(cfg, build(cfg), intervals=False)
+
+
+def test_a_serving_run_speculates_and_the_same_seed_gives_the_same_run():
+    a = serve("workload.arrivals.rate_per_s=4", *spec_sets(3))
+    again = serve("workload.arrivals.rate_per_s=4", *spec_sets(3))
+    other = serve("workload.arrivals.rate_per_s=4", "seed=7", *spec_sets(3))
+    plain = serve("workload.arrivals.rate_per_s=4")
+    assert a.summary["itl_ms"] == again.summary["itl_ms"] and a.summary["ttft_ms"] == again.summary["ttft_ms"]
+    assert a.summary["itl_ms"] != other.summary["itl_ms"]
+    # every request gets its whole reply, one gap a token after the first; fewer iterations
+    assert all(r["output_tokens"] == 64 for r in a.requests)
+    assert len(a.gaps_ms) == len(plain.gaps_ms) == 24 * 63
+    assert len(a.iterations) < len(plain.iterations)
+    # at this light load, speculation (acceptance 0.8) lowers the ITL per accepted token
+    assert a.summary["itl_ms"]["mean"] < 0.7 * plain.summary["itl_ms"]["mean"]
+
+
+def test_verification_tokens_share_the_token_budget_with_prefills():
+    q = 4
+    res = serve("workload.arrivals.rate_per_s=400", "workload.token_budget=512", *spec_sets(q - 1))
+    its = res.iterations
+    assert all(it.prefill_tokens <= max(0, 512 - q * it.decodes) or it.decodes == 0 for it in its)
+    assert any(it.decodes and it.prefill_tokens for it in its)           # mixed iterations ran
+    # the verification pass: K + 1 rows a decoding sequence beside the (bucketed) prompt chunk
+    mixed = next(it for it in its if it.decodes and it.prefill_tokens)
+    chunk = math.ceil(mixed.prefill_tokens / PREFILL_BUCKET) * PREFILL_BUCKET
+    assert mixed.step.tokens == q * mixed.decodes + chunk
+
+
+def test_acceptance_is_drawn_per_sequence_and_has_the_closed_form_mean():
+    rates = [0.9, 0.6, 0.3]
+    acc = Acceptance(seed=3, rates=rates)
+    draws = np.array([acc.tokens(5) for _ in range(20000)])
+    assert draws.min() >= 1 and draws.max() <= 4
+    assert draws.mean() == pytest.approx(expected_tokens(rates), rel=0.02)
+    # a sequence's draws do not depend on the others' (interleaved or alone: the same)
+    one, two = Acceptance(3, rates), Acceptance(3, rates)
+    alone = [one.tokens(5) for _ in range(100)]
+    mixed = []
+    for _ in range(100):
+        two.tokens(9)
+        mixed.append(two.tokens(5))
+    assert alone == mixed
+
+
+@pytest.mark.parametrize("decodes, verdict", [(1, "lowers"), (512, "raises")])
+def test_speculation_lowers_itl_at_batch_1_and_raises_it_at_a_saturated_batch(decodes, verdict):
+    """The known crossover, in the serving loop's own step composition (SpeculativeOracle):
+    MTP with K = 7 drafted tokens, acceptance 0.8 (E = 4.16 tokens a step), Llama-3.1-8B,
+    cuDNN attention (bandwidth-bound), 512 tokens of context. At batch 1 the step reads the
+    weights once for E tokens; at batch 512 the GEMMs are compute-bound and verification's 8
+    rows a sequence cost 8x the flops for 4.16 tokens. hwsim's ITL per accepted token falls /
+    rises as the closed-form count says, and its step's bytes and flops are the count's."""
+    k, a, ctx = 7, 0.8, 512
+    sets = ["runtime.attention_kernel=cudnn", "workload.max_batch_size=512"]
+    spec_b = build(load_scenario(None, [*SERVE, *sets, *spec_sets(k, a)]))
+    plain_b = build(load_scenario(None, [*SERVE, *sets]))
+    e = expected_tokens([a] * k)
+    spec_step = ServingSpeculation(spec_b).oracle(spec_b).time(decodes, ctx, 0, 0)
+    plain_step = StepOracle(plain_b).time(decodes, ctx, 0, 0)
+    hwsim_ratio = spec_step.duration_s / e / plain_step.duration_s
+    (t_spec, bytes_spec, flops_spec), (t_plain, bytes_plain, _) = (closed_form(spec_b, decodes, ctx, k),
+                                                                   closed_form(plain_b, decodes, ctx, 0))
+    cf_ratio = t_spec / e / t_plain
+    if verdict == "lowers":
+        assert cf_ratio < 0.6 and hwsim_ratio < 0.6
+    else:
+        assert cf_ratio > 1.1 and hwsim_ratio > 1.0
+        # the GEMMs' flops are what grows: hwsim's tensor work is the count's (MMA padding aside)
+        assert spec_step.activity.tensor_flops == pytest.approx(flops_spec, rel=0.1)
+    # weights and KV are the count's (hwsim adds the activations' spills: 16 GB at 512 x 8 rows,
+    # which only make the verification costlier)
+    for step, count in ((spec_step, bytes_spec), (plain_step, bytes_plain)):
+        assert step.bytes["weights"] + step.bytes["kv"] == pytest.approx(count, rel=0.05)
