@@ -30,8 +30,12 @@ DRAWS = 4
 
 def predict(model: str, batch: int, context: int, queries: int) -> dict:
     sets = [f"model={model}", f"workload.batch_size={batch}", f"workload.context_tokens={context}",
-            f"workload.decode_steps={DRAWS}", "workload.speculative.method=mtp",
-            f"workload.speculative.tokens={queries - 1}", "workload.speculative.acceptance=0"]
+            f"workload.decode_steps={DRAWS}"]
+    if queries == 1:                    # plain decode (K = 0 is refused as a speculative setting)
+        cfg = load_scenario(None, sets)
+        return {"verify_ms": run_scenario(cfg, build(cfg), intervals=False).summary["itl_ms"]["mean"]}
+    sets += ["workload.speculative.method=mtp", f"workload.speculative.tokens={queries - 1}",
+             "workload.speculative.acceptance=0"]
     cfg = load_scenario(None, sets)
     s = run_scenario(cfg, build(cfg), intervals=False).summary
     spec = s["speculative"]
