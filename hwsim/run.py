@@ -301,6 +301,10 @@ def _run_serving(cfg: Scenario, b: Built, wall0: float, progress) -> RunResult:
     from hwsim.serving.disaggregation import serving_loop
     from hwsim.serving.metrics import request_rows, serving_summary
 
+    if cfg.workload.engine.kind != "hwsim":       # a real engine's scheduler (hwsim/serving/engines/)
+        from hwsim.serving.engines.run import run_engine
+        return run_engine(cfg, b, wall0, progress)
+
     loop = serving_loop(b, progress)
     loop.run()
     served = serving_summary(loop, cfg.budget_ms)

@@ -56,6 +56,7 @@ class StepTime:
     total_s: float                   # the step's wall time: what the engine's clock advances
     breakdown_s: dict = field(default_factory=dict)   # device components and host parts
     kernels: int = 0
+    step: object = None              # the simulated pass of the bucket (hwsim.step.StepResult)
 
 
 class StepClock:
@@ -87,7 +88,7 @@ class StepClock:
         parts.pop("launch_overhead", None)       # the engine's host launches, timed below
         parts.pop("host", None)
         if self.host is None:
-            return StepTime(device_s, 0.0, device_s, parts, step.kernels)
+            return StepTime(device_s, 0.0, device_s, parts, step.kernels, step)
         host = self.host.step(batch, sb, step.kernels, device_s)
         parts.update({f"host_{k}": v for k, v in host.parts_s.items()})
-        return StepTime(device_s, host.busy_s, host.wall_s, parts, step.kernels)
+        return StepTime(device_s, host.busy_s, host.wall_s, parts, step.kernels, step)
