@@ -36,6 +36,8 @@ HOOKS = (
     (f"{CB}.continuous_api", "ContinuousBatchProcessor._generation_step"),
     (f"{CB}.continuous_api", "ContinuousBatchProcessor.prepare_next_batch"),
     (f"{CB}.continuous_api", "ContinuousBatchProcessor.update_batch"),
+    (f"{CB}.scheduler", "Scheduler.add_waiting_request"),
+    (f"{CB}.requests", "RequestState.create_equivalent_initial_request"),
     (f"{CB}.requests", "time"),
     (f"{CB}.requests", "RequestState._timestamps"),
     (f"{CB}.cache", "PagedAttentionMemoryHandler.get_available_memory"),
@@ -167,6 +169,7 @@ class HfRun:
     max_batch_tokens: int = 0
     cuda_graph: bool = False
     async_batching: bool = False
+    preemptions: int = 0                               # requests offloaded or soft reset, and queued again
 
 
 class HfEngine:
@@ -201,6 +204,18 @@ class HfEngine:
             self.processor = self.manager._create_batch_processor()
         self.processor._generation_step = self._step
         self.io = self.processor.inputs_and_outputs
+        self.states: dict[str, list] = {}          # request id -> its states (a soft reset makes a new one)
+        queue_up = self.processor.scheduler.add_waiting_request
+
+        def add_waiting_request(state):
+            held = self.states.setdefault(state.request_id, [])
+            if held:                # queued again: offloaded to the CPU (the same state) or soft reset (a new one)
+                self.preempted += 1
+            if not held or held[-1] is not state:
+                held.append(state)
+            queue_up(state)
+        self.processor.scheduler.add_waiting_request = add_waiting_request
+        self.preempted = 0
 
     def _step(self, model=None) -> None:
         """The forward pass: the step clock's time for the scheduled batch, a token per sequence."""
@@ -218,7 +233,7 @@ class HfEngine:
                                max_batch_tokens=self.processor.cache.max_batch_tokens,
                                cuda_graph=self.cuda_graph, async_batching=self.async_batching)
         pending = sorted(requests, key=lambda r: (r.arrival_s, r.rid))
-        states, ids = {}, itertools.count(2)
+        ids = itertools.count(2)
         with mock.patch.object(cb_requests, "time", self.vclock):
             i = 0
             while i < len(pending) or self.processor.has_pending_requests() or not self.manager.input_queue.empty():
@@ -228,14 +243,14 @@ class HfEngine:
                     r = pending[i]
                     i += 1
                     prompt = [next(ids) % 100_000 + 2 for _ in range(r.prompt_tokens)]    # no shared prefixes
-                    rid = self.manager.add_request(prompt, request_id=str(r.rid), max_new_tokens=r.output_tokens,
-                                                   record_timestamps=True)
-                    states[r.rid] = self.manager.input_queue.queue[-1]
+                    self.manager.add_request(prompt, request_id=str(r.rid), max_new_tokens=r.output_tokens,
+                                             record_timestamps=True)
                     run.arrivals[r.rid], run.prompts[r.rid], run.outputs[r.rid] = r.arrival_s, r.prompt_tokens, r.output_tokens
-                    assert rid == str(r.rid)
                 if self.processor.prepare_next_batch():
                     self.processor._generation_step(None)
                     self.processor.update_batch()
-        run.token_times = {rid: list(s._timestamps) for rid, s in states.items()}
-        run.started = {rid: s.lifespan[0] for rid, s in states.items()}
+        held = {int(rid): states for rid, states in self.states.items()}
+        run.token_times = {rid: [t for s in held[rid] for t in s._timestamps] for rid in run.arrivals}
+        run.started = {rid: held[rid][0].lifespan[0] for rid in run.arrivals}
+        run.preemptions = self.preempted
         return run

@@ -67,7 +67,7 @@ def served(run, w, budget_ms: float, engine: EngineSummary) -> tuple[Served, np.
         e2e_ms=percentiles([run.token_times[r][-1] - run.arrivals[r] for r in done], QUANTILES),
         queue_ms=percentiles(queue, QUANTILES), offered_rps=len(done) / max(last_arrival - start, 1e-12),
         kv_blocked_ms=0.0, iterations=len(run.steps), iteration_shapes_simulated=engine.bucket_shapes,
-        prefix_hit_rate=0.0, preemptions=0, makespan_s=span, swap=None, tiers=None, kv_transfer=None,
+        prefix_hit_rate=0.0, preemptions=run.preemptions, makespan_s=span, swap=None, tiers=None, kv_transfer=None,
         engine=engine)
     itl = percentiles(gaps_ms * 1e-3, QUANTILES)
     return Served(itl_ms=itl, ttft_ms=percentiles(ttft, QUANTILES), serving=summary), gaps_ms
