@@ -185,7 +185,10 @@ def steady_work(result: RunResult) -> tuple[float, Activity]:
     """Time and work of the passes a run repeats: its decode steps, or its serving iterations,
     or (a prefill alone) its prefill; the power limit settles the clock on these."""
     passes = _steady_passes(result)
-    return (sum(s.duration_s for s in passes),
+    # a serving run's time is its iterations' (an engine's step also holds its host's time, the
+    # device idle: hwsim/serving/engines/results.py); the built-in loop's iteration is its pass
+    timed = result.iterations or passes
+    return (sum(s.duration_s for s in timed),
             sum((s.activity for s in passes), Activity()))
 
 

@@ -22,22 +22,26 @@ def test_batch_reduces_to_decodes_and_prompt_chunks():
     assert (sb.query_tokens, sb.kv_tokens) == (502, 1000 + 2000 + 300 + 712)
 
 
-def test_clock_is_the_serving_loops_pass(built):
+def test_clock_on_the_grid_is_the_serving_loops_pass(built):
     oracle = StepOracle(built)
     clock = StepClock(built, oracle=oracle)
-    t = clock.time([(1, 1000)] * 8 + [(256, 0)])
-    step = oracle.time(8, 1001, 256, 1)            # the loop's own call for the same iteration
+    t = clock.time([(1, 1023)] * 8 + [(256, 0)])          # context 1024, 256 prompt tokens: grid points
+    step = oracle.simulate((8, 1024, 256, 1))              # the loop's own pass of that shape
     assert t.device_s == pytest.approx(step.host.device_busy_s)
     assert t.total_s == t.device_s and t.host_s == 0.0
 
 
-def test_one_bucket_one_simulation(built):
+def test_off_the_grid_is_interpolated_between_its_passes(built):
     clock = StepClock(built)
-    a = clock.time([(1, 1000)] * 4)
-    b = clock.time([(1, 1020)] * 4)                # same 512-token context bucket
-    assert clock.shapes_simulated == 1 and a.device_s == b.device_s
-    c = clock.time([(1, 3000)] * 4)
-    assert clock.shapes_simulated == 2 and c.device_s > a.device_s
+    lo = clock.time([(1, 1023)] * 4 + [(128, 0)]).device_s
+    hi = clock.time([(1, 1023)] * 4 + [(256, 0)]).device_s
+    mid = clock.time([(1, 1023)] * 4 + [(160, 0)]).device_s          # a quarter of the way
+    assert mid == pytest.approx(lo + 0.25 * (hi - lo))
+    assert clock.shapes_simulated == 2                                 # no new pass for it
+    both = clock.time([(1, 767)] * 4 + [(160, 0)]).device_s            # context 768: half way to 1024
+    assert clock.shapes_simulated == 4
+    c512 = 0.75 * clock.corner(4, 512, 128, 1).host.device_busy_s + 0.25 * clock.corner(4, 512, 256, 1).host.device_busy_s
+    assert both == pytest.approx(0.5 * c512 + 0.5 * mid)
 
 
 def test_eager_host_bounds_the_step_and_plans_once_per_shape(built):

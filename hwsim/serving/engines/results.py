@@ -22,13 +22,15 @@ class EngineStep:
     waiting: int
     breakdown_s: dict                # device components and host parts (summing to more than
     step: object                     # the wall where host and device overlap); the simulated pass
+    batch: object = None             # the step's StepBatch (what the clock timed)
 
 
 def engine_steps(run) -> list[EngineStep]:
+    from hwsim.serving.step_clock import StepBatch
     out = []
     for t0, st, batch in run.steps:
-        dec = sum(1 for q, c in batch if q == 1 and c > 0)
-        out.append(EngineStep(t0, st.total_s, dec, sum(q for q, c in batch) - dec, 0, st.breakdown_s, st.step))
+        sb = StepBatch.of(batch)
+        out.append(EngineStep(t0, st.total_s, sb.decodes, sb.prefill_tokens, 0, st.breakdown_s, st.step, sb))
     return out
 
 
