@@ -129,3 +129,18 @@ def test_preempted_requests_keep_every_token(built):
     for i in range(10):
         times = run.token_times[i]
         assert len(times) == 300 and all(b > a for a, b in zip(times, times[1:]))
+
+
+def test_cuda_graphs_time_the_padded_queries(built):
+    """With CUDA graphs the library pads a step's queries to 64 tokens: a step of 3 decodes
+    is timed as 64 query rows, and the host is off the critical path but for one launch."""
+    avail = built.chip.hbm_capacity_bytes - built.schedule.weight_bytes_total()
+    host = EngineHost(load_engine_host("hf-transformers-h200"), built.model.layers)
+    clock = StepClock(built, host=host)
+    eng = hf.HfEngine(built.model, clock, {"use_cuda_graph": True}, avail)
+    assert eng.cuda_graph and not eng.async_batching
+    assert eng._padding(eng.io, [(1, 100), (1, 200), (1, 300)]) == [(61, 16384 - 603 - 61)]
+    run = eng.serve([Request(i, 0.0, 100, 5) for i in range(3)])
+    _, step, batch = run.steps[-1]
+    assert batch == [(1, 103), (1, 103), (1, 103)]
+    assert step.total_s == pytest.approx((85 + 3 * 47.3) * 1e-6 + 9.85e-6 + step.device_s)

@@ -104,11 +104,12 @@ class StepClock:
             top = step
         return secs, parts, top
 
-    def time(self, batch: list[tuple[int, int]]) -> StepTime:
-        """The step of `batch`: [(query tokens, cached KV tokens)] per sequence."""
+    def time(self, batch: list[tuple[int, int]], padding: tuple = ()) -> StepTime:
+        """The step of `batch`: [(query tokens, cached KV tokens)] per sequence; `padding`: rows
+        the engine adds (CUDA graphs' static shapes), run on the device, no request's."""
         if not batch:
             raise ValueError("a step needs at least one sequence")
-        sb = StepBatch.of(batch)
+        sb = StepBatch.of([*batch, *padding])
         device_s, parts, step = self.device(sb)
         self.steps += 1
         parts.pop("launch_overhead", None)       # the engine's host launches, timed below

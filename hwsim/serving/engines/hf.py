@@ -26,6 +26,7 @@ import contextlib
 import dataclasses
 import itertools
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from unittest import mock
 
 PINNED = "5.17.0"
@@ -48,6 +49,7 @@ HOOKS = (
     (f"{CB}.input_outputs", "ContinuousBatchingIOs.requests_in_batch"),
     (f"{CB}.input_outputs", "ContinuousBatchingIOs.output_ids"),
     (f"{CB}.initialization", "resolve_continuous_batching_config"),
+    (f"{CB}.model_runner", "ModelRunner.maybe_pad_inputs"),
 )
 CUDA_CONTEXT_BYTES = 0.5 * 2**30   # HF's cache.py comment: the CUDA context and driver take ~0.5 GiB
 
@@ -185,7 +187,7 @@ class HfEngine:
         self.clock = clock
         self.vclock = VirtualClock()
         cfg = cb_config(fields)
-        device = on_device(model_config(model), cfg)
+        device = self.device_cfg = on_device(model_config(model), cfg)
         graphs = device.use_cuda_graph
         self.cuda_graph = any(graphs) if isinstance(graphs, tuple) else bool(graphs)
         self.async_batching = bool(device.use_async_batching)
@@ -221,10 +223,23 @@ class HfEngine:
         """The forward pass: the step clock's time for the scheduled batch, a token per sequence."""
         io = self.io
         batch = [(f.query_length, f.state.position_offset - f.query_length) for f in io.requests_in_batch]
-        t = self.clock.time(batch)
+        t = self.clock.time(batch, self._padding(io, batch))
         self.run.steps.append((self.vclock.now, t, batch))
         self.vclock.now += t.total_s
         io.output_ids[0, :io.num_request_in_batch] = 1
+
+    def _padding(self, io, batch) -> list:
+        """CUDA graphs: the library pads the step's query tokens (and KV read) to its intervals,
+        and the padded rows run through the forward: one more sequence of them, with the padded
+        KV as its cache (the library's own ModelRunner.maybe_pad_inputs on the device's config)."""
+        if not self.cuda_graph:
+            return []
+        from transformers.generation.continuous_batching.model_runner import ModelRunner
+        runner = SimpleNamespace(pad_inputs=True, cache=self.processor.cache, cb_config=self.device_cfg)
+        q = sum(n for n, _ in batch)
+        kv = sum(n + c for n, c in batch)
+        q_pad, kv_pad = ModelRunner.maybe_pad_inputs(runner, q, kv, io.use_block_table)
+        return [(q_pad - q, max(0, kv_pad - kv - (q_pad - q)))] if q_pad > q else []
 
     def serve(self, requests) -> HfRun:
         """Run `requests` (hwsim.serving.requests.Request: arrival, prompt and reply lengths)."""
