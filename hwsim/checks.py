@@ -21,7 +21,7 @@ from hwsim.errors import ConfigError
 from hwsim.model import weight_format
 from hwsim.model.shapes import ModelShape
 from hwsim.serving import kv_transfer
-from hwsim.serving.engines import run as engines
+from hwsim.serving.engines import checks as engines
 
 
 def problems(cfg: Scenario, profile: HardwareProfile, model: ModelShape):
