@@ -185,7 +185,10 @@ def steady_work(result: RunResult) -> tuple[float, Activity]:
     """Time and work of the passes a run repeats: its decode steps, or its serving iterations,
     or (a prefill alone) its prefill; the power limit settles the clock on these."""
     passes = _steady_passes(result)
-    return (sum(s.duration_s for s in passes),
+    # a serving run's time is its iterations' (an engine's step also holds its host's time, the
+    # device idle: hwsim/serving/engines/results.py); the built-in loop's iteration is its pass
+    timed = result.iterations or passes
+    return (sum(s.duration_s for s in timed),
             sum((s.activity for s in passes), Activity()))
 
 
@@ -298,30 +301,40 @@ def _kept_plan(plans: dict | None, b: Built, shape: StepShape, step: int) -> Pas
 
 
 def _run_serving(cfg: Scenario, b: Built, wall0: float, progress) -> RunResult:
+    if cfg.workload.engine.kind != "hwsim":       # a real engine's scheduler (hwsim/serving/engines/)
+        from hwsim.serving.engines.run import serve_with_engine
+        return _served_result(cfg, b, wall0, *serve_with_engine(cfg, b))
     from hwsim.serving.disaggregation import serving_loop
     from hwsim.serving.metrics import request_rows, serving_summary
 
     loop = serving_loop(b, progress)
     loop.run()
     served = serving_summary(loop, cfg.budget_ms)
-    iters = loop.iterations
-    # every per-step figure (breakdown, bytes, kernels, experts) weighted by the iterations run
-    steps = [it.step for it in iters]
-    if not steps:
+    if not loop.iterations:
         raise ConfigError(f"none of the {len(loop.rejected)} requests can run: each one's KV cache "
                           f"(prompt + output) is larger than the HBM the weights leave free",
                           key="workload.prompt")
+    # the gaps are the summary's: left in place in ms, 8 bytes a gap, in no order
+    return _served_result(cfg, b, wall0, served, request_rows(loop), loop.iterations, loop.gaps.ms(),
+                          sum(r.tokens for r in loop.finished))
+
+
+def _served_result(cfg: Scenario, b: Built, wall0: float, served, rows: list[dict], iters: list,
+                   gaps_ms, tokens: int) -> RunResult:
+    """A serving run's result: its iterations' passes summarized, the serving figures in place of
+    a fixed batch's."""
+    # every per-step figure (breakdown, bytes, kernels, experts) weighted by the iterations run
+    steps = [it.step for it in iters]
     summary = summarize(cfg, b, steps, None, time.perf_counter() - wall0)
     # a serving run has no one batch or context: iterations batch what is running
     summary = summary.replace(batch_size=None, context_tokens=None, itl_ms=served.itl_ms, ttft_ms=served.ttft_ms,
                               within_budget=served.serving.slo_attainment, serving=served.serving,
-                              simulated_tokens=sum(r.tokens for r in loop.finished),
-                              wall_s=time.perf_counter() - wall0)
+                              simulated_tokens=tokens, wall_s=time.perf_counter() - wall0)
     result = RunResult(scenario=cfg, steps=[], records=RecordLog(), run_summary=summary,
                        channel_bytes=b.device.channel_bytes.tolist(),
                        channels_per_stack=b.chip.hbm_channels_per_stack,
-                       requests=request_rows(loop), iterations=iters)
-    result.gaps_ms = loop.gaps.ms()     # the summary's: in place, 8 bytes a gap, in no order
+                       requests=rows, iterations=iters)
+    result.gaps_ms = gaps_ms
     return result
 
 

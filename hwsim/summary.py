@@ -340,6 +340,24 @@ class KVTransferSummary(Part):
 
 
 @part
+class EngineSummary(Part):
+    """A real engine's scheduler on hwsim's step clock (hwsim/serving/engines/, docs/serving.md)."""
+    kind: str                       # workload.engine.kind
+    version: str                    # the engine's package version
+    config: dict                    # its config as resolved by the engine (num_blocks, max_batch_tokens, ...)
+    cuda_graph: bool                # as the engine decided on a CUDA device
+    async_batching: bool
+    host: str                       # the engine host profile (or host_trace) its host time came from
+    steps: int
+    step_ms: Percentiles | None     # each step's wall time (device + host on the critical path)
+    device_ms_total: float
+    host_ms_total: float            # the host's busy time, on the critical path or not
+    host_ms: dict                   # the host's parts summed: schedule, launch, plan, sample, device_wait
+    plans_built: int                # attention plans built for new shapes (eager)
+    bucket_shapes: int              # distinct shape buckets simulated by the step clock
+
+
+@part
 class ServingSummary(Part):
     """Request-level serving (serving.metrics.serving_summary, docs/metrics.md)."""
     throughput_tok_s: float
@@ -360,6 +378,8 @@ class ServingSummary(Part):
     swap: SwapSummary | None
     tiers: Tiers | None
     kv_transfer: KVTransferSummary | None
+    engine: EngineSummary | None = None       # a real engine's scheduler ran (workload.engine)
+    OMITTED_WHEN_NONE: ClassVar[tuple[str, ...]] = ("engine",)
 
 
 @part

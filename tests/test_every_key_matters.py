@@ -74,6 +74,11 @@ COVERED_ELSEWHERE = {
     "workload.kernel_trace.context_tokens": "tests/test_ktrace.py::test_a_trace_retargeted_matches_one_recorded_at_that_point",
     "workload.kernel_trace.host": "tests/test_ktrace.py::test_a_faster_host_profile_shortens_a_host_bound_step",
     "workload.kernel_trace.group_size": "tests/test_ktrace_collectives.py::test_a_traced_all_reduce_takes_what_hwsims_two_gpu_model_gives",
+    # a real engine needs its package (the hf-engine extra) and a real model's shapes
+    "workload.engine.kind": "tests/test_engine_hf.py::test_fifty_requests_end_to_end",
+    "workload.engine.config": "tests/test_engine_hf.py::test_budget_splits_a_long_prompt",
+    "workload.engine.host": "tests/test_engine_contract.py::test_engine_host_and_host_trace_choose_the_hosts_numbers",
+    "workload.engine.host_trace": "tests/test_engine_contract.py::test_engine_host_and_host_trace_choose_the_hosts_numbers",
 }
 
 SERVING = ["workload.arrivals.kind=poisson", "workload.arrivals.rate_per_s=5000", "workload.arrivals.requests=4",

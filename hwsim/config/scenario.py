@@ -76,6 +76,29 @@ class Disaggregation(Strict):
                                                    "the hardware, hgx-h200-8 for h200-sxm)")
 
 
+class Engine(Strict):
+    """Which serving engine's scheduler runs the requests (docs/serving.md): hwsim's own
+    vLLM-like loop, or a real engine's scheduler on CPU with hwsim's step clock as its clock."""
+    kind: Literal["hwsim", "hf-transformers", "sglang"] = Field(
+        "hwsim", description="hwsim: the built-in vLLM-like loop; hf-transformers: transformers' "
+                             "ContinuousBatchingManager (pip install 'hwsim[hf-engine]'); sglang: not yet")
+    config: dict = Field(default_factory=dict, description="the engine's own config fields under their own "
+                         "names (hf-transformers: ContinuousBatchingConfig's block_size, num_blocks, "
+                         "max_batch_tokens, max_requests_per_batch, use_cuda_graph, use_async_batching, "
+                         "scheduler_type, ...); the engine's defaults for the rest")
+    host_trace: str | None = Field(None, description="a torch.profiler trace of a short burst of the engine: "
+                                   "its host's launch, plan and scheduling times (docs/serving.md)")
+    host: str | None = Field(None, description="engine host profile (hardware_profiles/engine_hosts/); "
+                             "default: the engine's own (hf-transformers-h200)")
+
+    @model_validator(mode="after")
+    def _hwsim_takes_no_config(self):
+        if self.kind == "hwsim" and (self.config or self.host_trace or self.host):
+            raise ValueError("engine kind hwsim (the built-in loop) is configured by workload's own keys "
+                             "(max_batch_size, token_budget, ...): config, host_trace and host are for a real engine")
+        return self
+
+
 class KernelTrace(Strict):
     """A torch.profiler (Kineto) trace of one decode step of any engine, imported as the
     schedule (docs/traces.md); batch_size and context_tokens say the point it was recorded at."""
@@ -153,6 +176,8 @@ class Workload(Strict):
     disaggregation: Disaggregation | None = Field(
         None, description="serving: prefill and decode on separate GPUs, the KV cache sent between "
                           "them (unset: every GPU does both, colocated)")
+    engine: Engine = Field(default_factory=Engine, description="serving: the engine whose scheduler runs "
+                           "the requests (kind hwsim, hf-transformers or sglang; docs/serving.md)")
     kernel_trace: KernelTrace | None = Field(
         None, description="a profiler trace of your engine's decode step as the schedule "
                           "(docs/traces.md); batch_size and context_tokens default to its point")
@@ -188,6 +213,14 @@ class Workload(Strict):
         if self.speculative and self.disaggregation:
             raise ValueError("workload.speculative is simulated on colocated serving (and fixed-batch decode); "
                              "not with workload.disaggregation")
+        return self
+
+    @model_validator(mode="after")
+    def _engine_serves(self):
+        if self.engine.kind != "hwsim" and self.arrivals.kind == "none":
+            raise ValueError("workload.engine is a serving engine: it needs arrivals (workload.arrivals.kind)")
+        if self.engine.kind != "hwsim" and self.disaggregation:
+            raise ValueError("workload.disaggregation is simulated by the built-in loop only (engine kind hwsim)")
         return self
 
     @model_validator(mode="after")

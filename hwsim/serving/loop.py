@@ -1,4 +1,6 @@
-"""The serving loop: iteration-level continuous batching over the simulated chip.
+"""The built-in serving loop (`workload.engine.kind: hwsim`): iteration-level continuous batching
+over the simulated chip with a vLLM-like policy (FIFO, decodes first, chunked prefill, recompute or
+swap preemption). It is no engine's code; a real engine's scheduler runs in hwsim/serving/engines/.
 
 Two discrete-event levels: this loop's SimPy clock runs arrivals, the queue and iterations;
 each iteration's duration comes from the hardware engine simulating that iteration's kernels

@@ -1,0 +1,56 @@
+"""A serving run whose scheduler is a real engine's (workload.engine.kind): the engine is given
+hwsim's step clock and the run's requests, and its per-request token times become the run's
+serving summary (hwsim/run.py makes the result). Checked first by hwsim/serving/engines/checks.py."""
+
+from __future__ import annotations
+
+from hwsim.errors import ConfigError
+from hwsim.serving.engines.checks import HF
+
+DEFAULT_HOST = {HF: "hf-transformers-h200"}
+
+
+def engine_host(cfg, b):
+    """The engine's host: from its host_trace, a named profile, or the engine's default profile."""
+    from hwsim.serving.engine_host import EngineHost, load_engine_host
+    e = cfg.workload.engine
+    if e.host_trace:
+        from hwsim.serving.engine_host_trace import profile_from_trace
+        profile = profile_from_trace(e.host_trace, load_engine_host(e.host or DEFAULT_HOST[e.kind]), b.model.layers)
+        return EngineHost(profile, b.model.layers), f"host_trace {e.host_trace}"
+    name = e.host or DEFAULT_HOST[e.kind]
+    return EngineHost(load_engine_host(name), b.model.layers), name
+
+
+def available_bytes(b) -> float:
+    """What torch.cuda.mem_get_info leaves free to the engine once the weights are loaded."""
+    from hwsim.serving.engines.hf import CUDA_CONTEXT_BYTES
+    return b.chip.hbm_capacity_bytes - b.schedule.weight_bytes_total() - CUDA_CONTEXT_BYTES
+
+
+def serve_with_engine(cfg, b):
+    """The scenario's requests served by its engine on b's step clock: (Served, request rows,
+    engine steps, inter-token gaps in ms, tokens), what hwsim/run.py makes a serving result of."""
+    from hwsim.rng import RandomStreams
+    from hwsim.serving.engines import hf, results
+    from hwsim.serving.requests import open_loop_requests
+    from hwsim.serving.step_clock import StepClock
+
+    e, w = cfg.workload.engine, cfg.workload
+    host, host_name = engine_host(cfg, b)
+    clock = StepClock(b, host=host)
+    try:
+        engine = hf.HfEngine(b.model, clock, dict(e.config), available_bytes(b))
+    except hf.EngineError as exc:
+        raise ConfigError(str(exc), key="workload.engine") from exc
+    run = engine.serve(open_loop_requests(w, RandomStreams(cfg.seed)))
+    resolved = {"block_size": engine.processor.cache.block_size, "num_blocks": run.num_blocks,
+                "max_batch_tokens": run.max_batch_tokens,
+                "max_requests_per_batch": engine.manager.continuous_batching_config.max_requests_per_batch,
+                "scheduler_type": engine.manager.continuous_batching_config.scheduler_type, **dict(e.config)}
+    part = results.engine_summary(e.kind, hf.transformers_version(), resolved, run, clock, host_name)
+    served, gaps_ms = results.served(run, w, cfg.budget_ms, part)
+    if not run.steps:
+        raise ConfigError("no request was served (the engine scheduled no step)", key="workload.arrivals")
+    tokens = sum(len(t) for t in run.token_times.values())
+    return served, results.request_rows(run), results.engine_steps(run), gaps_ms, tokens

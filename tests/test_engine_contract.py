@@ -1,0 +1,62 @@
+"""workload.engine's contract where no engine is installed (as in CI): the keys load, a missing
+engine, SGLang and a misplaced key are each one clear refusal."""
+
+import sys
+
+import pytest
+
+from hwsim.config.load import load_scenario
+from hwsim.errors import ConfigError
+from hwsim.serving.engines.checks import problems
+
+SERVE = ["model=llama-3.1-8b", "workload.arrivals.kind=poisson"]
+
+
+def test_default_engine_is_the_built_in_loop():
+    cfg = load_scenario(None, SERVE)
+    assert cfg.workload.engine.kind == "hwsim" and list(problems(cfg)) == []
+
+
+def test_missing_transformers_is_one_line(monkeypatch):
+    monkeypatch.setitem(sys.modules, "transformers", None)      # as if not installed
+    cfg = load_scenario(None, [*SERVE, "workload.engine.kind=hf-transformers"])
+    [(key, msg)] = list(problems(cfg))
+    assert key == "workload.engine.kind"
+    assert "needs transformers==5.17.0" in msg and "not installed" in msg and "\n" not in msg
+
+
+def test_sglang_is_refused_for_now():
+    cfg = load_scenario(None, [*SERVE, "workload.engine.kind=sglang"])
+    [(key, msg)] = list(problems(cfg))
+    assert key == "workload.engine.kind" and "sglang is not available" in msg
+
+
+def test_engine_keys_need_a_real_engine_and_arrivals():
+    with pytest.raises(ConfigError, match="config, host_trace and host are for a real engine"):
+        load_scenario(None, [*SERVE, "workload.engine.config={block_size: 64}"])
+    with pytest.raises(ConfigError, match="needs arrivals"):
+        load_scenario(None, ["workload.engine.kind=hf-transformers"])
+
+
+def test_engine_host_and_host_trace_choose_the_hosts_numbers(tmp_path):
+    """engine.host names the profile (a what-if host 1.5x as fast: every host part / 1.5);
+    engine.host_trace reads the profile off the trace instead."""
+    from types import SimpleNamespace
+
+    from hwsim.serving.engines.run import engine_host
+    from hwsim.serving.step_clock import StepBatch
+    from test_engine_host_trace import _burst
+
+    b = SimpleNamespace(model=SimpleNamespace(layers=2))
+    hf = [*SERVE, "workload.engine.kind=hf-transformers"]
+    base, name = engine_host(load_scenario(None, hf), b)
+    fast, fast_name = engine_host(load_scenario(None, [*hf, "workload.engine.host=hf-transformers-h200-fast-host"]), b)
+    assert (name, fast_name) == ("hf-transformers-h200", "hf-transformers-h200-fast-host")
+    batch = [(1, 100)] * 4
+    slow_step = base.step(batch, StepBatch.of(batch), 100, 1e-3)
+    fast_step = fast.step(batch, StepBatch.of(batch), 100, 1e-3)
+    assert fast_step.busy_s == pytest.approx(slow_step.busy_s / 1.5)
+    trace = tmp_path / "burst.json"
+    _burst(trace)
+    traced, traced_name = engine_host(load_scenario(None, [*hf, f"workload.engine.host_trace={trace}"]), b)
+    assert traced_name == f"host_trace {trace}" and traced.p.plan_ms.value == pytest.approx(40.0)

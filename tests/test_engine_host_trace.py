@@ -1,0 +1,49 @@
+"""An engine host profile read off a profiled burst: plan builds, launches per step and per
+launch host time, from a small synthetic Kineto trace whose answers are known."""
+
+import json
+
+import pytest
+
+from hwsim.errors import ConfigError
+from hwsim.serving.engine_host import load_engine_host
+from hwsim.serving.engine_host_trace import profile_from_trace
+
+
+def _burst(path, steps=4, layers=2, kernels_per_layer=5, plan_every=2, plan_us=40_000.0, call_us=100.0):
+    """`steps` steps of `layers` layers; each layer one attention call (a plan build every
+    `plan_every` steps) and `kernels_per_layer` launches; the host busy without gaps."""
+    ev, t, ext, corr = [], 0.0, 0, 0
+    for s in range(steps):
+        for layer in range(layers):
+            for k in range(kernels_per_layer):
+                ev.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": t, "dur": 40.0,
+                           "args": {"External id": ext}})
+                ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": t + 30, "dur": 5.0,
+                           "args": {"correlation": corr, "External id": ext}})
+                t, ext, corr = t + 40.0, ext + 1, corr + 1
+            dur = call_us + (plan_us if s % plan_every == 0 and layer == 0 else 0.0)
+            ev.append({"ph": "X", "cat": "cpu_op", "name": "aten::_cudnn_attention_forward", "ts": t, "dur": dur,
+                       "args": {"External id": ext}})
+            t, ext = t + dur, ext + 1
+    path.write_text(json.dumps({"traceEvents": ev}))
+    return t
+
+
+def test_profile_from_a_burst(tmp_path):
+    p = tmp_path / "burst.json"
+    span = _burst(p)
+    base = load_engine_host("hf-transformers-h200")
+    prof = profile_from_trace(str(p), base, layers=2)
+    assert prof.plan_ms.value == pytest.approx(40.0)                  # 2 builds of 40 ms over the 100 us call
+    assert prof.kernels_per_layer.value == pytest.approx(5)           # 40 launches / 4 steps / 2 layers
+    assert prof.launch_us.value == pytest.approx((span - 2 * 40_000) / 40)
+    assert prof.graph_launch_us == base.graph_launch_us and prof.schedule_us.value == 0
+
+
+def test_a_trace_without_launches_is_refused(tmp_path):
+    p = tmp_path / "cpu.json"
+    p.write_text(json.dumps({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 0, "dur": 1,
+                                              "args": {"External id": 1}}]}))
+    with pytest.raises(ConfigError, match="no kernel launches"):
+        profile_from_trace(str(p), load_engine_host("hf-transformers-h200"), layers=2)
