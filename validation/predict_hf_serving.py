@@ -1,0 +1,116 @@
+"""hwsim's predictions of validation/measure_hf_serving.py's runs, written before they are measured
+(issue 43, item 5): the same seeded request traces, served by the HF adapter (workload.engine.kind
+hf-transformers: transformers 5.17's own scheduler on a virtual clock, hwsim's step clock and the
+engine host profile), for each chip a call might get.
+
+    python validation/predict_hf_serving.py --rates light=2,near=6,past=12 --window-s 6 \
+        --out validation/data/hf_serving/predicted.jsonl
+    python validation/predict_hf_serving.py --compare MEASURED_SUMMARY.jsonl \
+        --predictions validation/data/hf_serving/predicted.jsonl
+
+The traces are measure_hf_serving's own (plan_load, make_trace, its SEED), with the rates fixed
+by --rates as the measuring call fixes them, so both sides serve the same requests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from hf_serving_trace import make_trace, write_trace  # noqa: E402
+
+from hwsim.build import build  # noqa: E402
+from hwsim.config.load import load_scenario  # noqa: E402
+from hwsim.run import run_scenario  # noqa: E402
+
+SCENARIO = HERE.parent / "scenarios" / "engines" / "hf-llama-chat.yaml"
+LOADS = ["burst", "light", "near", "past", "long"]        # measure_hf_serving.LOADS (its seeds)
+SEED = 43
+ENGINE = {"defaults": [], "graphs": ["workload.engine.config.use_cuda_graph=true",
+                                     "workload.engine.config.use_async_batching=true"]}
+FIELDS = ("ttft_ms", "itl_ms")
+
+
+def plan(load: str, rates: dict, window_s: float, burst: int) -> tuple[str, float | None, int]:
+    """measure_hf_serving.plan_load with the rates fixed."""
+    if load == "burst":
+        return "chat", None, burst
+    rate = rates[load]
+    return ("long" if load == "long" else "chat"), rate, max(4, round(rate * window_s))
+
+
+def predict(chip: str, model: str, config: str, load: str, rates, window_s, burst, folder: Path) -> dict:
+    shape, rate, n = plan(load, rates, window_s, burst)
+    trace = folder / f"{chip}-{config}-{load}.trace.jsonl"
+    write_trace(make_trace(shape, rate, n, SEED + LOADS.index(load)), trace)
+    cfg = load_scenario(SCENARIO, [f"hardware={chip}", f"model={model}", "workload.arrivals.kind=trace",
+                                   f"workload.arrivals.trace={trace}", *ENGINE[config]])
+    s = run_scenario(cfg, build(cfg), intervals=False).summary
+    return {"chip": chip, "model": model, "config": config, "load": load, "rate_per_s": rate,
+            "requests": n, **{f: {k: s[f][k] for k in ("p50", "p90", "mean")} for f in FIELDS},
+            "e2e_ms_mean": s["serving"]["e2e_ms"]["mean"], "throughput_tok_s": s["serving"]["throughput_tok_s"]}
+
+
+def compare(measured: Path, predictions: Path) -> None:
+    pred = {(p["chip"], p["config"], p["load"]): p for p in map(json.loads, predictions.read_text().splitlines())}
+    rows = [json.loads(x) for x in measured.read_text().splitlines() if x.strip()]
+    runs = [r for r in rows if r.get("event") == "run" and r.get("ttft_ms")]
+    chip = "h100-sxm" if any("H100" in str(r.get("gpu", "")) for r in rows) else "h200-sxm"
+    print(f"| config | load | requests | TTFT p50 meas / hwsim | ITL p50 meas / hwsim | ITL mean | "
+          f"E2E mean | throughput tok/s |  ({chip})")
+    print("|---|---|---:|---|---|---|---|---|")
+    errs = {"ttft": [], "itl": []}
+    for r in runs:
+        p = pred.get((chip, r["config"], r["load"]))
+        if p is None:
+            continue
+
+        def cell(m, h):
+            return f"{m:.0f} / {h:.0f} ({h / m - 1:+.0%})" if m else "-"
+        errs["ttft"].append(p["ttft_ms"]["p50"] / r["ttft_ms"]["p50"] - 1)
+        errs["itl"].append(p["itl_ms"]["p50"] / r["itl_ms"]["p50"] - 1)
+        print(f"| {r['config']} | {r['load']} | {r.get('finished', '?')}/{r['requests']} "
+              f"| {cell(r['ttft_ms']['p50'], p['ttft_ms']['p50'])} | {cell(r['itl_ms']['p50'], p['itl_ms']['p50'])} "
+              f"| {cell(r['itl_ms']['mean'], p['itl_ms']['mean'])} | {cell(r['e2e_ms']['mean'], p['e2e_ms_mean'])} "
+              f"| {cell(r['throughput_tok_s'], p['throughput_tok_s'])} |")
+    for k, e in errs.items():
+        if e:
+            print(f"{k} p50: median |error| {statistics.median(map(abs, e)):.1%}, max {max(map(abs, e)):.1%}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--chips", nargs="+", default=["h200-sxm", "h100-sxm"])
+    ap.add_argument("--model", default="llama-3.1-8b")
+    ap.add_argument("--configs", nargs="+", default=list(ENGINE))
+    ap.add_argument("--loads", nargs="+", default=["light", "near", "past", "burst"])
+    ap.add_argument("--rates", default="light=2,near=6,past=12")
+    ap.add_argument("--window-s", type=float, default=6.0)
+    ap.add_argument("--burst", type=int, default=48)
+    ap.add_argument("--out", type=Path)
+    ap.add_argument("--compare", type=Path)
+    ap.add_argument("--predictions", type=Path, default=HERE / "data" / "hf_serving" / "predicted.jsonl")
+    args = ap.parse_args()
+    if args.compare:
+        return compare(args.compare, args.predictions)
+    rates = {k: float(v) for k, v in (x.split("=") for x in args.rates.split(","))}
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for chip in args.chips:
+            for config in args.configs:
+                for load in args.loads:
+                    row = predict(chip, args.model, config, load, rates, args.window_s, args.burst, Path(tmp))
+                    print(json.dumps(row), flush=True)
+                    rows.append(row)
+    if args.out:
+        args.out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+if __name__ == "__main__":
+    main()
