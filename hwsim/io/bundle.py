@@ -202,6 +202,8 @@ def write_bundle(result: RunResult, out: Path, manifest: dict, extra: dict | Non
 def _remove_bundle(old: Path) -> None:
     """Delete an earlier bundle swapped out of the way: only the files it lists; a folder that
     still holds anything else (added while this run wrote) is left where it is."""
+    if old.is_symlink():        # never delete through a link (replace_folder swaps none in)
+        return
     for name in bundle_files(old) or ():
         (old / name).unlink(missing_ok=True)
     try:
