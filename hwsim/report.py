@@ -95,6 +95,12 @@ def _fmt(v) -> str:
     return f"{v:.4g}" if isinstance(v, float) else str(v)
 
 
+def _text(v) -> str:
+    """Any value read from a bundle, as HTML text: escaped whatever its expected type (a
+    manifest from elsewhere may hold a <script> where a count belongs)."""
+    return html.escape(_fmt(v))
+
+
 def render(folder: Path) -> tuple[str, list[str]]:
     """The page, and a line for each figure it leaves out (missing, or refused and why)."""
     manifest_path = folder / "manifest.json"
@@ -194,8 +200,8 @@ def _run_sections(m: dict) -> list[str]:
 
 
 def _sweep_sections(folder: Path, m: dict) -> list[str]:
-    sm = m["summary"]
-    out = [f"<h1>sweep {html.escape(m['sweep']['name'])}</h1>",
+    sm = {k: _text(v) for k, v in m["summary"].items()}     # a bundle's values are escaped, all
+    out = [f"<h1>sweep {_text(m['sweep']['name'])}</h1>",
            f"<p>{sm['points']} points: {sm['computed']} computed, {sm['reused']} reused, "
            f"{sm['failed']} failed.</p>"]
     try:

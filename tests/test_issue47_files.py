@@ -4,6 +4,7 @@ link, never makes hwsim delete through it; every value from a bundle is escaped 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 from pathlib import Path
@@ -62,3 +63,53 @@ def test_out_that_is_a_link_is_refused_and_its_target_kept(ws):
     assert res.exit_code == 2 and "link" in res.stderr and "out" in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
     assert snapshot(ws / "victim") == before and (ws / "out").is_symlink()
+
+
+SCRIPT = "<script>alert(47)</script>"
+
+
+def _leaves(obj, path=()):
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            yield from _leaves(value, path + (key,))
+    elif isinstance(obj, list):
+        for i, value in enumerate(obj):
+            yield from _leaves(value, path + (i,))
+    else:
+        yield path
+
+
+def _poisoned(manifest, path):
+    poisoned = json.loads(json.dumps(manifest))
+    node = poisoned
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = SCRIPT
+    return poisoned
+
+
+def _assert_no_script(manifest, folder):
+    from hwsim.errors import ConfigError
+    from hwsim.report import _render
+
+    try:
+        page, _ = _render(folder, manifest)
+    except (ConfigError, KeyError, TypeError, AttributeError, ValueError):
+        return                              # refused (render() says so on one line): nothing runs
+    assert SCRIPT not in page
+
+
+def test_script_in_any_field_of_a_sweep_manifest_is_escaped(tmp_path):
+    manifest = {"sweep": {"name": "s", "factors": {"batch": [1, 2]}}, "plots": [],
+                "summary": {"points": 2, "computed": 1, "reused": 1, "failed": 0},
+                "provenance": {"hwsim_version": "0"}}
+    for path in _leaves(manifest):
+        _assert_no_script(_poisoned(manifest, path), tmp_path)
+
+
+def test_script_in_any_field_of_a_run_manifest_is_escaped(bundle):
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    manifest["sensitivity"] = {"step": 0.1, "no_effect": ["a"],
+                               "rows": [{"key": "k", "itl_elasticity": 0.1, "itl_ms_gained_10pct": 0.2}]}
+    for path in _leaves(manifest):
+        _assert_no_script(_poisoned(manifest, path), bundle)
