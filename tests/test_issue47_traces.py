@@ -121,3 +121,50 @@ def test_a_trace_without_distinct_correlation_ids_issues_each_kernel_once(tmp_pa
     bad = _run(tmp_path / "bad.json.gz")
     assert bad["trace"]["kernels"] == good["trace"]["kernels"] == kernels
     assert bad["itl_ms"]["p50"] < 2 * good["itl_ms"]["p50"] and time.monotonic() - t0 < 30
+
+
+@pytest.mark.parametrize("body, words", [
+    (b"[" * 100_000 + b"]" * 100_000, "nests deeper than 64"),             # item 4: 8 KB a level in ijson
+    (b'"' + b"a" * 3_000_000 + b'"', "string longer than"),                # yajl re-scans a long string
+    (b'"' + b'\\"' * 1_500_000 + b'"', "string longer than"),              # one of escaped quotes
+], ids=["deep", "long string", "escaped quotes"])
+def test_deep_nesting_and_huge_strings_are_refused_while_streaming(tmp_path, body, words):
+    path = tmp_path / "bomb.json.gz"
+    path.write_bytes(gzip.compress(b'{"x": ' + body + b', "traceEvents": []}'))
+    t0 = time.monotonic()
+    with pytest.raises(ConfigError, match=words) as info:
+        reader.read_trace(path)
+    assert str(path) in str(info.value) and time.monotonic() - t0 < 5
+
+
+class _Chunks:
+    """A raw stream handing out `data` a few bytes a read (strings and escapes split anywhere)."""
+
+    def __init__(self, data: bytes, size: int):
+        self.data, self.size = data, size
+
+    def readinto(self, buffer) -> int:
+        n = min(self.size, len(buffer), len(self.data))
+        buffer[:n], self.data = self.data[:n], self.data[n:]
+        return n
+
+    def close(self):
+        pass
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 7, 64, 4096])
+def test_the_json_shape_guard_reads_brackets_and_escapes_in_strings_as_text(tmp_path, size):
+    import io
+
+    from hwsim.io.bounded import LIMITS, JsonShape, _JsonShapeRaw
+    doc = {"traceEvents": [{"name": 'void k<[[{{"\\\\"}}]]>(' * 20 + "\\", "args": {"a": [[[1]]]}}] * 50}
+    data = json.dumps(doc).encode()
+    for depth, ok in ((7, True), (6, False)):   # {traceEvents: [{args: {a: [[[: 7 deep
+        raw = _JsonShapeRaw(_Chunks(data, size), tmp_path, LIMITS["kernel trace"], None,
+                            JsonShape(max_depth=depth, max_string=10_000))
+        reader_ = io.BufferedReader(raw, buffer_size=size)
+        if ok:
+            assert json.loads(reader_.read()) == doc
+        else:
+            with pytest.raises(ConfigError, match="nests deeper"):
+                reader_.read()

@@ -21,7 +21,7 @@ import ijson
 
 from hwsim.config.limits import MAX_ABS
 from hwsim.errors import ConfigError
-from hwsim.io.bounded import LIMITS, open_binary
+from hwsim.io.bounded import JSON_SHAPE, LIMITS, open_binary
 
 MAX_KEPT = 1_000_000             # records kept from one trace: ~600 B each with the parser's buffers
                                  # (benchmarks/ktrace_stream.py), so 0.6 GB at most; a profiled step
@@ -175,7 +175,7 @@ def open_trace(path: Path, key: str = KEY):
     limit = LIMITS["kernel trace"]
     with open_binary(path, limit, key) as head:
         gzipped = head.read(2) == b"\x1f\x8b"
-    with open_binary(path, limit, key, gunzip=gzipped) as stream:
+    with open_binary(path, limit, key, gunzip=gzipped, shape=JSON_SHAPE) as stream:
         yield stream
 
 
