@@ -55,6 +55,7 @@ NONSENSE = [  # item 6: numbers no trace holds
     (OP, ("args", "Input Dims"), [[-5, 4096], [1, 4096]]), (OP, ("args", "Input Dims"), [[10**16, 1]]),
     (COPY, ("args", "bytes"), 1e18), (COPY, ("args", "bytes"), -1e18), (KERNEL, ("args", "grid"), [10**12, 10**6, 1]),
     (KERNEL, ("args", "grid"), [2**31, 65535, 65535]), (KERNEL, ("args", "block"), [2048, 1, 1]),
+    (KERNEL, ("args", "grid"), [2**24 + 1, 1, 1]),        # item 5: a legal grid the engine takes minutes on
     (KERNEL, ("args", "grid"), [1.5, 1, 1]),
 ]
 
@@ -168,3 +169,24 @@ def test_the_json_shape_guard_reads_brackets_and_escapes_in_strings_as_text(tmp_
         else:
             with pytest.raises(ConfigError, match="nests deeper"):
                 reader_.read()
+
+
+def test_the_ctas_of_a_whole_trace_are_bounded(tmp_path, monkeypatch):
+    monkeypatch.setattr(reader, "MAX_TRACE_CTAS", 200)
+    with pytest.raises(ConfigError, match="more than 200 CTAs in all"):
+        reader.read_trace(_write(tmp_path, [OP, LAUNCH, KERNEL, _with(KERNEL, ("ts",), 40.0)]))
+
+
+@pytest.mark.parametrize("op, dims", [
+    ("aten::mm", [[10**12, 4096], [4096, 6144]]),           # item 6: 10^12 rows at batch 1
+    ("aten::mul", [[1, 1, 10**13], [1, 1, 10**13]]),         # 4 x 10^13 bytes an element-wise kernel
+])
+def test_a_kernel_larger_than_the_declared_point_is_refused(tmp_path, op, dims):
+    doc = synthetic.decode_step("llama-3.1-8b", 1, 128, layers=2)
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "cpu_op" and e["name"] == op:
+            e["args"]["Input Dims"] = dims
+    synthetic.write(tmp_path / "huge.json.gz", doc)
+    with pytest.raises(ConfigError, match="is workload.kernel_trace's point the traced one") as info:
+        _run(tmp_path / "huge.json.gz")
+    assert "huge.json.gz" in str(info.value) and "batch 1" in str(info.value)

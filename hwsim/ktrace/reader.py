@@ -31,8 +31,12 @@ MAX_READ = 5 * MAX_KEPT          # events read, kept or not: a real trace has ~1
                                  # 10^8 empty events in a 3 MB .gz would otherwise take minutes
 MAX_EVENT_US = 1e9               # a traced duration (us): 1,000 s, no profiled step's kernel or call
 MAX_TS_US = 1e17                 # a timestamp (us): Kineto's are since boot or since the epoch (1.7e15)
-MAX_CTAS = 2**31 - 1             # CTAs a launch (CUDA's grid x limit; a y, z of 65,535 each)
-MAX_GRID = (2**31 - 1, 65535, 65535)
+MAX_GRID = (2**31 - 1, 65535, 65535)   # CUDA's grid limits
+# CTAs a launch and a trace: the engine times a reduction or an Inductor kernel on its traced grid
+# (~75 ns of wall a CTA: 2^24 take 1.25 s), so a grid of [10^12, 10^6, 1] ran for hours. The
+# largest real launch (gpt-oss-20b at batch 32, validation/data) has 526,080, its trace 3.0e7 in all
+MAX_CTAS = 2**24
+MAX_TRACE_CTAS = 2**28
 MAX_BLOCK = (1024, 1024, 64)     # CUDA's block limits (and 1,024 threads a block)
 KEY = "workload.kernel_trace.path"
 LAUNCHES = {"cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
@@ -101,6 +105,7 @@ class Trace:
     allocs: list[tuple[float, float]] = field(default_factory=list)      # allocator calls (ts, dur, us)
     marks: dict[int, array] = field(default_factory=dict)   # thread -> start of every host event the
     has_shapes: bool = False                                # profiler recorded on it (sorted, us)
+    ctas: int = 0                                           # the device events' CTAs, all together
 
     @property
     def kernels(self) -> int:
@@ -252,7 +257,12 @@ def _keep(trace: Trace, ev: dict) -> int:
     ext = _int(args.get("External id", args.get("external id")), "External id")   # older Kineto: lower case
     if cat in DEVICE_CATS:
         corr = _int(args.get("correlation"), "correlation")
-        trace.device.setdefault(corr, []).append(_device_event(DEVICE_CATS[cat], name, ts, dur, corr, ext, args))
+        event = _device_event(DEVICE_CATS[cat], name, ts, dur, corr, ext, args)
+        trace.ctas += math.prod(event.grid)
+        if trace.ctas > MAX_TRACE_CTAS:
+            raise BadEvent(f"the trace's kernels launch more than {MAX_TRACE_CTAS:,} CTAs in all (the "
+                           f"simulation times each): profile one step")
+        trace.device.setdefault(corr, []).append(event)
         return 1
     if cat in ("cuda_runtime", "cuda_driver", "Runtime", "Driver"):
         if name in HOST_CALLS:
@@ -280,7 +290,8 @@ def _keep(trace: Trace, ev: dict) -> int:
 def _device_event(kind: str, name: str, ts: float, dur: float, corr: int, ext: int, args: dict) -> DeviceEvent:
     grid = _ints(args.get("grid"), "grid", MAX_GRID)
     if math.prod(grid) > MAX_CTAS:
-        raise BadEvent(f"'grid' {list(grid)} launches {math.prod(grid):,} CTAs (at most {MAX_CTAS:,})")
+        raise BadEvent(f"'grid' {list(grid)} launches {math.prod(grid):,} CTAs (at most {MAX_CTAS:,} a "
+                       f"launch: the simulation times each)")
     block = _ints(args.get("block"), "block", MAX_BLOCK)
     if math.prod(block) > 1024:
         raise BadEvent(f"'block' {list(block)} has more than 1,024 threads")
