@@ -21,12 +21,14 @@ from hwsim.errors import ConfigError
 from hwsim.model import weight_format
 from hwsim.model.shapes import ModelShape
 from hwsim.serving import kv_transfer
+from hwsim.whatif import draft_checks
 
 
 def problems(cfg: Scenario, profile: HardwareProfile, model: ModelShape):
     """(key, message) of each way the scenario's system cannot be built as asked."""
     yield from weight_format.problems(weight_format.plan(cfg.weights, model.weights), profile)
     yield from kv_transfer.problems(cfg, profile.name)     # tiers that do not fit their topology
+    yield from draft_checks.problems(cfg, profile, model)   # a speculative draft that cannot be one
 
 
 def check_loaded(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelShape | None = None) -> None:

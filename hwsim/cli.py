@@ -410,8 +410,14 @@ def _print_summary(s, paths: dict, figures: str) -> None:
     shape = (f"batch {s.batch_size}, context {s.context_tokens}" if s.batch_size is not None
              else "continuous batching")
     console.print(f"[bold]{s.model}[/] on [bold]{s.hardware}[/], {shape}, {s.launch} launch")
-    console.print(f"inter-token latency p50 {itl['p50']:.3f} ms, p99 {itl['p99']:.3f} ms: "
-                  f"{verdict} the {s.budget_ms:g} ms budget")
+    if sp := s.speculative:     # a step yields several tokens: the user sees the time per accepted one
+        verdict = "[green]within[/]" if sp.ms_per_accepted_token <= s.budget_ms else "[red]over[/]"
+        console.print(f"speculative decoding ({sp.method}, {sp.tokens} drafted, {sp.expected_tokens_per_step:.2f} "
+                      f"tokens a step): {sp.ms_per_accepted_token:.3f} ms per accepted token, {verdict} the "
+                      f"{s.budget_ms:g} ms budget; a step takes p50 {itl['p50']:.3f} ms, p99 {itl['p99']:.3f} ms")
+    else:
+        console.print(f"inter-token latency p50 {itl['p50']:.3f} ms, p99 {itl['p99']:.3f} ms: "
+                      f"{verdict} the {s.budget_ms:g} ms budget")
     console.print(f"[dim]how far to trust it: {s.hardware_uncertainty}[/]")
     if v := s.serving:
         console.print(f"serving {v.requests_completed} requests: TTFT p50 {s.ttft_ms['p50']:.1f} ms, "
@@ -463,6 +469,8 @@ def _print_summary(s, paths: dict, figures: str) -> None:
         clock = (f"settled at {p.sm_clock_mhz:.0f} MHz (the limit; {p.watts_at_max_clock:.0f} W "
                  f"at {p.max_clock_mhz:.0f} MHz)" if p.throttled else f"{p.sm_clock_mhz:.0f} MHz")
         per_token = f", {p.joules_per_token:.2f} J per token" if p.joules_per_token else ""
+        if p.joules_per_token and (sp := s.speculative):      # the summary's figure is a step's token
+            per_token = f", {p.joules_per_token / sp.expected_tokens_per_step:.2f} J per accepted token"
         console.print(f"power: {p.watts:.0f} W of {p.limit_w:.0f} W, SMs {clock}{per_token}")
     for w in s.warnings:
         console.print(f"[yellow]warning:[/] {w}")
