@@ -650,7 +650,8 @@ def sensitivity(
     base = load_base(scenario, set_)
     out = out or Path("reports") / f"{base.cfg.name}-sensitivity"
     _whatif_target(out)
-    result, summary = run_sensitivity(base, workers=workers, scheduler=scheduler)
+    result, summary = run_sensitivity(base, workers=workers, scheduler=scheduler,
+                                      progress=lambda line: typer.echo(line, err=True))
     _whatif_folder(out, base, set_, summary, {"sensitivity": result},
                    lambda path: __import__("hwsim.plots.tornado", fromlist=["x"]).save_tornado_png(result, path),
                    "tornado.png")
