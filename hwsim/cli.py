@@ -94,6 +94,9 @@ def cli_errors(command):
             return command(*args, **kwargs)
         except (typer.Exit, click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
             raise
+        except BrokenPipeError:         # the reader of stdout stopped reading (| head): not an error
+            _discard_stdout()
+            raise typer.Exit(EXIT_OK) from None
         except ConfigError as exc:
             _fail(locate(exc))     # a key found wrong after loading: at its scenario file and line
         except KeyboardInterrupt:
@@ -158,6 +161,11 @@ def _writable_parent(out: Path) -> None:
 
 
 def _check_out_name(out: Path) -> None:
+    try:
+        str(out).encode("utf-8")
+    except UnicodeEncodeError:      # bytes the file system's encoding could not decode
+        raise ConfigError("the folder name is not UTF-8 text (a bundle's manifest names it)",
+                          file=ascii(str(out)), key="--out") from None
     if len(out.name.encode()) > 200:
         raise ConfigError(f"the folder name is {len(out.name)} characters long (at most 200)",
                           file=str(out)[:80] + "...", key="--out")
@@ -757,15 +765,13 @@ def _whatif_target(out: Path) -> None:
 
 def _is_whatif_folder(folder: Path) -> bool:
     """Only files a what-if writes (and `hwsim report` beside them), its manifest one of ours."""
-    import json
-
-    from hwsim.io.bounded import LIMITS, read_text
+    from hwsim.io.bounded import LIMITS, read_json
 
     entries = list(folder.iterdir())
     if any(e.is_symlink() or not e.is_file() or e.name not in WHATIF_FILES for e in entries):
         return False
     try:
-        manifest = json.loads(read_text(folder / "manifest.json", LIMITS["manifest"]))
+        manifest = read_json(folder / "manifest.json", LIMITS["manifest"])
     except (ConfigError, ValueError):
         return False
     return isinstance(manifest, dict) and "provenance" in manifest and \
@@ -817,9 +823,25 @@ def _left_to_exit(obj) -> None:
         _kept.append(obj)
 
 
+def _discard_stdout() -> None:
+    """What is left for stdout goes nowhere (its reader is gone): Python's own flush at exit
+    would otherwise fail again and exit 120."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.close(devnull)
+
+
+def _standard_streams() -> None:
+    """A stream closed before hwsim started (`hwsim run >&-`) is None in Python: writes go nowhere."""
+    for name in ("stdout", "stderr"):
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))
+
+
 def main() -> None:
     global _process_ends_with_command
     _process_ends_with_command = True
+    _standard_streams()
     try:
         app()
         code = 0
@@ -827,12 +849,14 @@ def main() -> None:
         if not _kept or not (exc.code is None or isinstance(exc.code, int)):
             raise
         code = exc.code or 0
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:
+        _discard_stdout()
+    except OSError:
+        raise SystemExit(code) from None        # the usual exit, which reports it
     if _kept:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        except OSError:
-            raise SystemExit(code) from None        # the usual exit, which reports it
         os._exit(code)
 
 

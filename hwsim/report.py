@@ -112,6 +112,9 @@ def render(folder: Path) -> tuple[str, list[str]]:
         raise ConfigError(f"manifest.json is refused: {exc}", file=str(manifest_path)) from None
     except (json.JSONDecodeError, UnicodeDecodeError, OSError) as exc:
         raise ConfigError(f"manifest.json cannot be read: {exc}", file=str(manifest_path)) from None
+    except RecursionError:          # nested past the parser's depth: no manifest hwsim writes is
+        raise ConfigError("manifest.json is nested too deep to be an hwsim manifest",
+                          file=str(manifest_path)) from None
     try:
         return _render(folder, manifest)
     except (KeyError, TypeError, AttributeError, ValueError) as exc:

@@ -12,7 +12,6 @@ only kind of folder `hwsim run --out` replaces (bundle_files).
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from pathlib import Path
 
@@ -64,11 +63,11 @@ def bundle_files(folder: Path) -> set[str] | None:
     someone's project that happens to hold a manifest.json, a bundle with a file added) is not
     ours to replace."""
     from hwsim.errors import ConfigError
-    from hwsim.io.bounded import LIMITS, read_text
+    from hwsim.io.bounded import LIMITS, read_json
 
     folder = Path(folder)
     try:
-        manifest = json.loads(read_text(folder / "manifest.json", LIMITS["manifest"]))
+        manifest = read_json(folder / "manifest.json", LIMITS["manifest"])
     except (ConfigError, ValueError):
         return None
     if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):

@@ -1,0 +1,52 @@
+"""Issue 47 item 11: the environment's faults end in one line and exit 0 or 2, naming a path
+where there is one: stdout closed, a reader that stops reading, an --out that is not text, a
+manifest nested past any parser's depth."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = str(ROOT / "tests" / "data" / "tiny-moe.yaml")
+HWSIM = [sys.executable, "-m", "hwsim.cli"]
+RUN = ["run", "--no-plots", "--set", f"model={TINY}", "--set", "workload.decode_steps=1"]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def test_a_closed_stdout_is_no_traceback(tmp_path):
+    p = subprocess.run(HWSIM + RUN + ["--out", str(tmp_path / "out")], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE, text=True, env=ENV, timeout=120,
+                       preexec_fn=lambda: os.close(1))
+    assert "Traceback" not in p.stderr and p.returncode in (0, 2), p.stderr
+    assert (tmp_path / "out" / "manifest.json").is_file()
+
+
+def test_a_reader_that_stops_early_is_exit_0(tmp_path):
+    r, w = os.pipe()
+    os.close(r)                           # the reader is gone before the first byte
+    p = subprocess.run(HWSIM + RUN + ["--json", "--out", str(tmp_path / "out")], stdout=w,
+                       stderr=subprocess.PIPE, text=True, env=ENV, timeout=120)
+    os.close(w)
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+
+
+def test_an_out_folder_name_that_is_not_utf8_is_exit_2(tmp_path):
+    out = os.fsencode(tmp_path) + b"/o\xff"
+    p = subprocess.run([os.fsencode(a) for a in HWSIM + RUN] + [b"--out", out], capture_output=True,
+                       env=ENV, timeout=120)
+    err = p.stderr.decode("utf-8", "replace")
+    assert p.returncode == 2 and "UTF-8" in err and "--out" in err and len(err.splitlines()) == 1, err
+
+
+def test_a_manifest_nested_past_any_depth_is_not_an_internal_error(tmp_path):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "manifest.json").write_text('{"a": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    for args, words in ((RUN + ["--out", str(tmp_path / "out")], "not an hwsim bundle"),
+                        (["report", str(tmp_path / "out")], "manifest.json")):
+        p = subprocess.run(HWSIM + args, capture_output=True, text=True, env=ENV, timeout=120)
+        assert p.returncode == 2 and words in p.stderr and str(tmp_path) in p.stderr, p.stderr
+        assert len(p.stderr.strip().splitlines()) == 1
