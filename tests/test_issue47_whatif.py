@@ -33,3 +33,16 @@ def test_sensitivity_says_its_cost_first_then_its_progress():
     sensitivity(base, keys=["workload.batch_size", "hbm.peak_bandwidth_gbps"], progress=said.append)
     assert said[0].startswith("sensitivity: 2 numbers, 3 runs, about ")    # batch 1: one-sided
     assert said[-1] == "sensitivity: 3 of 3 runs done"
+
+
+@pytest.mark.parametrize("key, target, words", [
+    ("seed", "itl_ms.p50=5", "seed"),                          # a random draw, not a quantity
+    ("hbm.peak_bandwidth_gbps", "sim.wall_s=10", "sim.wall_s"),  # the simulator's own time
+])
+def test_goal_refuses_what_is_no_quantity(key, target, words):
+    from hwsim.errors import ConfigError
+    from hwsim.whatif.goal import goal, parse_target
+    base = load_base(None, ["workload.decode_steps=1"])
+    with pytest.raises(ConfigError, match=words) as info:
+        goal(base, key, *parse_target(target))
+    assert info.value.key in ("--vary", "--target")
