@@ -50,3 +50,17 @@ def test_a_manifest_nested_past_any_depth_is_not_an_internal_error(tmp_path):
         p = subprocess.run(HWSIM + args, capture_output=True, text=True, env=ENV, timeout=120)
         assert p.returncode == 2 and words in p.stderr and str(tmp_path) in p.stderr, p.stderr
         assert len(p.stderr.strip().splitlines()) == 1
+
+
+def test_mooncake_hash_ids_beyond_the_prompts_blocks_are_refused(tmp_path):
+    from hwsim.errors import ConfigError
+    from hwsim.serving.traces import read_trace
+    path = tmp_path / "m.jsonl"
+    path.write_text('{"timestamp": 0, "input_length": 600, "output_length": 4, "hash_ids": [1, 2]}\n'
+                    '{"timestamp": 5, "input_length": 600, "output_length": 4, "hash_ids": [1, 2, 3]}\n')
+    try:
+        read_trace(path)
+    except ConfigError as exc:
+        assert exc.line == 2 and exc.key == "hash_ids" and str(path) in str(exc)
+    else:
+        raise AssertionError("3 hash ids for a 600-token prompt (2 blocks of 512) were accepted")

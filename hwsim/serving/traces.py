@@ -27,6 +27,7 @@ from datetime import datetime
 from pathlib import Path
 
 from hwsim.errors import ConfigError
+from hwsim.serving.prefix_cache import BLOCK_TOKENS
 from hwsim.io.bounded import LIMITS, open_text
 
 MAX_TRACE_REQUESTS = 10_000_000      # requests kept from one trace
@@ -168,6 +169,10 @@ def _read_mooncake(path: Path, first: str, fh, window: _Window) -> None:
         hash_ids = obj.get("hash_ids", [])
         if not isinstance(hash_ids, list) or not all(type(h) is int for h in hash_ids):
             raise ConfigError("expected a list of integers", file=str(path), line=line, key="hash_ids")
+        if len(hash_ids) > -(-prompt // BLOCK_TOKENS):       # one id a block of the prompt, the last partial
+            raise ConfigError(f"{len(hash_ids)} block ids for a prompt of {prompt} tokens (at most "
+                              f"{-(-prompt // BLOCK_TOKENS)}: one a {BLOCK_TOKENS}-token block)",
+                              file=str(path), line=line, key="hash_ids")
         if prompt < 1 or output < 1:
             continue
         if not window.add(line, t_ms / 1e3, prompt, output, hash_ids):
