@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 TINY = str(ROOT / "tests" / "data" / "tiny-moe.yaml")
 HWSIM = [sys.executable, "-m", "hwsim.cli"]
@@ -64,3 +66,19 @@ def test_mooncake_hash_ids_beyond_the_prompts_blocks_are_refused(tmp_path):
         assert exc.line == 2 and exc.key == "hash_ids" and str(path) in str(exc)
     else:
         raise AssertionError("3 hash ids for a 600-token prompt (2 blocks of 512) were accepted")
+
+
+@pytest.mark.parametrize("content, line, key", [
+    ("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+     "0.5,ChatGPT,100,20,120,Conversation log\n1.0,ChatGPT,999999999,20,1000000019,Conversation log\n",
+     3, "Request tokens"),
+    ('{"timestamp": 0, "input_length": 100, "output_length": 999999999}\n', 1, "output_length"),
+])
+def test_a_trace_row_longer_than_any_context_is_blamed_on_its_row(tmp_path, content, line, key):
+    from hwsim.errors import ConfigError
+    from hwsim.serving.traces import read_trace
+    path = tmp_path / ("t.jsonl" if content.startswith("{") else "t.csv")
+    path.write_text(content)
+    with pytest.raises(ConfigError) as info:
+        read_trace(path)
+    assert (info.value.file, info.value.line, info.value.key) == (str(path), line, key)
