@@ -84,6 +84,18 @@ def _fail(exc: ConfigError) -> None:
     raise typer.Exit(EXIT_BAD_INPUT)
 
 
+def _where(exc: OSError) -> str:
+    """The path an OSError is about: its own, else the working folder where that is gone (a
+    relative path, the default reports/ folder, resolve against it)."""
+    if exc.filename:
+        return f"{exc.filename}: "
+    try:
+        os.getcwd()
+    except OSError:
+        return "the working folder (removed while hwsim ran, or before): "
+    return ""
+
+
 def cli_errors(command):
     """Map every way a command can end to one line on stderr and the documented exit code."""
     @functools.wraps(command)
@@ -103,8 +115,7 @@ def cli_errors(command):
             _say("interrupted", "stopped; earlier results and bundles are left as they were")
             raise typer.Exit(EXIT_INTERRUPTED) from None
         except OSError as exc:          # an unwritable --out, a full disk, a vanished file
-            where = f"{exc.filename}: " if exc.filename else ""
-            _say("error", f"{where}{exc.strerror or exc}")
+            _say("error", f"{_where(exc)}{exc.strerror or exc}")
             raise typer.Exit(EXIT_BAD_INPUT) from None
         except MemoryError:
             from hwsim.config.cost import uncap_memory

@@ -82,3 +82,26 @@ def test_a_trace_row_longer_than_any_context_is_blamed_on_its_row(tmp_path, cont
     with pytest.raises(ConfigError) as info:
         read_trace(path)
     assert (info.value.file, info.value.line, info.value.key) == (str(path), line, key)
+
+
+def test_a_full_disk_names_the_folder_being_written(tmp_path, monkeypatch):
+    import errno
+
+    from typer.testing import CliRunner
+
+    import hwsim.io.bundle
+    from hwsim.cli import app
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(hwsim.io.bundle, "_write_files", full)
+    res = CliRunner().invoke(app, RUN + ["--out", str(tmp_path / "out")])
+    assert res.exit_code == 2 and "No space left" in res.stderr and str(tmp_path / "out") in res.stderr
+
+
+def test_a_deleted_working_folder_is_named(tmp_path):
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    p = subprocess.run(HWSIM + RUN, capture_output=True, text=True, env=ENV, timeout=120, cwd=gone,
+                       preexec_fn=lambda: os.rmdir(gone))
+    assert p.returncode == 2 and "working folder" in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr

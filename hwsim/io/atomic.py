@@ -174,6 +174,12 @@ def replace_folder(target: Path, remove_old=_remove_tree, check=None):
         if check is not None:
             check(target)
         _swap_in(tmp, target, remove_old)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if exc.filename:
+            raise
+        # a write with no path of its own (a full disk mid-file): the folder being written
+        raise OSError(exc.errno, exc.strerror or str(exc), str(target)) from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
