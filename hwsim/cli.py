@@ -84,6 +84,13 @@ def _fail(exc: ConfigError) -> None:
     raise typer.Exit(EXIT_BAD_INPUT)
 
 
+def _worker_died(exc: Exception) -> bool:
+    """A Dask worker killed while it ran a task, or while its nanny started it."""
+    name, module = type(exc).__name__, type(exc).__module__
+    return (module.startswith("distributed") and name in ("KilledWorker", "CommClosedError")) or \
+        "Nanny failed to start" in str(exc) or "Worker failed to start" in str(exc)
+
+
 def _where(exc: OSError) -> str:
     """The path an OSError is about: its own, else the working folder where that is gone (a
     relative path, the default reports/ folder, resolve against it)."""
@@ -126,6 +133,10 @@ def cli_errors(command):
         except Exception as exc:        # noqa: BLE001 - a bug: say so in one line, keep the exit code
             if os.environ.get("HWSIM_DEBUG"):
                 raise
+            if _worker_died(exc):       # the machine's doing (out of memory, a kill), not a bug
+                _say("error", f"a Dask worker process died ({type(exc).__name__}: {exc}); out of memory "
+                              f"or killed? fewer --workers, or more memory; a sweep resumes where it stopped")
+                raise typer.Exit(EXIT_BAD_INPUT) from None
             _say("internal error", f"{type(exc).__name__}: {exc} (a bug in hwsim; "
                                    f"HWSIM_DEBUG=1 shows the traceback)")
             raise typer.Exit(EXIT_FAILED) from None

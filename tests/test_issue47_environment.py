@@ -105,3 +105,30 @@ def test_a_deleted_working_folder_is_named(tmp_path):
     p = subprocess.run(HWSIM + RUN, capture_output=True, text=True, env=ENV, timeout=120, cwd=gone,
                        preexec_fn=lambda: os.rmdir(gone))
     assert p.returncode == 2 and "working folder" in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+def test_a_killed_helper_process_is_not_called_a_bug():
+    import signal
+
+    from hwsim.io.forked import failure
+    exc = failure(b"", signal.SIGKILL)          # waitpid's status of a child killed by SIGKILL
+    assert isinstance(exc, OSError) and "killed by signal 9" in str(exc) and "bug" not in str(exc)
+
+
+@pytest.mark.parametrize("fault", ["killed", "nanny"])
+def test_a_dask_worker_killed_is_not_called_a_bug(monkeypatch, fault):
+    from types import SimpleNamespace
+
+    from distributed.scheduler import KilledWorker
+    from typer.testing import CliRunner
+
+    import hwsim.whatif.sensitivity
+    from hwsim.cli import app
+
+    def dies(*args, **kwargs):
+        if fault == "killed":
+            raise KilledWorker("run_chunk-1", SimpleNamespace(address="tcp://127.0.0.1:1"), 3)
+        raise RuntimeError("Nanny failed to start.")
+    monkeypatch.setattr(hwsim.whatif.sensitivity, "sensitivity", dies)
+    res = CliRunner().invoke(app, ["sensitivity", "--set", "workload.decode_steps=1", "--workers", "2"])
+    assert res.exit_code == 2 and "bug" not in res.stderr and "worker" in res.stderr, res.stderr
