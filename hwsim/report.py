@@ -214,9 +214,14 @@ def _sweep_sections(folder: Path, m: dict) -> list[str]:
     except Refused as exc:
         raise ConfigError(f"results.parquet is refused: {exc}", file=str(folder / "results.parquet")) from None
     if table is not None:
-        cols = [c for c in table.columns if c.startswith("factor.")] + \
-               [c for c in ("status", "itl_ms.p50", "itl_ms.p99", "kv.effective_bits_per_element",
-                            "serving.throughput_tok_s", "error") if c in table.columns]
+        factors = [c for c in table.columns if c.startswith("factor.")]
+        cols = factors + [c for c in ("status", "itl_ms.p50", "itl_ms.p99", "kv.effective_bits_per_element",
+                                      "serving.throughput_tok_s", "error")
+                          if c in table.columns and table[c].notna().any()]     # no column of nothing
+        try:                        # in the order of the factors, not of completion
+            table = table.sort_values(factors, kind="stable") if factors else table
+        except TypeError:           # a factor of mixed types: as written
+            pass
         out.append("<h2>points</h2>" + table[cols].to_html(index=False, float_format=lambda v: f"{v:.4g}",
                                                            na_rep=""))
     return out

@@ -113,3 +113,15 @@ def test_script_in_any_field_of_a_run_manifest_is_escaped(bundle):
                                "rows": [{"key": "k", "itl_elasticity": 0.1, "itl_ms_gained_10pct": 0.2}]}
     for path in _leaves(manifest):
         _assert_no_script(_poisoned(manifest, path), bundle)
+
+
+def test_a_sweeps_points_table_is_sorted_and_has_no_empty_column(tmp_path):
+    import pandas as pd
+
+    from hwsim.report import _sweep_sections
+    pd.DataFrame({"factor.workload.batch_size": [8, 1, 4], "status": ["ok"] * 3, "itl_ms.p50": [3.0, 1.0, 2.0],
+                  "error": [None, None, None]}).to_parquet(tmp_path / "results.parquet")
+    page = "".join(_sweep_sections(tmp_path, {"sweep": {"name": "s"},
+                                              "summary": {"points": 3, "computed": 3, "reused": 0, "failed": 0}}))
+    assert "<th>error</th>" not in page
+    assert page.index("<td>1</td>") < page.index("<td>4</td>") < page.index("<td>8</td>")

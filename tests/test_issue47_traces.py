@@ -190,3 +190,9 @@ def test_a_kernel_larger_than_the_declared_point_is_refused(tmp_path, op, dims):
     with pytest.raises(ConfigError, match="is workload.kernel_trace's point the traced one") as info:
         _run(tmp_path / "huge.json.gz")
     assert "huge.json.gz" in str(info.value) and "batch 1" in str(info.value)
+
+
+def test_a_synthetic_trace_says_so():
+    path = "scenarios/traces/kernels/synthetic-llama-3.1-8b-b1-l1024.json.gz"
+    s = _run(path, batch=1, context=1024)
+    assert any("SYNTHETIC" in w and path in w for w in s["warnings"])

@@ -80,6 +80,10 @@ def _loop_check(traced, model, point: Point, batch: int, loops: list) -> list[st
 
 def _warnings(trace, hardware: str, traced) -> list[str]:
     out = []
+    if trace.synthetic:       # the profile's "calibrated on a real H200" is not about this trace
+        out.append(f"kernel trace {trace.path} is SYNTHETIC ({trace.synthetic}): its kernels are "
+                   f"re-timed from their shapes, but its host gaps and traced durations are made up; "
+                   f"not a measured step")
     if traced.window == "whole trace":
         out.append(f"kernel trace {trace.path} marks no step (no ProfilerStep# and no repeated annotation): "
                    f"its {len(traced.kernels)} kernels are taken as one step; profile one step "

@@ -106,6 +106,7 @@ class Trace:
     marks: dict[int, array] = field(default_factory=dict)   # thread -> start of every host event the
     has_shapes: bool = False                                # profiler recorded on it (sorted, us)
     ctas: int = 0                                           # the device events' CTAs, all together
+    synthetic: str | None = None                            # hwsim.ktrace.synthetic's mark, if written by it
 
     @property
     def kernels(self) -> int:
@@ -184,18 +185,22 @@ def open_trace(path: Path, key: str = KEY):
         yield stream
 
 
-def _gpu_name(path: Path) -> str | None:
-    """deviceProperties[0].name, read from the trace's head (Kineto writes it before the events)."""
+def _head(path: Path) -> tuple[str | None, str | None]:
+    """deviceProperties[0].name and hwsim's own mark of a synthetic trace (hwsim.ktrace.synthetic),
+    read from the trace's head (both are written before the events)."""
+    gpu = synthetic = None
     try:
         with open_trace(path) as stream:
             for prefix, event, value in itertools.islice(ijson.parse(stream), 20_000):
-                if prefix == "deviceProperties.item.name":
-                    return str(value)
-                if prefix == "traceEvents":
-                    return None
+                if prefix == "deviceProperties.item.name" and gpu is None:
+                    gpu = str(value)
+                elif prefix == "hwsim_synthetic" and event == "string":
+                    synthetic = value[:200]
+                elif prefix == "traceEvents":
+                    break
     except (ijson.JSONError, ConfigError):      # read_trace has said what is wrong with the file
-        return None
-    return None
+        pass
+    return gpu, synthetic
 
 
 def read_trace(path: Path, key: str = KEY) -> Trace:
@@ -225,7 +230,7 @@ def read_trace(path: Path, key: str = KEY) -> Trace:
         raise ConfigError(f"trace is truncated or not JSON ({_first_line(e)})", file=str(path), key=key) from None
     except ijson.JSONError as e:
         raise ConfigError(f"trace is not JSON ({_first_line(e)})", file=str(path), key=key) from None
-    trace.gpu = _gpu_name(path)
+    trace.gpu, trace.synthetic = _head(path)
     trace.calls.sort(key=lambda c: c.ts)
     trace.steps.sort()
     trace.marks = {tid: array("d", sorted(ts)) for tid, ts in trace.marks.items()}
