@@ -132,3 +132,10 @@ def test_a_dask_worker_killed_is_not_called_a_bug(monkeypatch, fault):
     monkeypatch.setattr(hwsim.whatif.sensitivity, "sensitivity", dies)
     res = CliRunner().invoke(app, ["sensitivity", "--set", "workload.decode_steps=1", "--workers", "2"])
     assert res.exit_code == 2 and "bug" not in res.stderr and "worker" in res.stderr, res.stderr
+
+
+def test_an_unknown_model_says_what_a_model_file_is():
+    from hwsim.config.files import load_model
+    from hwsim.errors import ConfigError
+    with pytest.raises(ConfigError, match="model-shape YAML file"):
+        load_model("my/config.json")
