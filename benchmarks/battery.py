@@ -277,11 +277,13 @@ KT_KERNEL = {"ph": "X", "cat": "kernel", "name": "void vectorized_elementwise_ke
 SCRIPT = "<script>alert(47)</script>"
 
 
-def issue47_cases() -> list[Case]:
-    """Issue 47's classes: trace bombs and wrongly typed trace fields, planted links, script in a
-    bundle's fields, speculative sizing, impossible hardware (each case named "i47 ...")."""
-    kt = ["--set", f"model={TINY}", "--set", "workload.decode_steps=1", "--set", "workload.kernel_trace.path=k.json.gz",
-          "--set", "workload.kernel_trace.batch_size=1", "--set", "workload.kernel_trace.context_tokens=64"]
+KT_SETS = ["--set", f"model={TINY}", "--set", "workload.decode_steps=1", "--set", "workload.kernel_trace.path=k.json.gz",
+           "--set", "workload.kernel_trace.batch_size=1", "--set", "workload.kernel_trace.context_tokens=64"]
+
+
+def trace_bomb_cases() -> list[Case]:
+    """Issue 47: kernel traces that explode (depth, strings, events, grids) or hold nonsense."""
+    kt = KT_SETS
     def ev(base, **change):
         out = {**base, "args": {**base["args"]}}
         for key, value in change.items():
@@ -304,8 +306,15 @@ def issue47_cases() -> list[Case]:
         "correlation x": _kernel_trace([KT_LAUNCH, ev(KT_KERNEL, correlation="x")]),
         "external id object": _kernel_trace([ev(KT_LAUNCH, External_id={"a": 1}), KT_KERNEL]),
     }
-    cases = [Case(f"i47 kernel trace {name}", ["run", "--out", "out", *kt], {"k.json.gz": body}, refuse=True)
-             for name, body in bodies.items()]
+    return [Case(f"i47 kernel trace {name}", ["run", "--out", "out", *kt], {"k.json.gz": body}, refuse=True)
+            for name, body in bodies.items()]
+
+
+def issue47_cases() -> list[Case]:
+    """Issue 47's classes: trace bombs and wrongly typed trace fields, planted links, script in a
+    bundle's fields, speculative sizing, impossible hardware (each case named "i47 ...")."""
+    kt = KT_SETS
+    cases = trace_bomb_cases()
     sweep = {"sweep": {"name": "s"}, "plots": [], "provenance": {},
              "summary": {"points": SCRIPT, "computed": SCRIPT, "reused": 1, "failed": 0}}
     import json

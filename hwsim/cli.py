@@ -432,6 +432,26 @@ def _seconds(s: float) -> str:
     return f"{s:.0f} s" if s < 120 else f"{s / 60:.0f} min" if s < 7200 else f"{s / 3600:.1f} h"
 
 
+def _headline(s, verdict: str) -> str:
+    """The latency a user sees: a speculative step yields several tokens, so its time per accepted
+    token (the step's own latency beside it); else the inter-token latency."""
+    itl = s.itl_ms
+    if not (sp := s.speculative):
+        return f"inter-token latency p50 {itl['p50']:.3f} ms, p99 {itl['p99']:.3f} ms: {verdict} the {s.budget_ms:g} ms budget"
+    verdict = "[green]within[/]" if sp.ms_per_accepted_token <= s.budget_ms else "[red]over[/]"
+    return (f"speculative decoding ({sp.method}, {sp.tokens} drafted, {sp.expected_tokens_per_step:.2f} tokens a "
+            f"step): {sp.ms_per_accepted_token:.3f} ms per accepted token, {verdict} the {s.budget_ms:g} ms "
+            f"budget; a step takes p50 {itl['p50']:.3f} ms, p99 {itl['p99']:.3f} ms")
+
+
+def _energy_per_token(p, s) -> str:
+    if not p.joules_per_token:
+        return ""
+    if sp := s.speculative:         # the summary's figure is per step token: a step yields several
+        return f", {p.joules_per_token / sp.expected_tokens_per_step:.2f} J per accepted token"
+    return f", {p.joules_per_token:.2f} J per token"
+
+
 def _print_summary(s, paths: dict, figures: str) -> None:
     """The run's summary (hwsim.summary.RunSummary), read by its parts, on the terminal."""
     console = Console()
@@ -440,14 +460,7 @@ def _print_summary(s, paths: dict, figures: str) -> None:
     shape = (f"batch {s.batch_size}, context {s.context_tokens}" if s.batch_size is not None
              else "continuous batching")
     console.print(f"[bold]{s.model}[/] on [bold]{s.hardware}[/], {shape}, {s.launch} launch")
-    if sp := s.speculative:     # a step yields several tokens: the user sees the time per accepted one
-        verdict = "[green]within[/]" if sp.ms_per_accepted_token <= s.budget_ms else "[red]over[/]"
-        console.print(f"speculative decoding ({sp.method}, {sp.tokens} drafted, {sp.expected_tokens_per_step:.2f} "
-                      f"tokens a step): {sp.ms_per_accepted_token:.3f} ms per accepted token, {verdict} the "
-                      f"{s.budget_ms:g} ms budget; a step takes p50 {itl['p50']:.3f} ms, p99 {itl['p99']:.3f} ms")
-    else:
-        console.print(f"inter-token latency p50 {itl['p50']:.3f} ms, p99 {itl['p99']:.3f} ms: "
-                      f"{verdict} the {s.budget_ms:g} ms budget")
+    console.print(_headline(s, verdict))
     console.print(f"[dim]how far to trust it: {s.hardware_uncertainty}[/]")
     if v := s.serving:
         console.print(f"serving {v.requests_completed} requests: TTFT p50 {s.ttft_ms['p50']:.1f} ms, "
@@ -498,9 +511,7 @@ def _print_summary(s, paths: dict, figures: str) -> None:
     if p := s.power:
         clock = (f"settled at {p.sm_clock_mhz:.0f} MHz (the limit; {p.watts_at_max_clock:.0f} W "
                  f"at {p.max_clock_mhz:.0f} MHz)" if p.throttled else f"{p.sm_clock_mhz:.0f} MHz")
-        per_token = f", {p.joules_per_token:.2f} J per token" if p.joules_per_token else ""
-        if p.joules_per_token and (sp := s.speculative):      # the summary's figure is a step's token
-            per_token = f", {p.joules_per_token / sp.expected_tokens_per_step:.2f} J per accepted token"
+        per_token = _energy_per_token(p, s)
         console.print(f"power: {p.watts:.0f} W of {p.limit_w:.0f} W, SMs {clock}{per_token}")
     for w in s.warnings:
         console.print(f"[yellow]warning:[/] {w}")

@@ -97,6 +97,21 @@ def _union(events: list[DeviceEvent]) -> float:
     return busy * US
 
 
+class _Launches:
+    """Each host call's device events, in time order, each issued once: calls that share a
+    correlation id (or carry none) would otherwise each re-issue all of them (355 kernels
+    became 126,025)."""
+
+    def __init__(self, trace: Trace):
+        self.trace, self.issued = trace, set()
+
+    def __call__(self, c: HostCall) -> list[DeviceEvent]:
+        if c.correlation < 0 or c.correlation in self.issued:
+            return []
+        self.issued.add(c.correlation)
+        return sorted(self.trace.device.get(c.correlation, ()), key=lambda e: e.ts)
+
+
 def assemble(trace: Trace, model: ModelShape, point: Point, profiler_overhead: float,
              event_us: float = 0.0) -> TraceStep:
     """The host steps of the traced step. CPU gaps between the issuing thread's calls are the
@@ -149,16 +164,7 @@ def assemble(trace: Trace, model: ModelShape, point: Point, profiler_overhead: f
         events.append(ev)
         return k
 
-    issued: set[int] = set()
-
-    def launched(c: HostCall) -> list[DeviceEvent]:
-        """The call's device events, each issued once: calls that share a correlation id (or
-        carry none) would otherwise each re-issue all of them (355 kernels became 126,025)."""
-        if c.correlation < 0 or c.correlation in issued:
-            return []
-        issued.add(c.correlation)
-        return sorted(trace.device.get(c.correlation, ()), key=lambda e: e.ts)
-
+    launched = _Launches(trace)
     main = _issuing_thread(calls)
     removed = [0.0]                        # seconds of the host's traced time taken out (unprofiled)
     marks = trace.marks.get(main, ())      # the issuing thread's own: another's cost it nothing
