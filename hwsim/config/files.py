@@ -166,7 +166,7 @@ def load_model(name: str) -> ModelShape:
         from hwsim.model.shapes import builtin_models
         raise ConfigError(f"unknown model '{name}': give a built-in name ({', '.join(builtin_models())}) "
                           f"or a model-shape YAML file (.yaml: layers, hidden, vocab, attention, ffn or moe, "
-                          f"source; hwsim/data/models/ holds examples, docs/architecture.md), not a "
+                          f"source: docs/models.md; hwsim/data/models/ holds examples), not a "
                           f"Hugging Face config.json", key="model")
     return _once("model", path, _load_model)
 
