@@ -48,6 +48,7 @@ class Case:
     files: dict = field(default_factory=dict)     # name -> str | bytes | "FIFO" | "DIR", in the folder
     env: dict = field(default_factory=dict)
     outs: tuple = ("out", "sw")     # the folders a case may write
+    refuse: bool = False            # nonsense: exit 0 counts as "nonsense accepted"
 
 
 # -- the cases ------------------------------------------------------------------------------
@@ -262,8 +263,103 @@ def option_cases() -> list[Case]:
     return cases
 
 
+def _kernel_trace(events: list, gz_body: bytes | None = None) -> bytes:
+    import gzip
+    import json
+    body = gz_body if gz_body is not None else json.dumps({"traceEvents": events}).encode()
+    return gzip.compress(body)
+
+
+KT_LAUNCH = {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "tid": 1, "ts": 10.0, "dur": 5.0,
+             "args": {"External id": 1, "correlation": 7}}
+KT_KERNEL = {"ph": "X", "cat": "kernel", "name": "void vectorized_elementwise_kernel<4>()", "ts": 20.0, "dur": 3.0,
+             "args": {"External id": 1, "correlation": 7, "stream": 7, "grid": [128, 1, 1], "block": [128, 1, 1]}}
+SCRIPT = "<script>alert(47)</script>"
+
+
+KT_SETS = ["--set", f"model={TINY}", "--set", "workload.decode_steps=1", "--set", "workload.kernel_trace.path=k.json.gz",
+           "--set", "workload.kernel_trace.batch_size=1", "--set", "workload.kernel_trace.context_tokens=64"]
+
+
+def trace_bomb_cases() -> list[Case]:
+    """Issue 47: kernel traces that explode (depth, strings, events, grids) or hold nonsense."""
+    kt = KT_SETS
+    def ev(base, **change):
+        out = {**base, "args": {**base["args"]}}
+        for key, value in change.items():
+            (out["args"] if key in ("grid", "block", "correlation", "bytes", "External_id") else out)[
+                key.replace("External_id", "External id")] = value
+        return out
+    bodies = {
+        "deep": _kernel_trace([], b'{"x": ' + b"[" * 1_000_000 + b"]" * 1_000_000 + b', "traceEvents": []}'),
+        "huge string": _kernel_trace([], b'{"x": "' + b"a" * 50_000_000 + b'", "traceEvents": []}'),
+        "1e7 empty events": _kernel_trace([], b'{"traceEvents": [' + b",".join([b"{}"] * 10_000_000) + b"]}"),
+        "grid 1e12": _kernel_trace([KT_LAUNCH, ev(KT_KERNEL, grid=[10**12, 10**6, 1])]),
+        "grid 2^31-1": _kernel_trace([KT_LAUNCH, ev(KT_KERNEL, grid=[2**31 - 1, 65535, 65535])]),
+        "negative dur": _kernel_trace([KT_LAUNCH, ev(KT_KERNEL, dur=-993.8)]),
+        "dur 1e300": _kernel_trace([KT_LAUNCH, ev(KT_KERNEL, dur=1e300)]),
+        "memcpy 1e18": _kernel_trace([KT_LAUNCH, {**ev(KT_KERNEL, bytes=1e18), "cat": "gpu_memcpy"}]),
+        "args list": _kernel_trace([KT_LAUNCH, {**KT_KERNEL, "args": [1, 2]}]),
+        "ts string": _kernel_trace([KT_LAUNCH, ev(KT_KERNEL, ts="12")]),
+        "ts null": _kernel_trace([KT_LAUNCH, ev(KT_KERNEL, ts=None)]),
+        "grid strings": _kernel_trace([KT_LAUNCH, ev(KT_KERNEL, grid=["a", "b", "c"])]),
+        "correlation x": _kernel_trace([KT_LAUNCH, ev(KT_KERNEL, correlation="x")]),
+        "external id object": _kernel_trace([ev(KT_LAUNCH, External_id={"a": 1}), KT_KERNEL]),
+    }
+    return [Case(f"i47 kernel trace {name}", ["run", "--out", "out", *kt], {"k.json.gz": body}, refuse=True)
+            for name, body in bodies.items()]
+
+
+def issue47_cases() -> list[Case]:
+    """Issue 47's classes: trace bombs and wrongly typed trace fields, planted links, script in a
+    bundle's fields, speculative sizing, impossible hardware (each case named "i47 ...")."""
+    kt = KT_SETS
+    cases = trace_bomb_cases()
+    sweep = {"sweep": {"name": "s"}, "plots": [], "provenance": {},
+             "summary": {"points": SCRIPT, "computed": SCRIPT, "reused": 1, "failed": 0}}
+    import json
+    cases.append(Case("i47 report of a sweep with script in its summary", ["report", "sw"],
+                      {"sw/manifest.json": json.dumps(sweep)}))
+    cases += [
+        Case("i47 planted leftover link beside --out", ["run", "s.yaml", "--out", "out"],
+             {"s.yaml": BASE, "victim/keep.txt": "x", ".out.hwsim-old-999999-x": "LINK:victim"}),
+        Case("i47 --out a link to another folder", ["run", "s.yaml", "--out", "out"],
+             {"s.yaml": BASE, "victim/keep.txt": "x", "out": "LINK:victim"}),
+    ]
+    draft = ["run", "--out", "out", "--set", "workload.decode_steps=1", "--set", "workload.speculative.method=draft",
+             "--set", "workload.speculative.tokens=2"]
+    cases += [Case(f"i47 speculative {name}", draft + ["--set", f"workload.speculative.draft={d}", *more], {},
+                   refuse=True) for name, d, more in (
+        ("671B draft for a 4-layer model", "deepseek-v3", ["--set", f"model={TINY}"]),
+        ("draft of another vocabulary", "olmoe-1b-7b", []),
+        ("draft beside Mixtral past the HBM", "mixtral-8x7b", ["--set", "model=mixtral-8x22b",
+                                                                "--set", "parallel.allow_overcommit=true"]))]
+    run = ["run", "s.yaml", "--out", "out"]
+    cases += [Case(f"i47 hardware {name}", run + ["--set", change], {"s.yaml": BASE}, refuse=True) for name, change in (
+        ("L2 of 1 TB", "hardware_overrides.l2.capacity_mib=1000000"),
+        ("tensor clock above max", "hardware_overrides.power.tensor_clock_mhz=5000"))]
+    cases += [Case("i47 two nodes without a NIC", run + ["--set", "parallel.gpus=2", "--set", "parallel.nodes=2",
+                                                         "--set", "parallel.tp=2", "--set", "parallel.topology=t.yaml"],
+                   {"s.yaml": BASE, "t.yaml": _no_nic_topology()}, refuse=True),
+              Case("i47 host profile name ../../x", run + kt[4:] + ["--set", "workload.kernel_trace.host=../../x"],
+                   {"s.yaml": BASE, "k.json.gz": _kernel_trace([KT_LAUNCH, KT_KERNEL])}, refuse=True),
+              Case("i47 goal --vary seed", ["goal", "s.yaml", "--vary", "seed", "--target", "itl_ms.p50=5"],
+                   {"s.yaml": BASE}, refuse=True),
+              Case("i47 BurstGPT row of 999,999,999 tokens",
+                   ["run", "--out", "out", "--set", f"model={TINY}", "--set", "workload.arrivals.kind=trace",
+                    "--set", "workload.arrivals.trace=b.csv"],
+                   {"b.csv": "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+                             "0.5,ChatGPT,999999999,20,1000000019,Conversation log\n"}, refuse=True)]
+    return cases
+
+
+def _no_nic_topology() -> str:
+    text = (REPO / "hardware_profiles" / "topologies" / "hgx-h200-8.yaml").read_text()
+    return "\n".join(line for line in text.splitlines() if "scaleout" not in line) + "\n"
+
+
 ALL = [scenario_value_cases, file_cases, trace_cases, validate_cases, sweep_cases, out_cases, profile_cases,
-       model_cases, option_cases]
+       model_cases, option_cases, issue47_cases]
 
 
 # -- running one case -------------------------------------------------------------------------
@@ -278,6 +374,8 @@ def make_files(ws: Path, files: dict) -> None:
             path.mkdir()
         elif content == "LINK":
             os.symlink("/etc/hostname", path)
+        elif isinstance(content, str) and content.startswith("LINK:"):
+            os.symlink(content[5:], path)
         elif isinstance(content, bytes):
             path.write_bytes(content)
         else:
@@ -374,7 +472,9 @@ def run_case(case: Case, ws: Path, timeout: float, max_gb: float):
 
 WHOLE_FILE = re.compile(r"not a regular file|file not found|is a folder|bytes long|more than [\d,]+ (bytes|lines)|"
                         r"not UTF-8|NUL byte|not an hwsim bundle|names a file|cannot write|permission denied|"
-                        r"folder name|not a valid gzip|another hwsim process|File exists|Not a directory", re.I)
+                        r"folder name|not a valid gzip|another hwsim process|File exists|Not a directory|"
+                        r"nests deeper|string longer than|more than [\d,]+ events|"
+                        r"traceEvents\[\d+\]", re.I)     # a trace's event, by its index
 USAGE = re.compile(r"(Invalid value|No such option|Missing argument|Got unexpected extra).*'?--?\w")
 
 
@@ -398,7 +498,7 @@ def main() -> int:
 
     cases = [c for make in ALL for c in make() if args.only in c.name]
     counts = {"cases": 0, "tracebacks": 0, "hangs": 0, "bad exit codes": 0, "unlocated errors": 0,
-              "files changed": 0, "exit 0": 0, "exit 2": 0, "exit 1 (failed rows/points)": 0}
+              "files changed": 0, "nonsense accepted": 0, "script in a page": 0, "exit 0": 0, "exit 2": 0, "exit 1 (failed rows/points)": 0}
     problems = []
     t_all = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="hwsim-battery-") as tmp:
@@ -429,6 +529,11 @@ def main() -> int:
                 found.append("unlocated errors")
             if before != after:
                 found.append("files changed")
+            if case.refuse and code == 0:
+                found.append("nonsense accepted")
+            if any(SCRIPT in p.read_text(errors="replace") for o in case.outs for p in (ws / o).rglob("*.html")
+                   if p.is_file()):
+                found.append("script in a page")
             for kind in found:
                 counts[kind] += 1
             if found:
@@ -441,7 +546,8 @@ def main() -> int:
     for p in problems:
         print("PROBLEM", p)
     print(f"\n{counts['cases']} cases in {time.perf_counter() - t_all:.0f} s")
-    for key in ("tracebacks", "hangs", "bad exit codes", "unlocated errors", "files changed"):
+    for key in ("tracebacks", "hangs", "bad exit codes", "unlocated errors", "files changed",
+                "nonsense accepted", "script in a page"):
         print(f"  {key:28s} {counts[key]}")
     print(f"  ({counts['exit 0']} exit 0, {counts['exit 2']} exit 2, "
           f"{counts['exit 1 (failed rows/points)']} exit 1 for failed rows or points)")

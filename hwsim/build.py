@@ -172,6 +172,9 @@ def _topology(cfg: Scenario, chip_name: str, chip: ChipSpec, layout: lay.Layout)
     if per_node > topo.gpus_per_node.value:
         raise ConfigError(f"{per_node} GPUs per node (gpus / nodes) but a {name} node has "
                           f"{topo.gpus_per_node.value}; set parallel.nodes", key="parallel.nodes")
+    if p.nodes > 1 and topo.interconnect.scaleout_bandwidth_gbps is None:
+        raise ConfigError(f"{p.nodes} nodes, but topology {name} has no NIC between them "
+                          f"(interconnect.scaleout_bandwidth_gbps)", key="parallel.topology")
     if w.arrivals.kind != "none" or w.prompt_tokens and layout.all_to_all:
         raise ConfigError("several GPUs are simulated for fixed-batch decode (and prefill under tensor "
                           "parallelism) only; not with workload.arrivals, nor prompt_tokens under "

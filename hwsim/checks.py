@@ -22,6 +22,7 @@ from hwsim.model import weight_format
 from hwsim.model.shapes import ModelShape
 from hwsim.serving import kv_transfer
 from hwsim.serving.engines import checks as engines
+from hwsim.whatif import draft_checks
 
 
 def problems(cfg: Scenario, profile: HardwareProfile, model: ModelShape):
@@ -29,6 +30,7 @@ def problems(cfg: Scenario, profile: HardwareProfile, model: ModelShape):
     yield from weight_format.problems(weight_format.plan(cfg.weights, model.weights), profile)
     yield from kv_transfer.problems(cfg, profile.name)     # tiers that do not fit their topology
     yield from engines.problems(cfg)                        # a real engine not installed, or misconfigured
+    yield from draft_checks.problems(cfg, profile, model)   # a speculative draft that cannot be one
 
 
 def check_loaded(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelShape | None = None) -> None:

@@ -84,6 +84,25 @@ def _fail(exc: ConfigError) -> None:
     raise typer.Exit(EXIT_BAD_INPUT)
 
 
+def _worker_died(exc: Exception) -> bool:
+    """A Dask worker killed while it ran a task, or while its nanny started it."""
+    name, module = type(exc).__name__, type(exc).__module__
+    return (module.startswith("distributed") and name in ("KilledWorker", "CommClosedError")) or \
+        "Nanny failed to start" in str(exc) or "Worker failed to start" in str(exc)
+
+
+def _where(exc: OSError) -> str:
+    """The path an OSError is about: its own, else the working folder where that is gone (a
+    relative path, the default reports/ folder, resolve against it)."""
+    if exc.filename:
+        return f"{exc.filename}: "
+    try:
+        os.getcwd()
+    except OSError:
+        return "the working folder (removed while hwsim ran, or before): "
+    return ""
+
+
 def cli_errors(command):
     """Map every way a command can end to one line on stderr and the documented exit code."""
     @functools.wraps(command)
@@ -94,14 +113,16 @@ def cli_errors(command):
             return command(*args, **kwargs)
         except (typer.Exit, click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
             raise
+        except BrokenPipeError:         # the reader of stdout stopped reading (| head): not an error
+            _discard_stdout()
+            raise typer.Exit(EXIT_OK) from None
         except ConfigError as exc:
             _fail(locate(exc))     # a key found wrong after loading: at its scenario file and line
         except KeyboardInterrupt:
             _say("interrupted", "stopped; earlier results and bundles are left as they were")
             raise typer.Exit(EXIT_INTERRUPTED) from None
         except OSError as exc:          # an unwritable --out, a full disk, a vanished file
-            where = f"{exc.filename}: " if exc.filename else ""
-            _say("error", f"{where}{exc.strerror or exc}")
+            _say("error", f"{_where(exc)}{exc.strerror or exc}")
             raise typer.Exit(EXIT_BAD_INPUT) from None
         except MemoryError:
             from hwsim.config.cost import uncap_memory
@@ -112,6 +133,10 @@ def cli_errors(command):
         except Exception as exc:        # noqa: BLE001 - a bug: say so in one line, keep the exit code
             if os.environ.get("HWSIM_DEBUG"):
                 raise
+            if _worker_died(exc):       # the machine's doing (out of memory, a kill), not a bug
+                _say("error", f"a Dask worker process died ({type(exc).__name__}: {exc}); out of memory "
+                              f"or killed? fewer --workers, or more memory; a sweep resumes where it stopped")
+                raise typer.Exit(EXIT_BAD_INPUT) from None
             _say("internal error", f"{type(exc).__name__}: {exc} (a bug in hwsim; "
                                    f"HWSIM_DEBUG=1 shows the traceback)")
             raise typer.Exit(EXIT_FAILED) from None
@@ -158,6 +183,11 @@ def _writable_parent(out: Path) -> None:
 
 
 def _check_out_name(out: Path) -> None:
+    try:
+        str(out).encode("utf-8")
+    except UnicodeEncodeError:      # bytes the file system's encoding could not decode
+        raise ConfigError("the folder name is not UTF-8 text (a bundle's manifest names it)",
+                          file=ascii(str(out)), key="--out") from None
     if len(out.name.encode()) > 200:
         raise ConfigError(f"the folder name is {len(out.name)} characters long (at most 200)",
                           file=str(out)[:80] + "...", key="--out")
@@ -402,6 +432,26 @@ def _seconds(s: float) -> str:
     return f"{s:.0f} s" if s < 120 else f"{s / 60:.0f} min" if s < 7200 else f"{s / 3600:.1f} h"
 
 
+def _headline(s, verdict: str) -> str:
+    """The latency a user sees: a speculative step yields several tokens, so its time per accepted
+    token (the step's own latency beside it); else the inter-token latency."""
+    itl = s.itl_ms
+    if not (sp := s.speculative):
+        return f"inter-token latency p50 {itl['p50']:.3f} ms, p99 {itl['p99']:.3f} ms: {verdict} the {s.budget_ms:g} ms budget"
+    verdict = "[green]within[/]" if sp.ms_per_accepted_token <= s.budget_ms else "[red]over[/]"
+    return (f"speculative decoding ({sp.method}, {sp.tokens} drafted, {sp.expected_tokens_per_step:.2f} tokens a "
+            f"step): {sp.ms_per_accepted_token:.3f} ms per accepted token, {verdict} the {s.budget_ms:g} ms "
+            f"budget; a step takes p50 {itl['p50']:.3f} ms, p99 {itl['p99']:.3f} ms")
+
+
+def _energy_per_token(p, s) -> str:
+    if not p.joules_per_token:
+        return ""
+    if sp := s.speculative:         # the summary's figure is per step token: a step yields several
+        return f", {p.joules_per_token / sp.expected_tokens_per_step:.2f} J per accepted token"
+    return f", {p.joules_per_token:.2f} J per token"
+
+
 def _print_summary(s, paths: dict, figures: str) -> None:
     """The run's summary (hwsim.summary.RunSummary), read by its parts, on the terminal."""
     console = Console()
@@ -410,8 +460,7 @@ def _print_summary(s, paths: dict, figures: str) -> None:
     shape = (f"batch {s.batch_size}, context {s.context_tokens}" if s.batch_size is not None
              else "continuous batching")
     console.print(f"[bold]{s.model}[/] on [bold]{s.hardware}[/], {shape}, {s.launch} launch")
-    console.print(f"inter-token latency p50 {itl['p50']:.3f} ms, p99 {itl['p99']:.3f} ms: "
-                  f"{verdict} the {s.budget_ms:g} ms budget")
+    console.print(_headline(s, verdict))
     console.print(f"[dim]how far to trust it: {s.hardware_uncertainty}[/]")
     if v := s.serving:
         console.print(f"serving {v.requests_completed} requests: TTFT p50 {s.ttft_ms['p50']:.1f} ms, "
@@ -462,7 +511,7 @@ def _print_summary(s, paths: dict, figures: str) -> None:
     if p := s.power:
         clock = (f"settled at {p.sm_clock_mhz:.0f} MHz (the limit; {p.watts_at_max_clock:.0f} W "
                  f"at {p.max_clock_mhz:.0f} MHz)" if p.throttled else f"{p.sm_clock_mhz:.0f} MHz")
-        per_token = f", {p.joules_per_token:.2f} J per token" if p.joules_per_token else ""
+        per_token = _energy_per_token(p, s)
         console.print(f"power: {p.watts:.0f} W of {p.limit_w:.0f} W, SMs {clock}{per_token}")
     for w in s.warnings:
         console.print(f"[yellow]warning:[/] {w}")
@@ -642,7 +691,8 @@ def sensitivity(
     base = load_base(scenario, set_)
     out = out or Path("reports") / f"{base.cfg.name}-sensitivity"
     _whatif_target(out)
-    result, summary = run_sensitivity(base, workers=workers, scheduler=scheduler)
+    result, summary = run_sensitivity(base, workers=workers, scheduler=scheduler,
+                                      progress=lambda line: typer.echo(line, err=True))
     _whatif_folder(out, base, set_, summary, {"sensitivity": result},
                    lambda path: __import__("hwsim.plots.tornado", fromlist=["x"]).save_tornado_png(result, path),
                    "tornado.png")
@@ -748,15 +798,13 @@ def _whatif_target(out: Path) -> None:
 
 def _is_whatif_folder(folder: Path) -> bool:
     """Only files a what-if writes (and `hwsim report` beside them), its manifest one of ours."""
-    import json
-
-    from hwsim.io.bounded import LIMITS, read_text
+    from hwsim.io.bounded import LIMITS, read_json
 
     entries = list(folder.iterdir())
     if any(e.is_symlink() or not e.is_file() or e.name not in WHATIF_FILES for e in entries):
         return False
     try:
-        manifest = json.loads(read_text(folder / "manifest.json", LIMITS["manifest"]))
+        manifest = read_json(folder / "manifest.json", LIMITS["manifest"])
     except (ConfigError, ValueError):
         return False
     return isinstance(manifest, dict) and "provenance" in manifest and \
@@ -808,9 +856,25 @@ def _left_to_exit(obj) -> None:
         _kept.append(obj)
 
 
+def _discard_stdout() -> None:
+    """What is left for stdout goes nowhere (its reader is gone): Python's own flush at exit
+    would otherwise fail again and exit 120."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.close(devnull)
+
+
+def _standard_streams() -> None:
+    """A stream closed before hwsim started (`hwsim run >&-`) is None in Python: writes go nowhere."""
+    for name in ("stdout", "stderr"):
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))
+
+
 def main() -> None:
     global _process_ends_with_command
     _process_ends_with_command = True
+    _standard_streams()
     try:
         app()
         code = 0
@@ -818,12 +882,14 @@ def main() -> None:
         if not _kept or not (exc.code is None or isinstance(exc.code, int)):
             raise
         code = exc.code or 0
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:
+        _discard_stdout()
+    except OSError:
+        raise SystemExit(code) from None        # the usual exit, which reports it
     if _kept:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        except OSError:
-            raise SystemExit(code) from None        # the usual exit, which reports it
         os._exit(code)
 
 

@@ -95,6 +95,12 @@ def _fmt(v) -> str:
     return f"{v:.4g}" if isinstance(v, float) else str(v)
 
 
+def _text(v) -> str:
+    """Any value read from a bundle, as HTML text: escaped whatever its expected type (a
+    manifest from elsewhere may hold a <script> where a count belongs)."""
+    return html.escape(_fmt(v))
+
+
 def render(folder: Path) -> tuple[str, list[str]]:
     """The page, and a line for each figure it leaves out (missing, or refused and why)."""
     manifest_path = folder / "manifest.json"
@@ -106,6 +112,9 @@ def render(folder: Path) -> tuple[str, list[str]]:
         raise ConfigError(f"manifest.json is refused: {exc}", file=str(manifest_path)) from None
     except (json.JSONDecodeError, UnicodeDecodeError, OSError) as exc:
         raise ConfigError(f"manifest.json cannot be read: {exc}", file=str(manifest_path)) from None
+    except RecursionError:          # nested past the parser's depth: no manifest hwsim writes is
+        raise ConfigError("manifest.json is nested too deep to be an hwsim manifest",
+                          file=str(manifest_path)) from None
     try:
         return _render(folder, manifest)
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
@@ -194,8 +203,8 @@ def _run_sections(m: dict) -> list[str]:
 
 
 def _sweep_sections(folder: Path, m: dict) -> list[str]:
-    sm = m["summary"]
-    out = [f"<h1>sweep {html.escape(m['sweep']['name'])}</h1>",
+    sm = {k: _text(v) for k, v in m["summary"].items()}     # a bundle's values are escaped, all
+    out = [f"<h1>sweep {_text(m['sweep']['name'])}</h1>",
            f"<p>{sm['points']} points: {sm['computed']} computed, {sm['reused']} reused, "
            f"{sm['failed']} failed.</p>"]
     try:
@@ -205,9 +214,14 @@ def _sweep_sections(folder: Path, m: dict) -> list[str]:
     except Refused as exc:
         raise ConfigError(f"results.parquet is refused: {exc}", file=str(folder / "results.parquet")) from None
     if table is not None:
-        cols = [c for c in table.columns if c.startswith("factor.")] + \
-               [c for c in ("status", "itl_ms.p50", "itl_ms.p99", "kv.effective_bits_per_element",
-                            "serving.throughput_tok_s", "error") if c in table.columns]
+        factors = [c for c in table.columns if c.startswith("factor.")]
+        cols = factors + [c for c in ("status", "itl_ms.p50", "itl_ms.p99", "kv.effective_bits_per_element",
+                                      "serving.throughput_tok_s", "error")
+                          if c in table.columns and table[c].notna().any()]     # no column of nothing
+        try:                        # in the order of the factors, not of completion
+            table = table.sort_values(factors, kind="stable") if factors else table
+        except TypeError:           # a factor of mixed types: as written
+            pass
         out.append("<h2>points</h2>" + table[cols].to_html(index=False, float_format=lambda v: f"{v:.4g}",
                                                            na_rep=""))
     return out

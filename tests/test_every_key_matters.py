@@ -150,7 +150,7 @@ CHANGES: dict[str, tuple[list[str], list[str]]] = {
     "workload.speculative.method": (MTP, ["workload.speculative.method=draft", f"workload.speculative.draft={TINY}"]),
     "workload.speculative.tokens": (MTP, ["workload.speculative.tokens=2"]),
     "workload.speculative.acceptance": (MTP, ["workload.speculative.acceptance=0.3"]),
-    "workload.speculative.draft": (DRAFT, ["workload.speculative.draft=olmoe-1b-7b"]),
+    "workload.speculative.draft": (DRAFT, [f"workload.speculative.draft={DATA / 'tiny-draft.yaml'}"]),
     "runtime.launch": ([], ["runtime.launch=eager"]),
     "runtime.fidelity": ([], ["runtime.fidelity=tile"]),
     "runtime.attention_kernel": ([], ["runtime.attention_kernel=cudnn"]),

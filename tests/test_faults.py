@@ -183,7 +183,7 @@ def _errors(stderr: str) -> list[str]:
 def test_sweep_whose_every_point_fails_exits_1_and_a_torn_part_heals(ws, dask_scheduler):
     # points that pass every check at load but not the GPU's memory (found when a worker builds
     # them); an override typo would fail the spec itself, exit 2 (tests/test_sweep_inputs.py)
-    spec = sweep_spec(ws, "  - key: hardware_overrides.hbm.capacity_gb\n    values: [0.01]\n")
+    spec = sweep_spec(ws, "  - key: hardware_overrides.hbm.capacity_gb\n    values: [0.2]\n")   # above its 50 MiB L2
     res = invoke("sweep", spec, "--out", ws / "sw", "--scheduler", dask_scheduler, "--json")
     assert res.exit_code == 1, res.stderr
     assert "2 of 2 points failed" in res.stderr and "HBM" in res.stderr

@@ -43,7 +43,7 @@ def test_grouped_points_give_their_solo_rows(tmp_path):
 
 def test_a_failing_point_does_not_stop_its_group(tmp_path):
     points = sweep(tmp_path, "  - key: hardware_overrides.hbm.peak_bandwidth_gbps\n    values: [4800, 9600]\n"
-                             "  - key: hardware_overrides.hbm.capacity_gb\n    values: [0.01]\n")   # fits no weights
+                             "  - key: hardware_overrides.hbm.capacity_gb\n    values: [0.2]\n")   # fits no weights, above its L2
     points.append(sweep(tmp_path, "  - key: hardware_overrides.hbm.peak_bandwidth_gbps\n    values: [7000]\n")[0])
     groups = group_points(points)
     assert len(groups) == 1

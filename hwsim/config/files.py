@@ -164,7 +164,10 @@ def load_model(name: str) -> ModelShape:
     path = model_path(name)
     if not path.exists():
         from hwsim.model.shapes import builtin_models
-        raise ConfigError(f"unknown model '{name}' (known: {', '.join(builtin_models())})", key="model")
+        raise ConfigError(f"unknown model '{name}': give a built-in name ({', '.join(builtin_models())}) "
+                          f"or a model-shape YAML file (.yaml: layers, hidden, vocab, attention, ffn or moe, "
+                          f"source: docs/models.md; hwsim/data/models/ holds examples), not a "
+                          f"Hugging Face config.json", key="model")
     return _once("model", path, _load_model)
 
 

@@ -124,6 +124,13 @@ def profile_problems(data: dict):
     clock, low = _value(data.get("sm") or {}, "clock_mhz"), _value(power, "min_clock_mhz")
     if clock is not None and low is not None and low > clock:
         yield "power.min_clock_mhz", f"{low:g} MHz is above the maximum SM clock ({clock:g} MHz)"
+    tensor = _value(power, "tensor_clock_mhz")
+    if clock is not None and tensor is not None and tensor > clock:
+        yield "power.tensor_clock_mhz", f"{tensor:g} MHz is above the maximum SM clock ({clock:g} MHz)"
+    l2, hbm_gb = _value(data.get("l2") or {}, "capacity_mib"), _value(data.get("hbm") or {}, "capacity_gb")
+    if l2 is not None and hbm_gb is not None and l2 * 2**20 > hbm_gb * 1e9:
+        yield "l2.capacity_mib", (f"an L2 of {l2:g} MiB is larger than its HBM ({hbm_gb:g} GB): a cache "
+                                  f"of the memory it caches is smaller than it")
     hbm = data.get("hbm") or {}
     try:
         channels = hbm["stacks"]["value"] * hbm["channels_per_stack"]["value"]

@@ -15,6 +15,7 @@ import ctypes
 import ctypes.util
 import os
 import shutil
+import stat
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -43,6 +44,10 @@ def check_folder_target(target: Path, is_ours, what: str = "--out") -> None:
     """A folder we may replace: absent, empty, or one of ours (`is_ours(path)`), never a file
     or someone's unrelated folder (replacing it would delete their files)."""
     target = Path(target)
+    if target.is_symlink():
+        # replacing it would swap the link away and delete through it, into its target
+        raise ConfigError("is a symbolic link; refusing to replace what it points to "
+                          "(name the folder itself, or a new one)", file=str(target), key=what)
     if target.exists() and not target.is_dir():
         raise ConfigError("names a file, not a folder", file=str(target), key=what)
     if target.is_dir() and any(target.iterdir()) and not is_ours(target):
@@ -67,16 +72,26 @@ def _owner(path: Path, marker: str) -> int | None:
         return None
 
 
+def _our_folder(path: Path) -> bool:
+    """A real folder (not a link to one, which anyone may plant beside --out) of this user."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid()
+
+
 def clean_leftovers(target: Path) -> None:
     """Undo what a killed writer of `target` left: put an old folder moved aside back if the
-    target is missing, and remove temporary folders whose process is gone."""
+    target is missing, and remove temporary folders whose process is gone. Only real folders
+    of this user are touched: a link named like a leftover is never followed."""
     parent, name = target.parent, target.name
     if not parent.is_dir():
         return
     for marker in (_OLD, _TMP):
         for path in sorted(parent.glob(f".{name}{marker}*")):
             pid = _owner(path, marker)
-            if pid is None or (pid != os.getpid() and _pid_alive(pid)):
+            if pid is None or (pid != os.getpid() and _pid_alive(pid)) or not _our_folder(path):
                 continue
             if marker == _OLD and not target.exists():
                 os.rename(path, target)
@@ -123,6 +138,9 @@ def keep_aside(old: Path) -> Path:
 
 
 def _swap_in(tmp: Path, target: Path, remove_old) -> None:
+    if target.is_symlink():     # planted while we wrote: never swap one out and delete through it
+        raise ConfigError("became a symbolic link while the bundle was written; left as it is",
+                          file=str(target), key="--out")
     if not target.exists():
         os.rename(tmp, target)
         return
@@ -156,6 +174,12 @@ def replace_folder(target: Path, remove_old=_remove_tree, check=None):
         if check is not None:
             check(target)
         _swap_in(tmp, target, remove_old)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if exc.filename:
+            raise
+        # a write with no path of its own (a full disk mid-file): the folder being written
+        raise OSError(exc.errno, exc.strerror or str(exc), str(target)) from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -21,6 +21,7 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import re
 import stat
 import zlib
 from contextlib import contextmanager
@@ -56,6 +57,19 @@ LIMITS = {
     # model writes ~0.1-1 GB; a .gz may inflate to 16 GB
     "kernel trace": Limit("kernel trace", 4 * 2**30, max_inflated_bytes=16 * 2**30),
 }
+
+
+@dataclass(frozen=True)
+class JsonShape:
+    """What a JSON document may hold, checked on its bytes as they stream in, before a parser
+    sees them: a parser's memory grows ~8 KB a level of nesting (10^6 levels: 7.9 GB), and
+    yajl (ijson's C backend) re-scans a string that spans its reads, so a 1 GB string in a 1 MB
+    .gz took minutes (a 10 MB one 2.2 s, a 1 MB one 0.04 s)."""
+    max_depth: int = 64              # Kineto's traces nest 6 deep, a manifest ~10
+    max_string: int = 2**20          # a kernel's mangled C++ name is a few KB
+
+
+JSON_SHAPE = JsonShape()
 
 
 def _refuse(path: Path, limit: Limit, key: str | None, message: str, line: int | None = None) -> ConfigError:
@@ -120,6 +134,72 @@ class _CountedRaw(io.RawIOBase):
         super().close()
 
 
+class _JsonShapeRaw(io.RawIOBase):
+    """The bytes of a JSON document, refused (ConfigError) once they nest deeper or hold a
+    longer string than `shape` allows. Escapes are masked in place (a backslash pair, then an
+    escaped quote, each as two '_'), so every quote left opens or closes a string; the depth is
+    a running sum over the brackets outside them. A few C-speed passes over each read (bytes
+    methods and numpy), no Python work a byte."""
+
+    _STRUCTURE = bytes.maketrans(b"{}", b"[]")
+    _NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'[]{}"')
+
+    def __init__(self, raw, path: Path, limit: Limit, key: str | None, shape: JsonShape):
+        self._raw, self._path, self._limit, self._key, self._shape = raw, path, limit, key, shape
+        self._in_string, self._escaped, self._string, self._depth, self._offset = False, False, 0, 0, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        n = self._raw.readinto(buffer)
+        if n:
+            self._scan(bytes(memoryview(buffer)[:n]))
+            self._offset += n
+        return n
+
+    def _scan(self, data: bytes) -> None:
+        if self._escaped:                 # the last read ended on a backslash: this byte is its
+            data = b"_" + data[1:]        # escaped character
+        masked = data.replace(b"\\\\", b"__").replace(b'\\"', b"__")
+        self._escaped = masked.endswith(b"\\")
+        quotes, was_in = masked.count(b'"'), self._in_string
+        if was_in:                        # the string open at the last read goes on to the first quote
+            first = masked.find(b'"')
+            self._string += len(masked) if first < 0 else first
+            self._check_string(self._string)
+        if len(masked) > self._shape.max_string and quotes > 1:     # a read long enough to hold one
+            self._check_string(max(map(len, masked.split(b'"')[2 if was_in else 1:quotes:2]), default=0))
+        self._in_string ^= quotes % 2 == 1
+        if quotes:
+            self._string = len(masked) - masked.rfind(b'"') - 1 if self._in_string else 0
+        # quotes and brackets only; two quotes side by side (a string without brackets, or one
+        # string's end and the next one's start) hide no bracket outside a string: dropped
+        marks = (b'"' if was_in else b"") + masked.translate(self._STRUCTURE, self._NOT_STRUCTURE)
+        self._nest(b"".join(marks.replace(b'""', b"").split(b'"')[0::2]))
+
+    def _check_string(self, length: int) -> None:
+        if length > self._shape.max_string:
+            raise _refuse(self._path, self._limit, self._key, f"holds a string longer than "
+                          f"{self._shape.max_string:,} bytes (near byte {self._offset:,})")
+
+    def _nest(self, brackets: bytes) -> None:
+        """Follow the nesting through this read's brackets (those outside strings; '{' as '[')."""
+        if not brackets:
+            return
+        import numpy as np      # hwsim's runs import it anyway; a manifest's first read pays for it
+
+        depth = self._depth + np.cumsum(92 - np.frombuffer(brackets, np.uint8).astype(np.int64))  # '[' 91: +1
+        if int(depth.max()) > self._shape.max_depth:
+            raise _refuse(self._path, self._limit, self._key, f"nests deeper than {self._shape.max_depth} "
+                          f"levels (near byte {self._offset:,})")
+        self._depth = max(0, int(depth[-1]))
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
+
+
 class _CountedLines:
     """A text stream (iterable, readline, read) that refuses more than `limit.max_lines` lines."""
 
@@ -178,10 +258,12 @@ class _GunzipRaw(io.RawIOBase):
 
 
 @contextmanager
-def open_binary(path: str | Path, limit: Limit, key: str | None = None, gunzip: bool = False):
+def open_binary(path: str | Path, limit: Limit, key: str | None = None, gunzip: bool = False,
+                shape: JsonShape | None = None):
     """A buffered binary stream of a regular file that raises ConfigError past limit.max_bytes.
     With `gunzip`, the stream is the file inflated, and the inflated bytes are what is counted,
-    up to limit.max_inflated_bytes (a 1 MB file that inflates to 100 GB is refused there)."""
+    up to limit.max_inflated_bytes (a 1 MB file that inflates to 100 GB is refused there).
+    With `shape`, the bytes are a JSON document, refused past its depth and string length."""
     path = Path(path)
     fd = _open_fd(path, limit, key)
     raw = open(fd, "rb", buffering=0)
@@ -192,6 +274,8 @@ def open_binary(path: str | Path, limit: Limit, key: str | None = None, gunzip: 
                              inflated=True)
     else:
         stream = _CountedRaw(raw, path, limit, key)
+    if shape is not None:
+        stream = _JsonShapeRaw(stream, path, limit, key, shape)
     with io.BufferedReader(stream, buffer_size=1 << 16) as fh:
         yield fh
 
@@ -213,16 +297,25 @@ def open_text(path: str | Path, limit: Limit, key: str | None = None, encoding: 
             text.detach()
 
 
-def read_bytes(path: str | Path, limit: Limit, key: str | None = None) -> bytes:
-    with open_binary(path, limit, key) as fh:
+def read_bytes(path: str | Path, limit: Limit, key: str | None = None, shape: JsonShape | None = None) -> bytes:
+    with open_binary(path, limit, key, shape=shape) as fh:
         return fh.read()
 
 
-def read_text(path: str | Path, limit: Limit, key: str | None = None, encoding: str = "utf-8") -> str:
+def read_json(path: str | Path, limit: Limit, key: str | None = None):
+    """A small JSON document (a manifest), its depth and strings bounded (JSON_SHAPE): ValueError
+    if it is not JSON, ConfigError if it is not a readable file of that shape."""
+    import json
+
+    return json.loads(read_text(path, limit, key, shape=JSON_SHAPE))
+
+
+def read_text(path: str | Path, limit: Limit, key: str | None = None, encoding: str = "utf-8",
+              shape: JsonShape | None = None) -> str:
     """The whole of a small text file. A NUL byte is refused: no text format hwsim reads has one,
     and it is the mark of a binary file given by mistake."""
     path = Path(path)
-    data = read_bytes(path, limit, key)
+    data = read_bytes(path, limit, key, shape)
     try:
         text = data.decode(encoding)
     except UnicodeDecodeError as exc:

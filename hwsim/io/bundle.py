@@ -12,7 +12,6 @@ only kind of folder `hwsim run --out` replaces (bundle_files).
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from pathlib import Path
 
@@ -64,11 +63,11 @@ def bundle_files(folder: Path) -> set[str] | None:
     someone's project that happens to hold a manifest.json, a bundle with a file added) is not
     ours to replace."""
     from hwsim.errors import ConfigError
-    from hwsim.io.bounded import LIMITS, read_text
+    from hwsim.io.bounded import LIMITS, read_json
 
     folder = Path(folder)
     try:
-        manifest = json.loads(read_text(folder / "manifest.json", LIMITS["manifest"]))
+        manifest = read_json(folder / "manifest.json", LIMITS["manifest"])
     except (ConfigError, ValueError):
         return None
     if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
@@ -202,6 +201,8 @@ def write_bundle(result: RunResult, out: Path, manifest: dict, extra: dict | Non
 def _remove_bundle(old: Path) -> None:
     """Delete an earlier bundle swapped out of the way: only the files it lists; a folder that
     still holds anything else (added while this run wrote) is left where it is."""
+    if old.is_symlink():        # never delete through a link (replace_folder swaps none in)
+        return
     for name in bundle_files(old) or ():
         (old / name).unlink(missing_ok=True)
     try:

@@ -163,7 +163,13 @@ def failure(data: bytes, status: int) -> BaseException:
             return exc
     except Exception:                               # noqa: BLE001 - a torn report
         pass
-    return RuntimeError(f"a bundle writer exited with status {status}")
+    # no report: the child was killed (the kernel's OOM killer, a user's kill) or exited early;
+    # that is the machine's doing, not a bug, so an OSError (one line, exit 2)
+    if os.WIFSIGNALED(status):
+        how = f"was killed by signal {os.WTERMSIG(status)} (out of memory, or a kill)"
+    else:
+        how = f"exited with status {os.waitstatus_to_exitcode(status)}"
+    return OSError(f"a helper process writing the bundle {how}; the earlier files are left as they were")
 
 
 def call(target: str, args: tuple) -> Callable[[], None]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from hwsim.hw.cluster import Cluster
-from hwsim.ktrace import expert_loop, ir
+from hwsim.ktrace import expert_loop, ir, plausible
 from hwsim.ktrace.classify import Point
 from hwsim.ktrace.host import load_host
 from hwsim.ktrace.reader import read_trace
@@ -29,6 +29,7 @@ def trace_schedule(cfg, base, streams) -> TraceSchedule:
                   tuple(sorted({a.heads, a.cached_heads})))
     traced = assemble(trace, model, point, host.profiler_overhead.value,
                       host.profiler_event_us.value if host.profiler_event_us else 0.0)
+    plausible.check(traced.kernels, point, trace.path)
     loops = expert_loop.find(traced.steps, model)     # HF's eager experts loop, if any
     warnings = (_warnings(trace, cfg.hardware, traced) + _model_check(traced, model, cfg.model)
                 + _loop_check(traced, model, point, cfg.workload.batch_size, loops))
@@ -79,6 +80,10 @@ def _loop_check(traced, model, point: Point, batch: int, loops: list) -> list[st
 
 def _warnings(trace, hardware: str, traced) -> list[str]:
     out = []
+    if trace.synthetic:       # the profile's "calibrated on a real H200" is not about this trace
+        out.append(f"kernel trace {trace.path} is SYNTHETIC ({trace.synthetic}): its kernels are "
+                   f"re-timed from their shapes, but its host gaps and traced durations are made up; "
+                   f"not a measured step")
     if traced.window == "whole trace":
         out.append(f"kernel trace {trace.path} marks no step (no ProfilerStep# and no repeated annotation): "
                    f"its {len(traced.kernels)} kernels are taken as one step; profile one step "

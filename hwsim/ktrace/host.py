@@ -4,7 +4,9 @@ slowed the recorded host down."""
 
 from __future__ import annotations
 
-from pydantic import Field
+import re
+
+from pydantic import Field, model_validator
 
 from hwsim.config.files import search_dirs, validate
 from hwsim.config.sourced import NonNegative, Positive
@@ -24,7 +26,24 @@ class HostProfile(Strict):
     launch_us: Positive | None = Field(None, description="one launch call's host cost; unset: as traced")
 
 
+    @model_validator(mode="after")
+    def _check(self):
+        # profiling never speeds a host up; 10x is past any profiler measured (1.07-2.0)
+        if not 1.0 <= self.profiler_overhead.value <= 10.0:
+            raise ValueError(f"profiler_overhead {self.profiler_overhead.value:g} is not a profiled / "
+                             f"unprofiled time ratio (1 to 10)")
+        if not 1e-3 <= self.cpu_speed.value <= 1e3:
+            raise ValueError(f"cpu_speed {self.cpu_speed.value:g} is no host's speed-up (1e-3 to 1e3)")
+        return self
+
+
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
 def load_host(name: str, key: str = "workload.kernel_trace.host") -> HostProfile:
+    if not NAME.fullmatch(name):       # a name, never a path: '../../x' read a file outside the folder
+        raise ConfigError(f"host profile name '{name}' is not a name of hardware_profiles/hosts/ "
+                          f"(letters, digits, '_', '.', '-')", key=key)
     for d in search_dirs("hardware_profiles"):
         path = d / "hosts" / f"{name}.yaml"
         if path.is_file():

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from hwsim.errors import ConfigError
 from hwsim.ktrace import gemm_sequence, ir
 from hwsim.ktrace.classify import Point, classify, expands_kv
-from hwsim.ktrace.reader import COPIES, GRAPH_LAUNCHES, KEY, LAUNCHES, SYNCS, DeviceEvent, Trace
+from hwsim.ktrace.reader import COPIES, GRAPH_LAUNCHES, KEY, LAUNCHES, SYNCS, DeviceEvent, HostCall, Trace
 from hwsim.model.shapes import ModelShape
 
 US = 1e-6
@@ -97,6 +97,21 @@ def _union(events: list[DeviceEvent]) -> float:
     return busy * US
 
 
+class _Launches:
+    """Each host call's device events, in time order, each issued once: calls that share a
+    correlation id (or carry none) would otherwise each re-issue all of them (355 kernels
+    became 126,025)."""
+
+    def __init__(self, trace: Trace):
+        self.trace, self.issued = trace, set()
+
+    def __call__(self, c: HostCall) -> list[DeviceEvent]:
+        if c.correlation < 0 or c.correlation in self.issued:
+            return []
+        self.issued.add(c.correlation)
+        return sorted(self.trace.device.get(c.correlation, ()), key=lambda e: e.ts)
+
+
 def assemble(trace: Trace, model: ModelShape, point: Point, profiler_overhead: float,
              event_us: float = 0.0) -> TraceStep:
     """The host steps of the traced step. CPU gaps between the issuing thread's calls are the
@@ -120,8 +135,9 @@ def assemble(trace: Trace, model: ModelShape, point: Point, profiler_overhead: f
     start, end, window = step_window(trace)
     calls = [c for c in trace.calls if start <= c.ts <= end]
     linked = {c.correlation for c in calls}
-    recorded = {c.correlation for c in trace.calls}
-    # device events whose launching call was not recorded keep their place by their own start
+    recorded = {c.correlation for c in trace.calls if c.correlation >= 0}
+    # device events whose launching call was not recorded (or that carry no correlation id) keep
+    # their place by their own start
     orphans = sorted((e for corr, evs in trace.device.items() if corr not in recorded for e in evs
                       if start <= e.ts <= end), key=lambda e: e.ts)
     seen_ops: set[int] = set()
@@ -148,6 +164,7 @@ def assemble(trace: Trace, model: ModelShape, point: Point, profiler_overhead: f
         events.append(ev)
         return k
 
+    launched = _Launches(trace)
     main = _issuing_thread(calls)
     removed = [0.0]                        # seconds of the host's traced time taken out (unprofiled)
     marks = trace.marks.get(main, ())      # the issuing thread's own: another's cost it nothing
@@ -156,12 +173,10 @@ def assemble(trace: Trace, model: ModelShape, point: Point, profiler_overhead: f
             steps.append(ir.HostStep(0.0, 0.0, 0, False, (classified(orphans[oi], -1),)))
             oi += 1
         if c.tid != main:      # another thread's call: its kernels in time order, no host time here
-            steps.append(ir.HostStep(0.0, 0.0, 0, False,
-                                     tuple(classified(e, c.ext_id) for e in sorted(
-                                         trace.device.get(c.correlation, ()), key=lambda e: e.ts))))
+            steps.append(ir.HostStep(0.0, 0.0, 0, False, tuple(classified(e, c.ext_id) for e in launched(c))))
             continue
         gap = unprofiled(t, c.ts) if c.ts > t else 0.0
-        evs = sorted(trace.device.get(c.correlation, ()), key=lambda e: e.ts)
+        evs = launched(c)
         ks = tuple(classified(e, c.ext_id) for e in evs)
         if c.name in SYNCS and c.name not in COPIES:
             steps.append(ir.HostStep(gap, 0.0, 0, True, ()))
@@ -176,7 +191,7 @@ def assemble(trace: Trace, model: ModelShape, point: Point, profiler_overhead: f
     steps.append(ir.HostStep(unprofiled(t, end) if end > t else 0.0, 0.0, 0, False, ()))
     steps = _sequence_gemms(steps, kernels, events, model)
     kernels = [k for st in steps for k in st.kernels]
-    in_window = [e for corr in linked for e in trace.device.get(corr, ())] + orphans
+    in_window = [e for corr in linked & recorded for e in trace.device.get(corr, ())] + orphans
     if not kernels:
         raise ConfigError("the trace's step launches no GPU kernels", file=trace.path, key=KEY)
     allocs = [dur for ts, dur in trace.allocs if start <= ts <= end]

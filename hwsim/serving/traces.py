@@ -26,11 +26,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from hwsim.config.limits import VALUE_BOUNDS
 from hwsim.errors import ConfigError
+from hwsim.serving.prefix_cache import BLOCK_TOKENS
 from hwsim.io.bounded import LIMITS, open_text
 
 MAX_TRACE_REQUESTS = 10_000_000      # requests kept from one trace
 MAX_LINE_CHARS = 1 << 20             # a Mooncake line with a few thousand hash ids is ~50 KB
+MAX_TOKENS, MAX_TOKENS_WHY = VALUE_BOUNDS["Lengths.tokens"]
 KEY = "workload.arrivals.trace"
 
 
@@ -168,6 +171,10 @@ def _read_mooncake(path: Path, first: str, fh, window: _Window) -> None:
         hash_ids = obj.get("hash_ids", [])
         if not isinstance(hash_ids, list) or not all(type(h) is int for h in hash_ids):
             raise ConfigError("expected a list of integers", file=str(path), line=line, key="hash_ids")
+        if len(hash_ids) > -(-prompt // BLOCK_TOKENS):       # one id a block of the prompt, the last partial
+            raise ConfigError(f"{len(hash_ids)} block ids for a prompt of {prompt} tokens (at most "
+                              f"{-(-prompt // BLOCK_TOKENS)}: one a {BLOCK_TOKENS}-token block)",
+                              file=str(path), line=line, key="hash_ids")
         if prompt < 1 or output < 1:
             continue
         if not window.add(line, t_ms / 1e3, prompt, output, hash_ids):
@@ -210,11 +217,19 @@ def _count(text: str, path: Path, line: int, column: str) -> int:
     if not (value.isascii() and value.isdigit()) or len(value) > 9:
         raise ConfigError(f"expected a whole number of tokens, got {text[:40]!r}", file=str(path),
                           line=line, key=column)
-    return int(value)
+    return _bounded(int(value), path, line, column)
 
 
 def _json_count(value, path: Path, line: int, key: str) -> int:
     if type(value) is not int or not 0 <= value < 10**9:
         raise ConfigError(f"expected a whole number of tokens, got {value!r}", file=str(path),
                           line=line, key=key)
-    return value
+    return _bounded(value, path, line, key)
+
+
+def _bounded(tokens: int, path: Path, line: int, key: str) -> int:
+    """A row's token count, refused at its row (not later, at the scenario's lengths) past any
+    model's context window (hwsim.config.limits: the scenario's own length bound)."""
+    if tokens > MAX_TOKENS:
+        raise ConfigError(f"{tokens:,} tokens: {MAX_TOKENS_WHY}", file=str(path), line=line, key=key)
+    return tokens

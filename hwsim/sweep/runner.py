@@ -34,12 +34,12 @@ def _part(out: Path, h: str) -> Path:
 
 
 def is_sweep_folder(folder: Path) -> bool:
-    from hwsim.io.bounded import LIMITS, read_text
+    from hwsim.io.bounded import LIMITS, read_json
 
     if (folder / "results").is_dir():
         return True
     try:
-        return "sweep" in json.loads(read_text(folder / "manifest.json", LIMITS["manifest"]))
+        return "sweep" in read_json(folder / "manifest.json", LIMITS["manifest"])
     except (ConfigError, ValueError, TypeError):
         return False
 

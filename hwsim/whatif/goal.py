@@ -154,10 +154,25 @@ def _user_bracket(s: _Search, bracket: tuple[float, float]) -> tuple[float, floa
     return lo, hi
 
 
+# keys that are no quantity a target is sought over (a random draw; the seed that ran is one
+# sample, and a search over it picks the luckiest), and metrics that are the simulator's own
+NOT_VARIED = {"seed": "the random seed is a draw, not a quantity: a search over it picks a lucky sample"}
+NOT_TARGETS = ("sim.",)
+
+
+def _check_goal(key: str, target_path: str) -> None:
+    if key in NOT_VARIED:
+        raise ConfigError(f"{key}: {NOT_VARIED[key]}", key="--vary")
+    if target_path.startswith(NOT_TARGETS):
+        raise ConfigError(f"{target_path} is the simulator's own figure (its wall time, events), not a "
+                          f"simulated one; target e.g. itl_ms.p50 or ttft_ms.p50", key="--target")
+
+
 def goal(base: Base, key: str, target_path: str, target: float,
          bracket: tuple[float, float] | None = None) -> dict:
     """The value of `key` at which `target_path` equals `target` (module docstring)."""
     from scipy.optimize import brentq
+    _check_goal(key, target_path)
     n = find_number(base, key)
     s = _Search(base, n, target_path, target)
     lo_b, hi_b = n.search_bounds()
@@ -200,6 +215,8 @@ def frontier(base: Base, key_a: str, key_b: str, target_path: str, target: float
              points: int = 7, span: float = 2.0) -> dict:
     """For `points` values of `key_a` (geometric, its value / span to x span, within its bounds),
     the value of `key_b` that meets the target (None where none can)."""
+    _check_goal(key_a, target_path)
+    _check_goal(key_b, target_path)
     na = find_number(base, key_a)
     find_number(base, key_b)            # a bad second key fails before any run
     lo_b, hi_b = na.search_bounds()

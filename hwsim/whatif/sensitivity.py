@@ -59,20 +59,25 @@ def probes(n: Number, step: float = STEP) -> tuple[float, float]:
         lo = v
     if not n.allowed(hi):
         hi = n.high if n.high > v else v
-    return lo, hi
+    return n.cast(lo), n.cast(hi)      # an integer key as an int: the strict schema refuses 2.0
 
 
-def run_changes(base: Base, jobs: list[tuple[str, float]], shared: SharedPlans | None = None) -> list[dict]:
+def run_changes(base: Base, jobs: list[tuple[str, float]], shared: SharedPlans | None = None,
+                progress=None) -> list[dict]:
     """Each job's metrics (or its error), one change at a time, replaying the base run's plans
-    where they still hold."""
+    where they still hold. `progress(done)`, if given, after each."""
     shared = shared or SharedPlans(base)
     out = []
-    for key, value in jobs:
+    for done, (key, value) in enumerate(jobs, 1):
+        if progress is not None and done > 1:
+            progress(done - 1)
         try:
             s = evaluate(base, {key: value}, shared)
             out.append({name: metric(s, path) for name, path in metrics_of(base).items()})
         except ConfigError as exc:          # the change makes the profile inconsistent
             out.append({"error": exc.message})
+    if progress is not None and jobs:
+        progress(len(jobs))
     return out
 
 
@@ -87,9 +92,9 @@ def _run_chunk(cfg_json: dict, profile_json: dict, scenario_file: str, jobs: lis
 
 
 def _run_all(base: Base, shared: SharedPlans, jobs: list, workers: int | None,
-             scheduler: str | None) -> list[dict]:
+             scheduler: str | None, progress=None) -> list[dict]:
     if (workers or 1) <= 1 and not scheduler:
-        return run_changes(base, jobs, shared)
+        return run_changes(base, jobs, shared, progress)
     from hwsim.sweep.runner import dask_client
     n = max(1, workers or 1)
     chunks = [jobs[i::n] for i in range(n)]             # interleaved: similar work per chunk
@@ -111,10 +116,32 @@ def _elasticity(m_lo: float | None, m_hi: float | None, lo: float, hi: float) ->
     return (math.log(m_hi) - math.log(m_lo)) / (math.log(hi) - math.log(lo))
 
 
+def _progress_lines(say, runs: int, numbers: int, base_s: float, t0: float):
+    """`say` told the cost before the runs (the base run's wall time a run: an upper bound, the
+    runs replay its plans where they hold) and, every 10 s, how many are done."""
+    say(f"sensitivity: {numbers} numbers, {runs} runs, about {_duration(base_s * runs)} "
+        f"(the unchanged run took {base_s:.2f} s)")
+    last = [time.perf_counter()]
+
+    def done(n: int) -> None:
+        now = time.perf_counter()
+        if n == runs or now - last[0] >= 10:
+            last[0] = now
+            left = (now - t0) / n * (runs - n)
+            say(f"sensitivity: {n} of {runs} runs done" + (f", about {_duration(left)} left" if n < runs else ""))
+    return done
+
+
+def _duration(s: float) -> str:
+    return f"{s:.0f} s" if s < 120 else f"{s / 60:.0f} min" if s < 7200 else f"{s / 3600:.1f} h"
+
+
 def sensitivity(base: Base, *, step: float = STEP, workers: int | None = None,
-                scheduler: str | None = None, keys: list[str] | None = None) -> tuple[dict, dict]:
+                scheduler: str | None = None, keys: list[str] | None = None,
+                progress=None) -> tuple[dict, dict]:
     """Every number's elasticity and ms gained by +10%, sorted by |ITL elasticity|; and the
-    unchanged run's summary. `keys`: only these numbers (default: all, numbers_of)."""
+    unchanged run's summary. `keys`: only these numbers (default: all, numbers_of).
+    `progress(line)`: told the cost before the runs, then how far they are."""
     t0 = time.perf_counter()
     shared = SharedPlans(base)
     summary = shared.summary
@@ -126,7 +153,10 @@ def sensitivity(base: Base, *, step: float = STEP, workers: int | None = None,
         lo, hi = probes(n, step)
         plan.append((n, lo, hi))
         jobs += [(n.key, v) for v in (lo, hi) if v != n.value]
-    results = dict(zip(jobs, _run_all(base, shared, jobs, workers, scheduler)))
+    done = None
+    if progress is not None:
+        done = _progress_lines(progress, len(jobs), len(nums), time.perf_counter() - t0, time.perf_counter())
+    results = dict(zip(jobs, _run_all(base, shared, jobs, workers, scheduler, done)))
     rows, no_effect, failed = [], [], []
     for n, lo, hi in plan:
         got = {v: (results[n.key, v] if v != n.value else base_m) for v in (lo, hi)}
