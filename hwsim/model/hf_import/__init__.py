@@ -13,11 +13,11 @@ from hwsim.errors import ConfigError
 from hwsim.model.hf_import import deepseek, dense, moe, quant
 from hwsim.model.hf_import.counts import kv_bytes_per_token, params
 from hwsim.model.hf_import.ignored import reason
-from hwsim.model.hf_import.reader import HfConfig, is_hf_path
+from hwsim.model.hf_import.reader import CONFIG, QUANT_CONFIG, HfConfig, is_hf_path
 from hwsim.model.hf_import.result import Mapped
 from hwsim.model.shapes import ModelShape
 
-__all__ = ["Imported", "import_config", "is_hf_path", "load"]
+__all__ = ["CONFIG", "QUANT_CONFIG", "Imported", "context_problems", "import_config", "is_hf_path", "load"]
 
 FAMILIES = {**dict.fromkeys(dense.KINDS, dense.build), **dict.fromkeys(moe.KINDS, moe.build),
             **dict.fromkeys(deepseek.KINDS, deepseek.build)}
