@@ -12,7 +12,7 @@ GATED_ACTIVATIONS = ("silu", "swish", "swiglu", "gelu", "gelu_new", "gelu_pytorc
 def base(cfg: HfConfig, m: Mapped, name: str, kind: str) -> tuple[int, int, int]:
     """(layers, hidden, max context) of any family, and the shape's common keys."""
     layers, hidden = cfg.count("num_hidden_layers"), cfg.count("hidden_size")
-    m.put("name", name, "the config's folder name")
+    m.put("name", name, "the config's folder (or file) name")
     m.put("source", f"Hugging Face config.json ({kind}) imported by hwsim model import: {cfg.path}",
           "model_type and the file read")
     m.put("layers", layers, "num_hidden_layers")

@@ -28,8 +28,8 @@ IGNORED: dict[str, str] = {
     **dict.fromkeys(("architectures", "auto_map", "transformers_version", "_name_or_path", "name_or_path",
                      "torch_dtype", "dtype", "use_bfloat16", "return_dict", "output_attentions",
                      "output_hidden_states", "torchscript", "_attn_implementation_autoset",
-                     "attn_implementation", "is_decoder", "tie_encoder_decoder", "task_specific_params",
-                     "quantization_config"), _META),
+                     "attn_implementation", "is_decoder", "tie_encoder_decoder", "task_specific_params"),
+                   _META),
 }
 
 # Read by the importer but with no timing effect (each is also named where it is read)

@@ -56,6 +56,7 @@ class HfConfig:
         cfg = cls(p, _read_json(p))
         if isinstance(cfg.data.get("quantization_config"), dict):
             cfg.quant_path, cfg.quant = p, cfg.data["quantization_config"]
+            cfg.used.add("quantization_config")
         elif (p.parent / QUANT_CONFIG).is_file():
             side = _read_json(p.parent / QUANT_CONFIG)
             cfg.quant_path, cfg.quant = p.parent / QUANT_CONFIG, side.get("quantization", side)
