@@ -628,7 +628,8 @@ def list_(json_out: bool = typer.Option(False, "--json", help="print one JSON ob
     console = Console()
     for kind, names in found.items():
         console.print(f"[bold]{kind}[/] ({len(names)}): {', '.join(names)}", highlight=False, soft_wrap=True)
-model_app = typer.Typer(no_args_is_help=True, cls=FlagGroup, help="Model shapes: import a Hugging Face config.json.")
+model_app = typer.Typer(no_args_is_help=True, cls=FlagGroup,
+                        help="Model shapes: import a Hugging Face config.json.")
 app.add_typer(model_app, name="model")
 
 
@@ -639,8 +640,9 @@ def model_import(path: str = typer.Argument(..., help="a config.json, or a folde
                  out: Optional[Path] = typer.Option(None, "-o", "--out", help="write the model YAML here "
                                                     "(default: print it)"),
                  json_out: bool = typer.Option(False, "--json", help="print one JSON object: params.total, "
-                                               "params.active_per_token, kv_bytes_per_token, sliding_window_layers")):
-    """The model YAML equivalent to a Hugging Face config.json, each key commented with the field it came from."""
+                                               "params.active_per_token, kv_bytes_per_token, "
+                                               "sliding_window_layers")):
+    """The model YAML equivalent to a Hugging Face config.json, each key commented with its field."""
     from hwsim.model.hf_import import import_config
     from hwsim.model.hf_import.yaml_out import model_yaml
 

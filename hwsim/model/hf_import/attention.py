@@ -42,6 +42,7 @@ def mla(cfg: HfConfig, m: Mapped) -> None:
     """DeepSeek's multi-head latent attention (the cache: kv_lora_rank + qk_rope_head_dim per token)."""
     heads = cfg.count("num_attention_heads")
     cfg.get("num_key_value_heads")                     # MLA caches one latent: KV heads do not apply
+    cfg.get("head_dim"), cfg.get("qk_head_dim")        # newer transformers write rope / nope + rope here
     nope, rope = cfg.count("qk_nope_head_dim", low=0), cfg.count("qk_rope_head_dim")
     q_lora = cfg.count("q_lora_rank", 0, low=0)
     kv_lora = cfg.count("kv_lora_rank")

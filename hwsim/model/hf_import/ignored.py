@@ -28,7 +28,8 @@ IGNORED: dict[str, str] = {
     **dict.fromkeys(("architectures", "auto_map", "transformers_version", "_name_or_path", "name_or_path",
                      "torch_dtype", "dtype", "use_bfloat16", "return_dict", "output_attentions",
                      "output_hidden_states", "torchscript", "_attn_implementation_autoset",
-                     "attn_implementation", "is_decoder", "tie_encoder_decoder", "task_specific_params"),
+                     "attn_implementation", "is_decoder", "tie_encoder_decoder", "task_specific_params",
+                     "_commit_hash", "unsloth_version", "unsloth_fixed", "keys_to_ignore_at_inference"),
                    _META),
 }
 

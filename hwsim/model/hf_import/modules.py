@@ -48,12 +48,13 @@ def by_class(shape: dict, kind: str) -> dict[str, list[str]]:
 
 def matches(pattern: str, name: str) -> bool:
     """A module pattern as the quantizers write them: 're:' a regular expression (compressed-
-    tensors), a glob (ModelOpt's exclude_modules), 'Linear' (every linear module), or a name or
-    part of one (transformers' modules_to_not_convert)."""
+    tensors), a glob (ModelOpt's exclude_modules), 'Linear' (every linear module), or a module
+    name or a dotted part of one ending at a module boundary, as transformers matches
+    modules_to_not_convert ('mlp.gate' is the router, not mlp.gate_proj)."""
     if pattern == "Linear":
         return True
     if pattern.startswith("re:"):
         return re.match(pattern[3:], name) is not None
     if any(c in pattern for c in "*?["):
         return fnmatch.fnmatchcase(name, pattern) or fnmatch.fnmatchcase(name, pattern + ".*")
-    return pattern in name
+    return f"{pattern}." in f"{name}."

@@ -50,7 +50,8 @@ def build(cfg: HfConfig, m: Mapped, name: str, kind: str) -> None:
     layers, hidden, context = base(cfg, m, name, kind)
     bias = cfg.flag("attention_bias")
     qk_norm = {"olmoe": "full", "qwen3_moe": "head"}.get(kind, "")
-    attention.gqa(cfg, m, hidden, qkv_bias=bias or kind == "qwen2_moe", o_bias=bias, qk_norm=qk_norm)
+    qkv_bias = cfg.flag("qkv_bias", True) if kind == "qwen2_moe" else bias   # Qwen2-MoE: biased q/k/v
+    attention.gqa(cfg, m, hidden, qkv_bias=qkv_bias, o_bias=bias, qk_norm=qk_norm)
     attention.window(cfg, m, kind, layers, context)
     routed(cfg, m, kind)
     if kind in ("qwen2_moe", "qwen3_moe"):

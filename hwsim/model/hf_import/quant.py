@@ -83,7 +83,8 @@ def _modelopt(cfg: HfConfig, q: dict) -> Scheme:
     if algo not in table:
         raise _fail(cfg, "quant_algo", f"{algo!r} is not modelled (hwsim maps {', '.join(table)})")
     s = Scheme(table[algo], f"ModelOpt quant_algo {algo}")
-    s.exclude, s.exclude_key = _list(cfg, q, "exclude_modules"), "exclude_modules"
+    s.exclude_key = "exclude_modules" if "exclude_modules" in q or "ignore" not in q else "ignore"
+    s.exclude = _list(cfg, q, s.exclude_key)
     return s
 
 

@@ -9,7 +9,9 @@ from hwsim.model.hf_import import Imported
 
 
 def _scalar(value) -> str:
-    return json.dumps(value) if isinstance(value, str) else str(value).lower() if isinstance(value, bool) else str(value)
+    if isinstance(value, str):
+        return json.dumps(value)           # a JSON string is a YAML double-quoted scalar
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def _lines(node: dict, origin: dict, prefix: str, indent: int) -> list[str]:
