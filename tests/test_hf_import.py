@@ -77,16 +77,12 @@ def test_params_by_hand():
     assert f["params"]["active_per_token"] == layers * (layer - 6 * 3 * h * ffn) + 2 * vocab * h + h
 
 
-def test_tied_embeddings_counted_once():
+def test_tied_embeddings_counted_once(tmp_path):
     f = figures("granite-3.0-3b-a800m")
     cfg = json.loads((CONFIGS / "granite-3.0-3b-a800m.json").read_text())
-    untied = dict(cfg, tie_word_embeddings=False)
-    path = CONFIGS.parent / "untied.json"
-    try:
-        path.write_text(json.dumps(untied))
-        g = import_config(str(path)).figures()
-    finally:
-        path.unlink()
+    path = tmp_path / "untied.json"
+    path.write_text(json.dumps(dict(cfg, tie_word_embeddings=False)))
+    g = import_config(str(path)).figures()
     assert g["params"]["total"] - f["params"]["total"] == cfg["vocab_size"] * cfg["hidden_size"]
     assert f["params"]["total"] == pytest.approx(3.3 * B, rel=0.01)
 
