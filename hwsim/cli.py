@@ -354,8 +354,10 @@ def _print_dry_run(cfg, cost, scenario_file: str, sets: list[str], out: Path, js
     from hwsim.io.bundle import is_bundle
 
     resolved = cfg.model_dump(mode="json")
+    ignored = _model_fields_ignored(cfg.model)
     if json_out:
         _json_line({"scenario_file": scenario_file, "overrides": sets, "out": str(out),
+                    **({"model_read_and_ignored": ignored} if ignored is not None else {}),
                     "replaces_bundle": is_bundle(out),
                     "estimate": {"wall_s": cost.wall_s, "memory_gb": cost.memory_gb, "passes": cost.passes,
                                  "kernels_per_pass": cost.kernels_per_pass},
@@ -365,10 +367,18 @@ def _print_dry_run(cfg, cost, scenario_file: str, sets: list[str], out: Path, js
     where = "replacing the bundle there" if is_bundle(out) else "a new folder"
     for line in (f"scenario: {scenario_file}" + (f" with {' '.join(sets)}" if sets else ""),
                  f"estimated cost: {cost.describe()}",
-                 f"bundle would go to: {out}/ ({where}); nothing written (dry run)", "resolved scenario:"):
+                 f"bundle would go to: {out}/ ({where}); nothing written (dry run)",
+                 *([f"model config fields read and ignored (no timing effect): {', '.join(ignored) or 'none'}"]
+                   if ignored is not None else []), "resolved scenario:"):
         console.print(line, highlight=False, soft_wrap=True, markup=False)
     sys.stdout.flush()
     sys.stdout.write(dump_yaml(resolved))
+
+
+def _model_fields_ignored(model: str) -> dict | None:
+    """A config.json model's fields read and ignored (None: the model is not a config.json)."""
+    from hwsim.model import hf_import
+    return hf_import.import_config(model).ignored if hf_import.is_hf_path(model) else None
 
 
 class _progress:
@@ -667,6 +677,36 @@ def list_(json_out: bool = typer.Option(False, "--json", help="print one JSON ob
     console = Console()
     for kind, names in found.items():
         console.print(f"[bold]{kind}[/] ({len(names)}): {', '.join(names)}", highlight=False, soft_wrap=True)
+model_app = typer.Typer(no_args_is_help=True, cls=FlagGroup,
+                        help="Model shapes: import a Hugging Face config.json.")
+app.add_typer(model_app, name="model")
+
+
+@model_app.command("import", cls=FlagCommand)
+@cli_errors
+def model_import(path: str = typer.Argument(..., help="a config.json, or a folder holding one (and "
+                                                      "hf_quant_config.json)"),
+                 out: Optional[Path] = typer.Option(None, "-o", "--out", help="write the model YAML here "
+                                                    "(default: print it)"),
+                 json_out: bool = typer.Option(False, "--json", help="print one JSON object: params.total, "
+                                               "params.active_per_token, kv_bytes_per_token, "
+                                               "sliding_window_layers")):
+    """The model YAML equivalent to a Hugging Face config.json, each key commented with its field."""
+    from hwsim.model.hf_import import import_config
+    from hwsim.model.hf_import.yaml_out import model_yaml
+
+    imported = import_config(path)
+    text = model_yaml(imported)
+    if out is not None:
+        out.write_text(text)
+    if json_out:
+        _json_line(imported.figures() | ({"written": str(out)} if out is not None else {}))
+    elif out is None:
+        sys.stdout.write(text)
+    else:
+        Console().print(f"wrote {out}", highlight=False)
+
+
 # -- what would change it (issue 34, docs/whatif.md): sensitivity and goal-seek ---------------
 
 @app.command(cls=FlagCommand)

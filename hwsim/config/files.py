@@ -18,6 +18,7 @@ from hwsim.config.profile import HardwareProfile
 from hwsim.config.yaml_lines import LoadedYaml, load_yaml_text
 from hwsim.errors import ConfigError
 from hwsim.io.bounded import LIMITS, read_text
+from hwsim.model import hf_import
 from hwsim.model.shapes import MODEL_DIR, ModelShape
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -119,6 +120,8 @@ def profile_path(name: str) -> Path | None:
 
 def model_path(name: str) -> Path:
     p = Path(name)
+    if hf_import.is_hf_path(name):                      # a Hugging Face config.json (issue 46)
+        return p / hf_import.CONFIG if p.is_dir() else p
     return p if p.suffix in (".yaml", ".yml") and p.exists() else MODEL_DIR / f"{name}.yaml"
 
 
@@ -161,6 +164,8 @@ def _load_profile(doc: LoadedYaml) -> HardwareProfile:
 
 
 def load_model(name: str) -> ModelShape:
+    if hf_import.is_hf_path(name):                      # read afresh: a JSON parse takes a millisecond
+        return hf_import.load(name)
     path = model_path(name)
     if not path.exists():
         from hwsim.model.shapes import builtin_models

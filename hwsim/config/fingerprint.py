@@ -52,6 +52,8 @@ def input_files(resolved: dict) -> dict[str, Path]:
     if profile is not None:
         files["hardware_profile"] = profile
     files["model"] = model_path(resolved["model"])
+    if (files["model"].parent / "hf_quant_config.json").is_file() and files["model"].suffix == ".json":
+        files["model_quantization"] = files["model"].parent / "hf_quant_config.json"
     for role, trace in (("arrivals_trace", resolved.get("workload", {}).get("arrivals", {}).get("trace")),
                         ("routing_trace", resolved.get("moe", {}).get("routing", {}).get("trace")),
                         ("kernel_trace", (resolved.get("workload", {}).get("kernel_trace") or {}).get("path"))):

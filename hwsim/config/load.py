@@ -18,7 +18,8 @@ from hwsim.config.profile import HardwareProfile
 from hwsim.config.scenario import Scenario
 from hwsim.config.yaml_lines import LoadedYaml, load_yaml_file, load_yaml_text
 from hwsim.errors import ConfigError
-from hwsim.model import dequant_kernels
+from hwsim.model import dequant_kernels, hf_import
+from hwsim.model.hf_import.context import longest as longest_context
 from hwsim.model.blocks import moe_schedule_problems
 from hwsim.model.shapes import ModelShape
 from hwsim.workload import kv_format
@@ -186,6 +187,7 @@ def cross_checks(cfg: Scenario, profile: HardwareProfile, model: ModelShape):
             yield "kv_cache.element", f"the decoder of '{profile.name}' supports {profile.decoder.formats}"
     yield from dequant_kernels.problems(cfg, dequant_kernels.from_profile(profile), profile.name)
     yield from moe_schedule_problems(cfg)
+    yield from hf_import.context_problems(cfg.model, longest_context(cfg.workload))   # a config.json's own limit
     if cfg.workload.arrivals.kind == "none" and kv.bits < 16:
         longest = cfg.workload.context_tokens + cfg.workload.decode_steps
         kept = kv.sinks.tokens + kv.recent.tokens

@@ -539,7 +539,8 @@ class Scenario(Strict):
     hardware_overrides: dict[str, float] = Field(
         default_factory=dict, description="what-if: profile numbers to replace, by dotted path "
                                           "(e.g. hbm.peak_bandwidth_gbps: 8000)")
-    model: str = Field(description="built-in model name or a path to a model-shape YAML")
+    model: str = Field(description="built-in model name, a path to a model-shape YAML, or a Hugging Face "
+                                   "config.json or its folder (docs/models.md)")
     seed: int = Field(0, ge=0)
     budget_ms: float = Field(10.0, gt=0, description="per-token latency budget")
     workload: Workload = Workload()
