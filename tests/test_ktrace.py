@@ -11,7 +11,8 @@ import pytest
 
 from hwsim.config.load import load_scenario
 from hwsim.errors import ConfigError
-from hwsim.ktrace import ir, reader, synthetic
+from hwsim.ktrace import reader, synthetic
+from hwsim.model import ir
 from hwsim.run import run_scenario
 
 LAYERS = 2

@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from hwsim.hw.cluster import Cluster
-from hwsim.ktrace import expert_loop, ir
+from hwsim.ktrace import expert_loop
+from hwsim.model import ir
 from hwsim.ktrace.classify import Point
 from hwsim.ktrace.host import load_host
 from hwsim.ktrace.reader import read_trace

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from hwsim.engine.host import HeldWork
 from hwsim.hw.cluster import Cluster
-from hwsim.ktrace import ir
+from hwsim.model import ir
 from hwsim.ktrace.shapes import weight_class
 from hwsim.metrics import Component
 from hwsim.model import moe_kernels, ops

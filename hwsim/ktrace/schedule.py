@@ -10,7 +10,8 @@ from collections import Counter
 
 from hwsim.engine.host import HostWork
 from hwsim.hw.cluster import Cluster
-from hwsim.ktrace import expert_loop, ir
+from hwsim.ktrace import expert_loop
+from hwsim.model import ir
 from hwsim.ktrace.classify import Point
 from hwsim.ktrace.host import HostProfile
 from hwsim.ktrace.lower import Lowering

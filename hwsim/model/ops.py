@@ -14,7 +14,7 @@ import math
 from hwsim.errors import ConfigError
 from hwsim.hw.chip import ChipSpec
 from hwsim.metrics import Component
-from hwsim.ktrace import ir
+from hwsim.model import ir
 from hwsim.model.kernel import Kernel, Role
 
 ACT_BYTES = 2            # bf16 activations

@@ -18,7 +18,7 @@ import numpy as np
 
 from hwsim.hw.chip import ChipSpec
 from hwsim.metrics import Component
-from hwsim.ktrace import ir
+from hwsim.model import ir
 from hwsim.model import moe_kernels, ops
 from hwsim.model.blocks import DENSE_FFN, attention_kernel as attention_block, moe_schedule as moe_block
 from hwsim.model.fast_gemm import fast_weight_only_gemm

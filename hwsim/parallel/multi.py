@@ -30,7 +30,7 @@ from hwsim.engine.records import RecordLog, StreamTotals
 from hwsim.engine.stream import Stream
 from hwsim.hw.power import Activity
 from hwsim.metrics import CommComponent, Component
-from hwsim.ktrace.ir import Collective
+from hwsim.model.ir import Collective
 from hwsim.model.kernel import ExpertBlock, Kernel, Role
 from hwsim.model.onchip import OnChipState
 from hwsim.model.schedule import StepShape
