@@ -5,7 +5,7 @@ among them) and what the Gantt chart and the Perfetto trace draw: every interval
 is one the unit recorded itself while a work item used it, with the share it used.
 
 Each kind of unit is one class, and reads its own part of a work item's Effect (what the item
-asked of that kind of unit alone: `Effect.demand[kind]`, hwsim/engine/effect.py, filled by the
+asked of that kind of unit alone: `Effect.demand[kind]`, hwsim/hw/effect.py, filled by the
 timer from the memory path's level of that kind) in three methods, which the Device
 (hwsim/hw/device.py) calls on every unit that takes demands, in order, without knowing the kinds:
 - `share(e, out)`: the fraction of the unit the item uses while it runs alone, put in `out`
@@ -36,7 +36,7 @@ import numpy as np
 from hwsim.engine.levels import BusLevel, HbmLevel, L2Level, SramLevel
 
 if TYPE_CHECKING:
-    from hwsim.engine.effect import Effect
+    from hwsim.hw.effect import Effect
     from hwsim.hw.chip import ChipSpec
 
 Lane = tuple[list, float, float]      # (interval list, busy until after the start, share used)
