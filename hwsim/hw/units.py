@@ -20,7 +20,7 @@ asks the units it crosses through their own methods too: a port's `share_bytes` 
 the HBM stacks' `share_bytes` (as one group), the SM pool's `share_sms` and `fill`.
 A unit a tile's bytes cross (the bus, the L2, the expert SRAM, the HBM stacks: the device's
 `memory`, in order) gives its level of the memory path (`level(chip)`: a private copy of its
-servers that a kernel is timed on, hwsim/engine/levels.py), whose demand the timer puts in
+servers that a kernel is timed on, hwsim/hw/levels.py), whose demand the timer puts in
 `Effect.demand` under the unit's kind. A new unit is a class here (and its level's class
 there, if bytes cross it), its profile block (hwsim/config/profile.py, hw/chip.py) and one
 line in `Device.__init__`.
@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from hwsim.engine.levels import BusLevel, HbmLevel, L2Level, SramLevel
+from hwsim.hw.levels import BusLevel, HbmLevel, L2Level, SramLevel
 
 if TYPE_CHECKING:
     from hwsim.hw.effect import Effect
@@ -242,7 +242,7 @@ class Bus(Unit):
     LEVEL = BusLevel         # the class of its level of the memory path (not a field)
 
     def level(self, chip: ChipSpec) -> BusLevel:
-        """Its level of the memory path (hwsim/engine/levels.py): a private server at its rate."""
+        """Its level of the memory path (hwsim/hw/levels.py): a private server at its rate."""
         return self.LEVEL(self.kind, self.rate)
 
     def share(self, e: Effect, out: dict) -> None:
