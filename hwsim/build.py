@@ -19,7 +19,7 @@ from hwsim.config.scenario import Scenario
 from hwsim.hw.chip import ChipSpec
 from hwsim.engine.stream import Stream
 from hwsim.engine.timer import KernelTimer
-from hwsim.hw.cluster import Cluster
+from hwsim.engine.cluster import Cluster
 from hwsim.hw.device import Device
 from hwsim.hw.units import Sram
 from hwsim.model import dequant_kernels, weight_format

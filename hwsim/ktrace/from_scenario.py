@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hwsim.hw.cluster import Cluster
+from hwsim.engine.cluster import Cluster
 from hwsim.ktrace import expert_loop
 from hwsim.model import ir
 from hwsim.ktrace.classify import Point

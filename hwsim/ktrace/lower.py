@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hwsim.engine.host import HeldWork
-from hwsim.hw.cluster import Cluster
+from hwsim.engine.cluster import Cluster
 from hwsim.model import ir
 from hwsim.ktrace.shapes import weight_class
 from hwsim.metrics import Component

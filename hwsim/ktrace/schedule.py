@@ -9,7 +9,7 @@ import copy
 from collections import Counter
 
 from hwsim.engine.host import HostWork
-from hwsim.hw.cluster import Cluster
+from hwsim.engine.cluster import Cluster
 from hwsim.ktrace import expert_loop
 from hwsim.model import ir
 from hwsim.ktrace.classify import Point

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from hwsim.config.scenario import Disaggregation
 from hwsim.errors import ConfigError
 from hwsim.hw.chip import ChipSpec
-from hwsim.hw.cluster import Cluster
+from hwsim.engine.cluster import Cluster
 from hwsim.parallel import collectives, flows
 from hwsim.parallel.comm_kernels import NCCL_ALL_TO_ALL
 from hwsim.parallel.topology import Topology, for_chip, load_topology
