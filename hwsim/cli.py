@@ -788,7 +788,7 @@ _process_ends_with_command = False
 
 def _no_cycle_collection() -> None:
     """Switch the cyclic garbage collector off for the rest of a process that ends with this
-    command. A run pauses it while it allocates (hwsim.run.cyclic_gc_paused), and switched
+    command. A run pauses it while it allocates (hwsim.results.cyclic_gc_paused), and switched
     back on it would traverse every object the run made, all still young: 10 s of a DeepSeek-V3
     batch-64 run, to free cycles that the process's exit frees anyway."""
     if _process_ends_with_command:

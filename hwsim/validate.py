@@ -36,7 +36,8 @@ from hwsim.errors import ConfigError
 from hwsim.hw.power import Activity, settle
 from hwsim.io.bounded import LIMITS, open_text
 from hwsim.io.forked import map_side_by_side
-from hwsim.run import cyclic_gc_paused, power_model
+from hwsim.results import cyclic_gc_paused
+from hwsim.run import power_model
 from hwsim.step import PassPlan, simulate_pass
 from hwsim.model.schedule import StepShape
 
