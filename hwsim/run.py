@@ -16,10 +16,10 @@ from hwsim.engine.records import RecordLog
 from hwsim.metrics import percentiles
 from hwsim.model import dequant_kernels
 from hwsim.model.expert_sram import pooled_hit_rates
-from hwsim.model.kv_speedup import attention_speedups
 from hwsim.model.schedule import StepShape
-from hwsim.model.weight_speedup import expert_gemm_speedup_by_kernel
 from hwsim.results import RunResult, cyclic_gc_paused
+from hwsim.speedups.kv import attention_speedups
+from hwsim.speedups.weights import expert_gemm_speedup_by_kernel
 from hwsim.step import PassPlan, StepResult, simulate_pass
 from hwsim.summary import (HostSummary, KVSummary, MemorySummary, MoECache, MoEPrefetch, MoESummary,
                            ParallelSummary, PowerSummary, RunSummary, SimSummary, TensorFormat,

@@ -301,7 +301,7 @@ class Schedule:
                                 on_chip, channel_group, out)
 
     def quant_gemm_kernels(self, fmt, name, layer, m, k, n, addr, data) -> list[Kernel]:
-        """One GEMM over weights stored in `fmt`, alone (hwsim.model.weight_speedup)."""
+        """One GEMM over weights stored in `fmt`, alone (hwsim.speedups.weights)."""
         return self._quant_gemm(fmt, name, layer, m, k, n, addr, data, Component.GEMM_COMPUTE, 0.0, -1, ())
 
     def _quant_gemm(self, fmt, name, layer, m, k, n, addr, data, compute, on_chip, group, out):
