@@ -123,7 +123,7 @@ def _memory_totals_kept(top: Built, probe: Built, planned: RunResult) -> bool:
     whose stream ran every kernel of that run alone, and nothing before it (as many kernels as
     `planned`, a run of the same plans), as the probe will run the same plans (nothing else in
     flight, at any clock). Not under speculative decoding: its verification passes are planned
-    afresh by every probe (whatif/speculative.py), on what the last left on chip, so a probe's
+    afresh by every probe (hwsim/speculative.py), on what the last left on chip, so a probe's
     kernels may differ from the maximum clock's."""
     stream = top.stream
     ran_alone = stream.all_alone and stream.kernels == sum(s.kernels for s in planned.steps)
@@ -227,10 +227,10 @@ def _summary(cfg: Scenario, b: Built, result: RunResult, wall0: float) -> RunSum
 
 
 def _speculation(cfg: Scenario, b: Built):
-    """workload.speculative's drafts and verification steps (hwsim/whatif/speculative.py), or None."""
+    """workload.speculative's drafts and verification steps (hwsim/speculative.py), or None."""
     if cfg.workload.speculative is None:
         return None
-    from hwsim.whatif.speculative import Speculation
+    from hwsim.speculative import Speculation
     return Speculation(cfg, b)
 
 

@@ -106,7 +106,7 @@ class StepShape:
     prefill_tokens: int = 0    # mixed: prompt tokens in this pass
     prefill_sequences: int = 0  # mixed: prompts whose last chunk is in this pass (LM head rows)
     queries: int = 1           # query tokens per decoding sequence: a speculative step verifies its
-                               # drafted tokens and its own next one (hwsim/whatif/speculative.py)
+                               # drafted tokens and its own next one (hwsim/speculative.py)
 
     @property
     def decodes(self) -> int:
