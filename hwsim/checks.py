@@ -5,7 +5,7 @@ placed in a topology (hwsim/serving/kv_transfer.py).
 The loader (hwsim/config/load.py) only parses and validates a scenario against its profile's
 and model's numbers. These checks need what build makes the system of (the formats a kernel
 runs, a topology's nodes), so they sit above the loader, as the cost check does
-(hwsim/config/cost.py): `hwsim run` checks the scenario it loaded (check_loaded) before its cost,
+(hwsim/cost.py): `hwsim run` checks the scenario it loaded (check_loaded) before its cost,
 its error at the scenario's file:line:key exactly as the loader gives its own; build() refuses a
 scenario that fails one (one not loaded from a file: a sweep's point, a test's); a sweep spec
 checks each of its points (hwsim/sweep/spec.py).
