@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from hwsim.engine.host import HeldWork
 from hwsim.engine.cluster import Cluster
+from hwsim.hw.host_links import HOST_LINKS
 from hwsim.model import ir
 from hwsim.ktrace.shapes import weight_class
 from hwsim.metrics import Component
@@ -16,7 +17,6 @@ from hwsim.model.kernel import Kernel, copy_kernel
 from hwsim.model.schedule import (INDEX_ADD_TRIPS_PER_ROW, INDEX_SELECT_TRIPS_PER_ROW, SMALL_INDEX_ROWS,
                                   Schedule, StepShape)
 from hwsim.parallel import collectives
-from hwsim.serving.host_link import HOST_LINKS
 
 L2_RESIDENT_SHARE = 0.5   # a tensor up to half the L2 is read from (written into) L2, as the kernel
                           # before it left it; a larger one streams from (to) HBM. What a kernel
