@@ -1,6 +1,6 @@
 """Checks a scenario meets only as a system, above the loader: its weight formats against the
 profile's tensor rates and decoder (hwsim/model/weight_format.py), and its disaggregated tiers
-placed in a topology (hwsim/serving/kv_transfer.py).
+placed in a topology (hwsim/parallel/tiers.py).
 
 The loader (hwsim/config/load.py) only parses and validates a scenario against its profile's
 and model's numbers. These checks need what build makes the system of (the formats a kernel
@@ -20,13 +20,13 @@ from hwsim.config.scenario import Scenario
 from hwsim.errors import ConfigError
 from hwsim.model import weight_format
 from hwsim.model.shapes import ModelShape
-from hwsim.serving import kv_transfer
+from hwsim.parallel import tiers
 
 
 def problems(cfg: Scenario, profile: HardwareProfile, model: ModelShape):
     """(key, message) of each way the scenario's system cannot be built as asked."""
     yield from weight_format.problems(weight_format.plan(cfg.weights, model.weights), profile)
-    yield from kv_transfer.problems(cfg, profile.name)     # tiers that do not fit their topology
+    yield from tiers.problems(cfg, profile.name)     # tiers that do not fit their topology
 
 
 def check_loaded(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelShape | None = None) -> None:
