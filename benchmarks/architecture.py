@@ -53,10 +53,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("hw", ("hwsim.hw",)),
     ("engine", ("hwsim.engine",)),
     ("model schedule", ("hwsim.model",)),
-    ("trace import", ("hwsim.ktrace",)),
-    ("parallel", ("hwsim.parallel",)),
-    ("build and pass", ("hwsim.build", "hwsim.checks", "hwsim.step", "hwsim.summary", "hwsim.results",
-                        "hwsim.operators")),
+    ("one GPU's pass", ("hwsim.step",)),               # many GPUs' pass (parallel/multi.py) uses its
+    ("parallel", ("hwsim.parallel",)),                 # StepResult; a trace's collectives are
+    ("trace import", ("hwsim.ktrace",)),               # re-timed with parallel's kernels
+    ("build", ("hwsim.build", "hwsim.checks", "hwsim.summary", "hwsim.results", "hwsim.operators")),
     ("writers", ("hwsim.io", "hwsim.plots", "hwsim.report")),
     ("serving", ("hwsim.serving",)),
     ("run", ("hwsim.run", "hwsim.speculative", "hwsim.cost", "hwsim.speedups", "hwsim.pipeline")),

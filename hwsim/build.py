@@ -1,7 +1,8 @@
 """Elaboration: a validated Scenario becomes a wired Cluster of devices (several, from a
 topology profile, under `parallel:`; one GPU is the cluster of one), a compute stream per
 device, the Schedule that feeds them, and the GPUs that run a pass on them (`Built.gpus`: one
-GPU's trivial layout, hwsim/step.py:OneGpu, or several's, hwsim/parallel/multi.py:ParallelRun);
+GPU's trivial layout, hwsim/parallel/one_gpu.py:OneGpu, or several's,
+hwsim/parallel/multi.py:ParallelRun);
 one GPU's memory is checked here (exit 2 when it does not fit, unless overcommit is allowed).
 
 Everything that can be wrong with a scenario fails here, before simulated time is spent.
@@ -36,8 +37,8 @@ from hwsim.parallel import layout as lay, memory
 from hwsim.parallel.comm_kernels import KERNELS
 from hwsim.parallel.memory import GpuMemory
 from hwsim.parallel.multi import ParallelRun
+from hwsim.parallel.one_gpu import OneGpu
 from hwsim.parallel.topology import resolve
-from hwsim.step import OneGpu
 
 
 @dataclass

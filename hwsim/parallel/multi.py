@@ -53,7 +53,7 @@ def ll_dispatch_bytes(hidden: int) -> float:
 
 @dataclass
 class ParallelRun:
-    """The GPUs of a system of several (build() makes it; one GPU is hwsim.step.OneGpu, which
+    """The GPUs of a system of several (build() makes it; one GPU is hwsim.parallel.one_gpu.OneGpu, which
     answers the same: layout, topology, streams, onchips, memory, plan, simulate, lanes)."""
     layout: lay.Layout
     topology: str
