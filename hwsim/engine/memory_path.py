@@ -157,7 +157,7 @@ class MemoryPath:
         slot waits on them, not just the first.
         """
         trips = k.round_trips + k.start_trips if fill else k.round_trips - 1
-        latency = self.sms.trips_latency(k, trips)
+        latency = self.sms.trips_latency(k.hbm_read, k.miss_trips, trips)
         if fill and k.decoder_elements:
             latency += self.chip.decoder_latency_s
         compute_s = ntiles * self.sms.compute_time(k.tensor_flops, k.vector_flops, k.int_ops, k.dtype,

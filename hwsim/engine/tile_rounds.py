@@ -71,9 +71,9 @@ def tile_rounds(path, k: Kernel, start: float) -> tuple[float, dict[Component, f
     pipe_s = sms.load_time(hbm_r, l2, k.hbm_read * concurrent, k.inflight_bytes)
     compute_s = per_unit * sms.compute_time(k.tensor_flops, k.vector_flops, k.int_ops, k.dtype,
                                             k.decoder_elements, k.mma_sync)
-    first_latency = sms.trips_latency(k, k.round_trips + k.start_trips) + (
+    first_latency = sms.trips_latency(k.hbm_read, k.miss_trips, k.round_trips + k.start_trips) + (
         chip.decoder_latency_s if k.decoder_elements else 0.0)
-    later_latency = sms.trips_latency(k, k.round_trips - 1)
+    later_latency = sms.trips_latency(k.hbm_read, k.miss_trips, k.round_trips - 1)
     compute_component = path.compute_component(k)
 
     if units <= SCALAR_TILES:   # one round of a few tiles, one per SM: plain arithmetic is cheaper
