@@ -123,7 +123,7 @@ def build(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelSha
                       launch=cfg.runtime.launch, reuse=cfg.runtime.reuse, book=book) for d in cluster.devices]
     if w.kernel_trace is not None:        # an imported trace is the schedule (docs/traces.md)
         from hwsim.ktrace.from_scenario import trace_schedule
-        schedule = trace_schedule(cfg, schedule, streams)
+        schedule = trace_schedule(cfg, schedule, streams, chip)
     rng = RandomStreams(cfg.seed)
     router = experts = None
     onchips = [schedule.cold_state() for _ in streams]

@@ -293,7 +293,7 @@ def weights_summary(b: Built) -> WeightsSummary:
 def expert_kernel_summary(b: Built) -> dict:
     """The spread of the experts' GEMM speed over dequant kernel families (issue 31)."""
     families = dequant_kernels.from_profile(b.profile)
-    by = expert_gemm_speedup_by_kernel(b.schedule, b.scenario.workload.batch_size, families)
+    by = expert_gemm_speedup_by_kernel(b.schedule, b.chip, b.scenario.workload.batch_size, families)
     return {"expert_gemm_speedup_by_kernel": by,
             "kernel_basis": {f: dequant_kernels.basis(families, f) for f, v in (by or {}).items()
                              if f in dequant_kernels.FAMILIES and v is not None}}
@@ -374,7 +374,7 @@ def kv_summary(cfg: Scenario, b: Built) -> KVSummary:
     bf16 = BF16_KV.bytes_per_token(a.kv_elements_per_token(), heads, context)
     families = dequant_kernels.from_profile(b.profile)
     variants = dequant_kernels.kv_variants(cfg.kv_cache, families, b.chip.decoder_formats)
-    speedup, by_kernel = attention_speedups(b.schedule, batch, context, variants)
+    speedup, by_kernel = attention_speedups(b.schedule, b.chip, batch, context, variants)
     return KVSummary(
         effective_bits_per_element=bits,
         bytes_per_token=m.layers * stored,

@@ -119,7 +119,7 @@ class Lowering:
         cls = weight_class(s.model, g.k, g.n)
         fmt = s.wplan.of(cls)
         if fmt.is_bf16:
-            dtype = g.dtype if g.dtype in s.chip.tensor_flops else "bf16"
+            dtype = g.dtype if g.dtype in s.chip.tensor_dtypes else "bf16"
             return ops.gemm(name, -1, g.m, g.k, g.n, s.chip, weight_addr=self._addr(), weight_bytes=s.wb,
                             data=DATA[cls], dtype=dtype)
         return s._quant_gemm(fmt, name, -1, g.m, g.k, g.n, self._addr(), DATA[cls],
