@@ -1,17 +1,28 @@
-"""Measures of the code's shape, read from the AST of hwsim/ (nothing is imported or run).
+"""Measures of the code's shape, read from the AST of hwsim/ (nothing of hwsim is run; the inert
+rules are counted by importing hwsim.config.inert).
 
     python benchmarks/architecture.py [--json]
 
+- imports back up: an import (lazy ones included) from a module to one of a higher layer, the
+  layers being LAYERS below, ground first; counted as module pairs and as package pairs;
 - import circles: strongly connected components of the graph of hwsim's own imports, lazy
   imports inside functions included (a lazy import hides a circle; it does not remove it);
-- long functions: functions over 60 lines in hwsim/engine and hwsim/hw;
+- long functions: functions over 60 lines, in all of hwsim/ (and in hwsim/engine and hwsim/hw);
 - forks: `if` tests that read something named `parallel`, and comparisons of an attribute with
   string constants (a config choice compared by string rather than dispatched by type);
-- the scenario walk: start at run_scenario's `cfg` and follow every call that passes it on
-  (whole, or a part of it such as `cfg.runtime`) to a function hwsim defines at module level,
-  resolved through the caller's imports, or to a method whose name only one class defines
-  (other method calls cannot be resolved from the AST), through local names bound to it
-  (`rt = cfg.runtime`). It is a lower bound of what a reader follows.
+- inert rules: the rules of hwsim/config/inert.py (a key that acts only under another's value);
+- the config walk: start at run_scenario's `cfg` and follow every call that hands the config on:
+  an argument that reads it or anything derived from it (`rt = cfg.runtime`, `b = build(cfg)`,
+  `self.schedule = Schedule(cfg, ...)`), and a method called on such a value (`b.gpus.simulate()`,
+  `self.schedule.step()`: the method is entered with its `self` carrying the config). A callee is
+  resolved through the caller's imports (functions, and classes: their `__init__`), and a method
+  through the type the code declares for its receiver (`self`, an annotated parameter or field,
+  a constructor's or an annotated function's result, `self.x` assigned one of those); a receiver
+  of no declared type resolves only to a method name one class of hwsim defines. The measure
+  issue 32 took followed only calls that received `cfg` by name, a lower bound.
+  Reported: files and functions entered; entries (distinct calls from one file's function into
+  another file's function, each returning to the file above it); re-entries (entries into a file
+  beyond its first); climbs (calls into a file of a higher layer); the most entered files.
 """
 
 from __future__ import annotations
@@ -28,6 +39,33 @@ PACKAGE = ROOT / "hwsim"
 LONG_FUNCTION_LINES = 60
 WALK_START = ("hwsim.run", "run_scenario", "cfg")
 
+# The layers, ground first: a module belongs to the layer of its longest prefix listed here.
+# An import from a module to one of a higher layer runs back up (lazy imports counted: a lazy
+# import hides the dependency, it does not remove it). Packages that hold two layers today
+# (config/cost.py, io's bounding and atomic writes, the model's shapes and IR) are split by
+# module, as the design wants them: the split is a statement of where each module belongs.
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("ground: schemas, input bounding, atomic writes",
+     ("hwsim", "hwsim.errors", "hwsim.rng", "hwsim.metrics", "hwsim.provenance", "hwsim.config",
+      "hwsim.io.bounded", "hwsim.io.atomic", "hwsim.io.strict_json", "hwsim.io.folder_lock",
+      "hwsim.model.shapes", "hwsim.model.hf_import")),   # config.json -> ModelShape: a schema reader
+    ("model IR and formats", ("hwsim.model.kernel", "hwsim.model.ir", "hwsim.workload")),
+    ("hw", ("hwsim.hw",)),
+    ("engine", ("hwsim.engine",)),
+    ("model schedule", ("hwsim.model",)),
+    ("one GPU's pass", ("hwsim.step",)),               # many GPUs' pass (parallel/multi.py) uses its
+    ("parallel", ("hwsim.parallel",)),                 # StepResult; a trace's collectives are
+    ("trace import", ("hwsim.ktrace",)),               # re-timed with parallel's kernels
+    ("build", ("hwsim.build", "hwsim.checks", "hwsim.summary", "hwsim.results", "hwsim.operators")),
+    ("writers", ("hwsim.io", "hwsim.plots", "hwsim.report")),
+    ("serving", ("hwsim.serving",)),
+    ("run", ("hwsim.run", "hwsim.speculative", "hwsim.speculative_serving", "hwsim.cost", "hwsim.speedups",
+             "hwsim.pipeline")),
+    ("what-if", ("hwsim.whatif",)),
+    ("sweep and validation", ("hwsim.sweep", "hwsim.validate")),
+    ("command line", ("hwsim.cli", "hwsim.launch")),
+]
+
 
 @dataclass
 class Module:
@@ -38,6 +76,7 @@ class Module:
     imports: dict[str, bool] = field(default_factory=dict)   # hwsim module -> lazy only
     names: dict[str, tuple[str, str]] = field(default_factory=dict)  # local name -> (module, attr)
     functions: dict[str, ast.FunctionDef] = field(default_factory=dict)
+    classes: dict[str, ast.ClassDef] = field(default_factory=dict)
 
 
 def module_name(path: Path, root: Path = ROOT) -> str:
@@ -55,6 +94,7 @@ def load_modules(package: Path = PACKAGE) -> dict[str, Module]:
         _read_imports(mod, modules)
         mod.functions = {n.name: n for n in mod.tree.body
                          if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        mod.classes = {n.name: n for n in mod.tree.body if isinstance(n, ast.ClassDef)}
     return modules
 
 
@@ -136,9 +176,10 @@ def import_circles(modules: dict[str, Module]) -> list[list[str]]:
 
 
 def long_functions(modules: dict[str, Module], packages=("hwsim.engine", "hwsim.hw")) -> list[dict]:
+    """Functions over LONG_FUNCTION_LINES lines in `packages` (all of hwsim: ("hwsim",))."""
     found = []
     for mod in modules.values():
-        if not mod.name.startswith(packages):
+        if not (mod.name + ".").startswith(tuple(p + "." for p in packages)):
             continue
         for node in ast.walk(mod.tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -175,94 +216,326 @@ def forks(modules: dict[str, Module]) -> dict:
             "if_parallel_at": parallel_ifs}
 
 
-def _carries(expr: ast.AST, names: set[str]) -> bool:
-    """The expression is the tracked value or a part of it (cfg, cfg.runtime, cfg.moe.cache)."""
-    while isinstance(expr, (ast.Attribute, ast.Subscript)):
-        expr = expr.value
-    return isinstance(expr, ast.Name) and expr.id in names
+def layer_of(name: str) -> int:
+    """The index in LAYERS of a module's longest listed prefix."""
+    best, depth = 0, -1
+    for i, (_, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (name == prefix or name.startswith(prefix + ".")) and prefix.count(".") > depth:
+                best, depth = i, prefix.count(".")
+    return best
 
 
-def _aliases(fn: ast.FunctionDef, param: str) -> set[str]:
-    """The parameter and the local names bound to it or to a part of it (rt = cfg.runtime)."""
-    names = {param}
-    for node in ast.walk(fn):
-        if isinstance(node, ast.Assign) and _carries(node.value, names):
-            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
-    return names
+def _package(name: str) -> str:
+    return ".".join(name.split(".")[:2])
 
 
-def unique_methods(modules: dict[str, Module]) -> dict[str, tuple[Module, ast.FunctionDef]]:
-    """Methods whose name only one class of hwsim defines: a call `x.name(...)` can only be it."""
-    found: dict[str, list] = {}
-    for mod in modules.values():
-        for cls in (n for n in mod.tree.body if isinstance(n, ast.ClassDef)):
-            for fn in (n for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
-                if not fn.name.startswith("__"):
-                    found.setdefault(fn.name, []).append((mod, fn))
-    return {name: defs[0] for name, defs in found.items() if len(defs) == 1}
+def imports_back_up(modules: dict[str, Module]) -> dict:
+    """Imports from a module to one of a higher layer (lazy ones included, TYPE_CHECKING not)."""
+    found = sorted((m.name, target) for m in modules.values() for target in m.imports
+                   if layer_of(target) > layer_of(m.name))
+    pairs = sorted({(_package(a), _package(b)) for a, b in found})
+    return {"imports": len(found), "package_pairs": len(pairs),
+            "list": [f"{a} -> {b}" for a, b in found],
+            "pairs": [f"{a} -> {b}" for a, b in pairs]}
 
 
-def _callee(mod: Module, func: ast.AST, modules: dict[str, Module],
-            methods: dict) -> tuple[Module, ast.FunctionDef] | None:
-    if isinstance(func, ast.Name):
-        if func.id in mod.functions:
-            return mod, mod.functions[func.id]
-        source, attr = mod.names.get(func.id, ("", ""))
-        target = modules.get(source)
-        if target and attr in target.functions:
-            return target, target.functions[attr]
-    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
-        source, attr = mod.names.get(func.value.id, ("", ""))
-        target = modules.get(source) if not attr else None
-        if target and func.attr in target.functions:
-            return target, target.functions[func.attr]
-    if isinstance(func, ast.Attribute):
-        return methods.get(func.attr)
-    return None
+def inert_rules() -> int:
+    sys.path.insert(0, str(ROOT))
+    from hwsim.config.inert import RULES
+    return len(RULES)
 
 
-def _passed_as(call: ast.Call, fn: ast.FunctionDef, names: set[str]) -> list[str]:
-    params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
-    if params[:1] in (["self"], ["cls"]) and isinstance(call.func, ast.Attribute):
-        params = params[1:]
-    out = [params[i] for i, arg in enumerate(call.args) if i < len(params) and _carries(arg, names)]
-    out += [kw.arg for kw in call.keywords if kw.arg and _carries(kw.value, names)]
-    return out
+# Method names of the builtin containers: `x.get(...)` on a config part is a dict's, not hwsim's.
+BUILTIN_METHODS = {n for t in (dict, list, set, str, tuple) for n in dir(t)}
+
+
+@dataclass(frozen=True)
+class Fn:
+    """A function of hwsim: module, enclosing class (or ""), the definition."""
+    mod: Module
+    cls: str
+    node: ast.FunctionDef
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return self.mod.name, self.cls, self.node.name
+
+    def __hash__(self):
+        return hash(self.key)
+
+    def __eq__(self, other):
+        return self.key == other.key
+
+
+def _methods(cls: ast.ClassDef) -> dict[str, ast.FunctionDef]:
+    return {n.name: n for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+
+class Index:
+    """Where a name called in hwsim can lead: module functions, classes, methods by name."""
+
+    def __init__(self, modules: dict[str, Module]):
+        self.modules = modules
+        self.by_method: dict[str, list[Fn]] = {}
+        self.class_at: dict[str, list[tuple[Module, ast.ClassDef]]] = {}
+        for mod in modules.values():
+            for cls in mod.classes.values():
+                self.class_at.setdefault(cls.name, []).append((mod, cls))
+                for fn in _methods(cls).values():
+                    self.by_method.setdefault(fn.name, []).append(Fn(mod, cls.name, fn))
+
+    def in_class(self, mod: Module, cls: ast.ClassDef, name: str, depth: int = 0) -> list[Fn]:
+        """The method `name` of a class or, failing that, of its hwsim bases."""
+        if name in _methods(cls):
+            return [Fn(mod, cls.name, _methods(cls)[name])]
+        for base in cls.bases if depth < 8 else ():
+            base_name = base.attr if isinstance(base, ast.Attribute) else getattr(base, "id", "")
+            for base_mod, base_cls in self.class_at.get(base_name, []):
+                found = self.in_class(base_mod, base_cls, name, depth + 1)
+                if found:
+                    return found
+        return []
+
+    def named(self, mod: Module, name: str) -> list[Fn]:
+        """A name in a module: its function, its class's __init__, or one imported."""
+        if name in mod.functions:
+            return [Fn(mod, "", mod.functions[name])]
+        if name in mod.classes:
+            return self.in_class(mod, mod.classes[name], "__init__")
+        source, attr = mod.names.get(name, ("", ""))
+        target = self.modules.get(source)
+        return self.named(target, attr) if target and attr else []
+
+    def class_named(self, mod: Module, name: str) -> tuple[Module, ast.ClassDef] | None:
+        """A class name as a module sees it: its own or one imported."""
+        if name in mod.classes:
+            return mod, mod.classes[name]
+        source, attr = mod.names.get(name, ("", ""))
+        target = self.modules.get(source)
+        if target and attr in target.classes:
+            return target, target.classes[attr]
+        return None
+
+    def annotated(self, mod: Module, annotation: ast.AST | None) -> tuple[Module, ast.ClassDef] | None:
+        """The hwsim class an annotation names (`Built`, `"Built"`, `Schedule | None`)."""
+        if annotation is None:
+            return None
+        if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+            try:
+                annotation = ast.parse(annotation.value, mode="eval").body
+            except SyntaxError:
+                return None
+        for node in ast.walk(annotation):
+            if isinstance(node, ast.Name) and self.class_named(mod, node.id):
+                return self.class_named(mod, node.id)
+        return None
+
+    def attribute_type(self, mod: Module, cls: ast.ClassDef, attr: str) -> tuple[Module, ast.ClassDef] | None:
+        """The class of `self.attr`: a field's annotation, or what __init__ and the others assign."""
+        for node in cls.body:
+            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) \
+                    and node.target.id == attr:
+                return self.annotated(mod, node.annotation)
+        for node in ast.walk(cls):
+            if isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for t in targets:
+                    if isinstance(t, ast.Attribute) and t.attr == attr and \
+                            isinstance(t.value, ast.Name) and t.value.id == "self":
+                        if isinstance(node, ast.AnnAssign):
+                            return self.annotated(mod, node.annotation)
+                        return self.type_of_value(mod, node.value)
+            if isinstance(node, ast.FunctionDef) and node.name == "__init__":
+                for a in node.args.args:
+                    if a.arg == attr:
+                        return self.annotated(mod, a.annotation)
+        for base in cls.bases:
+            found = self.class_named(mod, getattr(base, "id", ""))
+            if found:
+                return self.attribute_type(*found, attr)
+        return None
+
+    def type_of_value(self, mod: Module, value: ast.AST) -> tuple[Module, ast.ClassDef] | None:
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
+            found = self.class_named(mod, value.func.id)
+            if found:
+                return found
+            fns = self.named(mod, value.func.id)
+            if fns and fns[0].node.returns is not None:
+                return self.annotated(fns[0].mod, fns[0].node.returns)
+        return None
+
+    def type_of(self, caller: Fn, expr: ast.AST, local: dict) -> tuple[Module, ast.ClassDef] | None:
+        """The hwsim class of an expression where the code says it (annotations, constructors)."""
+        mod = caller.mod
+        if isinstance(expr, ast.Name):
+            if expr.id == "self" and caller.cls:
+                return mod, mod.classes[caller.cls]
+            return local.get(expr.id)
+        if isinstance(expr, ast.Attribute):
+            owner = self.type_of(caller, expr.value, local)
+            if owner:
+                return self.attribute_type(*owner, expr.attr)
+        if isinstance(expr, ast.Call):
+            return self.type_of_value(mod, expr)
+        return None
+
+    def local_types(self, fn: Fn) -> dict:
+        mod, out = fn.mod, {}
+        for a in fn.node.args.args + fn.node.args.kwonlyargs + fn.node.args.posonlyargs:
+            found = self.annotated(mod, a.annotation)
+            if found:
+                out[a.arg] = found
+        for node in ast.walk(fn.node):
+            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                found = self.annotated(mod, node.annotation)
+            elif isinstance(node, ast.Assign) and len(node.targets) == 1 \
+                    and isinstance(node.targets[0], ast.Name):
+                found = self.type_of(fn, node.value, out)
+            else:
+                continue
+            if found:
+                out[(node.target if isinstance(node, ast.AnnAssign) else node.targets[0]).id] = found
+        return out
+
+    def callees(self, caller: Fn, func: ast.AST, local: dict) -> list[Fn]:
+        mod = caller.mod
+        if isinstance(func, ast.Name):
+            return self.named(mod, func.id)
+        if not isinstance(func, ast.Attribute):
+            return []
+        if isinstance(func.value, ast.Name):
+            source, attr = mod.names.get(func.value.id, ("", ""))
+            if source in self.modules and not attr:
+                return self.named(self.modules[source], func.attr)
+            found = self.class_named(mod, func.value.id)          # Class.method(...)
+            if found:
+                return self.in_class(*found, func.attr)
+        owner = self.type_of(caller, func.value, local)
+        if owner:
+            return self.in_class(*owner, func.attr)
+        defs = self.by_method.get(func.attr, [])
+        # a receiver of no declared type: the method only if one class of hwsim defines the name
+        return defs if len(defs) == 1 and func.attr not in BUILTIN_METHODS else []
+
+
+def _mentions_any(expr: ast.AST, names: set[str]) -> bool:
+    """The expression reads a tracked name (a message formatted from it is words, not the config)."""
+    if isinstance(expr, ast.JoinedStr):
+        return False
+    if isinstance(expr, ast.Name):
+        return expr.id in names
+    return any(_mentions_any(child, names) for child in ast.iter_child_nodes(expr))
+
+
+def _receiver(func: ast.AST) -> ast.AST | None:
+    return func.value if isinstance(func, ast.Attribute) else None
+
+
+def _carriers(fn: ast.FunctionDef, tracked: set[str]) -> set[str]:
+    """The tracked names and every local name bound to an expression that reads one of them
+    (`rt = cfg.runtime`, `b = build(cfg)`, `for block in cfg.blocks`), to a fixed point."""
+    names = set(tracked)
+    while True:
+        before = len(names)
+        for node in ast.walk(fn):
+            if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and node.value is not None \
+                    and _mentions_any(node.value, names):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    names |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+            elif isinstance(node, (ast.For, ast.comprehension)) and _mentions_any(node.iter, names):
+                names |= {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)}
+            elif isinstance(node, ast.withitem) and node.optional_vars is not None \
+                    and _mentions_any(node.context_expr, names):
+                names |= {n.id for n in ast.walk(node.optional_vars) if isinstance(n, ast.Name)}
+        if len(names) == before:
+            return names
+
+
+def _params(fn: ast.FunctionDef) -> list[str]:
+    return [a.arg for a in fn.args.posonlyargs + fn.args.args]
+
+
+def _handed(call: ast.Call, callee: Fn, names: set[str]) -> frozenset[str]:
+    """The callee's parameters that receive the config (or a part, or a value derived from it)."""
+    params = _params(callee.node)
+    bound = callee.cls and params[:1] in (["self"], ["cls"]) and (
+        isinstance(call.func, ast.Attribute) or callee.node.name == "__init__")
+    positional = params[1:] if bound else params
+    out = set()
+    for i, arg in enumerate(call.args):
+        if _mentions_any(arg, names):
+            if i < len(positional):
+                out.add(positional[i])
+            elif callee.node.args.vararg:
+                out.add(callee.node.args.vararg.arg)
+    for kw in call.keywords:
+        if _mentions_any(kw.value, names):
+            if kw.arg in params or kw.arg in [a.arg for a in callee.node.args.kwonlyargs]:
+                out.add(kw.arg)
+            elif callee.node.args.kwarg:
+                out.add(callee.node.args.kwarg.arg)
+    receiver = _receiver(call.func)
+    if bound and receiver is not None and _mentions_any(receiver, names):
+        out.add(params[0])                        # a method of an object that carries the config
+    if callee.node.name == "__init__" and out and params[:1] == ["self"]:
+        out.add("self")                           # the object built from it carries it
+    return frozenset(out)
 
 
 def scenario_walk(modules: dict[str, Module], start=WALK_START) -> dict:
-    files, seen, climbs = set(), set(), 0
-    methods = unique_methods(modules)
-    pending = [(modules[start[0]], modules[start[0]].functions[start[1]], start[2])]
+    index = Index(modules)
+    mod = modules[start[0]]
+    pending = [(Fn(mod, "", mod.functions[start[1]]), frozenset([start[2]]))]
+    seen: dict[Fn, set[str]] = {}
+    edges: set[tuple[Fn, Fn]] = set()
     while pending:
-        mod, fn, param = pending.pop()
-        if (mod.name, fn.name, param) in seen:
+        fn, tracked = pending.pop()
+        known = seen.setdefault(fn, set())
+        if tracked <= known:
             continue
-        seen.add((mod.name, fn.name, param))
-        files.add(mod.rel)
-        names = _aliases(fn, param)
-        for node in ast.walk(fn):
+        known |= tracked
+        names = _carriers(fn.node, set(known))
+        local = index.local_types(fn)
+        for node in ast.walk(fn.node):
             if not isinstance(node, ast.Call):
                 continue
-            found = _callee(mod, node.func, modules, methods)
-            if not found:
-                continue
-            target_mod, target_fn = found
-            for passed in _passed_as(node, target_fn, names):
-                if target_mod is not mod and (target_mod.name, target_fn.name, passed) not in seen:
-                    climbs += 1      # a call into another file is a climb back up when it returns
-                pending.append((target_mod, target_fn, passed))
-    return {"start": ":".join(start), "files": len(files), "climbs_back": climbs,
-            "functions": len(seen), "file_list": sorted(files)}
+            for callee in index.callees(fn, node.func, local):
+                handed = _handed(node, callee, names)
+                if handed:
+                    edges.add((fn, callee))
+                    pending.append((callee, handed))
+    return _walk_report(start, seen, edges)
+
+
+def _walk_report(start, seen: dict, edges: set) -> dict:
+    crossing = {(a, b) for a, b in edges if a.mod is not b.mod}
+    entered: dict[str, set] = {}
+    for a, b in crossing:
+        entered.setdefault(b.mod.rel, set()).add((a.key, b.key))
+    climbs = sorted({f"{a.mod.rel} -> {b.mod.rel}" for a, b in crossing
+                     if layer_of(b.mod.name) > layer_of(a.mod.name)})
+    most = sorted(((len(v), k) for k, v in entered.items()), reverse=True)[:6]
+    return {"start": ":".join(start), "files": len({f.mod.rel for f in seen}),
+            "functions": len(seen), "entries": len(crossing),
+            "re_entries": sum(len(v) - 1 for v in entered.values()),
+            "climbs": len(climbs), "climbs_list": climbs,
+            "most_entered": [f"{rel} {n}" for n, rel in most],
+            "file_list": sorted({f.mod.rel for f in seen})}
 
 
 def measure() -> dict:
     modules = load_modules()
     lazy = sum(1 for m in modules.values() for lazy in m.imports.values() if lazy)
+    long_all = long_functions(modules, ("hwsim",))
     return {"modules": len(modules),
             "lines": sum(len(m.path.read_text().splitlines()) for m in modules.values()),
             "import_circles": import_circles(modules), "lazy_imports": lazy,
-            "long_functions": long_functions(modules), "forks": forks(modules),
+            "imports_back_up": imports_back_up(modules),
+            "long_functions": long_functions(modules), "long_functions_all": long_all,
+            "forks": forks(modules), "inert_rules": inert_rules(),
             "scenario_walk": scenario_walk(modules)}
 
 
@@ -278,15 +551,24 @@ def main(argv: list[str] | None = None) -> None:
     print(f"import circles: {len(m['import_circles'])}")
     for circle in m["import_circles"]:
         print(f"  {len(circle)} modules: {' '.join(circle)}")
-    print(f"functions over {LONG_FUNCTION_LINES} lines in hwsim/engine and hwsim/hw: {len(m['long_functions'])}")
-    for f in m["long_functions"]:
+    up = m["imports_back_up"]
+    print(f"imports back up the layers: {up['imports']} ({up['package_pairs']} package pairs)")
+    for line in up["list"]:
+        print(f"  {line}")
+    print(f"functions over {LONG_FUNCTION_LINES} lines: {len(m['long_functions_all'])} in hwsim/, "
+          f"{len(m['long_functions'])} in hwsim/engine and hwsim/hw")
+    for f in m["long_functions_all"]:
         print(f"  {f['lines']:4d}  {f['function']}  {f['where']}")
     f = m["forks"]
     print(f"`if ... parallel` forks: {f['if_parallel']}; string comparisons of choices: "
-          f"{f['string_choice_comparisons']}")
+          f"{f['string_choice_comparisons']}; inert rules: {m['inert_rules']}")
     w = m["scenario_walk"]
-    print(f"scenario walk from {w['start']}: {w['files']} files, {w['functions']} functions, "
-          f"{w['climbs_back']} climbs back across files")
+    print(f"config walk from {w['start']}: {w['files']} files, {w['functions']} functions, "
+          f"{w['entries']} entries into another file (each a return to a file above), "
+          f"{w['re_entries']} re-entries, {w['climbs']} climbs to a higher layer")
+    print(f"  most entered: {', '.join(w['most_entered'])}")
+    for line in w["climbs_list"]:
+        print(f"  climbs {line}")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """Elaboration: a validated Scenario becomes a wired Cluster of devices (several, from a
 topology profile, under `parallel:`; one GPU is the cluster of one), a compute stream per
 device, the Schedule that feeds them, and the GPUs that run a pass on them (`Built.gpus`: one
-GPU's trivial layout, hwsim/step.py:OneGpu, or several's, hwsim/parallel/multi.py:ParallelRun);
+GPU's trivial layout, hwsim/parallel/one_gpu.py:OneGpu, or several's,
+hwsim/parallel/multi.py:ParallelRun);
 one GPU's memory is checked here (exit 2 when it does not fit, unless overcommit is allowed).
 
 Everything that can be wrong with a scenario fails here, before simulated time is spent.
@@ -19,7 +20,7 @@ from hwsim.config.scenario import Scenario
 from hwsim.hw.chip import ChipSpec
 from hwsim.engine.stream import Stream
 from hwsim.engine.timer import KernelTimer
-from hwsim.hw.cluster import Cluster
+from hwsim.engine.cluster import Cluster
 from hwsim.hw.device import Device
 from hwsim.hw.units import Sram
 from hwsim.model import dequant_kernels, weight_format
@@ -36,8 +37,8 @@ from hwsim.parallel import layout as lay, memory
 from hwsim.parallel.comm_kernels import KERNELS
 from hwsim.parallel.memory import GpuMemory
 from hwsim.parallel.multi import ParallelRun
+from hwsim.parallel.one_gpu import OneGpu
 from hwsim.parallel.topology import resolve
-from hwsim.step import OneGpu
 
 
 @dataclass
@@ -122,7 +123,7 @@ def build(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelSha
                       launch=cfg.runtime.launch, reuse=cfg.runtime.reuse, book=book) for d in cluster.devices]
     if w.kernel_trace is not None:        # an imported trace is the schedule (docs/traces.md)
         from hwsim.ktrace.from_scenario import trace_schedule
-        schedule = trace_schedule(cfg, schedule, streams)
+        schedule = trace_schedule(cfg, schedule, streams, chip)
     rng = RandomStreams(cfg.seed)
     router = experts = None
     onchips = [schedule.cold_state() for _ in streams]

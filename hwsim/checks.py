@@ -1,11 +1,11 @@
 """Checks a scenario meets only as a system, above the loader: its weight formats against the
 profile's tensor rates and decoder (hwsim/model/weight_format.py), and its disaggregated tiers
-placed in a topology (hwsim/serving/kv_transfer.py).
+placed in a topology (hwsim/parallel/tiers.py).
 
 The loader (hwsim/config/load.py) only parses and validates a scenario against its profile's
 and model's numbers. These checks need what build makes the system of (the formats a kernel
 runs, a topology's nodes), so they sit above the loader, as the cost check does
-(hwsim/config/cost.py): `hwsim run` checks the scenario it loaded (check_loaded) before its cost,
+(hwsim/cost.py): `hwsim run` checks the scenario it loaded (check_loaded) before its cost,
 its error at the scenario's file:line:key exactly as the loader gives its own; build() refuses a
 scenario that fails one (one not loaded from a file: a sweep's point, a test's); a sweep spec
 checks each of its points (hwsim/sweep/spec.py).
@@ -13,6 +13,7 @@ checks each of its points (hwsim/sweep/spec.py).
 
 from __future__ import annotations
 
+from hwsim.config import engine_install
 from hwsim.config.files import load_model, load_profile
 from hwsim.config.load import apply_hardware_overrides, at_loaded_scenario
 from hwsim.config.profile import HardwareProfile
@@ -20,16 +21,14 @@ from hwsim.config.scenario import Scenario
 from hwsim.errors import ConfigError
 from hwsim.model import weight_format
 from hwsim.model.shapes import ModelShape
-from hwsim.serving import kv_transfer
-from hwsim.serving.engines import checks as engines
-from hwsim.whatif import draft_checks
+from hwsim.parallel import draft_checks, tiers
 
 
 def problems(cfg: Scenario, profile: HardwareProfile, model: ModelShape):
     """(key, message) of each way the scenario's system cannot be built as asked."""
     yield from weight_format.problems(weight_format.plan(cfg.weights, model.weights), profile)
-    yield from kv_transfer.problems(cfg, profile.name)     # tiers that do not fit their topology
-    yield from engines.problems(cfg)                        # a real engine not installed, or misconfigured
+    yield from tiers.problems(cfg, profile.name)     # tiers that do not fit their topology
+    yield from engine_install.problems(cfg)               # a real engine not installed, or misconfigured
     yield from draft_checks.problems(cfg, profile, model)   # a speculative draft that cannot be one
 
 

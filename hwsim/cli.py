@@ -125,9 +125,9 @@ def cli_errors(command):
             _say("error", f"{_where(exc)}{exc.strerror or exc}")
             raise typer.Exit(EXIT_BAD_INPUT) from None
         except MemoryError:
-            from hwsim.config.cost import uncap_memory
+            from hwsim.cost import uncap_memory
             uncap_memory()            # room to report it
-            from hwsim.config.cost import OUT_OF_MEMORY
+            from hwsim.cost import OUT_OF_MEMORY
             _say("error", OUT_OF_MEMORY)
             raise typer.Exit(EXIT_BAD_INPUT) from None
         except Exception as exc:        # noqa: BLE001 - a bug: say so in one line, keep the exit code
@@ -253,7 +253,7 @@ def run(
 def _run(scenario, set_, out, json_out, trace, max_wall_s, max_gb, figures, plotter, dry_run) -> None:
     from hwsim.build import build
     from hwsim.checks import check_loaded
-    from hwsim.config.cost import cap_memory, check_loaded_cost
+    from hwsim.cost import cap_memory, check_loaded_cost
     from hwsim.config.fingerprint import fingerprint
     from hwsim.config.load import load_scenario, scenario_path
     from hwsim.io.bundle import hold_out, write_bundle
@@ -597,7 +597,7 @@ def sweep(
     """Run every point of a what-if study on Dask; resumable, results in Parquet.
 
     Exit 1 if any point failed."""
-    from hwsim.config.cost import limits_from_env
+    from hwsim.cost import limits_from_env
     from hwsim.config.load import scenario_path
     from hwsim.provenance import provenance
     from hwsim.sweep.runner import check_sweep_out, run_sweep
@@ -876,7 +876,7 @@ _process_ends_with_command = False
 
 def _no_cycle_collection() -> None:
     """Switch the cyclic garbage collector off for the rest of a process that ends with this
-    command. A run pauses it while it allocates (hwsim.run.cyclic_gc_paused), and switched
+    command. A run pauses it while it allocates (hwsim.results.cyclic_gc_paused), and switched
     back on it would traverse every object the run made, all still young: 10 s of a DeepSeek-V3
     batch-64 run, to free cycles that the process's exit frees anyway."""
     if _process_ends_with_command:

@@ -10,7 +10,7 @@ from hwsim.engine.records import RecordLog, StreamTotals
 from hwsim.engine.stream import Stream
 from hwsim.engine.timer import KernelTimer
 from hwsim.hw.chip import ChipSpec
-from hwsim.hw.cluster import Cluster
+from hwsim.engine.cluster import Cluster
 from hwsim.metrics import Component
 from hwsim.model import ops
 from hwsim.model.kernel import Kernel

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-import gc
 import time
-from contextlib import contextmanager
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -19,9 +16,10 @@ from hwsim.engine.records import RecordLog
 from hwsim.metrics import percentiles
 from hwsim.model import dequant_kernels
 from hwsim.model.expert_sram import pooled_hit_rates
-from hwsim.model.kv_speedup import attention_speedups
 from hwsim.model.schedule import StepShape
-from hwsim.model.weight_speedup import expert_gemm_speedup_by_kernel
+from hwsim.results import RunResult, cyclic_gc_paused
+from hwsim.speedups.kv import attention_speedups
+from hwsim.speedups.weights import expert_gemm_speedup_by_kernel
 from hwsim.step import PassPlan, StepResult, simulate_pass
 from hwsim.summary import (HostSummary, KVSummary, MemorySummary, MoECache, MoEPrefetch, MoESummary,
                            ParallelSummary, PowerSummary, RunSummary, SimSummary, TensorFormat,
@@ -31,56 +29,10 @@ from hwsim.workload.kv_format import BF16_KV, max_context_fitting
 from hwsim.workload.router import expected_distinct
 
 
-@dataclass
-class RunResult:
-    scenario: Scenario
-    steps: list[StepResult]
-    records: RecordLog
-    run_summary: RunSummary                                   # the typed parts (hwsim/summary.py)
-    channel_bytes: list[float] = field(default_factory=list)   # bytes served per HBM channel
-    channels_per_stack: int = 1
-    sms: int = 1
-    stacks: int = 1
-    requests: list[dict] = field(default_factory=list)        # serving: one row per request
-    iterations: list = field(default_factory=list)            # serving: one Iteration each
-    gaps_ms: np.ndarray | list = field(default_factory=list)  # serving: every inter-token gap
-    lanes: dict[str, list] = field(default_factory=dict)      # unit lane -> its busy intervals
-                                                              # (start, end, label, share), recorded steps
-    _summary: tuple | None = field(default=None, init=False, repr=False, compare=False)
-
-    @property
-    def summary(self) -> dict:
-        """The summary as JSON has it (run_summary.as_dict()): made once per run_summary, so
-        a reader that changes it changes this run's copy, as it did when it was the only form."""
-        if self._summary is None or self._summary[0] is not self.run_summary:
-            self._summary = (self.run_summary, self.run_summary.as_dict())
-        return self._summary[1]
-
-
 def lanes_of(b: Built) -> dict[str, list]:
     """Every unit's recorded busy intervals, in lane order (units the chip lacks have none);
     on several GPUs, a lane group per GPU (hwsim/parallel/multi.py)."""
     return b.gpus.lanes()
-
-
-@contextmanager
-def cyclic_gc_paused():
-    """A run allocates millions of short-lived, acyclic objects (kernel records, attribution
-    dicts) that reference counting frees at once; CPython's cyclic collector would also rescan
-    the growing record list again and again, which cost half the wall time at batch 8. The
-    few cycles a run makes (SimPy processes) are left to the next full collection: the run's
-    objects go straight to the oldest generation (freeze, unfreeze), where the first collection
-    after it would otherwise scan them all as young (2 s after a DeepSeek-V3 batch-64 run)."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.freeze()
-        gc.unfreeze()
-        gc.enable()
 
 
 def run_scenario(cfg: Scenario, built: Built | None = None, progress=None,
@@ -171,7 +123,7 @@ def _memory_totals_kept(top: Built, probe: Built, planned: RunResult) -> bool:
     whose stream ran every kernel of that run alone, and nothing before it (as many kernels as
     `planned`, a run of the same plans), as the probe will run the same plans (nothing else in
     flight, at any clock). Not under speculative decoding: its verification passes are planned
-    afresh by every probe (whatif/speculative.py), on what the last left on chip, so a probe's
+    afresh by every probe (hwsim/speculative.py), on what the last left on chip, so a probe's
     kernels may differ from the maximum clock's."""
     stream = top.stream
     ran_alone = stream.all_alone and stream.kernels == sum(s.kernels for s in planned.steps)
@@ -278,10 +230,10 @@ def _summary(cfg: Scenario, b: Built, result: RunResult, wall0: float) -> RunSum
 
 
 def _speculation(cfg: Scenario, b: Built):
-    """workload.speculative's drafts and verification steps (hwsim/whatif/speculative.py), or None."""
+    """workload.speculative's drafts and verification steps (hwsim/speculative.py), or None."""
     if cfg.workload.speculative is None:
         return None
-    from hwsim.whatif.speculative import Speculation
+    from hwsim.speculative import Speculation
     return Speculation(cfg, b)
 
 
@@ -354,7 +306,7 @@ def weights_summary(b: Built) -> WeightsSummary:
 def expert_kernel_summary(b: Built) -> dict:
     """The spread of the experts' GEMM speed over dequant kernel families (issue 31)."""
     families = dequant_kernels.from_profile(b.profile)
-    by = expert_gemm_speedup_by_kernel(b.schedule, b.scenario.workload.batch_size, families)
+    by = expert_gemm_speedup_by_kernel(b.schedule, b.chip, b.scenario.workload.batch_size, families)
     basis = {f: dequant_kernels.basis(families, f) for f, v in (by or {}).items()
              if f in dequant_kernels.FAMILIES and v is not None}
     family = b.schedule.wplan.experts.kernel_family if by else None        # issue 44: the verdicts
@@ -438,7 +390,7 @@ def kv_summary(cfg: Scenario, b: Built) -> KVSummary:
     bf16 = BF16_KV.bytes_per_token(a.kv_elements_per_token(), heads, context)
     families = dequant_kernels.from_profile(b.profile)
     variants = dequant_kernels.kv_variants(cfg.kv_cache, families, b.chip.decoder_formats)
-    speedup, by_kernel = attention_speedups(b.schedule, batch, context, variants)
+    speedup, by_kernel = attention_speedups(b.schedule, b.chip, batch, context, variants)
     return KVSummary(
         effective_bits_per_element=bits,
         bytes_per_token=m.layers * stored,

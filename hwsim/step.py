@@ -3,35 +3,28 @@ decodes and prompt chunks; the unit both the fixed-batch run (hwsim/run.py) and 
 (hwsim/serving/loop.py) are made of.
 
 There is one pass path, `simulate_pass`, for 1 and N GPUs: it asks the built system's GPUs
-(`Built.gpus`) to run it. One GPU (`OneGpu`, here) is the N = 1 case: the trivial layout, no
+(`Built.gpus`) to run it. One GPU (`OneGpu`, hwsim/parallel/one_gpu.py) is the N = 1 case: the trivial layout, no
 collectives, its kernels on its one stream; several (`hwsim.parallel.multi.ParallelRun`) cut
 each GPU's kernels at the collectives. The one-GPU case keeps its own body, a fast path: it
 runs the pass's kernels as one stream process, without the cuts, micro-batches and idle-time
 accounting of several GPUs, none of which it has (they would cost it and add nothing).
 
 `b`, in every function here, is the built system (hwsim/build.py:Built), which this module sits
-below: build makes the GPUs defined here.
+below: build makes the GPUs that run the pass (hwsim/parallel/one_gpu.py, multi.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
 from hwsim.engine.host import HostTotals
-from hwsim.engine.records import RecordLog, StreamTotals
+from hwsim.engine.records import RecordLog
 from hwsim.hw.power import Activity
-from hwsim.metrics import Component, traffic_class
+from hwsim.metrics import traffic_class
 from hwsim.model.schedule import StepShape
 from hwsim.workload.router import experts_chosen
-
-if TYPE_CHECKING:
-    from hwsim.engine.stream import Stream
-    from hwsim.model.onchip import OnChipState
-    from hwsim.parallel.layout import Layout
-    from hwsim.parallel.memory import GpuMemory
 
 
 @dataclass
@@ -93,58 +86,6 @@ def moved_bytes(totals) -> dict[str, float]:
         for comp, nbytes in t.moved.items():
             moved[traffic_class(comp)] += nbytes
     return moved
-
-
-@dataclass
-class OneGpu:
-    """The GPUs of a one-GPU system: the N = 1 case (the trivial layout, no topology, no
-    collectives). Several GPUs are hwsim.parallel.multi.ParallelRun, which answers the same."""
-    layout: "Layout"                 # gpus = tp = ep = 1
-    streams: list["Stream"]
-    onchips: list["OnChipState"]
-    memory: "GpuMemory"
-    topology: str | None = None
-    # a pass's plan (routing and kernels) is made before it and can be kept and replayed
-    # (hwsim/whatif/reuse.py, a power governor's probes); several GPUs plan inside their pass
-    plans_ahead: ClassVar[bool] = True
-
-    def plan(self, b, shape: StepShape, step: int, counts_only: bool = False) -> PassPlan:
-        return plan_pass(b, shape, step, counts_only)
-
-    def lanes(self) -> dict[str, list]:
-        """Every unit's recorded busy intervals, in lane order (units the chip lacks have none)."""
-        return {u.name: list(u.intervals or ()) for u in self.streams[0].device.units}
-
-    def simulate(self, b, shape: StepShape, step: int, records: RecordLog | None,
-                 every_interval: bool, plan: PassPlan | None, intervals: bool) -> StepResult:
-        """The pass on the one GPU: its kernels on its stream (b.stream, b.onchip: a power
-        governor's probe may carry the planning system's on-chip state, hwsim/run.py)."""
-        plan = plan or plan_pass(b, shape, step)
-        routing, kernels = plan.routing, plan.items
-        stream = b.stream
-        device = stream.device
-        work_before = device.work()
-        copies = stream.copies
-        prefetched_before = copies.bytes
-        env = b.env
-        t0 = env.now
-        totals = StreamTotals()
-        keep = b.scenario.runtime.kernel_records   # past this window the step's records are not made
-        recorded = records is not None and (keep < 0 or step < keep)
-        device.record_intervals(recorded and intervals, first_runs_only=not every_interval)
-        env.process(stream.run(kernels, step, records if recorded else None, totals))
-        env.run()
-        by_component = dict.fromkeys(Component, 0.0)
-        by_component.update(totals.parts)
-        breakdown = {c.value: secs for c, secs in by_component.items()}
-        moved = moved_bytes((totals,))
-        if b.onchip.dispatch:
-            b.onchip.dispatch.end_step()
-        moved["expert_prefetch"] = copies.bytes - prefetched_before
-        return StepResult(step=step, phase=shape.phase, batch=shape.batch, context=shape.context,
-                          t_start=t0, t_end=env.now, breakdown_s=breakdown, bytes=moved,
-                          kernels=totals.kernels, tokens=shape.tokens, **active_experts(b, routing),
-                          activity=device.work() - work_before, host=totals.host)
 
 
 def active_experts(b, routing: dict) -> dict[str, float]:

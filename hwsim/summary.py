@@ -2,7 +2,7 @@
 by the run into a RunSummary.
 
 Each subsystem's summary function returns its part (hwsim/run.py: kv, moe, weights, parallel,
-memory, host, trace, power; hwsim/serving/metrics.py: serving; hwsim/whatif/speculative.py:
+memory, host, trace, power; hwsim/serving/metrics.py: serving; hwsim/speculative.py:
 speculative), the run composes them (run.summarize), and the command line, the report and the
 figures read them by attribute. `as_dict()` is the summary as JSON has it (`hwsim run --json`,
 the bundle's manifest, a sweep's columns, a what-if's metrics): a part's fields in their order,
@@ -395,7 +395,7 @@ class Served(Part):
 
 @part
 class SpeculativeSummary(Part):
-    """Speculative decoding or MTP (hwsim.whatif.speculative.Speculation.summary)."""
+    """Speculative decoding or MTP (hwsim.speculative.Speculation.summary)."""
     method: str
     tokens: int
     acceptance: list

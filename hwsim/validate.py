@@ -27,7 +27,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from hwsim.build import build
-from hwsim.config.cost import check_cost, estimate
+from hwsim.cost import check_cost, estimate
 from hwsim.config.load import apply_overrides, load_model
 from hwsim.config.names import check_name
 from hwsim.config.scenario import Scenario
@@ -36,7 +36,8 @@ from hwsim.errors import ConfigError
 from hwsim.hw.power import Activity, settle
 from hwsim.io.bounded import LIMITS, open_text
 from hwsim.io.forked import map_side_by_side
-from hwsim.run import cyclic_gc_paused, power_model
+from hwsim.results import cyclic_gc_paused
+from hwsim.run import power_model
 from hwsim.step import PassPlan, simulate_pass
 from hwsim.model.schedule import StepShape
 
@@ -238,7 +239,7 @@ def validate_rows(rows: list[dict], sets: list[str] | None = None, workers: int 
 
 
 def _row_cost(row: dict, sets: list[str] | None) -> float:
-    """The row's estimated wall seconds (hwsim.config.cost), to start the costliest rows
+    """The row's estimated wall seconds (hwsim.cost), to start the costliest rows
     first; a row that cannot be set up costs nothing here (it fails where it runs)."""
     try:
         cfg, shape = _row_scenario(row, sets)

@@ -43,7 +43,39 @@ def test_the_walk_follows_the_config_through_aliases_and_imports(tmp_path):
         "util.py": "def deep(x):\n    return x\ndef unrelated(y):\n    return y\n",
     })
     walk = architecture.scenario_walk(architecture.load_modules(pkg), ("hwsim.run", "run_scenario", "cfg"))
-    assert walk["files"] == 3 and walk["functions"] == 3 and walk["climbs_back"] == 2
+    assert walk["files"] == 3 and walk["functions"] == 3 and walk["entries"] == 2
+
+
+def test_the_walk_follows_objects_that_carry_the_config_and_their_methods(tmp_path):
+    """`b = build(cfg)` carries it, `b.sched.step()` hands it on through the declared types, and a
+    receiver of no declared type resolves only to a method one class defines."""
+    pkg = _package(tmp_path, {
+        "__init__.py": "",
+        "run.py": ("from hwsim.build import build\n"
+                   "def run_scenario(cfg):\n    b = build(cfg)\n    b.sched.step(1)\n"
+                   "    thing = object()\n    thing.shared(b)\n"),
+        "build.py": ("from hwsim.sched import Sched\nclass Built:\n    sched: Sched\n"
+                     "    def __init__(self, sched):\n        self.sched = sched\n"
+                     "def build(cfg) -> Built:\n    return Built(Sched(cfg.model))\n"),
+        "sched.py": ("from hwsim.util import deep\nclass Sched:\n    def __init__(self, model):\n"
+                     "        self.model = model\n    def step(self, n):\n        return deep(self.model)\n"
+                     "    def shared(self, x):\n        return x\n"
+                     "class Other:\n    def shared(self, x):\n        return x\n"),
+        "util.py": "def deep(x):\n    return x\n",
+    })
+    walk = architecture.scenario_walk(architecture.load_modules(pkg), ("hwsim.run", "run_scenario", "cfg"))
+    assert walk["file_list"] == ["hwsim/build.py", "hwsim/run.py", "hwsim/sched.py", "hwsim/util.py"]
+    assert walk["functions"] == 6        # run_scenario, build, Built.__init__, Sched.__init__, step, deep
+
+
+def test_imports_back_up_follow_the_layer_order(tmp_path):
+    pkg = _package(tmp_path, {
+        "__init__.py": "", "hw/__init__.py": "", "engine/__init__.py": "",
+        "hw/device.py": "def f():\n    from hwsim.engine import timer\n",
+        "engine/timer.py": "from hwsim.hw import device\n",
+    })
+    up = architecture.imports_back_up(architecture.load_modules(pkg))
+    assert up["list"] == ["hwsim.hw.device -> hwsim.engine.timer"] and up["package_pairs"] == 1
 
 
 def test_forks_count_parallel_tests_and_string_choices(tmp_path):
@@ -63,3 +95,16 @@ def test_hwsim_itself_has_no_import_circle_and_no_long_engine_or_hw_function():
     modules = architecture.load_modules()
     assert architecture.import_circles(modules) == []
     assert architecture.long_functions(modules) == []
+
+
+def test_hwsim_imports_back_up_the_layers_at_most_five_times():
+    """Issue 42 (item 1): packages are layers. Left: the loader's checks against the model's
+    registries (config.load, config.inert). hw/ imports neither the engine nor the model."""
+    modules = architecture.load_modules()
+    up = architecture.imports_back_up(modules)
+    assert up["imports"] <= 5, up["list"]
+    assert all(m.name.split(".")[1] == "config" for m in modules.values()
+               if any(line.startswith(m.name + " ->") for line in up["list"]))
+    for name, mod in modules.items():
+        if name.startswith("hwsim.hw."):
+            assert not [t for t in mod.imports if t.startswith(("hwsim.engine", "hwsim.model"))], name

@@ -12,7 +12,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hwsim.config.cost import check_loaded_cost
+from hwsim.cost import check_loaded_cost
 from hwsim.config.load import load_scenario
 from hwsim.config.names import check_name
 from hwsim.errors import ConfigError

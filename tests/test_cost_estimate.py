@@ -1,4 +1,4 @@
-"""The cost estimate (hwsim/config/cost.py) counts what a run's wall time grows with: every
+"""The cost estimate (hwsim/cost.py) counts what a run's wall time grows with: every
 simulated GPU's kernel list, the stream's kernels of a grouped or fused MoE, and a serving
 run's distinct iteration shapes, not its iterations (issue 33). No timings: counts only."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from hwsim.build import build
-from hwsim.config.cost import BYTES_PER_RECORD, estimate
+from hwsim.cost import BYTES_PER_RECORD, estimate
 from hwsim.config.load import load_model, load_scenario
 from hwsim.run import run_scenario
 

@@ -7,7 +7,7 @@ import pytest
 
 from hwsim.config.load import load_scenario
 from hwsim.errors import ConfigError
-from hwsim.serving.engines.checks import problems
+from hwsim.config.engine_install import problems
 
 SERVE = ["model=llama-3.1-8b", "workload.arrivals.kind=poisson"]
 

@@ -39,7 +39,7 @@ def test_tile_rounds_match_one_process_per_block_slot():
     from hwsim.engine.stream import Stream
     from hwsim.engine.timer import KernelTimer
     from hwsim.hw.chip import ChipSpec
-    from hwsim.hw.cluster import Cluster
+    from hwsim.engine.cluster import Cluster
     from hwsim.metrics import Component
     from hwsim.model import ops
 

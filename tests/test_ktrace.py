@@ -12,7 +12,8 @@ import pytest
 
 from hwsim.config.load import load_scenario
 from hwsim.errors import ConfigError
-from hwsim.ktrace import ir, reader, synthetic
+from hwsim.ktrace import reader, synthetic
+from hwsim.model import ir
 from hwsim.run import run_scenario
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "validation"))
@@ -315,7 +316,7 @@ def test_dynamic_cache_cat_is_latency_bound_and_grows_with_the_context():
     cats = [k for k in b.schedule.traced.kernels if isinstance(k.item, ir.Memory) and k.item.kind == "cat"
             and not k.item.vectorized and k.item.per_context]
     assert len(cats) == 64                               # K and V of 32 layers
-    low, chip = b.schedule.lowering, b.schedule.chip
+    low, chip = b.schedule.lowering, b.chip
     cat_s = operators.device_time_s(chip, low.kernels("cat", ir.Memory("cat", 256e6, 256e6, vectorized=False), 0))
     copy_s = operators.device_time_s(chip, low.kernels("copy", ir.Memory("copy", 256e6, 256e6), 0))
     assert cat_s > 1.8 * copy_s
@@ -329,7 +330,7 @@ def test_a_reduction_on_few_blocks_is_slower_than_on_many():
     at batch 1 is one block, which streams its 256 KB far slower than a grid filling the chip."""
     from hwsim import operators
     from hwsim.build import build
-    chip = build(load_scenario(None, ["model=llama-3.1-8b", "hardware=h100-sxm"])).schedule.chip
+    chip = build(load_scenario(None, ["model=llama-3.1-8b", "hardware=h100-sxm"])).chip
     one = operators.device_time_s(chip, [ops_grid(chip, 1)])
     many = operators.device_time_s(chip, [ops_grid(chip, 128)])
     assert one > 4 * many
@@ -419,7 +420,7 @@ def test_a_radix_select_waits_on_a_round_trip_per_digit():
     assert passes_of("void at::native::sbtopk::gatherTopK<c10::BFloat16, unsigned int, 1, false>(...)", 1, 96) == 9
     assert passes_of("void at::native::reduce_kernel<128, 4, ...>", 4, 16) == 3
     assert passes_of("void at::native::reduce_kernel<512, 1, ...>", 2, 128) == 1
-    chip = build(load_scenario(None, ["model=llama-3.1-8b", "hardware=h100-sxm"])).schedule.chip
+    chip = build(load_scenario(None, ["model=llama-3.1-8b", "hardware=h100-sxm"])).chip
     one, radix = (operators.device_time_s(chip, [ops.grid_limited("topk", -1, 512, 96, 1, 128, chip, from_hbm=False,
                                                                   passes=p)]) for p in (1, 17))
     assert radix > one + 16 * 0.1e-6      # at least 0.1 us a further round trip
@@ -564,7 +565,7 @@ def test_a_small_index_kernel_chains_a_load_per_index_row():
     from hwsim.ktrace.timeline import assemble
     from hwsim.ktrace.lower import Lowering
     b = build(load_scenario(None, ["model=olmoe-1b-7b", "hardware=h100-sxm"]))
-    low, chip = Lowering(b.schedule), b.schedule.chip
+    low, chip = Lowering(b.schedule), b.chip
 
     def time_us(rows, kind="scatter"):
         return operators.device_time_s(chip, low.kernels("x", ir.Memory(kind, 16e3, 8e3, index_rows=rows), 0)) * 1e6
@@ -588,7 +589,7 @@ def test_a_kernel_after_a_gemm_that_swept_the_l2_reads_from_hbm():
     from hwsim.ktrace.lower import Lowering
     from hwsim.ktrace.schedule import l2_walked, named
     b = build(load_scenario(None, ["model=mixtral-8x7b", "hardware=h200-sxm"]))
-    base, chip = b.schedule, b.schedule.chip
+    base, chip = b.schedule, b.chip
     low = Lowering(base)
     def gemm(n):                                                   # 4096 x n bf16 weights
         return [named(k, ir.Gemm(8, n, 4096), False) for k in low.kernels("mm", ir.Gemm(8, n, 4096), 0)]
@@ -629,7 +630,7 @@ def test_a_reduction_of_a_tensor_streamed_from_hbm_spreads_over_the_chip():
     from hwsim import operators
     from hwsim.build import build
     b = build(load_scenario("scenarios/kernel-trace.yaml", []))
-    low, chip = b.schedule.lowering, b.schedule.chip
+    low, chip = b.schedule.lowering, b.chip
     nbytes = 64 * 64 * 4104 * 2
     assert low._in_hbm(nbytes)
     kernels = low.kernels("max", ir.Memory("reduction", nbytes, 8192, ctas=256, threads=512), 0)

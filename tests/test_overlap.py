@@ -11,7 +11,7 @@ from hwsim.engine.records import RecordLog, StreamTotals
 from hwsim.engine.sharing import Arbiter
 from hwsim.engine.stream import Stream
 from hwsim.engine.timer import KernelTimer
-from hwsim.hw.cluster import Cluster, Link
+from hwsim.engine.cluster import Cluster, Link
 from hwsim.hw.units import Unit
 from hwsim.model import ops
 from hwsim.model.kernel import PrefetchLoad

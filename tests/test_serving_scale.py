@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from hwsim.build import build
-from hwsim.config.cost import check_cost
+from hwsim.cost import check_cost
 from hwsim.config.load import load_model, load_scenario
 from hwsim.errors import ConfigError
 from hwsim.serving.loop import ServingLoop, StepOracle, shape_key
@@ -114,7 +114,7 @@ def test_rehearsal_counts_about_the_shapes_the_run_simulates(reused_300):
 
 
 def test_a_rehearsal_of_the_first_requests_extrapolates_to_the_rest(reused_300, monkeypatch):
-    from hwsim.config import cost as cost_module
+    from hwsim import cost as cost_module
     from hwsim.serving import rehearse as rehearse_module
     loop, _ = reused_300
     monkeypatch.setattr(rehearse_module, "REHEARSE_REQUESTS", 100)

@@ -8,7 +8,7 @@ from hwsim.build import build
 from hwsim.config.load import load_scenario
 from hwsim.errors import ConfigError
 from hwsim.run import run_scenario
-from hwsim.whatif.speculative import expected_tokens
+from hwsim.speculative import expected_tokens
 
 
 def run(*sets):

@@ -1,5 +1,5 @@
 """`hwsim sweep --max-gb` caps each point's memory in its worker, as `hwsim run --max-gb` caps a
-run's (RLIMIT_DATA, hwsim.config.cost): a point that needs more fails alone, with the reason,
+run's (RLIMIT_DATA, hwsim.cost): a point that needs more fails alone, with the reason,
 and the worker's own limit is put back after each point (issue 33)."""
 
 from __future__ import annotations

@@ -12,8 +12,8 @@ from hwsim.build import build
 from hwsim.config.load import load_model
 from hwsim.config.scenario import KvCache, Runtime, Scenario
 from hwsim.errors import ConfigError
-from hwsim.ktrace import ir
-from hwsim.ktrace.ir import Collective
+from hwsim.model import ir
+from hwsim.model.ir import Collective
 from hwsim.ktrace.shapes import weight_shapes
 from hwsim.model import blocks
 from hwsim.model.kernel import ExpertBlock, Kernel, Role, copy_kernel, named_kernels

@@ -12,7 +12,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from hwsim.cli import _progress, app
-from hwsim.config.cost import estimate
+from hwsim.cost import estimate
 from hwsim.config.load import load_model, load_scenario
 
 REPO = Path(__file__).resolve().parents[1]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from hwsim.build import build
 from hwsim.config.load import load_scenario
-from hwsim.ktrace import ir
+from hwsim.model import ir
 from hwsim.run import run_scenario
 
 BASE = Path(__file__).resolve().parent.parent / "scenarios" / "kernel-trace.yaml"

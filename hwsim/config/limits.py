@@ -3,7 +3,7 @@ error naming file, line and key instead of a crash, a MemoryError or `Infinity` 
 
 Two layers: every number in every YAML we read must be finite and of a sane magnitude
 (check_numbers, from the loader); a few profile counts that size arrays get tighter bounds
-(profile_problems). What a run will *cost* is estimated separately (hwsim.config.cost).
+(profile_problems). What a run will *cost* is estimated separately (hwsim.cost).
 """
 
 from __future__ import annotations
@@ -169,7 +169,7 @@ VALUE_BOUNDS: dict[str, tuple[float, str]] = {
     "Arrivals.start": (1e9, "trace time beyond 30 years"),
     "Arrivals.duration": (1e9, "trace time beyond 30 years"),
     "Workload.batch_size": (1_000_000, "a million sequences decoded in one step fit in no accelerator"),
-    "Workload.context_tokens": _TOKENS, "Workload.prompt_tokens": _TOKENS,   # steps: see hwsim.config.cost
+    "Workload.context_tokens": _TOKENS, "Workload.prompt_tokens": _TOKENS,   # steps: see hwsim.cost
     "Workload.max_batch_size": (1_000_000, "a million sequences in one iteration fit in no accelerator"),
     "Workload.token_budget": _TOKENS, "Workload.ttft_target_ms": _MS, "Workload.itl_target_ms": _MS,
     "Runtime.kernel_records": _STEPS,

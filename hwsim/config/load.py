@@ -60,7 +60,7 @@ def apply_overrides(data: dict, sets: list[str], doc: LoadedYaml) -> None:
 def load_scenario(path: str | Path | None, sets: list[str] | None = None) -> Scenario:
     """The validated scenario. What needs a built system is checked above the loader, by the
     caller: hwsim.checks.check_loaded (weight formats, disaggregated tiers), then
-    hwsim.config.cost.check_loaded_cost (the cost, which rehearses serving)."""
+    hwsim.cost.check_loaded_cost (the cost, which rehearses serving)."""
     doc = load_yaml_file(scenario_path(path) if path else default_scenario_path())
     if doc.data is None:
         doc.data = {}
@@ -170,7 +170,7 @@ def apply_hardware_overrides(profile: HardwareProfile, overrides: dict[str, floa
 def cross_checks(cfg: Scenario, profile: HardwareProfile, model: ModelShape):
     """Problems that only show once the scenario meets its profile's and model's numbers: (key,
     message). What needs the system built (weight formats a kernel runs, disaggregated tiers in
-    a topology, the cost) is checked above the loader: hwsim/checks.py, hwsim/config/cost.py."""
+    a topology, the cost) is checked above the loader: hwsim/checks.py, hwsim/cost.py."""
     kv = cfg.kv_cache
     head_dim = getattr(model.attention, "kv_lora_rank", 0) or model.attention.head_dim
     clock = cfg.runtime.sm_clock

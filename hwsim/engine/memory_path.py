@@ -10,7 +10,7 @@ the items of concurrent streams the device's units are shared through SimPy even
 
 A tile's bytes go through the path's levels, built by the device's units on the memory path
 (`Device.memory`, in order: the bus, the L2, the on-chip SRAM where experts are kept, the HBM
-channels; hwsim/engine/levels.py), each serving one request (`serve`: the kernel timer, a
+channels; hwsim/hw/levels.py), each serving one request (`serve`: the kernel timer, a
 few-tile kernel), a round of tiles in order (`serve_round`: tile_rounds.py) or a copy's chunk
 (`fill`), walked in one place (`memory_done`, `round_memory_done`, `copy_batch_done`) that
 knows no kind of level. A new memory unit gives its level (`Unit.level`); nothing here changes.
@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from hwsim.engine.levels import HbmLevel
+from hwsim.hw.levels import HbmLevel
 from hwsim.hw.chip import ChipSpec
 from hwsim.hw.sm import SmArray
 from hwsim.metrics import Component
@@ -39,7 +39,7 @@ PREFETCH_INFLIGHT = 8        # copy requests in flight (a TMA/copy-engine queue 
 class MemoryPath:
     def __init__(self, chip: ChipSpec, levels: tuple):
         """`levels`: the memory levels a tile's bytes cross, in order, built by a device's
-        units (`Device.memory_levels`: hwsim/engine/levels.py); walked in one place
+        units (`Device.memory_levels`: hwsim/hw/levels.py); walked in one place
         (memory_done, round_memory_done, copy_batch_done) by the timer and the tile rounds."""
         self.chip = chip
         self.sms = SmArray(chip)
@@ -157,7 +157,7 @@ class MemoryPath:
         slot waits on them, not just the first.
         """
         trips = k.round_trips + k.start_trips if fill else k.round_trips - 1
-        latency = self.sms.trips_latency(k, trips)
+        latency = self.sms.trips_latency(k.hbm_read, k.miss_trips, trips)
         if fill and k.decoder_elements:
             latency += self.chip.decoder_latency_s
         compute_s = ntiles * self.sms.compute_time(k.tensor_flops, k.vector_flops, k.int_ops, k.dtype,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import itertools
 
-from hwsim.engine.effect import Effect
+from hwsim.hw.effect import Effect
 from hwsim.engine.timer import KernelTimer
 from hwsim.model.kernel import Kernel, timing_of
 

@@ -14,7 +14,7 @@ bus, the L2 and the on-chip SRAM it lands in).
 
 from __future__ import annotations
 
-from hwsim.engine.effect import Effect
+from hwsim.hw.effect import Effect
 from hwsim.engine.memory_path import MemoryPath
 from hwsim.engine.tile_rounds import tile_rounds
 from hwsim.hw.chip import ChipSpec

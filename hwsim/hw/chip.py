@@ -1,10 +1,44 @@
-"""The chip in base units (bytes, seconds, ops/s), converted once from a HardwareProfile."""
+"""The chip in base units (bytes, seconds, ops/s), converted once from a HardwareProfile; and
+its sizes apart from its rates (ChipSizes), which is all that a pass's plan is made from."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 from hwsim.config.profile import HardwareProfile
+
+
+@dataclass(frozen=True)
+class ChipSizes:
+    """What a pass's plan (its kernels and routing: the schedule, the L2 walk, the trace's
+    lowering) is made from: the chip's counts and capacities, never its rates. A clock, a
+    bandwidth or an efficiency changed (a power governor's probe, a what-if) leaves them
+    equal, and equal sizes make the same plans (hwsim/whatif/reuse.py replays them).
+    Two entries are not sizes but are what plans read of the rest, and no clock changes
+    them: which dtypes the tensor cores run natively, and the L2 miss/hit latency ratio the
+    L2 walk weighs an eviction by."""
+    name: str
+    sms: int
+    smem_bytes_per_sm: int
+    cta_slots_per_sm: int
+    l2_bytes: float
+    hbm_stacks: int
+    hbm_channels_per_stack: int
+    hbm_interleave_bytes: int
+    hbm_capacity_bytes: float
+    gemm_tile_m: int
+    gemm_tile_n: int
+    gemm_split_k_min_k: int
+    gemm_min_k_per_split: int
+    tensor_dtypes: frozenset[str]             # the tensor cores' native input types
+    eviction_latency_ratio: float             # miss over hit latency (the L2 walk's weight)
+
+    @property
+    def sizes(self) -> "ChipSizes":
+        return self
+
+
+SIZE_FIELDS = frozenset(f.name for f in fields(ChipSizes))
 
 
 @dataclass(frozen=True)
@@ -64,6 +98,18 @@ class ChipSpec:
     @property
     def hbm_read_bytes_s(self) -> float:
         return self.hbm_peak_bytes_s * self.hbm_read_efficiency
+
+    @property
+    def sizes(self) -> ChipSizes:
+        """Its sizes, apart from its rates: what plans are made from."""
+        return ChipSizes(
+            name=self.name, sms=self.sms, smem_bytes_per_sm=self.smem_bytes_per_sm,
+            cta_slots_per_sm=self.cta_slots_per_sm, l2_bytes=self.l2_bytes, hbm_stacks=self.hbm_stacks,
+            hbm_channels_per_stack=self.hbm_channels_per_stack, hbm_interleave_bytes=self.hbm_interleave_bytes,
+            hbm_capacity_bytes=self.hbm_capacity_bytes, gemm_tile_m=self.gemm_tile_m,
+            gemm_tile_n=self.gemm_tile_n, gemm_split_k_min_k=self.gemm_split_k_min_k,
+            gemm_min_k_per_split=self.gemm_min_k_per_split, tensor_dtypes=frozenset(self.tensor_flops),
+            eviction_latency_ratio=self.miss_latency_s / self.hit_latency_s)
 
     def tensor_rate_per_sm(self, dtype: str, mma_sync: bool = False) -> float:
         """Sustained tensor flop/s of one SM; dtypes without native support run at bf16 rate."""

@@ -28,7 +28,7 @@ import math
 
 import numpy as np
 
-from hwsim.engine.effect import Effect
+from hwsim.hw.effect import Effect
 from hwsim.hw.chip import ChipSpec
 from hwsim.hw.power import Activity
 from hwsim.hw.units import L2, Bus, CopyEngine, Decoder, HbmStacks, Lane, Port, SmPool, Sram, Unit

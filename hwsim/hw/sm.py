@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from hwsim.hw.chip import ChipSpec
 from hwsim.hw.server import Server
-from hwsim.model.kernel import Kernel
 
 
 class SmArray:
@@ -46,16 +45,17 @@ class SmArray:
             return unloaded
         return unloaded + c.hbm_queueing_factor * chip_hbm_bytes / c.hbm_read_bytes_s
 
-    def trips_latency(self, k: Kernel, trips: float) -> float:
-        """Seconds of `trips` of kernel k's dependent round trips: at HBM latency when it reads
-        HBM, except for the k.miss_trips of them that do when only evicted activations come
-        from HBM (the rest, an index or a setup load, still hit in L2)."""
+    def trips_latency(self, hbm_read: float, miss_trips: float, trips: float) -> float:
+        """Seconds of `trips` of a kernel's dependent round trips: at HBM latency when it reads
+        HBM (`hbm_read` bytes), except for the `miss_trips` of them that do when only evicted
+        activations come from HBM (the rest, an index or a setup load, still hit in L2;
+        negative: all of them)."""
         c = self.chip
-        if not k.hbm_read:
+        if not hbm_read:
             return c.hit_latency_s * trips
-        if k.miss_trips < 0:
+        if miss_trips < 0:
             return c.miss_latency_s * trips
-        misses = min(trips, k.miss_trips)
+        misses = min(trips, miss_trips)
         return c.hit_latency_s * (trips - misses) + c.miss_latency_s * misses
 
     def compute_time(self, tensor_flops: float, vector_flops: float, int_ops: float, dtype: str,

@@ -5,7 +5,7 @@ among them) and what the Gantt chart and the Perfetto trace draw: every interval
 is one the unit recorded itself while a work item used it, with the share it used.
 
 Each kind of unit is one class, and reads its own part of a work item's Effect (what the item
-asked of that kind of unit alone: `Effect.demand[kind]`, hwsim/engine/effect.py, filled by the
+asked of that kind of unit alone: `Effect.demand[kind]`, hwsim/hw/effect.py, filled by the
 timer from the memory path's level of that kind) in three methods, which the Device
 (hwsim/hw/device.py) calls on every unit that takes demands, in order, without knowing the kinds:
 - `share(e, out)`: the fraction of the unit the item uses while it runs alone, put in `out`
@@ -20,7 +20,7 @@ asks the units it crosses through their own methods too: a port's `share_bytes` 
 the HBM stacks' `share_bytes` (as one group), the SM pool's `share_sms` and `fill`.
 A unit a tile's bytes cross (the bus, the L2, the expert SRAM, the HBM stacks: the device's
 `memory`, in order) gives its level of the memory path (`level(chip)`: a private copy of its
-servers that a kernel is timed on, hwsim/engine/levels.py), whose demand the timer puts in
+servers that a kernel is timed on, hwsim/hw/levels.py), whose demand the timer puts in
 `Effect.demand` under the unit's kind. A new unit is a class here (and its level's class
 there, if bytes cross it), its profile block (hwsim/config/profile.py, hw/chip.py) and one
 line in `Device.__init__`.
@@ -33,10 +33,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from hwsim.engine.levels import BusLevel, HbmLevel, L2Level, SramLevel
+from hwsim.hw.levels import BusLevel, HbmLevel, L2Level, SramLevel
 
 if TYPE_CHECKING:
-    from hwsim.engine.effect import Effect
+    from hwsim.hw.effect import Effect
     from hwsim.hw.chip import ChipSpec
 
 Lane = tuple[list, float, float]      # (interval list, busy until after the start, share used)
@@ -242,7 +242,7 @@ class Bus(Unit):
     LEVEL = BusLevel         # the class of its level of the memory path (not a field)
 
     def level(self, chip: ChipSpec) -> BusLevel:
-        """Its level of the memory path (hwsim/engine/levels.py): a private server at its rate."""
+        """Its level of the memory path (hwsim/hw/levels.py): a private server at its rate."""
         return self.LEVEL(self.kind, self.rate)
 
     def share(self, e: Effect, out: dict) -> None:

@@ -19,7 +19,7 @@ from hwsim.io import strict_json
 from hwsim.io import folder_lock
 from hwsim.io.atomic import check_folder_target, keep_aside, replace_folder
 from hwsim.io.tables import records_columns, rows_to_columns, write_csv, write_parquet
-from hwsim.run import RunResult, cyclic_gc_paused
+from hwsim.results import RunResult, cyclic_gc_paused
 
 
 def breakdown_columns(result: RunResult) -> dict[str, list]:
@@ -188,7 +188,7 @@ def write_bundle(result: RunResult, out: Path, manifest: dict, extra: dict | Non
     hold_out(out)
     try:
         # a big run holds millions of objects; the cyclic collector would rescan them on every
-        # burst of allocation while the tables and plots are built (hwsim.run.cyclic_gc_paused)
+        # burst of allocation while the tables and plots are built (hwsim.results.cyclic_gc_paused)
         with replace_folder(out, remove_old=_remove_bundle, check=check_out) as tmp, cyclic_gc_paused():
             staged = _write_files(result, tmp, {BUNDLE_MARKER: BUNDLE_FORMAT, **manifest}, extra or {},
                                   plots, plotter, last or {})

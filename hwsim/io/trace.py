@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 
 from hwsim.plots.gantt_view import lane_label
-from hwsim.run import RunResult
+from hwsim.results import RunResult
 
 
 def trace_events(result: RunResult, built) -> dict:

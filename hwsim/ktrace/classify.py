@@ -1,4 +1,4 @@
-"""Classify each device event of a trace into a typed work item (hwsim/ktrace/ir.py).
+"""Classify each device event of a trace into a typed work item (hwsim/model/ir.py).
 
 In order: the op that launched it, from its recorded shapes (aten::mm, addmm, bmm, linear,
 _grouped_mm, the SDPA ops, cat, copy_, index ops...); else its name (cuBLAS/CUTLASS tiles and
@@ -14,7 +14,7 @@ import math
 import re
 from dataclasses import dataclass, replace
 
-from hwsim.ktrace import ir
+from hwsim.model import ir
 from hwsim.ktrace.reader import CpuOp, DeviceEvent
 from hwsim.ktrace.shapes import (DTYPE_BYTES, DTYPE_NAMES, gemm_tile, is_tensor, numel, tensor_bytes,
                                  tensors, weight_shapes)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from hwsim.ktrace import ir
+from hwsim.model import ir
 from hwsim.ktrace.classify import Point
 from hwsim.model.shapes import ModelShape
 from hwsim.workload.router import expected_distinct

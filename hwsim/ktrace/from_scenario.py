@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hwsim.hw.cluster import Cluster
-from hwsim.ktrace import expert_loop, ir, plausible
+from hwsim.engine.cluster import Cluster
+from hwsim.ktrace import expert_loop, plausible
+from hwsim.model import ir
 from hwsim.ktrace.classify import Point
 from hwsim.ktrace.host import load_host
 from hwsim.ktrace.reader import read_trace
@@ -16,10 +17,11 @@ from hwsim.ktrace.timeline import assemble
 from hwsim.parallel.topology import resolve
 
 
-def trace_schedule(cfg, base, streams) -> TraceSchedule:
+def trace_schedule(cfg, base, streams, chip) -> TraceSchedule:
     """The scenario's workload.kernel_trace as the schedule of its passes; the streams it feeds
     pay no launch cost of their own (the trace's host steps carry it). One GPU's: build refuses
-    a trace on several (hwsim/build.py:_topology)."""
+    a trace on several (hwsim/build.py:_topology). `chip`: the ChipSpec its traced collectives'
+    group is built of (the schedule keeps only the chip's sizes)."""
     kt = cfg.workload.kernel_trace
     host = load_host(kt.host)
     trace = read_trace(Path(kt.path))
@@ -35,7 +37,7 @@ def trace_schedule(cfg, base, streams) -> TraceSchedule:
                 + _loop_check(traced, model, point, cfg.workload.batch_size, loops))
     for s in streams:
         s.launch_s = 0.0
-    return TraceSchedule(base, traced, point, host, warnings, loops, _group(cfg, base.chip))
+    return TraceSchedule(base, traced, point, host, warnings, loops, _group(cfg, chip))
 
 
 def _group(cfg, chip) -> Cluster | None:

@@ -7,8 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hwsim.engine.host import HeldWork
-from hwsim.hw.cluster import Cluster
-from hwsim.ktrace import ir
+from hwsim.engine.cluster import Cluster
+from hwsim.hw.host_links import HOST_LINKS
+from hwsim.model import ir
 from hwsim.ktrace.shapes import weight_class
 from hwsim.metrics import Component
 from hwsim.model import moe_kernels, ops
@@ -16,7 +17,6 @@ from hwsim.model.kernel import Kernel, copy_kernel
 from hwsim.model.schedule import (INDEX_ADD_TRIPS_PER_ROW, INDEX_SELECT_TRIPS_PER_ROW, SMALL_INDEX_ROWS,
                                   Schedule, StepShape)
 from hwsim.parallel import collectives
-from hwsim.serving.host_link import HOST_LINKS
 
 L2_RESIDENT_SHARE = 0.5   # a tensor up to half the L2 is read from (written into) L2, as the kernel
                           # before it left it; a larger one streams from (to) HBM. What a kernel
@@ -119,7 +119,7 @@ class Lowering:
         cls = weight_class(s.model, g.k, g.n)
         fmt = s.wplan.of(cls)
         if fmt.is_bf16:
-            dtype = g.dtype if g.dtype in s.chip.tensor_flops else "bf16"
+            dtype = g.dtype if g.dtype in s.chip.tensor_dtypes else "bf16"
             return ops.gemm(name, -1, g.m, g.k, g.n, s.chip, weight_addr=self._addr(), weight_bytes=s.wb,
                             data=DATA[cls], dtype=dtype)
         return s._quant_gemm(fmt, name, -1, g.m, g.k, g.n, self._addr(), DATA[cls],

@@ -6,7 +6,7 @@ real kernel of that point and refuses only what cannot be one."""
 from __future__ import annotations
 
 from hwsim.errors import ConfigError
-from hwsim.ktrace import ir
+from hwsim.model import ir
 from hwsim.ktrace.classify import CONTEXT_SLACK, Point
 from hwsim.ktrace.reader import KEY
 

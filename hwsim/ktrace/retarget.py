@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from hwsim.ktrace import ir
+from hwsim.model import ir
 from hwsim.ktrace.classify import Point, grouped_rows
 
 

@@ -9,8 +9,9 @@ import copy
 from collections import Counter
 
 from hwsim.engine.host import HostWork
-from hwsim.hw.cluster import Cluster
-from hwsim.ktrace import expert_loop, ir
+from hwsim.engine.cluster import Cluster
+from hwsim.ktrace import expert_loop
+from hwsim.model import ir
 from hwsim.ktrace.classify import Point
 from hwsim.ktrace.host import HostProfile
 from hwsim.ktrace.lower import Lowering
@@ -112,7 +113,7 @@ def l2_walked(items: list, base: Schedule) -> list:
     traces ATen's vectorised element-wise kernels are already timed high without them
     (validation/compare_trace_kernels.py: adds +35%, Qwen3-30B-A3B at batch 1 on the H200)."""
     chip = base.chip
-    walk = L2Residency(chip.l2_bytes, base.activation_address, chip.miss_latency_s / chip.hit_latency_s,
+    walk = L2Residency(chip.l2_bytes, base.activation_address, chip.eviction_latency_ratio,
                        code_fetches=False).walk
     return [walk(k) if type(k) is Kernel else k for k in items]
 

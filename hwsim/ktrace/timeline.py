@@ -9,7 +9,8 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, replace
 
 from hwsim.errors import ConfigError
-from hwsim.ktrace import gemm_sequence, ir
+from hwsim.ktrace import gemm_sequence
+from hwsim.model import ir
 from hwsim.ktrace.classify import Point, classify, expands_kv
 from hwsim.ktrace.reader import COPIES, GRAPH_LAUNCHES, KEY, LAUNCHES, SYNCS, DeviceEvent, HostCall, Trace
 from hwsim.model.shapes import ModelShape

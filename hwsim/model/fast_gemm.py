@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from hwsim.hw.chip import ChipSpec
+from hwsim.hw.chip import ChipSizes
 from hwsim.metrics import Component
 from hwsim.model import ops
 from hwsim.model.dequant_kernels import fast_tile_rows
@@ -23,7 +23,7 @@ FAST_GROUP = 128           # K per scale group and per K tile
 SPLIT_WAVES = 2            # split-K fills about two waves of programs
 
 
-def fast_weight_only_gemm(name: str, layer: int, m: int, k: int, n: int, chip: ChipSpec, *,
+def fast_weight_only_gemm(name: str, layer: int, m: int, k: int, n: int, chip: ChipSizes, *,
                           weight_addr: int, weight_bytes: float, data: Component, ops_per_weight: float,
                           writes=()) -> list[Kernel]:
     """y = x @ dequant(W)^T by the fast W4A16 kernel, split-K sum included."""

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, fields
 from enum import Enum
 from operator import attrgetter
 
-from hwsim.ktrace import ir
+from hwsim.model import ir
 from hwsim.metrics import Component
 
 NOT_TIMING = {"timing": False}
@@ -94,7 +94,7 @@ class Kernel:               # of them; nothing mutates a Kernel after the schedu
                                     # SM's cache (hwsim.model.l2_residency); "": code_of(name)
     role: Role | None = field(default=None, metadata=NOT_TIMING)   # where it stands in its layer
     item: ir.WorkItem | None = field(default=None, metadata=NOT_TIMING)   # the typed work item it
-                                    # does (hwsim/ktrace/ir.py: a GEMM's M, N, K, an attention's
+                                    # does (hwsim/model/ir.py: a GEMM's M, N, K, an attention's
                                     # lengths, bytes moved), as its builder was asked; None: not said
     # Its memos (see the module's doc): none is an __init__ argument, so neither a builder nor
     # dataclasses.replace() can hand a kernel another's

@@ -25,7 +25,7 @@ import math
 
 import numpy as np
 
-from hwsim.hw.chip import ChipSpec
+from hwsim.hw.chip import ChipSizes
 from hwsim.metrics import Component
 from hwsim.model import ops
 from hwsim.model.kernel import Kernel
@@ -70,7 +70,7 @@ def fused_config(tokens: int, experts: int) -> tuple[int, int, int]:
     return (16, 32, 64) if tokens <= experts else (64, 64, 32)
 
 
-def grouped_gemm(name: str, layer: int, rows: list[int], k: int, n: int, chip: ChipSpec, *,
+def grouped_gemm(name: str, layer: int, rows: list[int], k: int, n: int, chip: ChipSizes, *,
                  weight_addr: int, weight_bytes: float, data: Component, writes=(),
                  dtype: str = "bf16", dequant: str = "native",
                  on_chip: tuple[float, ...] | None = None, kernel=None) -> Kernel:
@@ -102,7 +102,7 @@ def grouped_gemm(name: str, layer: int, rows: list[int], k: int, n: int, chip: C
 
 
 def fused_moe_gemm(name: str, layer: int, rows: list[int], tokens: int, experts: int, k: int, n: int,
-                   chip: ChipSpec, *, weight_addr: int, weight_bytes: float, data: Component,
+                   chip: ChipSizes, *, weight_addr: int, weight_bytes: float, data: Component,
                    writes=(), dequant: str = "native", on_chip: tuple[float, ...] | None = None,
                    kernel=None) -> Kernel:
     """One projection of the fused MoE over the active experts' row blocks.
@@ -180,7 +180,7 @@ def _ops_per_weight(kernel, rows: int) -> float:
     return DEQUANT_OPS_PER_WEIGHT + DEQUANT_OPS_PER_WEIGHT_ROW * min(rows, DEQUANT_TILE_ROWS)
 
 
-def weight_only_gemm(name: str, layer: int, m: int, k: int, n: int, chip: ChipSpec, *,
+def weight_only_gemm(name: str, layer: int, m: int, k: int, n: int, chip: ChipSizes, *,
                      weight_addr: int, weight_bytes: float, data: Component, writes=(),
                      kernel=None) -> Kernel:
     """y = x @ dequant(W)^T with W's codes expanded in registers (tinygemm's tiling), at the

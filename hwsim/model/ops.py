@@ -12,9 +12,9 @@ import heapq
 import math
 
 from hwsim.errors import ConfigError
-from hwsim.hw.chip import ChipSpec
+from hwsim.hw.chip import ChipSizes
 from hwsim.metrics import Component
-from hwsim.ktrace import ir
+from hwsim.model import ir
 from hwsim.model.kernel import Kernel, Role
 
 ACT_BYTES = 2            # bf16 activations
@@ -119,7 +119,7 @@ def one_wave_tile(m: int, n: int, sms: int) -> tuple[int, int] | None:
     return best[1] if best else None
 
 
-def gemm(name: str, layer: int, m: int, k: int, n: int, chip: ChipSpec, *, weight_addr: int,
+def gemm(name: str, layer: int, m: int, k: int, n: int, chip: ChipSizes, *, weight_addr: int,
          weight_bytes: float, data: Component, compute: Component = Component.GEMM_COMPUTE,
          weights_on_chip: float = 0.0, channel_group: int = -1,
          writes: tuple[str, ...] = (), dtype: str = "bf16",
@@ -215,7 +215,7 @@ GEMV_INFLIGHT_BYTES = 600          # loads a gemmSN block keeps in flight (580 u
                                    # keys with one block an SM, 180 us at 32 x 4,097)
 
 
-def unaligned_batched_gemm(name: str, layer: int, batch: int, m: int, k: int, n: int, chip: ChipSpec, *,
+def unaligned_batched_gemm(name: str, layer: int, batch: int, m: int, k: int, n: int, chip: ChipSizes, *,
                            b_addr: int, data: Component, writes: tuple[str, ...] = (),
                            reduce_over_k: bool = False) -> Kernel:
     """One of cuBLAS's fallback kernels for `batch` products [m, k] x [k, n] whose leading
@@ -239,7 +239,7 @@ def unaligned_batched_gemm(name: str, layer: int, batch: int, m: int, k: int, n:
 
 
 def elementwise(name: str, layer: int, read_bytes: float, write_bytes: float, ops_per_byte: float,
-                chip: ChipSpec, *, weight_bytes: float = 0.0, weight_addr: int = 0,
+                chip: ChipSizes, *, weight_bytes: float = 0.0, weight_addr: int = 0,
                 component: Component = Component.ACTIVATION_IO, round_trips: float = 1,
                 vectorized: bool = True, input_trips: float = 1, reads: tuple[str, ...] = (),
                 writes: tuple[str, ...] = (), atomic_bytes: float = 0.0,
@@ -283,7 +283,7 @@ CAT_CTAS_PER_SM = 2       # PyTorch's CatArrayBatchedCopy (aten/src/ATen/native/
 CAT_BLOCK_THREADS = 512   # 2 x SM-count blocks of 512 threads per input (an H100 trace's grid: [264, 2, 1])
 
 
-def strided_cat(name: str, layer: int, read_bytes: float, write_bytes: float, chip: ChipSpec,
+def strided_cat(name: str, layer: int, read_bytes: float, write_bytes: float, chip: ChipSizes,
                 *, from_hbm: bool, weight_addr: int = 0) -> Kernel:
     """PyTorch's non-vectorised cat (a DynamicCache appending one token along the sequence of
     [B, H, L, D]): a grid-stride loop over 2 x SMs blocks of 512 threads, each thread one element
@@ -307,7 +307,7 @@ LOAD_VEC_BYTES = 16        # a thread's vector load (ATen's reduce_kernel reads 
 
 
 def grid_limited(name: str, layer: int, read_bytes: float, write_bytes: float, ctas: int,
-                 threads: int, chip: ChipSpec, *, from_hbm: bool, weight_addr: int = 0,
+                 threads: int, chip: ChipSizes, *, from_hbm: bool, weight_addr: int = 0,
                  passes: float = 1) -> Kernel:
     """A reduction launched on fewer blocks than the chip has SMs (ATen's reduce_kernel sizes its
     grid by the output's rows: argmax over a 128k vocabulary at batch 1 is one block of 512
@@ -326,7 +326,7 @@ def grid_limited(name: str, layer: int, read_bytes: float, write_bytes: float, c
 
 
 def pointwise_blocks(name: str, layer: int, read_bytes: float, write_bytes: float, ctas: int,
-                     threads: int, chip: ChipSpec, *, from_hbm: bool, to_hbm: bool = False,
+                     threads: int, chip: ChipSizes, *, from_hbm: bool, to_hbm: bool = False,
                      weight_addr: int = 0) -> Kernel:
     """An Inductor (Triton) pointwise kernel on its traced grid: each program loads its whole
     share (XBLOCK elements) at once, then computes and stores it, so a block's bytes are one
@@ -345,7 +345,7 @@ def pointwise_blocks(name: str, layer: int, read_bytes: float, write_bytes: floa
 
 
 def rows_kernel(name: str, layer: int, rows: int, row_elems: int, elem_bytes: float,
-                ops_per_elem: float, chip: ChipSpec, *, weight_bytes: float = 0.0,
+                ops_per_elem: float, chip: ChipSizes, *, weight_bytes: float = 0.0,
                 weight_addr: int = 0, component: Component = Component.ACTIVATION_IO,
                 reads: tuple[str, ...] = (), writes: tuple[str, ...] = ()) -> Kernel:
     """One thread block per row (RMSNorm): the block walks its row in chunks, first to reduce,
@@ -369,7 +369,7 @@ def rows_kernel(name: str, layer: int, rows: int, row_elems: int, elem_bytes: fl
 
 
 def kv_append(name: str, layer: int, batch: int, elements_per_token: int, kv_bytes_per_el: float,
-              cache_addr: int, chip: ChipSpec) -> Kernel:
+              cache_addr: int, chip: ChipSizes) -> Kernel:
     """Write this step's new K (or V) rows into the cache: one small copy kernel. The source is
     a strided view of the QKV output and the destination a strided slice of the cache, so
     PyTorch runs its non-vectorised copy (elementwise_kernel<128, 4>, direct_copy)."""
@@ -388,7 +388,7 @@ def fa2_split_block_n(head_dim: int) -> int:
     return 256 if head_dim <= 64 else (128 if head_dim <= 128 else 64)
 
 
-def decode_attention_splits(batch: int, kv_heads: int, context: int, chip: ChipSpec,
+def decode_attention_splits(batch: int, kv_heads: int, context: int, chip: ChipSizes,
                             head_dim: int = 128) -> int:
     """FlashAttention-2's num_splits_heuristic: split the context while it raises the share of
     the last wave that is full (over 2 blocks per SM), taking the fewest splits within 85% of
@@ -416,7 +416,7 @@ def cudnn_splits(batch: int, kv_heads: int, context: int) -> int:
 
 def decode_attention(name: str, layer: int, batch: int, heads: int, kv_heads: int, qk_dim: int,
                      v_dim: int, context: int, kv_bytes_per_token_head: float, cache_addr: int,
-                     chip: ChipSpec, *, dequant_ops_per_token_head: float = 0.0,
+                     chip: ChipSizes, *, dequant_ops_per_token_head: float = 0.0,
                      decoder_elements_per_token_head: float = 0.0,
                      splits: int | None = None, block_m: int | None = None,
                      library: str = "flash") -> list[Kernel]:
@@ -467,7 +467,7 @@ def decode_attention(name: str, layer: int, batch: int, heads: int, kv_heads: in
 
 
 def unfused_dequant(name: str, layer: int, packed_bytes: float, elements: float, ops_per_element: float,
-                    cache_addr: int, chip: ChipSpec) -> Kernel:
+                    cache_addr: int, chip: ChipSizes) -> Kernel:
     """Expand a compressed cache into a bf16 copy in HBM before attention (extra traffic)."""
     tiles = max(1, math.ceil(elements * ACT_BYTES / ELEMENTWISE_TILE_BYTES))
     return Kernel(name=name, layer=layer, tiles=tiles, hbm_read=packed_bytes / tiles,
@@ -490,7 +490,7 @@ def causal_busiest_tiles(q_blocks: int, heads: int, sms: int) -> float:
 
 
 def prefill_attention(name: str, layer: int, tokens: int, heads: int, kv_heads: int, qk_dim: int,
-                      v_dim: int, chip: ChipSpec) -> Kernel:
+                      v_dim: int, chip: ChipSizes) -> Kernel:
     """Causal FlashAttention over a prompt: K/V of the prompt stay in L2, half the scores are
     masked, and the unequal tiles leave the busiest SM with more than its share."""
     q_blocks = math.ceil(tokens / ATTN_BLOCK_M)

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from hwsim.hw.chip import ChipSpec
+from hwsim.hw.chip import ChipSizes, ChipSpec
 from hwsim.metrics import Component
-from hwsim.ktrace import ir
+from hwsim.model import ir
 from hwsim.model import moe_kernels, ops
 from hwsim.model.blocks import DENSE_FFN, attention_kernel as attention_block, moe_schedule as moe_block
 from hwsim.model.fast_gemm import fast_weight_only_gemm
@@ -106,7 +106,7 @@ class StepShape:
     prefill_tokens: int = 0    # mixed: prompt tokens in this pass
     prefill_sequences: int = 0  # mixed: prompts whose last chunk is in this pass (LM head rows)
     queries: int = 1           # query tokens per decoding sequence: a speculative step verifies its
-                               # drafted tokens and its own next one (hwsim/whatif/speculative.py)
+                               # drafted tokens and its own next one (hwsim/speculative.py)
 
     @property
     def decodes(self) -> int:
@@ -135,15 +135,16 @@ class WeightLayout:
 
 
 class Schedule:
-    def __init__(self, model: ModelShape, chip: ChipSpec, *, kv: KvFormat | None = None,
+    def __init__(self, model: ModelShape, chip: ChipSizes | ChipSpec, *, kv: KvFormat | None = None,
                  dequant: str = "software", moe_schedule: str = "per-expert",
                  attention_kernel: str = "flash", max_batch: int = 1,
                  max_context: int = 1, weights: WeightPlan | None = None,
                  layout: WeightLayout | None = None):
         """`layout`: the weights' layout of a schedule of the same model and weight formats
-        (with_kv, a rebuild at another clock); none: laid out here."""
+        (with_kv, a rebuild at another clock); none: laid out here. Of the chip it keeps
+        the sizes only (hwsim/hw/chip.py ChipSizes): its plans are made from nothing else."""
         self.model = model
-        self.chip = chip
+        self.chip: ChipSizes = chip.sizes
         self.moe_schedule = moe_schedule
         self.ffn = moe_block(moe_schedule)            # hwsim/model/blocks.py: the registered blocks
         self.attention = attention_block(attention_kernel)
@@ -301,7 +302,7 @@ class Schedule:
                                 on_chip, channel_group, out)
 
     def quant_gemm_kernels(self, fmt, name, layer, m, k, n, addr, data) -> list[Kernel]:
-        """One GEMM over weights stored in `fmt`, alone (hwsim.model.weight_speedup)."""
+        """One GEMM over weights stored in `fmt`, alone (hwsim.speedups.weights)."""
         return self._quant_gemm(fmt, name, layer, m, k, n, addr, data, Component.GEMM_COMPUTE, 0.0, -1, ())
 
     def _quant_gemm(self, fmt, name, layer, m, k, n, addr, data, compute, on_chip, group, out):
@@ -316,7 +317,7 @@ class Schedule:
         if fmt.dequant == "software":
             return [moe_kernels.weight_only_gemm(name, layer, m, k, n, self.chip, weight_addr=addr,
                                                  weight_bytes=wb, data=data, writes=out, kernel=fmt.kernel)]
-        dtype = fmt.tensor_dtype(self.chip.tensor_flops)
+        dtype = fmt.tensor_dtype(self.chip.tensor_dtypes)
         ks = []
         if dtype != "bf16":
             ks.append(ops.elementwise(f"{name}.act_quant", layer, m * k * ops.ACT_BYTES,
@@ -346,7 +347,7 @@ class Schedule:
     def cold_state(self, l2_bytes: float | None = None) -> OnChipState:
         """An empty L2 (of `l2_bytes` for activations; the chip's whole L2 by default), no SRAM."""
         return OnChipState(L2Residency(self.chip.l2_bytes if l2_bytes is None else l2_bytes,
-                                       self.activation_address, self.chip.miss_latency_s / self.chip.hit_latency_s))
+                                       self.activation_address, self.chip.eviction_latency_ratio))
 
     def step(self, shape: StepShape, routing: dict[int, np.ndarray],
              state: OnChipState | None = None) -> list[StreamItem]:
@@ -798,7 +799,7 @@ class Schedule:
         """How the grouped and fused kernels expand the experts' codes: none for bf16 and
         native FP8/FP4, else as the format says (software or decoder)."""
         f = self.wplan.experts
-        return "native" if f.is_bf16 or f.tensor_dtype(self.chip.tensor_flops) != "bf16" else f.dequant
+        return "native" if f.is_bf16 or f.tensor_dtype(self.chip.tensor_dtypes) != "bf16" else f.dequant
 
     def _one_kernel_moe(self, layer: int, t: int, counts: tuple[int, ...], plans: list, build) -> list[StreamItem]:
         """The grouped or fused MoE over the active experts (`counts`, their plans in the same
@@ -839,7 +840,7 @@ class Schedule:
                            round_trips=1 + INDEX_SELECT_TRIPS_PER_ROW * n if small else 2,
                            input_trips=n if small else 1, reads=("h",), writes=("xe",), role=ROUTED))
         fmt_b = self.wb_cls["experts"]
-        dtype = self.wplan.experts.tensor_dtype(self.chip.tensor_flops)
+        dtype = self.wplan.experts.tensor_dtype(self.chip.tensor_dtypes)
         for proj, (k, nn), out in (("gate_up", (d, 2 * ff), ("gate", "up")), ("down", (ff, d), ("down",))):
             ks.append(self._small(f"experts.{proj}.prepare", layer, len(counts) * 4, len(counts) * 64,
                                   trips=PREPARE_TRIPS, component=Component.EXPERT_READ, role=ROUTED))
@@ -889,7 +890,7 @@ class Schedule:
                                                  weight_bytes=wb, data=Component.EXPERT_READ, writes=out,
                                                  dequant=self._expert_dequant(), kernel=self.wplan.experts.kernel,
                                                  on_chip=on_chip),
-                              ir.GroupedGemm(counts, nn, k, self.wplan.experts.tensor_dtype(self.chip.tensor_flops))))
+                              ir.GroupedGemm(counts, nn, k, self.wplan.experts.tensor_dtype(self.chip.tensor_dtypes))))
             if proj == "gate_up":
                 ks.append(self._ew("experts.silu_mul", layer, 2 * n * ff * ab, n * ff * ab, SILU_OPS_PER_BYTE,
                                    reads=("gate", "up"), writes=("ffn_act",), role=ROUTED))

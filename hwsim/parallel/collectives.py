@@ -33,7 +33,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from hwsim.hw.cluster import Cluster
+from hwsim.engine.cluster import Cluster
 from hwsim.hw.device import Device
 from hwsim.parallel import flows
 from hwsim.parallel.comm_kernels import NCCL_ALL_TO_ALL, NCCL_GATHER_SCATTER, NCCL_RING, CommKernel

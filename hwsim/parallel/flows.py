@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Sequence
 
-from hwsim.hw.cluster import Cluster
+from hwsim.engine.cluster import Cluster
 from hwsim.hw.device import Device
 from hwsim.hw.units import Unit
 from hwsim.parallel.comm_kernels import CommKernel

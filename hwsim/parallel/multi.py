@@ -30,7 +30,7 @@ from hwsim.engine.records import RecordLog, StreamTotals
 from hwsim.engine.stream import Stream
 from hwsim.hw.power import Activity
 from hwsim.metrics import CommComponent, Component
-from hwsim.ktrace.ir import Collective
+from hwsim.model.ir import Collective
 from hwsim.model.kernel import ExpertBlock, Kernel, Role
 from hwsim.model.onchip import OnChipState
 from hwsim.model.schedule import StepShape
@@ -53,7 +53,7 @@ def ll_dispatch_bytes(hidden: int) -> float:
 
 @dataclass
 class ParallelRun:
-    """The GPUs of a system of several (build() makes it; one GPU is hwsim.step.OneGpu, which
+    """The GPUs of a system of several (build() makes it; one GPU is hwsim.parallel.one_gpu.OneGpu, which
     answers the same: layout, topology, streams, onchips, memory, plan, simulate, lanes)."""
     layout: lay.Layout
     topology: str

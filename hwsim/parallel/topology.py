@@ -22,7 +22,7 @@ from hwsim.config.sourced import Count
 from hwsim.config.strict import Strict
 from hwsim.config.yaml_lines import load_yaml_file
 from hwsim.hw.chip import ChipSpec
-from hwsim.hw.cluster import Cluster
+from hwsim.engine.cluster import Cluster
 
 
 class Topology(Strict):

@@ -121,7 +121,7 @@ def serving_loop(built: Built, progress=None, oracle=None) -> ServingLoop:
     if built.scenario.workload.disaggregation:
         return DisaggregatedLoop(built, progress, oracle)
     if built.scenario.workload.speculative is not None:   # drafts and verification in every iteration
-        from hwsim.whatif.speculative_serving import ServingSpeculation
+        from hwsim.speculative_serving import ServingSpeculation
         spec = ServingSpeculation(built)
         return ServingLoop(built, progress, oracle or spec.oracle(built), spec=spec)
     return ServingLoop(built, progress, oracle)

@@ -19,14 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hwsim.config.scenario import Disaggregation
-from hwsim.errors import ConfigError
 from hwsim.hw.chip import ChipSpec
-from hwsim.hw.cluster import Cluster
+from hwsim.engine.cluster import Cluster
 from hwsim.parallel import collectives, flows
 from hwsim.parallel.comm_kernels import NCCL_ALL_TO_ALL
-from hwsim.parallel.topology import Topology, for_chip, load_topology
-
-KEY = "workload.disaggregation"
+from hwsim.parallel.tiers import KEY, placed_topology, problems  # noqa: F401 - KEY, problems: their old home
 
 # vLLM's P2pNcclConnector (vLLM docs, features/disagg_prefill.md) and Megatron-core's NCCL transfer
 # backend (core.inference.disaggregation.transfer_backends.nccl) send the KV blocks with NCCL
@@ -47,48 +44,6 @@ class Transfer:
     @property
     def seconds(self) -> float:
         return self.end_s - self.start_s
-
-
-def placed_topology(d: Disaggregation, hardware: str, parallel_topology: str | None = None) -> Topology:
-    """The topology the tiers are placed in; a ConfigError where they do not fit it."""
-    name = d.topology or parallel_topology or for_chip(hardware)
-    if name is None:
-        raise ConfigError(f"no topology in hardware_profiles/topologies/ is built of {hardware}; "
-                          f"name one with {KEY}.topology", key=f"{KEY}.topology")
-    topo = load_topology(name)
-    if topo.chip != hardware:
-        raise ConfigError(f"topology {name} is built of {topo.chip}, not {hardware} (hardware)",
-                          key=f"{KEY}.topology")
-    per_node = topo.gpus_per_node.value
-    p, dgpus = d.prefill_gpus, d.decode_gpus
-    if d.link == "nvlink" and p + dgpus > per_node:
-        raise ConfigError(f"link nvlink puts both tiers on one {name} node of {per_node} GPUs, but "
-                          f"prefill_gpus + decode_gpus = {p + dgpus}; use link: network",
-                          key=f"{KEY}.decode_gpus")
-    if d.link == "network" and max(p, dgpus) > per_node:
-        raise ConfigError(f"link network puts each tier on one {name} node of {per_node} GPUs, but "
-                          f"a tier has {max(p, dgpus)}", key=f"{KEY}.prefill_gpus")
-    if d.link == "network" and not topo.interconnect.scaleout_bandwidth_gbps:
-        raise ConfigError(f"topology {name} has no network ports (scaleout_bandwidth_gbps)", key=f"{KEY}.link")
-    return topo
-
-
-def problems(cfg, hardware: str):
-    """(key, message) of a disaggregation the scenario cannot run: checked above the loader
-    (hwsim/checks.py), by `hwsim run` once it has loaded the scenario and by build."""
-    d = cfg.workload.disaggregation
-    if d is None:
-        return
-    if cfg.workload.arrivals.kind == "none":
-        yield KEY, "disaggregation is a serving mode: set workload.arrivals"
-        return
-    if cfg.parallel.gpus > 1:
-        yield KEY, "each instance of a disaggregated run is one GPU: parallel.gpus must be 1"
-        return
-    try:
-        placed_topology(d, hardware, cfg.parallel.topology)
-    except ConfigError as exc:
-        yield exc.key, exc.message
 
 
 class KvFabric:

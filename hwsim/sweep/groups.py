@@ -3,8 +3,8 @@ only in the hardware (`hardware`, `hardware_overrides`) make the same passes, an
 chips also agree in every field the plans are made from, the passes' plans (routing and
 kernels) made for the first are replayed for the others, which are only re-timed.
 
-The reuse is hwsim/whatif/reuse.py's (SharedPlans: the fields plan-making reads are recorded on
-the run that makes the plans), not a second mechanism: a group is built and run on one worker,
+The reuse is hwsim/whatif/reuse.py's (SharedPlans: plans are made from the chip's sizes, and
+equal sizes replay them), not a second mechanism: a group is built and run on one worker,
 so its plans never leave the process that made them. A point whose chip differs where plans
 look makes its own (and the next such point replays them); a replayed run's summary is the
 solo run's (hwsim/run.py restores what planning left in the expert dispatch)."""

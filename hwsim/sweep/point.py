@@ -12,10 +12,10 @@ import traceback
 def run_point(point: dict, plans=None, max_gb: float | None = None) -> dict:
     """One point, on a worker: simulate it and flatten the summary into a table row. `plans`
     (hwsim/sweep/groups.py GroupPlans): its group's plans, replayed where its chip allows.
-    `max_gb`: the point runs under that memory cap (hwsim.config.cost.memory_capped); one that
+    `max_gb`: the point runs under that memory cap (hwsim.cost.memory_capped); one that
     needs more is a failed point, the limit put back for the next."""
     from hwsim.build import build
-    from hwsim.config.cost import OUT_OF_MEMORY, memory_capped
+    from hwsim.cost import OUT_OF_MEMORY, memory_capped
     from hwsim.config.fingerprint import changed_traces
     from hwsim.config.profile import HardwareProfile
     from hwsim.config.scenario import Scenario

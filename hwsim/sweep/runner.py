@@ -13,21 +13,14 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
-import signal
-import threading
-import warnings
-from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
 
 from hwsim.errors import ConfigError
 from hwsim.io.atomic import atomic_write, check_folder_target
+from hwsim.io.dask_client import dask_client, scheduler_address
 from hwsim.sweep.groups import group_points, run_group
-
-SCHEDULER_TIMEOUT_S = 5     # an unreachable scheduler is reported after this, not after a hang
-
 
 def _part(out: Path, h: str) -> Path:
     return out / "results" / f"part-{h}.parquet"
@@ -66,26 +59,6 @@ def _gathered(written: dict, wanted: set[str]) -> list[pd.DataFrame]:
     return [pa.concat_tables(tables, promote_options="default").to_pandas()] if tables else []
 
 
-_ADDRESS = re.compile(r"^(?:(?:tcp|tls|ws|wss|ucx)://)?(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):(\d{1,5})$")
-
-
-def check_address(address: str) -> None:
-    """A Dask scheduler address, [scheme://]host:port, checked before Dask parses it (its own
-    errors for a malformed one are a ValueError and a traceback printed as the client is freed)."""
-    match = _ADDRESS.match(address.strip())
-    if not match or not 0 < int(match.group(1)) < 65536:
-        raise ConfigError(f"'{address[:80]}' is not a Dask scheduler address like tcp://host:8786",
-                          key="--scheduler")
-
-
-def scheduler_address(scheduler: str | None) -> str | None:
-    """--scheduler, else $DASK_SCHEDULER_ADDRESS, checked; None: an embedded cluster."""
-    address = scheduler if scheduler is not None else (os.environ.get("DASK_SCHEDULER_ADDRESS") or None)
-    if address is not None:
-        check_address(address)
-    return address
-
-
 def _remove_stale_parts(out: Path, wanted: set[str]) -> None:
     """Parts of points this sweep no longer has (an edited spec, profile or model changes the
     points' hashes) and parts that cannot be read: results.parquet, the index, is rewritten from
@@ -114,57 +87,9 @@ def finished_points(out: Path) -> set[str]:
     return done
 
 
-@contextmanager
-def _children_ignore_sigint():
-    """Worker processes started in here ignore Ctrl-C (a terminal sends it to the whole process
-    group): only this process handles it, closes the cluster and prints one line, instead of
-    every worker printing its traceback."""
-    # On Ctrl-C the workers see cancelled tasks and a scheduler gone mid-heartbeat, and would log
-    # each with a traceback. A point's own error reaches the client and results.parquet anyway.
-    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "critical")
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, old)
-
-
 def _quiet_dask() -> None:
     for name in ("distributed", "tornado", "asyncio"):
         logging.getLogger(name).setLevel(logging.CRITICAL + 1)
-
-
-@contextmanager
-def dask_client(scheduler: str | None, workers: int | None):
-    """A Dask client: of the scheduler at `scheduler` (or $DASK_SCHEDULER_ADDRESS), else of an
-    embedded LocalCluster of `workers` single-threaded processes, closed on the way out (the
-    sweep's points and a sensitivity's perturbations run on it)."""
-    from dask.distributed import Client, LocalCluster
-
-    address = scheduler_address(scheduler)
-    cluster = None
-    if address:
-        try:
-            client = Client(address, timeout=SCHEDULER_TIMEOUT_S)
-        except (OSError, TimeoutError, ValueError) as exc:
-            raise ConfigError(f"cannot reach the Dask scheduler at {address}: {exc}",
-                              key="--scheduler") from None
-    else:
-        with _children_ignore_sigint(), warnings.catch_warnings():
-            # a port taken by another cluster only moves the dashboard: not worth a warning
-            warnings.filterwarnings("ignore", message="Port .* is already in use")
-            cluster = LocalCluster(n_workers=workers or 1, threads_per_worker=1, processes=True,
-                                   dashboard_address=":0")
-        client = Client(cluster)
-    try:
-        yield client
-    finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
 
 
 def _worker_count(client) -> int:

@@ -26,7 +26,7 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from hwsim import checks
-from hwsim.config.cost import check_cost
+from hwsim.cost import check_cost
 from hwsim.config.fingerprint import fingerprint, point_key, sha256_bytes, sha256_file
 from hwsim.config.load import apply_hardware_overrides, cross_checks, load_model, load_profile, validate
 from hwsim.config.names import SafeName
@@ -197,7 +197,7 @@ def _content(obj) -> tuple[dict, str]:
 
 
 def _check_costs(points: list[dict], cost_limits: tuple, path: Path, doc: LoadedYaml) -> None:
-    """Refuse a point that alone would take hours or many GB (hwsim.config.cost)."""
+    """Refuse a point that alone would take hours or many GB (hwsim.cost)."""
     models = {}
     for p in points:
         cfg = p["config"]

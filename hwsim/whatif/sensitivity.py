@@ -95,7 +95,7 @@ def _run_all(base: Base, shared: SharedPlans, jobs: list, workers: int | None,
              scheduler: str | None, progress=None) -> list[dict]:
     if (workers or 1) <= 1 and not scheduler:
         return run_changes(base, jobs, shared, progress)
-    from hwsim.sweep.runner import dask_client
+    from hwsim.io.dask_client import dask_client
     n = max(1, workers or 1)
     chunks = [jobs[i::n] for i in range(n)]             # interleaved: similar work per chunk
     cfg_json, profile_json = base.cfg.model_dump(mode="json"), base.profile.model_dump(mode="json")

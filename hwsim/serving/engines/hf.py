@@ -29,7 +29,9 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from unittest import mock
 
-PINNED = "5.17.0"
+from hwsim.config.engine_install import (PINNED, EngineError, cb_config, check_version,  # noqa: F401
+                                          config_fields, transformers_version)
+
 CB = "transformers.generation.continuous_batching"
 # (module, attribute) the adapter reaches into; each must exist in the pinned version
 HOOKS = (
@@ -52,42 +54,6 @@ HOOKS = (
     (f"{CB}.model_runner", "ModelRunner.maybe_pad_inputs"),
 )
 CUDA_CONTEXT_BYTES = 0.5 * 2**30   # HF's cache.py comment: the CUDA context and driver take ~0.5 GiB
-
-
-class EngineError(Exception):
-    """The engine is missing, of another version, or given a field it lacks (one line, exit 2)."""
-
-
-def transformers_version() -> str:
-    try:
-        import transformers
-    except ImportError as exc:
-        raise EngineError("workload.engine.kind hf-transformers needs transformers=="
-                          f"{PINNED} (pip install 'hwsim[hf-engine]'): not installed") from exc
-    return transformers.__version__
-
-
-def check_version() -> None:
-    v = transformers_version()
-    if v != PINNED:
-        raise EngineError(f"workload.engine.kind hf-transformers is pinned to transformers=={PINNED}; "
-                          f"{v} is installed (pip install 'hwsim[hf-engine]')")
-
-
-def config_fields() -> set[str]:
-    from transformers.generation.configuration_utils import ContinuousBatchingConfig
-    return {f.name for f in dataclasses.fields(ContinuousBatchingConfig)}
-
-
-def cb_config(fields: dict):
-    """The engine's ContinuousBatchingConfig from its own field names; unknown ones refused."""
-    from transformers.generation.configuration_utils import ContinuousBatchingConfig
-    known = config_fields()
-    for name in fields:
-        if name not in known:
-            raise EngineError(f"workload.engine.config.{name}: ContinuousBatchingConfig of transformers "
-                              f"{PINNED} has no field '{name}' (it has: {', '.join(sorted(known))})")
-    return ContinuousBatchingConfig(**fields)
 
 
 class VirtualClock:

@@ -1,11 +1,11 @@
 """A serving run whose scheduler is a real engine's (workload.engine.kind): the engine is given
 hwsim's step clock and the run's requests, and its per-request token times become the run's
-serving summary (hwsim/run.py makes the result). Checked first by hwsim/serving/engines/checks.py."""
+serving summary (hwsim/run.py makes the result). Checked first by hwsim/config/engine_install.py."""
 
 from __future__ import annotations
 
 from hwsim.errors import ConfigError
-from hwsim.serving.engines.checks import HF
+from hwsim.config.engine_install import HF
 
 DEFAULT_HOST = {HF: "hf-transformers-h200"}
 

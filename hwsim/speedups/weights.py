@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from hwsim import operators
+from hwsim.hw.chip import ChipSpec
 from hwsim.metrics import Component
 from hwsim.model import ops
 from hwsim.model.dequant_kernels import FAMILIES, Families
@@ -25,7 +26,8 @@ def expert_rows(schedule: Schedule, batch: int) -> int:
     return max(1, round(batch * moe.top_k / expected_distinct(moe.experts, moe.top_k, batch)))
 
 
-def expert_gemm_speedup_by_kernel(schedule: Schedule, batch: int, families: Families) -> dict | None:
+def expert_gemm_speedup_by_kernel(schedule: Schedule, chip: ChipSpec, batch: int,
+                                  families: Families) -> dict | None:
     """bf16 GEMM time over each family's (None for a family the chip lacks); None when the
     experts are not expanded from codes (bf16, or native FP8/FP4)."""
     fmt = schedule.wplan.experts
@@ -34,7 +36,7 @@ def expert_gemm_speedup_by_kernel(schedule: Schedule, batch: int, families: Fami
     moe = schedule.model.moe
     m, k = expert_rows(schedule, batch), schedule.model.hidden
     n = 2 * (moe.expert_ffn if moe else schedule.model.ffn)
-    chip, addr = schedule.chip, 1 << 40
+    addr = 1 << 40
 
     def time(f) -> float:
         if f.is_bf16:

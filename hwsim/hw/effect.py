@@ -21,7 +21,7 @@ class Effect:
     # class reads its own): "sm" thread-block slots held; "hbm" per HBM channel touched (the
     # channels, and per channel busy seconds, bytes served, done at offset from the start);
     # "bus", "l2", "sram" (busy seconds, units served, done at offset: each memory level's,
-    # hwsim/engine/levels.py); "decoder" SM-seconds of native decoder work. A kind the item
+    # hwsim/hw/levels.py); "decoder" SM-seconds of native decoder work. A kind the item
     # does not ask is absent.
     demand: dict[str, Any]
     hbm_read: float

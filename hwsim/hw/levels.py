@@ -27,7 +27,7 @@ from bisect import bisect_left
 
 import numpy as np
 
-from hwsim.engine.tile_rounds import hbm_serve, serve_single
+from hwsim.hw.queues import hbm_serve, serve_single
 from hwsim.hw.chip import ChipSpec
 from hwsim.hw.hbm import Hbm
 from hwsim.hw.server import Server

@@ -2,7 +2,7 @@
 
 Each iteration of the serving loop (hwsim/serving/loop.py) composes, for D decoding sequences
 and a prefill chunk of P prompt tokens:
-- the draft work (hwsim/whatif/speculative.py, Speculation.draft_pass), charged to the
+- the draft work (hwsim/speculative.py, Speculation.draft_pass), charged to the
   iteration, before the verification: the draft model's (or MTP module's) first pass runs over
   the D sequences' last tokens and the chunk's P prompt tokens (a draft keeps its own KV of the
   prompt, as vLLM's and SGLang's drafts and MTP modules prefill it), then K - 1 more passes
@@ -27,7 +27,7 @@ from hwsim.build import Built
 from hwsim.model.schedule import StepShape
 from hwsim.serving.loop import StepOracle, pass_shape
 from hwsim.step import simulate_pass
-from hwsim.whatif.speculative import Speculation, merged_passes
+from hwsim.speculative import Speculation, merged_passes
 
 DRAW_BLOCK = 64              # steps of acceptance drawn at once per sequence (one numpy call)
 STREAM = zlib.crc32(b"speculative.acceptance")
