@@ -406,7 +406,9 @@ def kv_summary(cfg: Scenario, b: Built) -> KVSummary:
         kernel=dequant_kernels.kv_family(cfg.kv_cache, families),
         attention_speedup_by_kernel=by_kernel,
         kernel_basis=(basis := {f: dequant_kernels.basis(families, f) for f, v in variants.items() if v}),
-        kernel_family=dequant_kernels.kv_family(cfg.kv_cache, families),    # issue 44: the verdicts
+        # issue 44: the family attention_speedup came from (None where no family reads codes,
+        # as by_kernel says: a bf16 cache, or widths set on classes that hold no token)
+        kernel_family=dequant_kernels.kv_family(cfg.kv_cache, families) if by_kernel else None,
         verdicts=dequant_kernels.verdicts(by_kernel, basis),
     )
 
