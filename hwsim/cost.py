@@ -228,8 +228,9 @@ def _serving_rehearsed(cfg, model) -> Cost:
     to all of them (voice-agent, 10,000 requests: about 400 shapes estimated, 216 simulated);
     each shape priced as its own pass."""
     from hwsim.serving.rehearse import rehearse
+    from hwsim.speculative_serving import ServingSpeculation
 
-    r = rehearse(cfg)
+    r = rehearse(cfg, speculation=ServingSpeculation if cfg.workload.speculative is not None else None)
     requests = cfg.workload.arrivals.requests
     if cfg.workload.arrivals.kind == "trace" and r.requests < min(requests, r.limit):
         requests = r.requests                  # the trace's window holds no more

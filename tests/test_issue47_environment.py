@@ -135,5 +135,5 @@ def test_a_dask_worker_killed_is_not_called_a_bug(monkeypatch, fault):
 def test_an_unknown_model_says_what_a_model_file_is():
     from hwsim.config.files import load_model
     from hwsim.errors import ConfigError
-    with pytest.raises(ConfigError, match="model-shape YAML file"):
+    with pytest.raises(ConfigError, match="a model is a built-in name, a model YAML"):
         load_model("my/config.json")

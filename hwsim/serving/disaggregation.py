@@ -116,12 +116,13 @@ class DisaggregatedLoop(ServingLoop):
         return hits / prompts if prompts else 0.0
 
 
-def serving_loop(built: Built, progress=None, oracle=None) -> ServingLoop:
-    """The run's loop: one colocated instance, or the disaggregated tiers."""
+def serving_loop(built: Built, progress=None, oracle=None, speculation=None) -> ServingLoop:
+    """The run's loop: one colocated instance, or the disaggregated tiers. `speculation`
+    (hwsim.speculative_serving.ServingSpeculation, given by the run level that owns speculation)
+    makes it draft and verify in every iteration."""
     if built.scenario.workload.disaggregation:
         return DisaggregatedLoop(built, progress, oracle)
-    if built.scenario.workload.speculative is not None:   # drafts and verification in every iteration
-        from hwsim.speculative_serving import ServingSpeculation
-        spec = ServingSpeculation(built)
+    if speculation is not None:
+        spec = speculation(built)
         return ServingLoop(built, progress, oracle or spec.oracle(built), spec=spec)
     return ServingLoop(built, progress, oracle)

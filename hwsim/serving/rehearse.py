@@ -57,7 +57,7 @@ class StandInOracle:
         return _Timed(t + max(0.0, self.tp - self.t1) * pre / self.budget)
 
 
-def rehearse(cfg, limit: int | None = None) -> Rehearsal:
+def rehearse(cfg, limit: int | None = None, speculation=None) -> Rehearsal:
     limit = limit or REHEARSE_REQUESTS
     a = cfg.workload.arrivals
     n = min(a.requests, limit)
@@ -71,7 +71,7 @@ def rehearse(cfg, limit: int | None = None) -> Rehearsal:
         if done * 2 >= total and not half:
             half.update(done=done, shapes=len(oracle.keys))
 
-    loop = serving_loop(built, progress=progress, oracle=oracle)     # colocated or disaggregated
+    loop = serving_loop(built, progress=progress, oracle=oracle, speculation=speculation)
     finished = loop.run()
     done = len(finished)
     growth = len(oracle.keys) - half["shapes"] if half and done > half["done"] else 0
