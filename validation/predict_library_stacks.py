@@ -98,7 +98,7 @@ def gemm_row(chip: ChipSpec, families, impl: str, model: str, label: str, m: int
                                          kernel=families.weights["naive"])
     return {**row, "bits": bits, "group": GROUP, "bytes": round(per_weight * k * n),
             "us": mb.device_time_s(chip, ks) * 1e6, "naive_us": mb.device_time_s(chip, [naive]) * 1e6,
-            "family": "fast (predicted, unmeasured)", "ops_per_weight": round(fast.ops(m), 3)}
+            "family": "fast (" + ("fitted on an H100" if fast.measured else "predicted, unmeasured") + ")", "ops_per_weight": round(fast.ops(m), 3)}
 
 
 def predict_all() -> list[dict]:

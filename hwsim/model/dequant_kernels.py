@@ -4,8 +4,8 @@ what ALU cost, named so a run can ask for one (`kv_cache.kernel`, `weights.<clas
 - `naive`: the kernels hwsim is calibrated on, measured on an H200: the fused Triton low-bit
   attention of shared/calibration (calibration/fit_kv_dequant.py) and tinygemm
   (calibration/fit_weight_dequant.py);
-- `fast`: calibration/fast_kv_attn.py and fast_w4a16.py, costed at the instruction counts of
-  their SASS (calibration/fast_sass.py): PREDICTED from machine code, not yet measured;
+- `fast`: calibration/fast_kv_attn.py and fast_w4a16.py, their lane-op counts fitted to an
+  H100's timings (issue 44, calibration/fit_fast_kernels.py; validation/fast_kernels_measured.md);
 - `native-decoder`: the what-if decoder in the load path (the profile's `decoder:` block).
 
 The numbers live in the profile's `dequant_kernels:` block (hwsim/config/dequant_kernels.py),
