@@ -159,7 +159,7 @@ def three_x():
 
 
 def fused():
-    soft = run("kv-quant-sweep-base.yaml")
+    soft = run("kv-quant-sweep-base.yaml", "kv_cache.kernel=naive")
     fast = run("kv-quant-sweep-base.yaml", "kv_cache.kernel=fast")
     unfused = run("kv-quant-sweep-base.yaml", "kv_cache.dequant=unfused")
     bf16 = run("kv-quant-sweep-base.yaml", "kv_cache.preset=bf16")
@@ -198,10 +198,10 @@ def ttft_itl():
 
 
 def decoders():
-    kv_naive, kv_fast = run("kv-quant-sweep-base.yaml"), run("kv-quant-sweep-base.yaml", "kv_cache.kernel=fast")
+    kv_naive, kv_fast = run("kv-quant-sweep-base.yaml", "kv_cache.kernel=naive"), run("kv-quant-sweep-base.yaml", "kv_cache.kernel=fast")
     kv_dec = run("subbyte-decoder-whatif.yaml")
     sw = ("hardware=h200-sxm", "weights.experts.dequant=software")
-    w_naive = run("subbyte-weights-whatif.yaml", *sw)
+    w_naive = run("subbyte-weights-whatif.yaml", *sw, "weights.experts.kernel=naive")
     w_fast = run("subbyte-weights-whatif.yaml", *sw, "weights.experts.kernel=fast")
     w_dec = run("subbyte-weights-whatif.yaml")
     return ("Native sub-byte decoders", cmd("subbyte-decoder-whatif.yaml") + ", " + cmd("subbyte-weights-whatif.yaml"),

@@ -140,6 +140,8 @@ def kv_family(cfg_kv, families: Families) -> str | None:
         return None
     if cfg_kv.dequant == "decoder":
         return "native-decoder"
+    if cfg_kv.kernel is None and cfg_kv.dequant == "unfused":
+        return "naive"          # fast is one fused kernel (software only): an expansion pass is naive's
     return cfg_kv.kernel or families.default("kv")
 
 
