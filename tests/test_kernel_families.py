@@ -185,7 +185,7 @@ def test_the_expert_gemm_spread_is_in_the_summary():
     by = s["expert_gemm_speedup_by_kernel"]
     assert by["rows"] == 8                       # 32 tokens x top-2 over the 8 experts all of them pick
     assert by["naive"] < 1 < by["fast"] and by["native-decoder"] is None
-    assert s["kernel_basis"] == {"naive": "measured", "fast": "predicted"}
+    assert s["kernel_basis"] == {"naive": "measured", "fast": "measured"}
     # weights.kernel spreads to every class, and acts on codes only: bf16 attention stays native
     assert s["kernel"] == {"experts": "fast", "attention": None, "embeddings": "fast"}
     decoder = run(*sets[:3], "hardware=h200-decoder", path=weights)["weights"]
@@ -194,7 +194,7 @@ def test_the_expert_gemm_spread_is_in_the_summary():
 
 
 def test_a_what_if_chip_can_change_the_naive_family_and_the_scenario_key_overrides_it():
-    sets = ["kv_cache.bits=2"]
+    sets = ["kv_cache.bits=2", "kv_cache.kernel=naive"]
     base = load_scenario(None, sets)
     profile = load_profile("h200-sxm")
     block = profile.dequant_kernels.kv.naive
