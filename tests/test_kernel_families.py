@@ -79,7 +79,9 @@ def test_the_naive_family_is_todays_fit():
 
 def test_the_default_is_the_fastest_measured_family():
     f = families()
-    assert f.default("kv") == "fast" and f.default("weights") == "fast"      # measured since issue 44
+    assert f.default("kv") == "fast"                                          # measured since issue 44
+    # weights compare at one row (MoE decode), where tinygemm is measured faster; fast from 16 rows
+    assert f.default("weights") == "naive" and f.weights["fast"].ops(16) < f.weights["naive"].ops(16)
     # were the fast kernel unmeasured, the naive fit would stay the default
     unmeasured = dequant_kernels.Families({**f.kv, "fast": f.kv["fast"].__class__(
         "fast", False, ops_by_bits=f.kv["fast"].ops_by_bits)}, f.weights, f.decoder)

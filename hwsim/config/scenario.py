@@ -421,7 +421,7 @@ class TensorWeights(Strict):
         None, description="dequant kernel family of a software or decoder class (docs/weights.md): "
                           "naive = tinygemm (measured), fast = calibration/fast_w4a16.py (counts fitted "
                           "on an H100, issue 44), native-decoder = dequant decoder; unset: the "
-                          "profile's fastest measured family at 16 rows (fast on the Hopper profiles)")
+                          "profile's fastest measured family at one row (naive: tinygemm, issue 44)")
 
 
 class Weights(Strict):
