@@ -28,7 +28,7 @@ def test_adaptive2_is_faster_than_fast2_on_the_same_work_plan():
     for b, n in LONG:
         a, f = KV[("fast_adaptive2", b, n)], KV[("fast2", b, n)]
         assert (a["block"], a["gk"], a["gv"]) == (f["block"], f["gk"], f["gv"])
-        assert f["splits"][0] - 1 <= a["splits"][-1] <= f["splits"][0]     # routine: fast2's splits or one fewer
+        assert abs(sum(a["splits"]) - sum(f["splits"])) <= 2               # programs: within 2 a row
         assert a["ms"] < 0.75 * f["ms"], (b, n)
 
 
