@@ -8,6 +8,7 @@ The counts start at the SASS counts the predictions were made with (fast_predict
 SASS_W4) and move, one at a time, over a grid of factors of them (coordinate descent, two
 passes), to minimise the median absolute error of hwsim's device time over the family's rows;
 then the fitted counts' errors, by layout, are printed beside the SASS counts' errors.
+The H100 rows (issue 44) sit 2.5-4x above the SASS counts: the grid reaches 10x.
 """
 
 from __future__ import annotations
@@ -22,12 +23,14 @@ from fast_grid import GQA
 from hwsim.config.load import load_profile
 from hwsim.hw.chip import ChipSpec
 
-FACTORS = [1.0, 0.9, 1.1, 0.8, 1.25, 0.65, 1.5, 0.5, 2.0, 0.35, 2.5, 3.5, 5.0]   # 1.0 first: ties keep it
+FACTORS = [1.0, 0.9, 1.1, 0.8, 1.25, 0.65, 1.5, 0.5, 2.0, 0.35, 2.5, 3.0, 3.5, 4.0, 5.0, 6.0, 7.0, 8.5, 10.0]   # 1.0 first: ties keep it; up to 10x (the H100 rows sit ~2.4x above SASS)
 
 
 def kv_rows(measured: list[dict], asm: bool) -> list[dict]:
-    return [r for r in measured if r.get("part") == "kv" and r["impl"].startswith("fast")
-            and r["impl"].endswith("_asm") == asm and "ms" in r]
+    """The family's rows; fast16 (the 16-bit loop has no inline-PTX variant) in both sets, so that
+    the 16-bit count is bounded by plain bf16 tokens, not only by kivi-2's 128-token window."""
+    return [r for r in measured if r.get("part") == "kv" and r["impl"].startswith("fast") and "ms" in r
+            and (r["impl"].endswith("_asm") == asm or r["impl"] == "fast16")]
 
 
 def kv_error(chip, rows, variant) -> list[float]:

@@ -173,9 +173,10 @@ CHANGES: dict[str, tuple[list[str], list[str]]] = {
     # the code width is log2(entries) / dims: a change of one needs the other to keep bits
     "kv_cache.vq.dims": (VQ, ["kv_cache.vq.dims=1", "kv_cache.vq.entries=4"]),   # entries: the same 2 bits
     "kv_cache.dequant": (KV4, ["kv_cache.dequant=unfused"]),
-    "kv_cache.relayout_ops_subbyte": (KV4, ["kv_cache.relayout_ops_subbyte=1"]),
-    "kv_cache.relayout_ops_byte": (["kv_cache.bits=8"], ["kv_cache.relayout_ops_byte=1"]),
-    "kv_cache.kernel": (KV4, ["kv_cache.kernel=fast"]),          # issue 31: predicted from its SASS
+    # the relayout keys cost the naive family; unset, the kernel is the fast one (issue 44)
+    "kv_cache.relayout_ops_subbyte": ([*KV4, "kv_cache.kernel=naive"], ["kv_cache.relayout_ops_subbyte=1"]),
+    "kv_cache.relayout_ops_byte": (["kv_cache.bits=8", "kv_cache.kernel=naive"], ["kv_cache.relayout_ops_byte=1"]),
+    "kv_cache.kernel": (KV4, ["kv_cache.kernel=naive"]),         # issue 44: unset is the measured fast family
     "moe.routing.kind": (["workload.batch_size=8"], ["moe.routing.kind=zipf"]),
     "moe.routing.zipf_exponent": (ZIPF, ["moe.routing.zipf_exponent=3"]),
     "moe.routing.hot_persist_steps": ([*ZIPF, "workload.decode_steps=3"], ["moe.routing.hot_persist_steps=1"]),

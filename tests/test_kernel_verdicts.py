@@ -43,8 +43,10 @@ def test_the_kv_summary_keeps_its_figures_and_names_their_family():
     assert k["kernel_family"] == k["kernel"] == "native-decoder"
     v = k["verdicts"]
     assert v["native_decoder"]["speedup"] == k["attention_speedup"] and not v["native_decoder"]["measured"]
-    assert v["naive"]["measured"] and v["best_measured"]["family"] == "naive"
-    assert v["best_measured"]["speedup"] == k["attention_speedup_by_kernel"]["naive"]
+    by = k["attention_speedup_by_kernel"]
+    best = max(("naive", "fast"), key=by.get)                  # both measured since issue 44's fit
+    assert v["naive"]["measured"] and v["best_measured"]["family"] == best
+    assert v["best_measured"]["speedup"] == by[best]
 
 
 def test_a_bf16_run_has_no_verdicts():
@@ -58,5 +60,6 @@ def test_the_weights_summary_names_the_family_of_its_expert_gemm_speedup():
     w = run("weights-base.yaml", "weights.experts.format=int4", "weights.experts.kernel=fast")["weights"]
     assert w["kernel_family"] == "fast"
     assert w["expert_gemm_speedup"] == w["expert_gemm_speedup_by_kernel"]["fast"]
-    assert w["verdicts"]["best_measured"]["family"] == "naive"      # fast is predicted, not measured
+    by = w["expert_gemm_speedup_by_kernel"]                          # both families measured (issue 44)
+    assert w["verdicts"]["best_measured"]["family"] == max(("naive", "fast"), key=by.get)
     assert w["verdicts"]["native_decoder"] is None                   # the H200 has no decoder

@@ -75,10 +75,10 @@ def step_row(model: str, cache: str, batch: int, context: int) -> dict:
         row.update(byte_ratio=s["kv"]["byte_ratio"], attention_speedup=s["kv"]["attention_speedup"],
                    bits_per_element=s["kv"]["effective_bits_per_element"])
     elif model == "llama-3.1-8b" and batch in TRACED:
-        from predict_hf_traces import predict_point
+        from predict_hf_traces import predict_point, trace_path
         traced = TRACED[batch]
         trace = HF_TRACES / f"hf-{model}-eager-b{traced[0]}-l{traced[1]}.json.gz"
-        p = predict_point(model, trace, traced, (batch, context), hardware=HARDWARE)
+        p = predict_point(model, trace_path(trace), traced, (batch, context), hardware=HARDWARE)
         row.update(trace_step_ms=p["wall_ms"], trace_device_busy_ms=p["device_busy_ms"], trace=trace.name)
     return row
 
@@ -98,7 +98,7 @@ def gemm_row(chip: ChipSpec, families, impl: str, model: str, label: str, m: int
                                          kernel=families.weights["naive"])
     return {**row, "bits": bits, "group": GROUP, "bytes": round(per_weight * k * n),
             "us": mb.device_time_s(chip, ks) * 1e6, "naive_us": mb.device_time_s(chip, [naive]) * 1e6,
-            "family": "fast (predicted, unmeasured)", "ops_per_weight": round(fast.ops(m), 3)}
+            "family": "fast (" + ("fitted on an H100" if fast.measured else "predicted, unmeasured") + ")", "ops_per_weight": round(fast.ops(m), 3)}
 
 
 def predict_all() -> list[dict]:
@@ -140,10 +140,13 @@ def markdown(rows: list[dict]) -> str:
 
 
 def main() -> int:
+    global HARDWARE
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jsonl", required=True)
     ap.add_argument("--markdown", help="write the tables here, after the text above '## The tables'")
+    ap.add_argument("--hardware", default=HARDWARE, help="profile to predict on (h100-sxm: post-hoc, issue 44's call got an H100)")
     args = ap.parse_args()
+    HARDWARE = args.hardware
     rows = predict_all()
     with open(args.jsonl, "w") as fh:
         for r in rows:

@@ -346,10 +346,10 @@ class KvCache(Strict):
                                 "sub-byte decoder of the profile; unfused: expand to bf16 in HBM first")
     kernel: KernelFamily | None = Field(
         None, description="dequant kernel family (docs/kv_cache.md): naive = the measured fused Triton "
-                          "kernel (the fit), fast = calibration/fast_kv_attn.py at its SASS counts "
-                          "(predicted, unmeasured), native-decoder = dequant decoder; unset: the "
-                          "fastest measured family of the profile (naive), or native-decoder with "
-                          "dequant decoder")
+                          "kernel (the fit), fast = calibration/fast_kv_attn.py (counts fitted on an H100, "
+                          "issue 44), native-decoder = dequant decoder; unset: the fastest measured "
+                          "family of the profile (fast on the Hopper profiles; naive with dequant "
+                          "unfused), or native-decoder with dequant decoder")
     relayout_ops_subbyte: float = Field(
         15.5, ge=0, description="software dequant: ops per element to move packed sub-byte codes into "
                                 "MMA fragment order (calibration/fit_kv_dequant.py: the fused Triton "
@@ -452,9 +452,9 @@ class TensorWeights(Strict):
                           "native sub-byte decoder of the profile")
     kernel: KernelFamily | None = Field(
         None, description="dequant kernel family of a software or decoder class (docs/weights.md): "
-                          "naive = tinygemm (measured), fast = calibration/fast_w4a16.py at its SASS "
-                          "counts (predicted, unmeasured), native-decoder = dequant decoder; unset: "
-                          "the profile's fastest measured family (naive)")
+                          "naive = tinygemm (measured), fast = calibration/fast_w4a16.py (counts fitted "
+                          "on an H100, issue 44), native-decoder = dequant decoder; unset: the "
+                          "profile's fastest measured family at one row (naive: tinygemm, issue 44)")
 
 
 class Weights(Strict):

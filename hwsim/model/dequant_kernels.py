@@ -4,8 +4,8 @@ what ALU cost, named so a run can ask for one (`kv_cache.kernel`, `weights.<clas
 - `naive`: the kernels hwsim is calibrated on, measured on an H200: the fused Triton low-bit
   attention of shared/calibration (calibration/fit_kv_dequant.py) and tinygemm
   (calibration/fit_weight_dequant.py);
-- `fast`: calibration/fast_kv_attn.py and fast_w4a16.py, costed at the instruction counts of
-  their SASS (calibration/fast_sass.py): PREDICTED from machine code, not yet measured;
+- `fast`: calibration/fast_kv_attn.py and fast_w4a16.py, their lane-op counts fitted to an
+  H100's timings (issue 44, calibration/fit_fast_kernels.py; validation/fast_kernels_measured.md);
 - `native-decoder`: the what-if decoder in the load path (the profile's `decoder:` block).
 
 The numbers live in the profile's `dequant_kernels:` block (hwsim/config/dequant_kernels.py),
@@ -26,6 +26,10 @@ SOFTWARE = ("naive", "fast")
 FAST_TILE_ROWS = (16, 64)          # the padded batch rows fast_w4a16's SASS was counted at
 FAST_KV_BITS = (2, 4, 8, 16)       # the widths fast_kv_attn's SASS was counted at
 KV_SPEED_BITS = 2                  # "fastest" compares the families at 2-bit codes
+# ... and weight families at one row a GEMM: MoE decode's regime, where tinygemm (naive) is measured
+# faster than the fast W4A16 kernel (issue 44, H100: 0.57x its time at 1 row, 0.74x at 4; the fast
+# kernel wins from 16 rows, where a scenario names it)
+WEIGHT_SPEED_ROWS = 1
 
 
 @dataclass(frozen=True)
@@ -83,7 +87,7 @@ class Families:
         if part == "kv":
             cost = {f: kv_ops(k, KV_SPEED_BITS) for f, k in self.kv.items() if k.measured}
         else:
-            cost = {f: w.ops(DEQUANT_TILE_ROWS) for f, w in self.weights.items() if w.measured}
+            cost = {f: w.ops(WEIGHT_SPEED_ROWS) for f, w in self.weights.items() if w.measured}
         return min(cost, key=cost.get)
 
 
@@ -140,6 +144,8 @@ def kv_family(cfg_kv, families: Families) -> str | None:
         return None
     if cfg_kv.dequant == "decoder":
         return "native-decoder"
+    if cfg_kv.kernel is None and cfg_kv.dequant == "unfused":
+        return "naive"          # fast is one fused kernel (software only): an expansion pass is naive's
     return cfg_kv.kernel or families.default("kv")
 
 

@@ -1,5 +1,5 @@
 """The fast W4A16 GEMM of calibration/fast_w4a16.py as hwsim kernels (kernel family `fast`,
-hwsim.model.dequant_kernels): PREDICTED from its SASS, not yet measured.
+hwsim.model.dequant_kernels): its lane-op counts fitted to an H100's timings (issue 44).
 
 The weights are the wgmma's M side, FAST_TILE_N output columns a program, the batch (padded to
 a power of two, 16 to 64 rows) its N side; K is split so the grid fills about two waves, and a

@@ -311,7 +311,7 @@ class Schedule:
         the measured torch._scaled_mm path) and multiplies at that tensor rate; a decoder
         expands the codes on the way in and the MMA runs in bf16."""
         wb = fmt.bytes_per_weight
-        if fmt.kernel_family == "fast":         # predicted from its SASS (hwsim.model.dequant_kernels)
+        if fmt.kernel_family == "fast":         # counts fitted on an H100 (hwsim.model.dequant_kernels)
             return fast_weight_only_gemm(name, layer, m, k, n, self.chip, weight_addr=addr, weight_bytes=wb,
                                          data=data, ops_per_weight=fmt.kernel.ops(m), writes=out)
         if fmt.dequant == "software":

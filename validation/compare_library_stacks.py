@@ -1,0 +1,107 @@
+"""The two library stacks measured on the H100 (issue 44, item 2) against hwsim, post hoc: the
+call got an H100, the predictions written before it were for the H200 (validation/
+library_stacks_predictions.md), so these are re-run for h100-sxm after the measurement, with
+nothing fitted to them.
+
+    python validation/compare_library_stacks.py [--markdown validation/fast_kernels_measured.md]
+
+- QuantizedCache steps (validation/data/library_stacks_h100/quantized_cache_steps.jsonl) beside
+  hwsim's built-in schedule with the unfused family (calibration/data/h100_library_stacks_predicted.jsonl,
+  validation/predict_library_stacks.py --hardware h100-sxm) and beside the kernel-trace path
+  (workload.kernel_trace on the call's own b1/b4 32k traces, re-timed at each row's point).
+- gemlite (calibration/data/h100_gemlite.jsonl) beside the fast W4A16 kernel measured in the same
+  call (calibration/data/h100_fast_kernels.jsonl) at the shapes both ran.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "calibration"), str(ROOT / "validation")]
+DATA = ROOT / "validation" / "data" / "library_stacks_h100"
+MEASURED_STEPS = DATA / "quantized_cache_steps.jsonl"
+TRACES = DATA / "traces"
+PREDICTED = ROOT / "calibration" / "data" / "h100_library_stacks_predicted.jsonl"
+GEMLITE = ROOT / "calibration" / "data" / "h100_gemlite.jsonl"
+FAST = ROOT / "calibration" / "data" / "h100_fast_kernels.jsonl"
+HARDWARE = "h100-sxm"
+
+
+def jsonl(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+def trace_for(cache: str, batch: int) -> tuple[Path, tuple[int, int]] | None:
+    name = TRACES / f"qc-llama-3.1-8b-{cache}-b{batch}-l32768.json.gz"
+    from trace_store import traces_in
+    return (name, (batch, 32768)) if name.name in traces_in(TRACES) else None
+
+
+def step_table() -> tuple[str, list[float], list[float]]:
+    from predict_hf_traces import predict_point, trace_path
+    pred = {(r["cache"], r["batch"], r["context_tokens"]): r for r in jsonl(PREDICTED) if r["part"] == "step"}
+    out = ["| cache | batch | context | measured step ms (p10-p90) | hwsim built-in (unfused family) | err "
+           "| hwsim from the trace | err | trace |", "|---|---:|---:|---|---:|---:|---:|---:|---|"]
+    e_sched, e_trace = [], []
+    for r in (r for r in jsonl(MEASURED_STEPS) if r.get("part") == "step"):
+        key = (r["cache"], r["batch"], r["context_tokens"])
+        p = pred[key]["step_ms"]
+        e_sched.append(p / r["step_ms"] - 1)
+        t = trace_for(r["cache"], r["batch"])
+        cells = ["-", "-", "none for this cache/batch"]
+        if t:
+            tp = predict_point("llama-3.1-8b", trace_path(t[0]), t[1], (r["batch"], r["context_tokens"]),
+                               hardware=HARDWARE)["wall_ms"]
+            e_trace.append(tp / r["step_ms"] - 1)
+            cells = [f"{tp:.1f}", f"{e_trace[-1]:+.0%}", t[0].name]
+        out.append(f"| {r['cache']} | {r['batch']} | {r['context_tokens'] // 1024}k | {r['step_ms']:.1f} "
+                   f"({r['p10']:.1f}-{r['p90']:.1f}) | {p:.1f} | {e_sched[-1]:+.0%} | " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n", e_sched, e_trace
+
+
+def gemm_table() -> str:
+    g = {(r["impl"], r["k"], r["n"], r["m"]): r for r in jsonl(GEMLITE) if r.get("part") == "gemm"}
+    f = {(r["impl"], r["k"], r["n"], r["m"]): r for r in jsonl(FAST) if r.get("part") == "gemm" and "ms" in r}
+    out = ["| model | GEMM (k x n) | m | bf16 µs | fast_w4a16_asm µs | gemlite A16W4 µs | A16W8 | A16W2 "
+           "| gemlite W4 / fast W4 |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    ratios = []
+    for (impl, k, n, m), r in sorted(g.items(), key=lambda x: (x[1]["model"], x[0][1], x[0][2], x[0][3])):
+        fast = f.get(("fast_w4a16_asm", k, n, m))
+        if impl != "gemlite_a16w4" or fast is None:
+            continue
+        us = lambda x: f"{x['ms'] * 1e3:.1f}" if x else "-"  # noqa: E731
+        ratios.append(r["ms"] / fast["ms"])
+        out.append(f"| {r['model']} | {r['shape']} ({k} x {n}) | {m} | {us(g.get(('bf16', k, n, m)))} | {us(fast)} | "
+                   f"{us(r)} | {us(g.get(('gemlite_a16w8', k, n, m)))} | {us(g.get(('gemlite_a16w2', k, n, m)))} | "
+                   f"{ratios[-1]:.2f} |")
+    out.append(f"\ngemlite A16W4 / fast_w4a16_asm time: median {statistics.median(ratios):.2f}, "
+               f"range {min(ratios):.2f}-{max(ratios):.2f} ({len(ratios)} shapes; < 1: gemlite faster)")
+    return "\n".join(out) + "\n"
+
+
+def summary(name: str, errs: list[float]) -> str:
+    if not errs:
+        return f"{name}: no rows"
+    return (f"{name}: {len(errs)} rows, median abs {statistics.median(map(abs, errs)):.1%}, "
+            f"max abs {max(map(abs, errs)):.1%}, mean signed {statistics.mean(errs):+.1%}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.parse_args()
+    steps, e_sched, e_trace = step_table()
+    print(steps)
+    print(summary("built-in schedule, unfused family", e_sched))
+    print(summary("kernel-trace path", e_trace))
+    print()
+    print(gemm_table())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
