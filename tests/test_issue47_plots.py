@@ -25,3 +25,40 @@ def test_the_gantt_legend_is_not_drawn_over_its_title(tmp_path):
     title_box, legend_box, ax_box = _extents(fig, ax.title, legend, ax)
     assert not title_box.overlaps(legend_box)
     assert not legend_box.overlaps(ax_box)
+
+
+def _sweep_table(n_batch=6, n_ctx=6):
+    import numpy as np
+    import pandas as pd
+
+    rows = [{"factor.workload.batch_size": b, "factor.workload.context_tokens": c,
+             "factor.hardware": "h200-sxm", "status": "ok",
+             "breakdown_ms.weight_read": 1.0 + b / 64, "breakdown_ms.kv_read": b * c / 1e5,
+             "itl_ms.p50": 1.0 + b / 64 + b * c / 1e5, "batch_size": b}
+            for b in (1, 2, 4, 8, 16, 32)[:n_batch] for c in (512, 1024, 2048, 4096, 8192, 16384)[:n_ctx]]
+    order = np.random.default_rng(1).permutation(len(rows))     # completion order
+    return pd.DataFrame([rows[i] for i in order])
+
+
+def test_a_sweeps_breakdown_is_in_its_factors_order_with_whole_readable_labels(tmp_path):
+    from hwsim.plots.study import save_study_pngs
+
+    table = _sweep_table()
+    save_study_pngs(table, 10.0, tmp_path)
+    assert (tmp_path / "breakdown.png").read_bytes()[:4] == b"\x89PNG"
+    import matplotlib.pyplot as plt
+
+    from hwsim.plots.study import plot_breakdown_per_point
+    fig, ax = plt.subplots(figsize=(9, 0.22 * len(table) + 1.5), layout="constrained")
+    plot_breakdown_per_point(ax, table, 10.0)
+    fig.savefig(tmp_path / "b.png")
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    want = [f"batch_size={b}, context_tokens={c}" for b in (1, 2, 4, 8, 16, 32)
+            for c in (512, 1024, 2048, 4096, 8192, 16384)]
+    assert labels == want                      # sorted, the constant hardware left out, names whole
+    renderer, page = fig.canvas.get_renderer(), fig.bbox
+    boxes = [t.get_window_extent(renderer) for t in ax.get_yticklabels()]
+    assert all(page.x0 <= b.x0 and b.x1 <= page.x1 for b in boxes)          # none cut at the edge
+    assert all(a.y0 >= b.y1 - 0.5 or b.y0 >= a.y1 - 0.5 for a, b in zip(boxes, boxes[1:]))   # none overlap
+    assert min(t.get_fontsize() for t in ax.get_yticklabels()) >= 7
+    plt.close(fig)
