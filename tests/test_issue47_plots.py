@@ -62,3 +62,29 @@ def test_a_sweeps_breakdown_is_in_its_factors_order_with_whole_readable_labels(t
     assert all(a.y0 >= b.y1 - 0.5 or b.y0 >= a.y1 - 0.5 for a, b in zip(boxes, boxes[1:]))   # none overlap
     assert min(t.get_fontsize() for t in ax.get_yticklabels()) >= 7
     plt.close(fig)
+
+
+def test_channels_of_interleaved_addresses_read_as_even_and_a_hot_spot_stands_out(tmp_path):
+    import numpy as np
+
+    from hwsim.plots.channels import save_channel_png
+    from hwsim.plots.figure import new_axes
+
+    even = 3e9 * (1 + 1e-3 * np.random.default_rng(0).standard_normal(6 * 16))   # interleaved: within 0.3%
+    hot = even.copy()
+    hot[17] *= 3
+    for name, data in (("even", even), ("hot", hot)):
+        save_channel_png(data, 16, name, tmp_path / f"{name}.png")
+        assert (tmp_path / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
+    from hwsim.plots.channels import plot_channel_bytes
+    fig, ax = new_axes((8, 3))
+    (image,) = plot_channel_bytes(ax, even, 16)
+    grid = image.get_array()
+    assert grid.shape == (6, 16)                                   # a row a stack, a column a channel
+    assert image.get_clim() == (-1.0, 1.0)                         # 0.3% of noise is not a full colour range
+    assert "mean 3 GB" in ax.get_xlabel() and "spread -0." in ax.get_xlabel()
+    fig, ax = new_axes((8, 3))
+    (image,) = plot_channel_bytes(ax, hot, 16)
+    grid = image.get_array()
+    assert np.unravel_index(np.argmax(grid), grid.shape) == (1, 1)  # channel 17: stack 1, channel 1
+    assert grid[1, 1] > 150 and image.get_clim()[1] == grid[1, 1]
