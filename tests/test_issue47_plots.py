@@ -88,3 +88,35 @@ def test_channels_of_interleaved_addresses_read_as_even_and_a_hot_spot_stands_ou
     grid = image.get_array()
     assert np.unravel_index(np.argmax(grid), grid.shape) == (1, 1)  # channel 17: stack 1, channel 1
     assert grid[1, 1] > 150 and image.get_clim()[1] == grid[1, 1]
+
+
+def test_a_kernel_traces_breakdown_has_its_kv_read_and_the_same_total(tmp_path):
+    import json
+
+    import pytest
+    from typer.testing import CliRunner
+
+    from hwsim.cli import app
+    from hwsim.config.load import load_scenario
+    from hwsim.hw.chip import ChipSpec
+    from hwsim.config.files import load_profile
+
+    res = CliRunner().invoke(app, ["run", "scenarios/kernel-trace.yaml", "--no-plots", "--json",
+                                   "--out", str(tmp_path / "kt")])
+    assert res.exit_code == 0, res.stderr
+    s = json.loads(res.stdout)
+    b = s["breakdown_ms"]
+    assert s["bytes"]["kv"] > 8e9                        # the cache a step: 64 x 1,025 tokens x 131 kB
+    rate = ChipSpec.from_profile(load_profile(load_scenario("scenarios/kernel-trace.yaml").hardware)).hbm_read_bytes_s
+    assert b["kv_read"] == pytest.approx(s["bytes"]["kv"] / rate * 1e3, rel=0.01)   # its bytes at the HBM rate
+    assert b["attention_compute"] > 0                    # what the padded MMAs take beyond it
+    assert sum(b.values()) == pytest.approx(s["itl_ms"]["mean"], rel=1e-9)    # the total kept
+
+
+def test_kv_attributed_moves_no_more_than_attention_compute_holds():
+    from hwsim.ktrace.kv_share import kv_attributed
+
+    b = {"attention_compute": 1.0, "kv_read": 0.0, "weight_read": 2.0}
+    assert kv_attributed(b, 3e9, 1e9) == {"attention_compute": 0.0, "kv_read": 1.0, "weight_read": 2.0}
+    assert kv_attributed(b, 5e8, 1e9) == {"attention_compute": 0.5, "kv_read": 0.5, "weight_read": 2.0}
+    assert kv_attributed(b, 0.0, 1e9) == b
