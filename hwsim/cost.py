@@ -310,6 +310,8 @@ def check_loaded_cost(cfg, limits: tuple[float | None, float | None]) -> Cost:
     try:
         return check_cost(cfg, load_model(cfg.model), *limits)
     except ConfigError as exc:
+        if exc.file is not None:        # a file it read (a kernel trace, priced) names itself
+            raise
         raise at_loaded_scenario(exc) from None
 
 
