@@ -114,7 +114,7 @@ def test_a_kernel_traces_breakdown_has_its_kv_read_and_the_same_total(tmp_path):
 
 
 def test_kv_attributed_moves_no_more_than_attention_compute_holds():
-    from hwsim.ktrace.kv_share import kv_attributed
+    from hwsim.engine.kv_share import kv_attributed
 
     b = {"attention_compute": 1.0, "kv_read": 0.0, "weight_read": 2.0}
     assert kv_attributed(b, 3e9, 1e9) == {"attention_compute": 0.0, "kv_read": 1.0, "weight_read": 2.0}
