@@ -457,8 +457,8 @@ def _headline(s, verdict: str) -> str:
 def _energy_per_token(p, s) -> str:
     if not p.joules_per_token:
         return ""
-    if sp := s.speculative:         # the summary's figure is per step token: a step yields several
-        return f", {p.joules_per_token / sp.expected_tokens_per_step:.2f} J per accepted token"
+    if s.speculative:               # the summary's figure is per accepted token (run.power_summary)
+        return f", {p.joules_per_token:.2f} J per accepted token"
     return f", {p.joules_per_token:.2f} J per token"
 
 

@@ -51,6 +51,9 @@ BYTES_PER_USER = 8000                    # closed loop: a user's process and thr
 S_PER_USER = 5e-5                        # closed loop: starting a user's process and streams
 BYTES_PER_ROUTING_BYTE = 20              # a routing trace held as lists of ids: ~20x its CSV text
 BASE_BYTES = 300e6                       # the interpreter, numpy, pandas, matplotlib
+S_PER_CTA = 7.5e-8                       # a kernel trace: the engine times a reduction or an Inductor
+                                         # kernel on its traced grid, ~75 ns of wall a CTA
+                                         # (hwsim/ktrace/reader.py, MAX_CTAS)
 
 
 @dataclass
@@ -60,11 +63,13 @@ class Cost:
     passes: float
     kernels_per_pass: float
     iterations: float | None = None      # serving, rehearsed: iterations the passes are reused over
+    ctas_per_pass: float | None = None   # a kernel trace: its kernels' CTAs, all together
 
     def describe(self) -> str:
         reused = f", reused over {self.iterations:.3g} iterations" if self.iterations else ""
+        ctas = f" launching {self.ctas_per_pass:.3g} CTAs" if self.ctas_per_pass else ""
         return (f"about {_duration(self.wall_s)} and {self.memory_gb:.1f} GB "
-                f"({self.passes:.3g} simulated passes of about {self.kernels_per_pass:.3g} kernels{reused})")
+                f"({self.passes:.3g} simulated passes of about {self.kernels_per_pass:.3g} kernels{ctas}{reused})")
 
 
 def _duration(seconds: float) -> str:
@@ -145,6 +150,11 @@ def estimate(cfg, model) -> Cost:
     kernels = gpus.kernels(model, w.batch_size, cfg.runtime.moe_schedule)
     wall = w.decode_steps * gpus.pass_s(fidelity, model, w.batch_size, w.context_tokens + w.decode_steps,
                                        cfg.runtime.moe_schedule, cfg.parallel.micro_batches)
+    traced = TracePrice.of(w.kernel_trace.path) if w.kernel_trace is not None else None
+    if traced is not None:              # the trace is the schedule: priced by its kernels and grids
+        kernels = traced.kernels
+        wall = w.decode_steps * (traced.pass_s(fidelity) + w.batch_size * model.layers * S_PER_TOKEN_LAYER[fidelity])
+        extra_bytes += traced.read_bytes
     if w.prompt_tokens:
         wall += gpus.pass_s(fidelity, model, w.prompt_tokens, w.prompt_tokens, cfg.runtime.moe_schedule)
     kept = passes if cfg.runtime.kernel_records < 0 else min(passes, cfg.runtime.kernel_records)
@@ -156,7 +166,33 @@ def estimate(cfg, model) -> Cost:
         # a pass holds every GPU's kernel lists at once (hwsim/parallel/multi.py, its segments);
         # records are kept of GPU 0's only (counted above). DeepSeek-V3 EP: 1.7 MB a GPU measured.
         memory += gpus.n * kernels * BYTES_PER_RECORD
-    return Cost(wall, (BASE_BYTES + memory) / 1e9, passes, kernels * gpus.n)
+    return Cost(wall, (BASE_BYTES + memory) / 1e9, passes, kernels * gpus.n,
+                ctas_per_pass=traced.ctas if traced else None)
+
+
+@dataclass
+class TracePrice:
+    """A kernel trace's price, from the reader's bounded pass (hwsim/ktrace/reader.py: it refuses
+    a trace past its bounds, so pricing one costs at most that read): its device events and
+    their CTAs, each simulated every pass."""
+    kernels: int
+    ctas: int
+
+    @classmethod
+    def of(cls, path: str) -> "TracePrice":
+        from pathlib import Path
+
+        from hwsim.ktrace.reader import read_trace
+
+        trace = read_trace(Path(path))
+        return cls(sum(len(events) for events in trace.device.values()), trace.ctas)
+
+    def pass_s(self, fidelity: str) -> float:
+        return self.kernels * S_PER_KERNEL[fidelity] + self.ctas * S_PER_CTA
+
+    @property
+    def read_bytes(self) -> float:       # the trace's records, kept through the run
+        return self.kernels * BYTES_PER_RECORD
 
 
 def _shapes(w, batch: int, requests: int) -> float:
@@ -275,6 +311,8 @@ def check_loaded_cost(cfg, limits: tuple[float | None, float | None]) -> Cost:
     try:
         return check_cost(cfg, load_model(cfg.model), *limits)
     except ConfigError as exc:
+        if exc.file is not None:        # a file it read (a kernel trace, priced) names itself
+            raise
         raise at_loaded_scenario(exc) from None
 
 
@@ -302,6 +340,8 @@ def _biggest_key(cfg) -> str:
     w = cfg.workload
     if w.arrivals.kind != "none":
         return "workload.arrivals.requests"
+    if w.kernel_trace is not None:      # its kernels and grids are the run's size
+        return "workload.kernel_trace.path"
     sizes = {"workload.decode_steps": w.decode_steps, "workload.batch_size": w.batch_size * 20,
              "workload.prompt_tokens": w.prompt_tokens}
     return max(sizes, key=sizes.get)

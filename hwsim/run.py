@@ -173,6 +173,8 @@ def power_summary(power: PowerModel | None, result: RunResult, settled: Settled 
     clock_hz = settled.clock_hz if settled else clock_hz
     watts = power.watts(work, seconds, clock_hz)
     tokens = result.run_summary.sim.simulated_tokens
+    if sp := result.run_summary.speculative:    # a fixed batch's step yields E accepted tokens a sequence
+        tokens *= sp.expected_tokens_per_step
     return PowerSummary(watts=watts, limit_w=power.limit_w, sm_clock_mhz=clock_hz / 1e6,
                         max_clock_mhz=power.max_clock_hz / 1e6,
                         watts_at_max_clock=settled.watts_at_max if settled else None,

@@ -51,5 +51,8 @@ def test_the_headline_of_a_speculative_run_is_per_accepted_token(tmp_path):
     spec, power = s["speculative"], s["power"]
     out = " ".join(res.stdout.split())
     assert f"{spec['ms_per_accepted_token']:.3f} ms per accepted token" in out
-    assert f"{power['joules_per_token'] / spec['expected_tokens_per_step']:.2f} J per accepted token" in out
+    assert f"{power['joules_per_token']:.2f} J per accepted token" in out
+    # --json's joules are per accepted token too: the watts over a sequence's accepted tokens a second
+    per_accepted = power["watts"] * spec["ms_per_accepted_token"] / 1e3 / s["batch_size"]
+    assert power["joules_per_token"] == pytest.approx(per_accepted, rel=1e-9)
     assert "inter-token latency p50" not in out      # the step's latency is not the user's

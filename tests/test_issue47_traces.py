@@ -196,3 +196,35 @@ def test_a_synthetic_trace_says_so():
     path = "scenarios/traces/kernels/synthetic-llama-3.1-8b-b1-l1024.json.gz"
     s = _run(path, batch=1, context=1024)
     assert any("SYNTHETIC" in w and path in w for w in s["warnings"])
+
+
+def _grids(tmp_path, n, grid):
+    """n kernels of `grid`, each launched by its own call."""
+    events = [OP]
+    for i in range(n):
+        events += [_with(_with(LAUNCH, ("args", "correlation"), 100 + i), ("ts",), 10.0 + 10 * i),
+                   _with(_with(_with(KERNEL, ("args", "correlation"), 100 + i), ("ts",), 12.0 + 10 * i),
+                         ("args", "grid"), grid)]
+    return _write(tmp_path, events, "grids.json")
+
+
+def test_the_cost_estimate_prices_a_kernel_trace_by_its_kernels_and_grids(tmp_path):
+    """Item 5: a trace of 15 legal launches of 2^24 CTAs (2.5e8: ~19 s of wall a pass) over 100
+    steps is refused before it runs, naming the trace's key; it was priced as the model's 2
+    tiny passes and ran."""
+    from hwsim.config.files import load_model
+    from hwsim.cost import S_PER_CTA, check_cost, estimate
+
+    path = _grids(tmp_path, 15, [2**24, 1, 1])
+    cfg = load_scenario(None, [f"workload.kernel_trace.path={path}", "workload.kernel_trace.batch_size=1",
+                               "workload.kernel_trace.context_tokens=64", "workload.decode_steps=100"])
+    model = load_model(cfg.model)
+    cost = estimate(cfg, model)
+    assert cost.kernels_per_pass == 15 and cost.ctas_per_pass == 15 * 2**24
+    assert cost.wall_s >= 100 * 15 * 2**24 * S_PER_CTA
+    with pytest.raises(ConfigError, match="launching 2.52e[+]08 CTAs") as info:
+        check_cost(cfg, model)
+    assert "workload.kernel_trace.path" in str(info.value)
+    small = load_scenario(None, [f"workload.kernel_trace.path={_grids(tmp_path, 3, [128, 1, 1])}",
+                                 "workload.kernel_trace.batch_size=1", "workload.kernel_trace.context_tokens=64"])
+    assert estimate(small, model).wall_s < 1.0                   # a small trace stays cheap

@@ -60,6 +60,9 @@ class OneGpu:
         by_component = dict.fromkeys(Component, 0.0)
         by_component.update(totals.parts)
         breakdown = {c.value: secs for c, secs in by_component.items()}
+        if b.scenario.workload.kernel_trace is not None:     # its attention's KV bytes are kv_read
+            from hwsim.engine.kv_share import kv_attributed
+            breakdown = kv_attributed(breakdown, totals.moved.get(Component.KV_READ, 0.0), b.chip.hbm_read_bytes_s)
         moved = moved_bytes((totals,))
         if b.onchip.dispatch:
             b.onchip.dispatch.end_step()

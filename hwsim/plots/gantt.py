@@ -87,16 +87,22 @@ def _shade_gpus(ax: Axes, rows: list[str]) -> None:
             ax.axhspan(i - 0.5, end - 0.5, color="#efefef", zorder=0, linewidth=0)
 
 
-def save_gantt_png(lanes: dict[str, list], records, title: str, path) -> None:
+def draw_gantt(lanes: dict[str, list], records, title: str):
+    """The gantt figure: the legend below the lanes, where the title (above, left) cannot cover it
+    nor it the title (above them, at the right, a long title ran under it on every run)."""
     rows = sum(1 for spans in lanes.values() if spans)
-    fig, ax = new_axes((10, max(4.2, 1.3 + 0.15 * rows)))
+    fig, ax = new_axes((10, max(4.2, 1.6 + 0.15 * rows)))
     plot_gantt(ax, lanes, records)
     names = ["weight_read", "expert_weight_read", "kv_read", "activation_io", "router"]
     if any(gpu_of(lane) is not None for lane in lanes):          # several GPUs: the collectives' colours
         names += ["all_to_all", "all_reduce"]
     handles = [Rectangle((0, 0), 1, 1, color=COLORS[c]) for c in names]
     handles.append(Rectangle((0, 0), 1, 1, color=COPY_COLOR))
-    ax.legend(handles, [*names, "copy"], loc="lower right", bbox_to_anchor=(1.0, 1.0), fontsize=7,
-              ncols=6, frameon=False)
+    fig.legend(handles, [*names, "copy"], loc="outside lower center", fontsize=7, ncols=len(handles),
+               frameon=False)
     ax.set_title(title, fontsize=10, loc="left")
-    save_png(fig, path)
+    return fig
+
+
+def save_gantt_png(lanes: dict[str, list], records, title: str, path) -> None:
+    save_png(draw_gantt(lanes, records, title), path)

@@ -20,26 +20,41 @@ def factor_columns(table: pd.DataFrame) -> list[str]:
 
 
 def point_labels(table: pd.DataFrame) -> list[str]:
-    cols = factor_columns(table)
-    return [", ".join(f"{c[7:].split('.')[-1]}={row[c]}" for c in cols) for _, row in table.iterrows()]
+    """Each point by the factors that vary over the table (one that does not tells no point apart),
+    named by their last key segment unless two factors share it."""
+    cols = [c for c in factor_columns(table) if table[c].astype(str).nunique() > 1] or factor_columns(table)
+    short = [c.split(".")[-1] for c in cols]
+    names = [s if short.count(s) == 1 else c[7:] for c, s in zip(cols, short)]
+    return [", ".join(f"{n}={row[c]}" for n, c in zip(names, cols)) for _, row in table.iterrows()]
+
+
+def in_factor_order(table: pd.DataFrame) -> pd.DataFrame:
+    """The points in the order of their factors (the first slowest), not of their completion."""
+    factors = factor_columns(table)
+    try:
+        return table.sort_values(factors, kind="stable") if factors else table
+    except TypeError:               # a factor of mixed types: as written
+        return table
 
 
 def plot_breakdown_per_point(ax: Axes, table: pd.DataFrame, budget_ms: float):
-    """A stacked bar of ms per component for every point, with the budget line."""
-    ok = table[table["status"] == "ok"]
-    x = np.arange(len(ok))
-    bottom = np.zeros(len(ok))
+    """A horizontal stacked bar of ms per component for every point, top to bottom in the
+    factors' order, each labelled whole on its row; the budget line."""
+    ok = in_factor_order(table[table["status"] == "ok"])
+    y = np.arange(len(ok))
+    left = np.zeros(len(ok))
     artists = []
     for comp in Component:
         col = f"breakdown_ms.{comp.value}"
         if col not in ok or ok[col].fillna(0).sum() <= 0:
             continue
-        h = ok[col].fillna(0).to_numpy()
-        artists.append(ax.bar(x, h, bottom=bottom, color=COLORS.get(comp.value), label=comp.value))
-        bottom += h
-    artists.append(ax.axhline(budget_ms, color="black", linestyle="--", label=f"budget {budget_ms:g} ms"))
-    ax.set_xticks(x, point_labels(ok), rotation=70, ha="right", fontsize=6)
-    ax.set_ylabel("ms per decode step")
+        w = ok[col].fillna(0).to_numpy()
+        artists.append(ax.barh(y, w, left=left, color=COLORS.get(comp.value), label=comp.value))
+        left += w
+    artists.append(ax.axvline(budget_ms, color="black", linestyle="--", label=f"budget {budget_ms:g} ms"))
+    ax.set_yticks(y, point_labels(ok), fontsize=8)
+    ax.set_ylim(len(ok) - 0.5, -0.5)            # the first point on top
+    ax.set_xlabel("ms per decode step")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7)
     return artists
 
@@ -105,7 +120,7 @@ def save_study_pngs(table: pd.DataFrame, budget_ms: float, out) -> dict:
     ok = table[table["status"] == "ok"] if "status" in table else table
     if not len(ok):
         return paths
-    fig, ax = plt.subplots(figsize=(max(6, 0.25 * len(ok) + 3), 4.5), layout="constrained")
+    fig, ax = plt.subplots(figsize=(9, max(3.5, 0.22 * len(ok) + 1.5)), layout="constrained")
     plot_breakdown_per_point(ax, table, budget_ms)
     paths["breakdown.png"] = out / "breakdown.png"
     _save(fig, paths["breakdown.png"])
