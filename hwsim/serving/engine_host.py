@@ -12,10 +12,16 @@ How it meets the device (the engine decides, as HF's ContinuousBatchingManager d
   host's issuing (launches and plans) and the device's kernels; scheduling and sampling are
   serial with it (the engine syncs on the sampled tokens);
 - CUDA graphs: the forward is one replay (plans were built at capture), the device's time
-  plus the replay call;
+  plus the replay call; a padded shape with no graph yet is captured first (the library's
+  ModelRunner._capture_graph: the eager forward run `graph_capture_forwards` times), one graph
+  set per IO pair;
 - async batching: the next step's scheduling and the last step's sampling overlap the
-  forward, so the step lasts the longer of the two.
-`cpu_speed` (a what-if) divides every host number: the host and the chip change separately.
+  forward, so the step lasts the longer of the two; but the forward first waits for the copy
+  of the host IO's whole static buffers to the device (ContinuousBatchingIOs._transfer_inputs
+  copies the full attention mask, max_batch_tokens x (num_pages + max_batch_tokens), every
+  step: `h2d_bytes` at `h2d_GBps`), so that copy stays on the critical path.
+`cpu_speed` (a what-if) divides every host number (not the PCIe copy): the host and the chip change
+separately.
 """
 
 from __future__ import annotations
@@ -40,6 +46,9 @@ class EngineHostProfile(Strict):
     kernels_per_layer: Positive = Field(description="eager: kernels the engine's forward launches per decoder layer")
     kernels_fixed: NonNegative = Field(description="eager: kernels outside the decoder layers (embedding, norm, head)")
     plan_ms: NonNegative = Field(description="eager: building one attention plan for a shape not seen before")
+    mask_us_per_seq: NonNegative = Field(description="building the step's attention mask, per sequence (paged eager/sdpa)")
+    h2d_GBps: Positive = Field(description="async batching: host-to-device copy rate of the host IO's static buffers")
+    graph_capture_forwards: NonNegative = Field(description="CUDA graphs: eager forwards run to capture a new padded shape")
     sample_us: NonNegative = Field(description="sampling and the sync that reads the step's tokens")
     graph_launch_us: Positive = Field(description="CUDA graphs: one graph replay's host call")
     cpu_speed: Positive = Field(description="this host runs the engine's Python this many times as fast as profiled")
@@ -73,6 +82,35 @@ class EngineHost:
         self.async_batching = async_batching
         self.planned: set = set()
         self.plans_built = 0
+        self.h2d_bytes = 0.0            # async batching: bytes copied to the device per step (the engine's)
+        self.padding = (64, 16384, 1 << 62, 1 << 62)   # q, kv intervals; max batch tokens, pages (the engine's)
+        self.graphs: set = set()        # captured graph keys, per IO pair
+        self.pair = 0                   # async batching alternates two IO pairs
+
+    def graph_key(self, batch) -> tuple:
+        """ModelRunner.maybe_pad_inputs and ContinuousBatchingIOs._get_graph_key (varlen path): query
+        tokens to the q interval, KV read to the kv interval, the longest sequence to a power of 2
+        (at least 1024)."""
+        q_int, kv_int, max_tokens, pages = self.padding
+        q = sum(n for n, _ in batch)
+        kv = sum(c for _, c in batch)
+        longest = max(n + c for n, c in batch)
+        return (self.pair, min(-(-q // q_int) * q_int, max_tokens), min(-(-max(kv, 1) // kv_int) * kv_int, pages),
+                max(1024, 1 << (longest - 1).bit_length()))
+
+    def graph_forward(self, batch, device_s: float, speed: float) -> tuple[float, float]:
+        """(host issue, forward) of a graphed step: a replay, or the capture of a new shape."""
+        p = self.p
+        issue = p.graph_launch_us.value * 1e-6 / speed
+        key = self.graph_key(batch)
+        if self.async_batching:
+            self.pair = 1 - self.pair
+        if key in self.graphs:
+            return issue, issue + device_s
+        self.graphs.add(key)
+        eager = self.kernels() * p.launch_us.value * 1e-6 / speed
+        runs = p.graph_capture_forwards.value
+        return issue + runs * eager, issue + runs * max(eager, device_s)
 
     def kernels(self) -> float:
         p = self.p
@@ -81,14 +119,14 @@ class EngineHost:
     def step(self, batch, sb, kernels: int, device_s: float) -> HostStep:
         """The host's side of a step of `batch` (StepBatch `sb`) whose kernels take `device_s`."""
         p, speed = self.p, self.p.cpu_speed.value
-        schedule = (p.schedule_us.value + p.schedule_us_per_seq.value * len(batch)) * 1e-6 / speed
+        per_seq = p.schedule_us_per_seq.value + p.mask_us_per_seq.value
+        schedule = (p.schedule_us.value + per_seq * len(batch)) * 1e-6 / speed
         sample = p.sample_us.value * 1e-6 / speed
         shape = (sb.query_tokens, sb.kv_tokens)        # the attention's shape for a paged batch
         new = False
         if self.cuda_graph:
-            issue = p.graph_launch_us.value * 1e-6 / speed
+            issue, forward = self.graph_forward(batch, device_s, speed)
             plan = 0.0
-            forward = issue + device_s
         else:
             issue = self.kernels() * p.launch_us.value * 1e-6 / speed
             new = shape not in self.planned
@@ -97,8 +135,10 @@ class EngineHost:
                 self.plans_built += 1
             plan = p.plan_ms.value * 1e-3 / speed if new else 0.0
             forward = max(issue + plan, device_s)
+        h2d = self.h2d_bytes / (p.h2d_GBps.value * 1e9) if self.async_batching else 0.0
+        forward += h2d                                  # the compute stream waits on the copy
         busy = schedule + sample + issue + plan
         wall = max(schedule + sample, forward) if self.async_batching else schedule + forward + sample
-        parts = {"schedule": schedule, "launch": issue, "plan": plan, "sample": sample,
-                 "device_wait": max(0.0, wall - busy)}
+        parts = {"schedule": schedule, "launch": issue, "plan": plan, "sample": sample, "h2d": h2d,
+                 "device_wait": max(0.0, wall - busy - h2d)}
         return HostStep(busy, wall, parts, new)

@@ -65,6 +65,9 @@ def profile_from_trace(path: str, base, layers: int):
                             f"{where}: {len(builds)} attention calls over {PLAN_FACTOR:g}x the median "
                             f"({median:.0f} us), their mean excess"),
         "sample_us": _sourced(0.0, f"{where}: inside launch_us"),
+        "mask_us_per_seq": _sourced(0.0, f"{where}: inside launch_us"),
+        "h2d_GBps": base.h2d_GBps.model_dump(),
+        "graph_capture_forwards": base.graph_capture_forwards.model_dump(),
         "graph_launch_us": base.graph_launch_us.model_dump(),
         "cpu_speed": base.cpu_speed.model_dump(),
     }

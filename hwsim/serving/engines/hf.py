@@ -124,6 +124,16 @@ def on_device(config, cfg):
         return initialization.resolve_continuous_batching_config(config, cfg, None, False)
 
 
+def io_copy_bytes(max_batch_tokens: int, num_pages: int, dtype_bytes: int = 2, bulk_lines: int = 7) -> int:
+    """What async batching copies to the device every step (ContinuousBatchingIOs._transfer_inputs):
+    the whole static attention mask (paged|sdpa needs one: max_batch_tokens x (num_pages +
+    max_batch_tokens), the model's dtype), read and write indices (int64), the bulk inputs (int32)."""
+    mask = max_batch_tokens * (num_pages + max_batch_tokens) * dtype_bytes
+    indices = (num_pages + max_batch_tokens) * 8 + max_batch_tokens * 8
+    bulk = bulk_lines * (-(-(max_batch_tokens + 1) // 32) * 32) * 4
+    return mask + indices + bulk
+
+
 @dataclass
 class HfRun:
     """Per request: arrival, and its token times as the engine stamped them (virtual seconds)."""
@@ -162,6 +172,11 @@ class HfEngine:
         # sized with the model's real dims on the device's memory; the cache on CPU then holds one
         # narrow head (nothing reads it: the forward is the step clock)
         cfg.max_batch_tokens, cfg.num_blocks = cache_size(model_config(model), device, available_bytes)
+        if clock.host is not None:
+            pages = cfg.num_blocks * cfg.block_size
+            clock.host.h2d_bytes = io_copy_bytes(cfg.max_batch_tokens, pages)
+            clock.host.padding = (device.q_padding_interval_size, device.kv_padding_interval_size,
+                                  cfg.max_batch_tokens, pages)
         cfg.max_memory_percent = device.max_memory_percent
         cfg.use_cuda_graph, cfg.use_async_batching = False, False    # on CPU the loop runs synchronously
         gen = GenerationConfig(do_sample=False, eos_token_id=None, pad_token_id=0)
