@@ -133,14 +133,15 @@ def decode_step(model, cache, batch, context, device):
     nxt[0].item()
 
 
-def profiled(step, path, cuda):
-    """One profiled step (after warm-up steps) written as a gzip Kineto trace; the trace."""
+def profiled(step, path, cuda, warmup=2, active=1):
+    """`active` profiled steps (after 1 skipped and `warmup` warm-up steps) written as a gzip
+    Kineto trace; the trace."""
     from torch.profiler import ProfilerActivity, profile, schedule
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     raw = path[:-3] if path.endswith(".gz") else path
-    with profile(activities=acts, record_shapes=True, schedule=schedule(wait=1, warmup=2, active=1),
+    with profile(activities=acts, record_shapes=True, schedule=schedule(wait=1, warmup=warmup, active=active),
                  on_trace_ready=lambda p: p.export_chrome_trace(raw)) as prof:
-        for _ in range(4):
+        for _ in range(1 + warmup + active):
             step()
             prof.step()
     with open(raw, "rb") as src, gzip.open(path, "wb") as dst:

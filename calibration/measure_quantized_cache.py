@@ -28,7 +28,6 @@ Points run in order of importance (batch 1 at 32k first); `--budget-s` starts no
 
 import argparse
 import gc
-import gzip
 import json
 import os
 import statistics
@@ -37,7 +36,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from capture_hf_traces import build, device_busy_ms, pack  # noqa: E402
+from capture_hf_traces import build, device_busy_ms, pack, profiled  # noqa: E402
 from library_grid import (CACHES, KV_GROUP, POINTS, PROFILED, RESIDUAL, RESIDUAL_FILL, TIMED, WARM,  # noqa: E402
                           step_plan)
 
@@ -108,23 +107,6 @@ def timed_steps(step, n, cuda):
     return out
 
 
-def traced(step, path, cuda):
-    """PROFILED steps under torch.profiler (wait 1, warm-up 1, the last 2 recorded), gzipped."""
-    from torch.profiler import ProfilerActivity, profile, schedule
-    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    raw = path[:-3]
-    with profile(activities=acts, record_shapes=True, schedule=schedule(wait=1, warmup=1, active=PROFILED - 2),
-                 on_trace_ready=lambda p: p.export_chrome_trace(raw)) as prof:
-        for _ in range(PROFILED):
-            step()
-            prof.step()
-    with open(raw, "rb") as src, gzip.open(path, "wb") as dst:
-        dst.write(src.read())
-    os.remove(raw)
-    with gzip.open(path, "rt") as fh:
-        return json.load(fh)
-
-
 def profiled_window_ms(trace):
     """Device busy time and kernels of the recorded steps (from the first ProfilerStep on)."""
     evs = trace["traceEvents"]
@@ -143,7 +125,7 @@ def measure_point(model, cfg, name, cache_name, batch, context, device, cuda, ou
     timed_steps(step, WARM, cuda)
     times = timed_steps(step, TIMED, cuda)
     path = os.path.join(out_dir, f"qc-{name}-{cache_name}-b{batch}-l{context}.json.gz")
-    busy, kernels = profiled_window_ms(traced(step, path, cuda))
+    busy, kernels = profiled_window_ms(profiled(step, path, cuda, warmup=1, active=PROFILED - 2))
     recorded = PROFILED - 2
     ms = sorted(times)
     row = {"part": "step", "model": name, "cache": cache_name, "nbits": CACHES[cache_name] or 16,
