@@ -50,6 +50,16 @@ class TraceRow:
     output_tokens: int
 
 
+# The measured loads, in the order that seeds them: the measuring call (measure_hf_serving.py)
+# and hwsim's predictions of it (predict_hf_serving.py) draw the same traces from these.
+LOADS = ["burst", "light", "near", "past", "long"]
+SEED = 43
+
+
+def load_seed(load: str) -> int:
+    return SEED + LOADS.index(load) if load in LOADS else SEED
+
+
 def make_trace(shape: str, rate_per_s: float | None, requests: int, seed: int) -> list[TraceRow]:
     """`requests` requests of `shape` lengths; Poisson arrivals at `rate_per_s`, or all at t = 0
     when `rate_per_s` is None (a burst). The same arguments give the same trace."""

@@ -47,14 +47,12 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from hf_serving_engine import Engine, build_model, describe_env  # noqa: E402
 from hf_serving_stats import summarize  # noqa: E402
-from hf_serving_trace import make_trace, write_trace  # noqa: E402
+from hf_serving_trace import LOADS, load_seed, make_trace, write_trace  # noqa: E402
 
 CONFIG_DIR = HERE / "data" / "hf_serving" / "configs"
 MODELS = ["llama-3.1-8b", "qwen3-30b-a3b", "qwen2.5-7b"]
 CONFIGS = ["defaults", "graphs"]
-LOADS = ["burst", "light", "near", "past", "long"]
 FALLBACK_SAT = {"defaults": 4.0, "graphs": 30.0}   # req/s when the burst gave no throughput
-SEED = 43
 
 
 def log(msg: str) -> None:
@@ -80,7 +78,7 @@ def append_jsonl(path: Path, obj: dict) -> None:
 
 def one_run(engine: Engine, model: str, config: str, load: str, sat: float, args, folder: Path) -> dict:
     shape, rate, n = plan_load(load, sat, args)
-    seed = SEED + LOADS.index(load) if load in LOADS else SEED
+    seed = load_seed(load)
     rows = make_trace(shape, rate, n, seed)
     trace_path = folder / f"{load}.trace.jsonl"
     write_trace(rows, trace_path)

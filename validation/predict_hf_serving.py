@@ -8,8 +8,9 @@ engine host profile), for each chip a call might get.
     python validation/predict_hf_serving.py --compare MEASURED_SUMMARY.jsonl \
         --predictions validation/data/hf_serving/predicted.jsonl
 
-The traces are measure_hf_serving's own (plan_load, make_trace, its SEED), with the rates fixed
-by --rates as the measuring call fixes them, so both sides serve the same requests.
+The traces are measure_hf_serving's own (its plan_load; hf_serving_trace's make_trace and
+load_seed), with the rates fixed by --rates as the measuring call fixes them, so both sides
+serve the same requests.
 """
 
 from __future__ import annotations
@@ -23,15 +24,13 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from hf_serving_trace import make_trace, write_trace  # noqa: E402
+from hf_serving_trace import load_seed, make_trace, write_trace  # noqa: E402
 
 from hwsim.build import build  # noqa: E402
 from hwsim.config.load import load_scenario  # noqa: E402
 from hwsim.run import run_scenario  # noqa: E402
 
 SCENARIO = HERE.parent / "scenarios" / "engines" / "hf-llama-chat.yaml"
-LOADS = ["burst", "light", "near", "past", "long"]        # measure_hf_serving.LOADS (its seeds)
-SEED = 43
 ENGINE = {"defaults": [], "graphs": ["workload.engine.config.use_cuda_graph=true",
                                      "workload.engine.config.use_async_batching=true"]}
 FIELDS = ("ttft_ms", "itl_ms")
@@ -48,7 +47,7 @@ def plan(load: str, rates: dict, window_s: float, burst: int) -> tuple[str, floa
 def predict(chip: str, model: str, config: str, load: str, rates, window_s, burst, folder: Path) -> dict:
     shape, rate, n = plan(load, rates, window_s, burst)
     trace = folder / f"{chip}-{config}-{load}.trace.jsonl"
-    write_trace(make_trace(shape, rate, n, SEED + LOADS.index(load)), trace)
+    write_trace(make_trace(shape, rate, n, load_seed(load)), trace)
     cfg = load_scenario(SCENARIO, [f"hardware={chip}", f"model={model}", "workload.arrivals.kind=trace",
                                    f"workload.arrivals.trace={trace}", *ENGINE[config]])
     s = run_scenario(cfg, build(cfg), intervals=False).summary
