@@ -44,29 +44,46 @@ def plan(load: str, rates: dict, window_s: float, burst: int) -> tuple[str, floa
     return ("long" if load == "long" else "chat"), rate, max(4, round(rate * window_s))
 
 
+def config_without_notes(model: str, folder: Path) -> str:
+    """A configs/*.json as the measuring script reads it: its `_source`-style notes dropped (hwsim's
+    importer refuses fields it does not know), under the same name."""
+    if not model.endswith(".json"):
+        return model
+    kw = {k: v for k, v in json.loads(Path(model).read_text()).items() if not k.startswith("_")}
+    copy = folder / Path(model).name
+    copy.write_text(json.dumps(kw))
+    return str(copy)
+
+
 def predict(chip: str, model: str, config: str, load: str, rates, window_s, burst, folder: Path) -> dict:
     shape, rate, n = plan(load, rates, window_s, burst)
     trace = folder / f"{chip}-{config}-{load}.trace.jsonl"
     write_trace(make_trace(shape, rate, n, load_seed(load)), trace)
-    cfg = load_scenario(SCENARIO, [f"hardware={chip}", f"model={model}", "workload.arrivals.kind=trace",
+    cfg = load_scenario(SCENARIO, [f"hardware={chip}", f"model={config_without_notes(model, folder)}",
+                                   "workload.arrivals.kind=trace",
                                    f"workload.arrivals.trace={trace}", *ENGINE[config]])
     s = run_scenario(cfg, build(cfg), intervals=False).summary
-    return {"chip": chip, "model": model, "config": config, "load": load, "rate_per_s": rate,
+    return {"chip": chip, "model": model_label(model), "config": config, "load": load, "rate_per_s": rate,
             "requests": n, **{f: {k: s[f][k] for k in ("p50", "p90", "mean")} for f in FIELDS},
             "e2e_ms_mean": s["serving"]["e2e_ms"]["mean"], "throughput_tok_s": s["serving"]["throughput_tok_s"]}
 
 
+def model_label(model: str) -> str:
+    """The measuring script's name for a model: a hwsim model name, or a config.json's stem."""
+    return Path(model).stem if model.endswith(".json") else model
+
+
 def compare(measured: Path, predictions: Path) -> None:
-    pred = {(p["chip"], p["config"], p["load"]): p for p in map(json.loads, predictions.read_text().splitlines())}
+    pred = {(p["chip"], p["model"], p["config"], p["load"]): p for p in map(json.loads, predictions.read_text().splitlines())}
     rows = [json.loads(x) for x in measured.read_text().splitlines() if x.strip()]
     runs = [r for r in rows if r.get("event") == "run" and r.get("ttft_ms")]
     chip = "h100-sxm" if any("H100" in str(r.get("gpu", "")) for r in rows) else "h200-sxm"
-    print(f"| config | load | requests | TTFT p50 meas / hwsim | ITL p50 meas / hwsim | ITL mean | "
+    print(f"| model | config | load | requests | TTFT p50 meas / hwsim | ITL p50 meas / hwsim | ITL mean | "
           f"E2E mean | throughput tok/s |  ({chip})")
-    print("|---|---|---:|---|---|---|---|---|")
+    print("|---|---|---|---:|---|---|---|---|---|")
     errs = {"ttft": [], "itl": []}
     for r in runs:
-        p = pred.get((chip, r["config"], r["load"]))
+        p = pred.get((chip, r["model"], r["config"], r["load"]))
         if p is None:
             continue
 
@@ -74,7 +91,7 @@ def compare(measured: Path, predictions: Path) -> None:
             return f"{m:.0f} / {h:.0f} ({h / m - 1:+.0%})" if m else "-"
         errs["ttft"].append(p["ttft_ms"]["p50"] / r["ttft_ms"]["p50"] - 1)
         errs["itl"].append(p["itl_ms"]["p50"] / r["itl_ms"]["p50"] - 1)
-        print(f"| {r['config']} | {r['load']} | {r.get('finished', '?')}/{r['requests']} "
+        print(f"| {r['model']} | {r['config']} | {r['load']} | {r.get('finished', '?')}/{r['requests']} "
               f"| {cell(r['ttft_ms']['p50'], p['ttft_ms']['p50'])} | {cell(r['itl_ms']['p50'], p['itl_ms']['p50'])} "
               f"| {cell(r['itl_ms']['mean'], p['itl_ms']['mean'])} | {cell(r['e2e_ms']['mean'], p['e2e_ms_mean'])} "
               f"| {cell(r['throughput_tok_s'], p['throughput_tok_s'])} |")
@@ -86,7 +103,8 @@ def compare(measured: Path, predictions: Path) -> None:
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--chips", nargs="+", default=["h200-sxm", "h100-sxm"])
-    ap.add_argument("--model", default="llama-3.1-8b")
+    ap.add_argument("--model", default="llama-3.1-8b",
+                    help="a hwsim model name or a config.json (held-out models: configs/*.json)")
     ap.add_argument("--configs", nargs="+", default=list(ENGINE))
     ap.add_argument("--loads", nargs="+", default=["light", "near", "past", "burst"])
     ap.add_argument("--rates", default="light=2,near=6,past=12")

@@ -181,8 +181,12 @@ class HfEngine:
         cfg.use_cuda_graph, cfg.use_async_batching = False, False    # on CPU the loop runs synchronously
         gen = GenerationConfig(do_sample=False, eos_token_id=None, pad_token_id=0)
         torch.set_num_threads(1)
-        # no attention mask: the forward that reads it is not run (the step clock times it)
-        with mock.patch.object(input_outputs, "attn_mask_is_needed", lambda config: False):
+        # no attention mask: the forward that reads it is not run (the step clock times it); the
+        # library checks the solved sizes against the memory it sees free: the device's, not this host's
+        from transformers.generation.continuous_batching import cache as cb_cache
+        with mock.patch.object(input_outputs, "attn_mask_is_needed", lambda config: False), \
+                mock.patch.object(cb_cache.PagedAttentionMemoryHandler, "get_available_memory",
+                                  lambda h: int(available_bytes * h.cb_config.max_memory_percent)):
             self.manager = ContinuousBatchingManager(fake_model(model_config(model, 1, 4)), gen, cfg)
             self.processor = self.manager._create_batch_processor()
         self.processor._generation_step = self._step

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Session 19's H200 kernel call (issues 45 and 44): the speculative verification grid (Mixtral-8x7B
+# needs the H200's memory; predictions committed before: validation/spec_grid.md) and the fast
+# low-bit kernels (predictions: calibration/data/h200_fast_kernels_predicted.jsonl).
+#   run(needs_h200=true): bash calibration/device_call_s19b.sh
+export PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv | tee $OUT/run.log
+timeout 250 python3 validation/measure_steps.py --spec --budget-s 190 --out $OUT/h200_spec_steps.csv 2>&1 \
+  | tail -20 | tee -a $OUT/run.log
+timeout 300 python3 calibration/measure_fast_kernels.py --parts ceiling,check,kv,gemm --budget-s 220 \
+  --out $OUT/fast_kernels.jsonl > /tmp/fast_kernels.log 2>&1; grep -v "^  " /tmp/fast_kernels.log | tail -30 | tee -a $OUT/run.log
+ls -la $OUT | tee -a $OUT/run.log
