@@ -12,6 +12,7 @@ import argparse
 import gzip
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 from hwsim.config.load import load_model
@@ -114,6 +115,105 @@ def _gemm_kernel(m: int, n: int) -> tuple[str, list]:
     return name, [math.ceil(n / tn), math.ceil(m / tm), 1]
 
 
+_ADD = ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>, "
+        "at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<c10::BFloat16>, at::detail::Array<char*, 3>)")
+_CAT = ("void at::native::(anonymous namespace)::CatArrayBatchedCopy<at::native::(anonymous namespace)"
+        "::OpaqueType<2u>, unsigned int, 4, 64, 64>(...)")
+_FLASH = ("void flash::flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4, false, false, "
+          "cutlass::bfloat16_t, Flash_kernel_traits<128, 64, 128, 4, cutlass::bfloat16_t> >, false, "
+          "false, false, false, true, true, false, false>(flash::Flash_fwd_params)")
+_COMBINE = ("void flash::flash_fwd_splitkv_combine_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4, false, "
+            "false, cutlass::bfloat16_t>, 4, 1, true>(flash::Flash_fwd_params)")
+
+
+@dataclass
+class _Step:
+    """One synthetic decode step being written: the writer, the model and the step's sizes."""
+    w: "_Writer"
+    m: object
+    batch: int
+    context: int
+    shapes: bool
+
+    @property
+    def act(self) -> list:
+        return [self.batch, 1, self.m.hidden]
+
+    @property
+    def nbytes(self) -> int:
+        return self.batch * self.m.hidden * 2
+
+    def elementwise(self, op: str, inputs: list, nbytes: float) -> None:
+        grid = [max(1, math.ceil(self.batch * self.m.hidden / 512)), 1, 1]
+        self.w.op(op, inputs, None, [(_ADD, grid, [128, 1, 1], nbytes)], self.shapes)
+
+    def mm(self, k: int, n: int, weight_bytes: float) -> None:
+        name, grid = _gemm_kernel(self.batch, n)
+        self.w.op("aten::mm", [[self.batch, k], [k, n]], None, [(name, grid, [384, 1, 1], weight_bytes)],
+                  self.shapes)
+
+    def all_reduce(self) -> None:
+        self.w.op("c10d::allreduce_", [self.act], None,
+                  [("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)", [16, 1, 1],
+                    [512, 1, 1], self.nbytes)], self.shapes)
+
+
+def _attention(st: _Step) -> None:
+    """QKV projection, DynamicCache's torch.cat of K and V, flash split-KV (+ combine), O projection."""
+    a, h, B, L = st.m.attention, st.m.hidden, st.batch, st.context
+    d = a.head_dim
+    qkv = (a.heads + 2 * a.kv_heads) * d
+    st.mm(h, qkv, qkv * h * 2)
+    for _ in range(2):        # K and V: DynamicCache.update's torch.cat copies the whole cache
+        cache = [B, a.kv_heads, L, d]
+        st.w.op("aten::cat", [[cache, [B, a.kv_heads, 1, d]], []], ["GenericList[c10::BFloat16]", "long int"],
+                [(_CAT, [4 * 132, 1, 1], [512, 1, 1], 2 * B * a.kv_heads * (L + 1) * d * 2)], st.shapes)
+    splits = max(1, min(128, 264 // (B * a.kv_heads)))
+    st.w.op("aten::_scaled_dot_product_flash_attention",
+            [[B, a.heads, 1, d], [B, a.kv_heads, L + 1, d], [B, a.kv_heads, L + 1, d], [], [], []], None,
+            [(_FLASH, [1, B * a.kv_heads, splits], [128, 1, 1], 2 * B * a.kv_heads * L * d * 2)]
+            + ([(_COMBINE, [B * a.heads, 1, 1], [128, 1, 1], B * a.heads * splits * d * 4)] if splits > 1 else []),
+            st.shapes)
+    name, grid = _gemm_kernel(B, h)
+    st.w.op("aten::mm", [[B, a.heads * d], [a.heads * d, h]], None, [(name, grid, [384, 1, 1], h * h * 2)],
+            st.shapes)
+
+
+def _dense_mlp(st: _Step) -> None:
+    """gate+up, SiLU x up, down."""
+    h, f, B = st.m.hidden, st.m.ffn, st.batch
+    st.mm(h, 2 * f, 2 * f * h * 2)
+    st.elementwise("aten::mul", [[B, 1, f], [B, 1, f]], 3 * B * f * 2)
+    st.mm(f, h, f * h * 2)
+
+
+def _moe(st: _Step) -> None:
+    """Router GEMM, top-k, grouped_mm gate+up and down, index_add_ of the experts' rows."""
+    h, B = st.m.hidden, st.batch
+    e, k, f = st.m.moe.experts, st.m.moe.top_k, st.m.moe.expert_ffn
+    st.mm(h, e, h * e * 2)
+    st.w.op("aten::topk", [[B, e], [], [], [], []], None,
+            [("void at::native::sbtopk::gatherTopK<float, unsigned int, 2, false>(...)", [B, 1, 1],
+              [128, 1, 1], B * e * 4)], st.shapes)
+    rows = B * k
+    for kname, kk, nn in (("gate_up", h, 2 * f), ("down", f, h)):
+        st.w.op("aten::_grouped_mm", [[rows, kk], [e, kk, nn], [e]], [BF16, BF16, "int"],
+                [(f"void cutlass::device_kernel<at::cuda::detail::GroupedGemmKernel_{kname}_sm90_128x128x64>"
+                  f"(...)", [132, 1, 1], [384, 1, 1], min(e, rows) * kk * nn * 2)], st.shapes)
+    st.w.op("aten::index_add_", [[B, h], [], [rows], [rows, h], []], [BF16, "", "long int", BF16, ""],
+            [("void at::native::indexFuncLargeIndex<c10::BFloat16, long, unsigned int, 2, 2, -2, true>(...)",
+              [132 * 4, 1, 1], [128, 1, 1], rows * h * 2)], st.shapes)
+
+
+def _lm_head(st: _Step) -> None:
+    B, vocab = st.batch, st.m.vocab
+    st.mm(st.m.hidden, vocab, st.m.hidden * vocab * 2)
+    st.w.op("aten::argmax", [[B, vocab], [], []], None,
+            [("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<c10::BFloat16, "
+              "at::native::ArgMaxOps<c10::BFloat16>, unsigned int, long, 4> >(...)", [B, 1, 1], [512, 1, 1],
+              B * vocab * 2)], st.shapes)
+
+
 def decode_step(model_name: str, batch: int, context: int, *, layers: int | None = None,
                 shapes: bool = True, unknown: int = 0, gpu: str = "NVIDIA H200", compiled: bool = False,
                 all_reduces: bool = False) -> dict:
@@ -124,78 +224,22 @@ def decode_step(model_name: str, batch: int, context: int, *, layers: int | None
     rank's NCCL all-reduce of the hidden state after the attention and after the FFN of each
     layer (the shapes stay the whole model's: a synthetic trace tests the mechanism)."""
     m = load_model(model_name)
-    a, h = m.attention, m.hidden
-    w = _Writer(gpu, graph=compiled)
-    B, L, d = batch, context, a.head_dim
-    qkv = (a.heads + 2 * a.kv_heads) * d
-    act = [B, 1, h]
-    ew = ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>, "
-          "at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<c10::BFloat16>, at::detail::Array<char*, 3>)")
-    nbytes = B * h * 2
-    ew_grid = [max(1, math.ceil(B * h / 512)), 1, 1]
-
-    def all_reduce():
-        if all_reduces:
-            w.op("c10d::allreduce_", [act], None,
-                 [("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)", [16, 1, 1],
-                   [512, 1, 1], nbytes)], shapes)
+    st = _Step(_Writer(gpu, graph=compiled), m, batch, context, shapes)
+    w = st.w
     start = w.t
     for layer in range(layers or m.layers):
-        w.op("aten::mul", [act, act], None, [(ew, ew_grid, [128, 1, 1], 2 * nbytes)], shapes)
-        name, grid = _gemm_kernel(B, qkv)
-        w.op("aten::mm", [[B, h], [h, qkv]], None, [(name, grid, [384, 1, 1], qkv * h * 2)], shapes)
-        for _ in range(2):        # K and V: DynamicCache.update's torch.cat copies the whole cache
-            cache = [B, a.kv_heads, L, d]
-            w.op("aten::cat", [[cache, [B, a.kv_heads, 1, d]], []], ["GenericList[c10::BFloat16]", "long int"],
-                 [("void at::native::(anonymous namespace)::CatArrayBatchedCopy<at::native::(anonymous namespace)"
-                   "::OpaqueType<2u>, unsigned int, 4, 64, 64>(...)", [4 * 132, 1, 1], [512, 1, 1],
-                   2 * B * a.kv_heads * (L + 1) * d * 2)], shapes)
-        splits = max(1, min(128, 264 // (B * a.kv_heads)))
-        w.op("aten::_scaled_dot_product_flash_attention",
-             [[B, a.heads, 1, d], [B, a.kv_heads, L + 1, d], [B, a.kv_heads, L + 1, d], [], [], []], None,
-             [("void flash::flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4, false, false, "
-               "cutlass::bfloat16_t, Flash_kernel_traits<128, 64, 128, 4, cutlass::bfloat16_t> >, false, "
-               "false, false, false, true, true, false, false>(flash::Flash_fwd_params)",
-               [1, B * a.kv_heads, splits], [128, 1, 1], 2 * B * a.kv_heads * L * d * 2)]
-             + ([("void flash::flash_fwd_splitkv_combine_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4, false, "
-                  "false, cutlass::bfloat16_t>, 4, 1, true>(flash::Flash_fwd_params)", [B * a.heads, 1, 1],
-                  [128, 1, 1], B * a.heads * splits * d * 4)] if splits > 1 else []), shapes)
-        name, grid = _gemm_kernel(B, h)
-        w.op("aten::mm", [[B, a.heads * d], [a.heads * d, h]], None, [(name, grid, [384, 1, 1], h * h * 2)], shapes)
-        all_reduce()
-        w.op("aten::add", [act, act, []], None, [(ew, ew_grid, [128, 1, 1], 3 * nbytes)], shapes)
-        if not m.moe:             # a dense MLP: gate+up, SiLU x up, down
-            f = m.ffn
-            name, grid = _gemm_kernel(B, 2 * f)
-            w.op("aten::mm", [[B, h], [h, 2 * f]], None, [(name, grid, [384, 1, 1], 2 * f * h * 2)], shapes)
-            w.op("aten::mul", [[B, 1, f], [B, 1, f]], None, [(ew, ew_grid, [128, 1, 1], 3 * B * f * 2)], shapes)
-            name, grid = _gemm_kernel(B, h)
-            w.op("aten::mm", [[B, f], [f, h]], None, [(name, grid, [384, 1, 1], f * h * 2)], shapes)
-        if m.moe:
-            e, k, f = m.moe.experts, m.moe.top_k, m.moe.expert_ffn
-            name, grid = _gemm_kernel(B, e)
-            w.op("aten::mm", [[B, h], [h, e]], None, [(name, grid, [384, 1, 1], h * e * 2)], shapes)
-            w.op("aten::topk", [[B, e], [], [], [], []], None,
-                 [("void at::native::sbtopk::gatherTopK<float, unsigned int, 2, false>(...)", [B, 1, 1],
-                   [128, 1, 1], B * e * 4)], shapes)
-            rows = B * k
-            for kname, kk, nn in (("gate_up", h, 2 * f), ("down", f, h)):
-                w.op("aten::_grouped_mm", [[rows, kk], [e, kk, nn], [e]], [BF16, BF16, "int"],
-                     [(f"void cutlass::device_kernel<at::cuda::detail::GroupedGemmKernel_{kname}_sm90_128x128x64>"
-                       f"(...)", [132, 1, 1], [384, 1, 1], min(e, rows) * kk * nn * 2)], shapes)
-            w.op("aten::index_add_", [[B, h], [], [rows], [rows, h], []], [BF16, "", "long int", BF16, ""],
-                 [("void at::native::indexFuncLargeIndex<c10::BFloat16, long, unsigned int, 2, 2, -2, true>(...)",
-                   [132 * 4, 1, 1], [128, 1, 1], rows * h * 2)], shapes)
-        all_reduce()
+        st.elementwise("aten::mul", [st.act, st.act], 2 * st.nbytes)
+        _attention(st)
+        if all_reduces:
+            st.all_reduce()
+        st.elementwise("aten::add", [st.act, st.act, []], 3 * st.nbytes)
+        (_moe if m.moe else _dense_mlp)(st)
+        if all_reduces:
+            st.all_reduce()
         for i in range(unknown if layer == 0 else 0):
             w.op("my_extension::custom_op", [], None, [(f"my_custom_kernel_{i}", [64, 1, 1], [256, 1, 1], 1e6)],
                  False)
-    name, grid = _gemm_kernel(B, m.vocab)
-    w.op("aten::mm", [[B, h], [h, m.vocab]], None, [(name, grid, [384, 1, 1], h * m.vocab * 2)], shapes)
-    w.op("aten::argmax", [[B, m.vocab], [], []], None,
-         [("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<c10::BFloat16, "
-           "at::native::ArgMaxOps<c10::BFloat16>, unsigned int, long, 4> >(...)", [B, 1, 1], [512, 1, 1],
-           B * m.vocab * 2)], shapes)
+    _lm_head(st)
     if compiled:
         w.graph_launch()
     w.sync_copy()

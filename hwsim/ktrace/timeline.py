@@ -113,6 +113,77 @@ class _Launches:
         return sorted(self.trace.device.get(c.correlation, ()), key=lambda e: e.ts)
 
 
+class _Assembly:
+    """What the walk over one traced step's host calls accumulates: the kernels as classified (and
+    their device events, for the GEMMs' sequence), and the profiler's own host time taken out."""
+
+    def __init__(self, trace: Trace, model: ModelShape, point: Point, profiler_overhead: float,
+                 event_us: float, marks):
+        self.trace, self.model, self.point = trace, model, point
+        self.profiler_overhead, self.event_us, self.marks = profiler_overhead, event_us, marks
+        self.removed = 0.0                 # seconds of the host's traced time taken out (unprofiled)
+        self.seen_ops: set[int] = set()
+        self.prev_gemm = None              # (K, N) of the last GEMM: what the next one may consume
+        self.kv_expanded = False           # whether K and V were expanded since the last attention
+        self.kernels: list[ir.TraceKernel] = []
+        self.events: list[DeviceEvent] = []
+
+    def unprofiled(self, t0: float, t1: float, activities: int = 0) -> float:
+        """Seconds of host work in [t0, t1) (us) once the profiler's own are taken out: its
+        host events there, and the device `activities` a launch call records (CUPTI's records:
+        a CUDA-graph launch's duration grows with its kernels when profiled)."""
+        recorded = bisect_left(self.marks, t1) - bisect_left(self.marks, t0) + activities
+        kept = max(0.0, t1 - t0 - recorded * self.event_us) * US / self.profiler_overhead
+        self.removed += (t1 - t0) * US - kept
+        return kept
+
+    def classified(self, ev: DeviceEvent, ext: int) -> ir.TraceKernel:
+        op = self.trace.ops.get(ext if ext >= 0 else ev.ext_id)
+        item, how = classify(ev, op, self.model, self.point, self.prev_gemm, self.kv_expanded)
+        if isinstance(item, (ir.Gemm, ir.GroupedGemm)):
+            self.prev_gemm = (item.k, item.n)
+        self.kv_expanded = expands_kv(ev.name) or (self.kv_expanded and not isinstance(item, ir.Attention))
+        if how == "op-shapes" and isinstance(item, ITEM_ONCE):
+            if ext in self.seen_ops:
+                item, how = ir.Absorbed(op.name), "op-shapes"
+            self.seen_ops.add(ext)
+        k = ir.TraceKernel(ev.name, item, how, ev.dur * US, ev.stream, op.name if op else "")
+        self.kernels.append(k)
+        self.events.append(ev)
+        return k
+
+    def host_steps(self, calls: list[HostCall], orphans: list[DeviceEvent], main, start: float,
+                   end: float) -> list[ir.HostStep]:
+        """The issuing thread's calls in order, each with the host gap before it; other threads'
+        launches and orphan kernels at no host cost, in time order."""
+        launched = _Launches(self.trace)
+        steps: list[ir.HostStep] = []
+        t, oi = start, 0
+        for c in calls:
+            while oi < len(orphans) and orphans[oi].ts <= c.ts:
+                steps.append(ir.HostStep(0.0, 0.0, 0, False, (self.classified(orphans[oi], -1),)))
+                oi += 1
+            if c.tid != main:      # another thread's call: its kernels in time order, no host time here
+                steps.append(ir.HostStep(0.0, 0.0, 0, False,
+                                         tuple(self.classified(e, c.ext_id) for e in launched(c))))
+                continue
+            gap = self.unprofiled(t, c.ts) if c.ts > t else 0.0
+            evs = launched(c)
+            ks = tuple(self.classified(e, c.ext_id) for e in evs)
+            if c.name in SYNCS and c.name not in COPIES:
+                steps.append(ir.HostStep(gap, 0.0, 0, True, ()))
+            elif c.name in SYNCS:                       # a blocking copy: issue it, then wait for it
+                steps.append(ir.HostStep(gap, 0.0, 1, False, ks))
+                steps.append(ir.HostStep(0.0, 0.0, 0, True, ()))
+            else:
+                steps.append(ir.HostStep(gap, self.unprofiled(c.ts, c.ts + c.dur, len(evs)), 1, False, ks))
+            t = max(t, c.ts + c.dur)
+        for e in orphans[oi:]:
+            steps.append(ir.HostStep(0.0, 0.0, 0, False, (self.classified(e, -1),)))
+        steps.append(ir.HostStep(self.unprofiled(t, end) if end > t else 0.0, 0.0, 0, False, ()))
+        return steps
+
+
 def assemble(trace: Trace, model: ModelShape, point: Point, profiler_overhead: float,
              event_us: float = 0.0) -> TraceStep:
     """The host steps of the traced step. CPU gaps between the issuing thread's calls are the
@@ -121,15 +192,6 @@ def assemble(trace: Trace, model: ModelShape, point: Point, profiler_overhead: f
     device's (the simulation waits instead), a launch's is the launch call's cost (less its
     events' and its kernels' records). Other threads' launches keep their kernels' place in time, at no host
     cost."""
-    def unprofiled(t0: float, t1: float, activities: int = 0) -> float:
-        """Seconds of host work in [t0, t1) (us) once the profiler's own are taken out: its
-        host events there, and the device `activities` a launch call records (CUPTI's records:
-        a CUDA-graph launch's duration grows with its kernels when profiled)."""
-        recorded = bisect_left(marks, t1) - bisect_left(marks, t0) + activities
-        kept = max(0.0, t1 - t0 - recorded * event_us) * US / profiler_overhead
-        removed[0] += (t1 - t0) * US - kept
-        return kept
-
     if not trace.device:
         raise ConfigError("the trace has no GPU kernels: record it with "
                           "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]", file=trace.path, key=KEY)
@@ -141,63 +203,17 @@ def assemble(trace: Trace, model: ModelShape, point: Point, profiler_overhead: f
     # their place by their own start
     orphans = sorted((e for corr, evs in trace.device.items() if corr not in recorded for e in evs
                       if start <= e.ts <= end), key=lambda e: e.ts)
-    seen_ops: set[int] = set()
-    prev: list = [None, False]        # (K, N) of the last GEMM: what the next one may consume; and
-                                      # whether K and V were expanded since the last attention
-    kernels: list[ir.TraceKernel] = []
-    events: list[DeviceEvent] = []    # each kernel's device event, for the GEMMs' sequence
-    steps: list[ir.HostStep] = []
-    t = start
-    oi = 0
-
-    def classified(ev: DeviceEvent, ext: int) -> ir.TraceKernel:
-        op = trace.ops.get(ext if ext >= 0 else ev.ext_id)
-        item, how = classify(ev, op, model, point, prev[0], prev[1])
-        if isinstance(item, (ir.Gemm, ir.GroupedGemm)):
-            prev[0] = (item.k, item.n)
-        prev[1] = expands_kv(ev.name) or (prev[1] and not isinstance(item, ir.Attention))
-        if how == "op-shapes" and isinstance(item, ITEM_ONCE):
-            if ext in seen_ops:
-                item, how = ir.Absorbed(op.name), "op-shapes"
-            seen_ops.add(ext)
-        k = ir.TraceKernel(ev.name, item, how, ev.dur * US, ev.stream, op.name if op else "")
-        kernels.append(k)
-        events.append(ev)
-        return k
-
-    launched = _Launches(trace)
     main = _issuing_thread(calls)
-    removed = [0.0]                        # seconds of the host's traced time taken out (unprofiled)
-    marks = trace.marks.get(main, ())      # the issuing thread's own: another's cost it nothing
-    for c in calls:
-        while oi < len(orphans) and orphans[oi].ts <= c.ts:
-            steps.append(ir.HostStep(0.0, 0.0, 0, False, (classified(orphans[oi], -1),)))
-            oi += 1
-        if c.tid != main:      # another thread's call: its kernels in time order, no host time here
-            steps.append(ir.HostStep(0.0, 0.0, 0, False, tuple(classified(e, c.ext_id) for e in launched(c))))
-            continue
-        gap = unprofiled(t, c.ts) if c.ts > t else 0.0
-        evs = launched(c)
-        ks = tuple(classified(e, c.ext_id) for e in evs)
-        if c.name in SYNCS and c.name not in COPIES:
-            steps.append(ir.HostStep(gap, 0.0, 0, True, ()))
-        elif c.name in SYNCS:                       # a blocking copy: issue it, then wait for it
-            steps.append(ir.HostStep(gap, 0.0, 1, False, ks))
-            steps.append(ir.HostStep(0.0, 0.0, 0, True, ()))
-        else:
-            steps.append(ir.HostStep(gap, unprofiled(c.ts, c.ts + c.dur, len(evs)), 1, False, ks))
-        t = max(t, c.ts + c.dur)
-    for e in orphans[oi:]:
-        steps.append(ir.HostStep(0.0, 0.0, 0, False, (classified(e, -1),)))
-    steps.append(ir.HostStep(unprofiled(t, end) if end > t else 0.0, 0.0, 0, False, ()))
-    steps = _sequence_gemms(steps, kernels, events, model)
+    # the issuing thread's own marks: another's cost it nothing
+    walk = _Assembly(trace, model, point, profiler_overhead, event_us, trace.marks.get(main, ()))
+    steps = _sequence_gemms(walk.host_steps(calls, orphans, main, start, end), walk.kernels, walk.events, model)
     kernels = [k for st in steps for k in st.kernels]
     in_window = [e for corr in linked & recorded for e in trace.device.get(corr, ())] + orphans
     if not kernels:
         raise ConfigError("the trace's step launches no GPU kernels", file=trace.path, key=KEY)
     allocs = [dur for ts, dur in trace.allocs if start <= ts <= end]
     return TraceStep(tuple(steps), (end - start) * US, _union(in_window), tuple(kernels),
-                     sum(allocs) * US, len(allocs), removed[0], window)
+                     sum(allocs) * US, len(allocs), walk.removed, window)
 
 
 def _sequence_gemms(steps: list[ir.HostStep], kernels: list[ir.TraceKernel], events: list[DeviceEvent],
