@@ -36,9 +36,11 @@ def kv_rows(measured: list[dict], asm: bool) -> list[dict]:
 def kv_error(chip, rows, variant) -> list[float]:
     out = []
     for r in rows:
-        name = r["impl"].removesuffix("_asm").removeprefix("fast_")
-        name = name if name in fp.PRESET else r["impl"].removesuffix("_asm")
-        p = fp.kv_predict(chip, name, r["B"], r["L"], r["H"], GQA["KVH"], GQA["D"])
+        base = r["impl"].removesuffix("_asm")
+        lean = base.endswith("_lean")              # empty slots at the layout's width (issue 44)
+        name = base.removesuffix("_lean").removeprefix("fast_")
+        name = name if name in fp.PRESET else base.removesuffix("_lean")
+        p = fp.kv_predict(chip, name, r["B"], r["L"], r["H"], GQA["KVH"], GQA["D"], lean=lean)
         out.append(p[f"{variant}_us"] / (r["ms"] * 1e3) - 1)
     return out
 
