@@ -140,6 +140,7 @@ def _copy_fields(k: Kernel) -> Kernel:
     new.sram_read = k.sram_read
     new.int_ops, new.decoder_elements, new.smem_bytes = k.int_ops, k.decoder_elements, k.smem_bytes
     new.block_threads, new.alu_chain, new.address, new.dtype = k.block_threads, k.alu_chain, k.address, k.dtype
+    new.regs_per_thread, new.chain_ops = k.regs_per_thread, k.chain_ops
     new.mma_sync, new.balanced, new.busiest_tiles = k.mma_sync, k.balanced, k.busiest_tiles
     new.round_trips, new.start_trips, new.inflight_bytes = k.round_trips, k.start_trips, k.inflight_bytes
     new.channel_group, new.input_trips, new.miss_trips = k.channel_group, k.input_trips, k.miss_trips
