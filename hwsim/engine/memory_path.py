@@ -77,11 +77,12 @@ class MemoryPath:
     def tile_compute_s(self, k: Kernel) -> float:
         """Seconds of SM compute one tile takes of its SM's pipes: its lanes, or a latency-bound
         loop's chain shared by the programs the SM holds at once (k.chain_ops), whichever is more."""
-        int_ops = k.int_ops
-        if k.chain_ops:
-            int_ops = max(int_ops, k.chain_ops / self.slots_per_sm(k))
-        return self.sms.compute_time(k.tensor_flops, k.vector_flops, int_ops, k.dtype,
+        return self.sms.compute_time(k.tensor_flops, k.vector_flops, self.int_ops(k), k.dtype,
                                      k.decoder_elements, k.mma_sync)
+
+    def int_ops(self, k: Kernel) -> float:
+        """Integer ops one tile charges its SM's ALU: its lanes, or its chain's share (k.chain_ops)."""
+        return max(k.int_ops, k.chain_ops / self.slots_per_sm(k)) if k.chain_ops else k.int_ops
 
     def chain_floor_s(self, k: Kernel, ntiles: float) -> float:
         """The least time an SM's ntiles tiles of a latency-bound loop take: a round of its
@@ -203,8 +204,7 @@ class MemoryPath:
         its longest pipe (other kernels' integer work is address arithmetic, not unpacking)."""
         if (k.int_ops or k.decoder_elements) and k.data is Component.KV_READ:
             sms = self.sms
-            int_ops = max(k.int_ops, k.chain_ops / self.slots_per_sm(k)) if k.chain_ops else k.int_ops
-            dequant = sms.compute_time(0, 0, int_ops, k.dtype, k.decoder_elements)
+            dequant = sms.compute_time(0, 0, self.int_ops(k), k.dtype, k.decoder_elements)
             if dequant >= sms.compute_time(k.tensor_flops, k.vector_flops, 0, k.dtype, 0.0, k.mma_sync):
                 return Component.DEQUANT
         return k.compute
