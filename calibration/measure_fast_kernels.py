@@ -354,10 +354,8 @@ def main():
         cfg.update(DRY)
     parts = set(args.parts.split(","))
     variants = ("", "_asm") if dev == "cuda" else ("",)      # the interpreter runs no inline PTX
-    rows = plan(cfg, parts, dev, variants)
-    wanted = set(args.impls.split(",")) if args.impls else None
-    if wanted is not None:
-        rows = [r for r in rows if r[1] in wanted]
+    wanted = set(args.impls.split(",")) if args.impls else None      # None: every impl
+    rows = [r for r in plan(cfg, parts, dev, variants) if wanted is None or r[1] in wanted]
     est = estimate_s(rows, cfg)
     counts = ", ".join(f"{p} {sum(r[0] == p for r in rows)}" for p in ("kv", "gemm", "floor", "tune"))
     log(f"planned {len(rows)} timed rows ({counts}); "
