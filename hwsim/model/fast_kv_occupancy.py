@@ -17,7 +17,9 @@ BLOCKS = (32, 64, 128)           # token blocks compiled: min(128, the K group)
 COUNTED_BLOCK = 128              # the block the family's counts are per element of (its fit's rows)
 # (slot widths ascending, token block, inline-PTX dequant) -> (shared memory bytes, registers
 # per thread): calibration/fast_occupancy.py, compiled by Triton 3.6 (the H100 call's version,
-# calibration/data/h100_fast_kernels.jsonl) for sm_90a, 4 warps, 2 stages, head dim 128
+# calibration/data/h100_fast_kernels.jsonl) for sm_90a, 4 warps, 2 stages, head dim 128; the
+# entries the measured and planned layouts use (block 64 portable only; a missing inline-PTX
+# entry falls back to the portable one)
 COMPILED = {
     ((2, 2, 2), 128, False): (17408, 188),
     ((2, 2, 4), 128, False): (21248, 181),
