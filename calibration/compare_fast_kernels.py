@@ -53,7 +53,8 @@ def table(by: dict[str, list[float]]) -> list[str]:
 def speedups(measured: dict) -> list[str]:
     kv = {k: r["ms"] for k, r in measured.items() if k[0] == "kv"}
     out = []
-    for impl in ("fast2", "fast2_asm", "fast_adaptive2", "fast_adaptive2_asm", "fast4", "fast_kivi2"):
+    for impl in ("fast2", "fast2_asm", "fast_adaptive2", "fast_adaptive2_asm", "fast4", "fast_kivi2",
+                 "fast2_lean", "fast2_lean_asm", "fast4_lean", "fast4_lean_asm"):
         x = []
         for (part, i, B, L, H), ms in kv.items():
             if i != impl or L < 32768:

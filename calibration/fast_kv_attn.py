@@ -38,6 +38,8 @@ import torch
 import triton
 import triton.language as tl
 
+import interpreter_compat
+
 # class_widths is re-exported for callers that build a cache from a layout
 from fast_grid import class_widths, plan_splits, segment_bytes, segment_widths  # noqa: F401
 
@@ -45,6 +47,7 @@ SLICES = 4                       # codes per container = head-dim slices per til
 ROW_PAD = 128                    # stored rows per (sequence, KV head): a multiple of the largest block
 CONTAINER = {2: torch.uint8, 4: torch.int16, 8: torch.int32}
 LOG2E = 1.4426950408889634
+interpreter_compat.patch()        # numpy >= 2.4 under TRITON_INTERPRET=1
 
 
 # --------------------------------------------------------------------------- kernel
@@ -478,7 +481,8 @@ class FastKVAttention:
 
     def __init__(self, segments: list[dict], batch: int, heads: int, kv_heads: int, head_dim: int,
                  gk: int = 128, gv: int = 128, block: int = 64, warps: int = 4, stages: int = 2,
-                 splits: list[int] | None = None, group_rows: int = 16, asm: bool = False):
+                 splits: list[int] | None = None, group_rows: int = 16, asm: bool = False,
+                 lean: bool = False):
         if not 1 <= len(segments) <= 3:
             raise ValueError("1 to 3 segments")
         if gk % block or ROW_PAD % block or head_dim % (SLICES * 16) or gv % (head_dim // SLICES) or head_dim % gv:
@@ -500,12 +504,21 @@ class FastKVAttention:
         self.acc = torch.empty(n, head_dim, dtype=torch.float32, device=dev)
         self.out = torch.empty(batch, heads, head_dim, dtype=torch.float16, device=dev)
         self._dummy = torch.zeros(1, dtype=torch.float16, device=dev)
+        self.lean = lean        # empty slots at the first segment's width, not 16 bits (_slot)
+        first = segments[0]["bits"]
+        self._lean_codes = torch.zeros(1, dtype=CONTAINER[first], device=dev) if first < 16 else self._dummy
+        self.compiled = None    # the main kernel's compiled object, once launched on a GPU (metadata)
 
     def _slot(self, i: int):
-        """Kernel arguments of segment slot i (an empty slot: 0 tokens, 0 splits, 16 bits)."""
+        """Kernel arguments of segment slot i. An empty slot (0 tokens, 0 splits) is compiled at
+        16 bits, or (lean) at the first segment's width: any 16-bit slot, run or not, makes the
+        compiled program hold 128 KiB of shared memory (its pipelined bf16 tiles), one program
+        per SM; all-2-bit slots hold 17 KiB (calibration/fast_occupancy.py)."""
         if i >= len(self.segments):
             d = self._dummy
-            return (d, d, d, d, d, d, 0, 0, 0), 16
+            bits = self.segments[0]["bits"] if self.lean else 16
+            codes = self._lean_codes if bits < 16 else d
+            return (codes, codes, d, d, d, d, 0, 0, 0), bits
         s = self.segments[i]
         scales = [s.get(key, self._dummy) for key in ("ks", "kz", "vs", "vz")]
         return (s["kc"], s["vc"], *scales, s["len"], s["stride"], self.splits[i]), s["bits"]
@@ -514,13 +527,27 @@ class FastKVAttention:
         (a, a_bits), (b, b_bits), (c, c_bits) = (self._slot(i) for i in range(3))
         rows = self.B * self.KVH
         qk_scale = LOG2E / math.sqrt(self.D)
-        _lowbit_decode[(rows, self.total)](
+        self.compiled = _lowbit_decode[(rows, self.total)](
             q, self.m, self.l, self.acc, qk_scale, *a, *b, *c,
             G=self.G, GP=self.GP, D=self.D, BLOCK=self.block, A_BITS=a_bits, B_BITS=b_bits,
             C_BITS=c_bits, GK=self.gk, GV=self.gv, ASM=self.asm, num_warps=self.warps, num_stages=self.stages)
         _combine[(rows * self.G,)](self.m, self.l, self.acc, self.out, self.total, G=self.G, GP=self.GP,
                                    D=self.D, SP=triton.next_power_of_2(self.total), num_warps=4)
         return self.out
+
+    def program_metadata(self) -> dict:
+        """Shared memory (bytes), registers and spills per thread, warps of the compiled main
+        kernel: what sets the programs an SM holds (issue 44). {} before a GPU launch (the
+        interpreter compiles nothing)."""
+        k = self.compiled
+        if k is None or not hasattr(k, "metadata"):
+            return {}
+        if getattr(k, "n_regs", None) is None and hasattr(k, "_init_handles"):
+            k._init_handles()               # Triton loads the binary (and reads its registers) lazily
+        out = {"smem_bytes": k.metadata.shared, "warps": k.metadata.num_warps}
+        out.update({name: getattr(k, attr) for name, attr in (("regs", "n_regs"), ("spills", "n_spills"))
+                    if getattr(k, attr, None) is not None})
+        return out
 
     def bytes_read(self) -> int:
         """HBM bytes the attention must read: every segment's codes, scales and zeros (of its

@@ -31,7 +31,8 @@ from hwsim.config.load import load_profile
 from hwsim.config.scenario import KvCache
 from hwsim.hw.chip import ChipSpec
 from hwsim.metrics import Component
-from hwsim.model import moe_kernels, ops
+from hwsim.hw.occupancy import resident_blocks
+from hwsim.model import fast_kv_occupancy, moe_kernels, ops
 from hwsim.model.fast_gemm import fast_weight_only_gemm
 from hwsim.model.kernel import Kernel
 from hwsim.model.weight_format import WeightFormat
@@ -45,6 +46,9 @@ ADDR = mb.GEMM_WEIGHT_ADDR
 SASS_KV = {"portable": {2: 4.32, 4: 3.75, 8: 3.56, 16: 0.78},
            "asm": {2: 3.34, 4: 2.41, 8: 2.59, 16: 0.78}}
 SASS_W4 = {"portable": (3.06, 4.04), "asm": (1.69, 2.64)}
+# the SASS counts as counted, kept apart from SASS_KV (which calibration/fit_fast_kernels.py moves):
+# under occupancy (issue 44) the counted lanes bound a loop whose fitted count is its latency chain
+LANES_KV = {v: dict(t) for v, t in SASS_KV.items()}
 IDEAL_OPS = 1.25    # the issue's re-costing: LOP3 on packed pairs + HSUB2/HFMA2 (Marlin, QServe)
 
 
@@ -65,7 +69,10 @@ PRESET = {"fast16": dict(bits=16), "fast2": dict(bits=2, group_size=128), "fast4
           "adaptive2": dict(preset="adaptive-2"), "kivi2": dict(preset="kivi-2")}
 
 
-def kv_predict(chip, name, B, L, H, KVH, D) -> dict:
+def kv_predict(chip, name, B, L, H, KVH, D, lean: bool = False) -> dict:
+    """hwsim's rows for one layout; `lean`: the kernel's empty slots compiled at the layout's
+    width, not 16 bits. The fast counts run as a latency-bound chain overlapped by the programs
+    an SM holds, as compiled (hwsim/model/fast_kv_occupancy.py); naive and ideal as before."""
     classes, gk, gv = layout(name, L, D)
     widths = segment_widths(classes)
     rows = B * KVH
@@ -73,10 +80,18 @@ def kv_predict(chip, name, B, L, H, KVH, D) -> dict:
     nbytes = sum(segment_bytes(bits, n, rows, D, gk, gv) for bits, n in widths)
     per_token_head = nbytes / (rows * L)
     out = {"bytes": nbytes + B * H * D * 2, "splits": splits}
+    share = {bits: tokens / L for bits, tokens in widths}
     for cost, per_elem in kv_costs(name, L, D).items():
+        occ = {}
+        if cost in LANES_KV:
+            program = fast_kv_occupancy.program([b for b, _ in widths], gk, asm=cost == "asm", lean=lean)
+            lanes = sum(s * LANES_KV[cost][bits] for bits, s in share.items())
+            occ = dict(program=program, lane_ops_per_token_head=2 * D * lanes)
+            out[f"{cost}_resident"] = resident_blocks(chip.regs_per_sm, chip.smem_bytes_per_sm, program.threads,
+                                                      program.regs, program.smem)
         ks = ops.decode_attention("attention", 0, B, H, KVH, D, D, L, per_token_head, ADDR, chip,
                                   splits=splits, block_m=ops.MMA_M,     # tl.dot pads the group to 16 rows
-                                  dequant_ops_per_token_head=2 * D * per_elem)
+                                  dequant_ops_per_token_head=2 * D * per_elem, **occ)
         out[f"{cost}_us"] = mb.device_time_s(chip, ks) * 1e6
         out[f"{cost}_ops_per_element"] = round(per_elem, 3)
     return out
@@ -162,6 +177,42 @@ def predict_all(chip) -> list[dict]:
     return rows
 
 
+LEAN = ["fast2", "fast4"]      # measure_fast_kernels.LEAN_LAYOUTS
+
+
+def profile_counts(profile) -> dict[int, float]:
+    """The fast KV family's fitted counts per stored width (the profile's dequant_kernels block)."""
+    f = profile.dequant_kernels.kv.fast
+    return {b: getattr(f, f"ops_per_element_{b}bit").value for b in (2, 4, 8, 16)}
+
+
+def lean_predictions(chip, counts: dict[int, float]) -> list[dict]:
+    """The lean kernels' kv rows (issue 44: empty slots at the layout's width, no 16-bit code),
+    costed by the family's fitted counts (`counts`, both dequant variants: only the inline-PTX
+    rows were fitted) over each variant's compiled program (its own registers)."""
+    H, KVH, D = GQA["H"], GQA["KVH"], GQA["D"]
+    saved = {v: dict(t) for v, t in SASS_KV.items()}
+    rows = []
+    try:
+        for table in SASS_KV.values():
+            table.update(counts)
+        for B in BATCHES:
+            for L in CONTEXTS:
+                for name in LEAN:
+                    p = kv_predict(chip, name, B, L, H, KVH, D, lean=True)
+                    for variant, suffix in (("portable", ""), ("asm", "_asm")):
+                        rows.append({"part": "kv", "B": B, "L": L, "H": H, "KVH": KVH, "D": D,
+                                     "impl": f"{name}_lean{suffix}", "us": p[f"{variant}_us"],
+                                     "ops_per_element": p[f"{variant}_ops_per_element"],
+                                     "resident": p[f"{variant}_resident"], "bytes": p["bytes"],
+                                     "splits": p["splits"], "naive_us": p["naive_us"], "ideal_us": p["ideal_us"]})
+    finally:
+        for v, t in saved.items():
+            SASS_KV[v].clear()
+            SASS_KV[v].update(t)
+    return rows
+
+
 def _find(rows, **key):
     return next(r for r in rows if all(r.get(k) == v for k, v in key.items()))
 
@@ -223,8 +274,16 @@ def main():
     ap.add_argument("--jsonl", help="write every predicted row here")
     ap.add_argument("--markdown", help="print the tables (the prose is in the file by hand)", action="store_true")
     ap.add_argument("--hardware", default="h200-sxm", help="the profile to predict for (a call may get an H100)")
+    ap.add_argument("--lean-jsonl", help="write only the lean kernels' rows here, costed by the profile's "
+                    "fitted fast counts (issue 44)")
     args = ap.parse_args()
-    chip = ChipSpec.from_profile(load_profile(args.hardware))
+    profile = load_profile(args.hardware)
+    chip = ChipSpec.from_profile(profile)
+    if args.lean_jsonl:
+        rows = lean_predictions(chip, profile_counts(profile))
+        Path(args.lean_jsonl).write_text("".join(json.dumps(r) + "\n" for r in rows))
+        print(f"{len(rows)} lean rows on {args.hardware}, counts {profile_counts(profile)}")
+        return
     rows = predict_all(chip)
     if args.jsonl:
         Path(args.jsonl).write_text("".join(json.dumps(r) + "\n" for r in rows))

@@ -25,6 +25,10 @@ import torch
 import triton
 import triton.language as tl
 
+import interpreter_compat
+
+interpreter_compat.patch()        # numpy >= 2.4 under TRITON_INTERPRET=1
+
 from fast_kv_attn import _codes_to_half     # the same int16-container dequant as 4-bit KV
 
 GROUP = 128

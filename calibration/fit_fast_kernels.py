@@ -36,9 +36,11 @@ def kv_rows(measured: list[dict], asm: bool) -> list[dict]:
 def kv_error(chip, rows, variant) -> list[float]:
     out = []
     for r in rows:
-        name = r["impl"].removesuffix("_asm").removeprefix("fast_")
-        name = name if name in fp.PRESET else r["impl"].removesuffix("_asm")
-        p = fp.kv_predict(chip, name, r["B"], r["L"], r["H"], GQA["KVH"], GQA["D"])
+        base = r["impl"].removesuffix("_asm")
+        lean = base.endswith("_lean")              # empty slots at the layout's width (issue 44)
+        name = base.removesuffix("_lean").removeprefix("fast_")
+        name = name if name in fp.PRESET else base.removesuffix("_lean")
+        p = fp.kv_predict(chip, name, r["B"], r["L"], r["H"], GQA["KVH"], GQA["D"], lean=lean)
         out.append(p[f"{variant}_us"] / (r["ms"] * 1e3) - 1)
     return out
 
@@ -105,13 +107,32 @@ def fit_w4(chip, measured, variant):
             "median_after": med(after), "max_after": max(map(abs, after))}
 
 
+def profile_errors(chip, profile, measured) -> list[str]:
+    """The KV rows' errors by layout under the profile's fitted counts (no fit: what hwsim runs
+    with), inline-PTX rows and fast16: validation/fast_kernels_measured.md section 3b."""
+    rows = kv_rows(measured, True)
+    fp.SASS_KV["asm"].update(fp.profile_counts(profile))
+    by: dict[str, list[float]] = {}
+    for r, e in zip(rows, kv_error(chip, rows, "asm")):
+        by.setdefault(r["impl"], []).append(e)
+    by["all"] = [e for errs in list(by.values()) for e in errs]
+    return [f"{impl}: {len(e)} rows, median {med(e):.1%}, max {max(map(abs, e)):.1%}, "
+            f"mean {statistics.mean(e):+.1%}" for impl, e in sorted(by.items())]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("measured", type=Path)
     ap.add_argument("--hardware", default="h200-sxm")
+    ap.add_argument("--errors-only", action="store_true",
+                    help="no fit: the KV rows' errors under the profile's counts, by layout")
     args = ap.parse_args()
-    chip = ChipSpec.from_profile(load_profile(args.hardware))
+    profile = load_profile(args.hardware)
+    chip = ChipSpec.from_profile(profile)
     measured = [json.loads(x) for x in args.measured.read_text().splitlines() if x.strip()]
+    if args.errors_only:
+        print("\n".join(profile_errors(chip, profile, measured)))
+        return
     for variant in ("portable", "asm"):
         print(variant, "KV", json.dumps(fit_kv(chip, measured, variant)))
         print(variant, "W4A16", json.dumps(fit_w4(chip, measured, variant)))

@@ -2,12 +2,14 @@
 
     python3 calibration/measure_fast_kernels.py --out $OUT/h200_fast_kernels.jsonl [--parts ...]
     python3 calibration/measure_fast_kernels.py --dry --out /tmp/fast.jsonl    # CPU, interpreter
+    python3 calibration/measure_fast_kernels.py --out $OUT/x.jsonl --parts check,kv --impls fast2,fast2_lean
 
 Parts, in this order (--parts picks some; --budget-s stops starting rows past it). Every fast
 kernel runs in two dequant variants: portable Triton, and `_asm` (inline PTX, GPU only).
 - `ceiling`: a 2 GiB device-to-device copy (bytes read + written), the bandwidth to compare with.
 - `check`: each kernel and variant against its pure-torch reference on the device (rel. L2
-  error, output poisoned first), before anything is timed: calibration/fast_kv_attn.py (16-,
+  error, output poisoned first; with the compiled kernel's shared memory, registers, spills and
+  warps), before anything is timed: calibration/fast_kv_attn.py (16-,
   2-, 4-bit, adaptive-2, kivi-2 layouts) and calibration/fast_w4a16.py. A variant that fails
   its check is not timed (its rows carry the reason).
 - `kv`: decode attention, Mixtral's GQA (32 query heads, 8 KV heads, head dim 128), batch 1-64 x
@@ -15,6 +17,9 @@ kernel runs in two dequant variants: portable Triton, and `_asm` (inline PTX, GP
   flash-attn's flash_attn_with_kvcache if installed, and the fast kernel at 16 bits (its own
   bf16-class control), 2 and 4 bits (group 128), adaptive-2 (4 sinks at 8 bits, 2% outliers at
   4, routine 2) and kivi-2 (routine 2 bits in groups of 32, the last 128 tokens at 16).
+  fast2 and fast4 also run `_lean` (issue 44): the empty segment slots compiled at the layout's
+  own width, not 16 bits, so no 128 KiB bf16 pipeline buffer holds the SM to one program. Each
+  fast row records its compiled kernel's smem_bytes, regs, spills and warps.
 - `gemm`: x[m, k] @ W[n, k]^T at m = 1-64 for the expert, dense and attention shapes of
   Mixtral-8x7B, Qwen3-30B-A3B and DeepSeek-V3 (hwsim/data/models): bf16 torch.matmul, FP8
   (cast + torch._scaled_mm, calibration/moe_impls.py), int4 tinygemm (the kernel hwsim's
@@ -56,6 +61,7 @@ from device_env import jsonl_out, log, time_replays, triton_version  # noqa: E40
 COPIES_BYTES = 256 * 2 ** 20        # distinct copies per replay: past the 60 MB L2
 MAX_COPIES = 128
 REPLAYS, WARM = 20, 3
+LEAN_LAYOUTS = ["fast2", "fast4"]   # also run lean: empty slots at their own width, no 16-bit code (issue 44)
 KV_TUNE_SHAPES = [(16, 32768), (1, 131072)]
 KV_TUNE = [(b, w, 2) for b in (32, 64, 128) for w in (4, 8)] + [(64, 4, 3), (128, 8, 3)]
 GEMM_TUNE = [(bn, w) for bn in (64, 128) for w in (4, 8)]
@@ -124,32 +130,36 @@ def flash_attn_calls(B, L, H, KVH, D, dev):
     return [lambda k=k, v=v: flash_attn_with_kvcache(q, k, v) for k, v in caches], nbytes
 
 
-def fast_kv(name, B, L, H, KVH, D, dev, block=KV_BLOCK, warps=KV_WARPS, stages=2, asm=False, seed=0):
+def fast_kv(name, B, L, H, KVH, D, dev, block=KV_BLOCK, warps=KV_WARPS, stages=2, asm=False, seed=0,
+            lean=False):
     """FastKVAttention objects over enough random caches of a layout (one per copy)."""
     classes, gk, gv = layout(name, L, D)
     make = lambda i: kv.FastKVAttention(kv.random_cache(B, KVH, D, classes, gk, gv, dev, seed + i),  # noqa: E731
                                         B, H, KVH, D, gk=gk, gv=gv, block=min(block, gk), warps=warps,
-                                        stages=stages, asm=asm)
+                                        stages=stages, asm=asm, lean=lean)
     one = make(0)
     return [one] + [make(i) for i in range(1, copies_for(one.bytes_read(), dev))], classes
 
 
 def fast_variant(impl):
-    """(layout name, inline-PTX dequant?) of a fast row's name: fast2, fast_adaptive2_asm, ..."""
-    return impl.removesuffix("_asm").removeprefix("fast_"), impl.endswith("_asm")
+    """(layout name, inline-PTX dequant?, lean slots?) of a fast row's name: fast2,
+    fast_adaptive2_asm, fast2_lean (empty slots compiled at 2 bits, not 16), fast2_lean_asm, ..."""
+    base = impl.removesuffix("_asm")
+    return base.removesuffix("_lean").removeprefix("fast_"), impl.endswith("_asm"), base.endswith("_lean")
 
 
 def kv_row(write, cfg, dev, impl, B, L, H, KVH, D, part="kv", **tune):
     base = {"part": part, "impl": impl, "B": B, "L": L, "H": H, "KVH": KVH, "D": D}
     if impl.startswith("fast"):
-        name, asm = fast_variant(impl)
-        atts, classes = fast_kv(name, B, L, H, KVH, D, dev, asm=asm, **tune)
+        name, asm, lean = fast_variant(impl)
+        atts, classes = fast_kv(name, B, L, H, KVH, D, dev, asm=asm, lean=lean, **tune)
         q = torch.randn(B, H, D, device=dev, dtype=torch.float16)
         a = atts[0]
         base.update(classes={k: list(v) for k, v in classes.items()}, splits=a.splits,
                     block=a.block, warps=a.warps, stages=a.stages, gk=a.gk, gv=a.gv,
                     bits_per_element=round(8 * (a.bytes_read() - B * H * D * 2) / (2 * B * KVH * L * D), 4))
-        write(timed_row(base, [lambda a=a: a(q) for a in atts], a.bytes_read(), dev, cfg))
+        row = timed_row(base, [lambda a=a: a(q) for a in atts], a.bytes_read(), dev, cfg)
+        write({**row, **a.program_metadata()})      # smem_bytes, regs, spills, warps: its occupancy
         return
     if impl == "flash_attn":
         calls, nbytes = flash_attn_calls(B, L, H, KVH, D, dev)
@@ -215,20 +225,26 @@ def gemm_row(write, cfg, dev, impl, model, label, m, k, n, part="gemm", **tune):
 
 
 # ----------------------------------------------------------------------------- checks
-def check_rows(dev, gqa, variants):
+def check_rows(dev, gqa, variants, wanted=None):
     """Each kernel on the device against its reference (fresh random data; rel. L2 error), in
     each dequant variant (the inline-PTX one only on a GPU)."""
     H, KVH, D = gqa["H"], gqa["KVH"], gqa["D"]
     B, L = (2, 1000) if dev == "cuda" else (1, 96)
     for suffix in variants:
-        for name in LAYOUTS:
+        for name, lean in [(n, False) for n in LAYOUTS] + [(n, True) for n in LEAN_LAYOUTS]:
+            impl = fast_layout_impl(name) + "_lean" * lean + suffix
+            if wanted is not None and impl not in wanted:
+                continue
             classes, gk, gv = layout(name, L, D)
             segments = kv.random_cache(B, KVH, D, classes, gk, gv, dev, seed=7)
             q = torch.randn(B, H, D, device=dev, dtype=torch.float16)
-            yield _check(fast_layout_impl(name) + suffix, {"B": B, "L": L}, kv.reference(q, segments, KVH, gk, gv),
+            yield _check(impl, {"B": B, "L": L},
+                         kv.reference(q, segments, KVH, gk, gv),
                          lambda: kv.FastKVAttention(segments, B, H, KVH, D, gk=gk, gv=gv,
                                                     block=min(KV_BLOCK, gk) if dev == "cuda" else 16,
-                                                    asm=bool(suffix)), lambda att: att(q))
+                                                    asm=bool(suffix), lean=lean), lambda att: att(q))
+        if wanted is not None and "fast_w4a16" + suffix not in wanted:
+            continue
         n, k, m = (4096, 1024, 16) if dev == "cuda" else (128, 256, 3)
         x = torch.randn(m, k, device=dev, dtype=torch.float16)
         lin = w4.W4A16Linear(torch.randn(n, k, device=dev), m, asm=bool(suffix))
@@ -241,8 +257,9 @@ def _check(impl, shape, ref, build, call):
         kernel = build()
         kernel.out.fill_(float("nan"))              # poison: every element must be written
         out = call(kernel).float()
+        meta = kernel.program_metadata() if hasattr(kernel, "program_metadata") else {}
         return {"part": "check", "impl": impl, **shape, "rel_err": ((out - ref).norm() / ref.norm()).item(),
-                "nan": bool(out.isnan().any())}
+                "nan": bool(out.isnan().any()), **meta}
     except Exception as e:
         return {"part": "check", "impl": impl, **shape, "error": repr(e)[:300]}
 
@@ -267,6 +284,7 @@ def plan(cfg, parts, dev, variants):
     H, KVH, D = g["H"], g["KVH"], g["D"]
     baselines = ["sdpa_flash", "sdpa_cudnn", "sdpa_default"] + (["flash_attn"] if has_flash_attn() else [])
     fast = ["fast16"] + [fast_layout_impl(n) + v for v in variants for n in LAYOUTS if n != "fast16"]
+    fast += [fast_layout_impl(n) + "_lean" + v for v in variants for n in LEAN_LAYOUTS]
     w4s = ["fast_w4a16" + v for v in variants]
     rows = []
     if "kv" in parts:
@@ -325,6 +343,8 @@ def main():
     ap.add_argument("--dry", action="store_true", help="CPU, Triton interpreter, tiny shapes")
     ap.add_argument("--parts", default="ceiling,check,kv,floor,gemm,tune")
     ap.add_argument("--budget-s", type=float, default=450.0, help="start no row after this")
+    ap.add_argument("--impls", help="only these impls (comma list: rows and checks), e.g. "
+                    "fast2,fast2_lean,fast2_lean_asm,sdpa_cudnn")
     args = ap.parse_args()
     dev = "cpu" if args.dry else "cuda"
     cfg = dict(GQA=GQA, BATCHES=BATCHES, CONTEXTS=CONTEXTS, FLOOR_SHAPES=FLOOR_SHAPES,
@@ -334,7 +354,8 @@ def main():
         cfg.update(DRY)
     parts = set(args.parts.split(","))
     variants = ("", "_asm") if dev == "cuda" else ("",)      # the interpreter runs no inline PTX
-    rows = plan(cfg, parts, dev, variants)
+    wanted = set(args.impls.split(",")) if args.impls else None      # None: every impl
+    rows = [r for r in plan(cfg, parts, dev, variants) if wanted is None or r[1] in wanted]
     est = estimate_s(rows, cfg)
     counts = ", ".join(f"{p} {sum(r[0] == p for r in rows)}" for p in ("kv", "gemm", "floor", "tune"))
     log(f"planned {len(rows)} timed rows ({counts}); "
@@ -349,7 +370,7 @@ def main():
             write(ceiling_row(dev, cfg))
         failed = set()          # kernels whose check failed: their rows are not timed
         if "check" in parts:
-            for row in check_rows(dev, cfg["GQA"], variants):
+            for row in check_rows(dev, cfg["GQA"], variants, wanted):
                 write(row)
                 log(f"check {row['impl']}: {row.get('rel_err', row.get('error'))}")
                 if not check_passed(row):

@@ -18,7 +18,8 @@ import json
 import math
 from pathlib import Path
 
-RESIDENT = {"fast16": 1, "fast2": 1, "fast4": 1, "fast_kivi2": 4, "fast_adaptive2": 2}   # kivi2: block 32, 32 KiB, 122 registers
+RESIDENT = {"fast16": 1, "fast2": 1, "fast4": 1, "fast_kivi2": 4, "fast_adaptive2": 2,   # kivi2: block 32, 32 KiB, 122 registers
+            "fast2_lean": 2, "fast4_lean": 2}   # hwsim/model/fast_kv_occupancy.py (portable: 188, 179 registers)
 
 
 def iteration_us(r: dict, sms: int) -> float:

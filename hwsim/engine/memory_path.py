@@ -24,14 +24,14 @@ import numpy as np
 
 from hwsim.hw.levels import HbmLevel
 from hwsim.hw.chip import ChipSpec
+from hwsim.hw.occupancy import MAX_BLOCKS_PER_SM, resident_blocks
 from hwsim.hw.sm import SmArray
 from hwsim.metrics import Component
 from hwsim.model.kernel import Kernel
 
 # the profile's cta_slots_per_sm counts blocks of this many threads (4 x 512 of 2048 per SM);
-# smaller blocks fit more, up to the 32 resident blocks an SM holds (CUDA occupancy, sm_80-sm_100)
+# smaller blocks fit more, up to the 32 resident blocks an SM holds (hwsim/hw/occupancy.py)
 DEFAULT_BLOCK_THREADS = 512
-MAX_BLOCKS_PER_SM = 32
 PREFETCH_CHUNK = 1 << 20     # bytes per copy request of an expert prefetch
 PREFETCH_INFLIGHT = 8        # copy requests in flight (a TMA/copy-engine queue depth)
 
@@ -61,13 +61,36 @@ class MemoryPath:
     def slots_per_sm(self, kernel: Kernel) -> int:
         """Resident thread blocks per SM: the profile's limit (blocks of DEFAULT_BLOCK_THREADS),
         as many more as the kernel's blocks are smaller (at most MAX_BLOCKS_PER_SM), or fewer if
-        shared memory says so."""
+        shared memory says so; a kernel that says its registers (as compiled), CUDA occupancy."""
+        if kernel.regs_per_thread:
+            c = self.chip
+            return resident_blocks(c.regs_per_sm, c.smem_bytes_per_sm, kernel.block_threads,
+                                   kernel.regs_per_thread, kernel.smem_bytes)
         slots = self.chip.cta_slots_per_sm
         if kernel.block_threads:
             slots = min(MAX_BLOCKS_PER_SM, max(1, slots * DEFAULT_BLOCK_THREADS // kernel.block_threads))
         if kernel.smem_bytes:
             slots = min(slots, max(1, self.chip.smem_bytes_per_sm // kernel.smem_bytes))
         return slots
+
+    # -- compute of one tile --------------------------------------------------------------
+    def tile_compute_s(self, k: Kernel) -> float:
+        """Seconds of SM compute one tile takes of its SM's pipes: its lanes, or a latency-bound
+        loop's chain shared by the programs the SM holds at once (k.chain_ops), whichever is more."""
+        return self.sms.compute_time(k.tensor_flops, k.vector_flops, self.int_ops(k), k.dtype,
+                                     k.decoder_elements, k.mma_sync)
+
+    def int_ops(self, k: Kernel) -> float:
+        """Integer ops one tile charges its SM's ALU: its lanes, or its chain's share (k.chain_ops)."""
+        return max(k.int_ops, k.chain_ops / self.slots_per_sm(k)) if k.chain_ops else k.int_ops
+
+    def chain_floor_s(self, k: Kernel, ntiles: float) -> float:
+        """The least time an SM's ntiles tiles of a latency-bound loop take: a round of its
+        resident programs at a time, each round one program's whole chain (0: no chain)."""
+        if not k.chain_ops:
+            return 0.0
+        rounds = math.ceil(ntiles / self.slots_per_sm(k) - 1e-9)
+        return max(1, rounds) * self.sms.compute_time(0.0, 0.0, k.chain_ops, k.dtype)
 
     def resident_slots(self, k: Kernel) -> int:
         return min(k.tiles, self.chip.sms * self.slots_per_sm(k))
@@ -160,14 +183,14 @@ class MemoryPath:
         latency = self.sms.trips_latency(k.hbm_read, k.miss_trips, trips)
         if fill and k.decoder_elements:
             latency += self.chip.decoder_latency_s
-        compute_s = ntiles * self.sms.compute_time(k.tensor_flops, k.vector_flops, k.int_ops, k.dtype,
-                                                   k.decoder_elements, k.mma_sync)
+        compute_s = ntiles * self.tile_compute_s(k)
         if wave_tiles:
             mem_done = self.wave_memory_done(now, k, ntiles, wave_tiles, first_tile)
-            compute_done = now + compute_s
+            compute_done = now + max(compute_s, self.chain_floor_s(k, ntiles))
         else:
             mem_done = self.slot_memory_done(now, slot, k, ntiles, first_tile)
             compute_done = self.sms.tensor[slot % self.chip.sms].serve(now, compute_s)
+            compute_done = max(compute_done, now + self.chain_floor_s(k, ntiles))
         if fill and k.alu_chain > 1.0:      # the first blocks' chains, not yet overlapped by others
             compute_done = max(compute_done, now + k.alu_chain * compute_s / ntiles)
         body_end = max(mem_done, compute_done)
@@ -181,7 +204,7 @@ class MemoryPath:
         its longest pipe (other kernels' integer work is address arithmetic, not unpacking)."""
         if (k.int_ops or k.decoder_elements) and k.data is Component.KV_READ:
             sms = self.sms
-            dequant = sms.compute_time(0, 0, k.int_ops, k.dtype, k.decoder_elements)
+            dequant = sms.compute_time(0, 0, self.int_ops(k), k.dtype, k.decoder_elements)
             if dequant >= sms.compute_time(k.tensor_flops, k.vector_flops, 0, k.dtype, 0.0, k.mma_sync):
                 return Component.DEQUANT
         return k.compute

@@ -37,10 +37,11 @@ def _few_tiles(path, k: Kernel, start: float, units: int, hbm_r: float, hbm_w: f
     tiles than SMs), each queued in turn on the memory path's levels (bus, L2, SRAM, its HBM
     channels)."""
     last_end, last_parts = -np.inf, None
+    chain_s = path.chain_floor_s(k, 1)
     for unit in range(units):
         mem = max(start + pipe_s, path.memory_done(start, hbm_r, k.address + unit * hbm_r, hbm_w,
                                                    k.address + unit * hbm_w, l2, sram, k.channel_group))
-        comp = start + compute_s * max(1.0, k.alu_chain)      # alone on its SM: its own chain
+        comp = start + max(compute_s * max(1.0, k.alu_chain), chain_s)     # alone on its SM: its own chain
         body_end = max(mem, comp)
         if body_end + latency > last_end:     # the first slot of the latest end, as np.argmax
             last_end = body_end + latency
@@ -69,8 +70,8 @@ def tile_rounds(path, k: Kernel, start: float) -> tuple[float, dict[Component, f
     sram = k.sram_read * per_unit
     concurrent = min(k.tiles, slots) * per_unit                   # tiles in flight chip-wide
     pipe_s = sms.load_time(hbm_r, l2, k.hbm_read * concurrent, k.inflight_bytes)
-    compute_s = per_unit * sms.compute_time(k.tensor_flops, k.vector_flops, k.int_ops, k.dtype,
-                                            k.decoder_elements, k.mma_sync)
+    compute_s = per_unit * path.tile_compute_s(k)
+    chain_s = path.chain_floor_s(k, per_unit)          # a latency-bound loop's tile: one whole chain
     first_latency = sms.trips_latency(k.hbm_read, k.miss_trips, k.round_trips + k.start_trips) + (
         chip.decoder_latency_s if k.decoder_elements else 0.0)
     later_latency = sms.trips_latency(k.hbm_read, k.miss_trips, k.round_trips - 1)
@@ -94,6 +95,8 @@ def tile_rounds(path, k: Kernel, start: float) -> tuple[float, dict[Component, f
         comp = tensor_pipes(tensor_free, slot_sm[order], a, compute_s)
         if k.alu_chain > 1.0:        # a fresh block's own chain, not yet overlapped by others
             comp = np.where(fresh[order], np.maximum(comp, a + k.alu_chain * compute_s), comp)
+        if chain_s:
+            comp = np.maximum(comp, a + chain_s)
         body_end = np.maximum(mem, comp)
         latency = np.where(fresh[order], first_latency, later_latency)
         body = body_end - a

@@ -20,6 +20,7 @@ class ChipSizes:
     name: str
     sms: int
     smem_bytes_per_sm: int
+    regs_per_sm: int                          # 32-bit registers of one SM's register file
     cta_slots_per_sm: int
     l2_bytes: float
     hbm_stacks: int
@@ -52,6 +53,7 @@ class ChipSpec:
     vector_flops: float                   # whole chip, fp32
     alu_int_ops_per_clk: float            # per SM
     smem_bytes_per_sm: int
+    regs_per_sm: int                      # 32-bit registers per SM (occupancy: hwsim/hw/occupancy.py)
     inflight_bytes_per_block: float
     l2_bytes: float
     l2_bytes_s: float
@@ -103,7 +105,7 @@ class ChipSpec:
     def sizes(self) -> ChipSizes:
         """Its sizes, apart from its rates: what plans are made from."""
         return ChipSizes(
-            name=self.name, sms=self.sms, smem_bytes_per_sm=self.smem_bytes_per_sm,
+            name=self.name, sms=self.sms, smem_bytes_per_sm=self.smem_bytes_per_sm, regs_per_sm=self.regs_per_sm,
             cta_slots_per_sm=self.cta_slots_per_sm, l2_bytes=self.l2_bytes, hbm_stacks=self.hbm_stacks,
             hbm_channels_per_stack=self.hbm_channels_per_stack, hbm_interleave_bytes=self.hbm_interleave_bytes,
             hbm_capacity_bytes=self.hbm_capacity_bytes, gemm_tile_m=self.gemm_tile_m,
@@ -145,6 +147,7 @@ class ChipSpec:
             vector_flops=p.sm.vector_tflops_fp32.value * 1e12,
             alu_int_ops_per_clk=p.sm.alu_int_ops_per_clk.value,
             smem_bytes_per_sm=int(p.sm.shared_memory_kib.value * 1024),
+            regs_per_sm=int(p.sm.register_file_kib.value * 1024 // 4),
             inflight_bytes_per_block=p.sm.inflight_kib_per_block.value * 1024,
             l2_bytes=p.l2.capacity_mib.value * 2**20,
             l2_bytes_s=p.l2.bandwidth_gbps.value * 1e9,

@@ -59,6 +59,14 @@ class Kernel:               # of them; nothing mutates a Kernel after the schedu
     smem_bytes: int = 0             # shared memory one tile holds (limits tiles per SM)
     block_threads: int = 0          # threads a block runs (limits tiles per SM); 0: the profile's
                                     # default occupancy (cta_slots_per_sm blocks of 512 threads)
+    regs_per_thread: int = 0        # registers a thread holds, as compiled: where set (with
+                                    # block_threads), tiles per SM follow CUDA occupancy
+                                    # (hwsim/hw/occupancy.py: warps, registers, shared memory)
+    chain_ops: float = 0.0          # integer ops per tile of a latency-bound loop (issue 44): one
+                                    # program alone takes chain_ops of its SM's ALU time (its chain's
+                                    # stalls); the programs the SM holds at once (occupancy) overlap
+                                    # theirs, so a tile costs at least chain_ops / resident of the
+                                    # ALU, and no round of resident tiles ends before one chain
     alu_chain: float = 1.0          # a block alone takes this many times its share of its SM's ALU
                                     # time: its integer work is a dependent chain whose gaps only
                                     # other resident blocks fill (PyTorch's strided element-wise)
@@ -132,6 +140,7 @@ def _copy_fields(k: Kernel) -> Kernel:
     new.sram_read = k.sram_read
     new.int_ops, new.decoder_elements, new.smem_bytes = k.int_ops, k.decoder_elements, k.smem_bytes
     new.block_threads, new.alu_chain, new.address, new.dtype = k.block_threads, k.alu_chain, k.address, k.dtype
+    new.regs_per_thread, new.chain_ops = k.regs_per_thread, k.chain_ops
     new.mma_sync, new.balanced, new.busiest_tiles = k.mma_sync, k.balanced, k.busiest_tiles
     new.round_trips, new.start_trips, new.inflight_bytes = k.round_trips, k.start_trips, k.inflight_bytes
     new.channel_group, new.input_trips, new.miss_trips = k.channel_group, k.input_trips, k.miss_trips

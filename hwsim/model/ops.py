@@ -419,7 +419,8 @@ def decode_attention(name: str, layer: int, batch: int, heads: int, kv_heads: in
                      chip: ChipSizes, *, dequant_ops_per_token_head: float = 0.0,
                      decoder_elements_per_token_head: float = 0.0,
                      splits: int | None = None, block_m: int | None = None,
-                     library: str = "flash") -> list[Kernel]:
+                     library: str = "flash", program=None,
+                     lane_ops_per_token_head: float = 0.0) -> list[Kernel]:
     """One query token per sequence attending over `context` cached tokens (GQA-packed).
 
     Each program owns one (sequence, KV head) pair and one slice of the context; the query
@@ -429,6 +430,9 @@ def decode_attention(name: str, layer: int, batch: int, heads: int, kv_heads: in
     `block_m` is the kernel's M tile (the rows its MMAs compute, padded or not); by default
     the library's: FlashAttention-2's 64 for the split-KV kernel and 128 for the unsplit one,
     cuDNN's 64 (`library="cudnn"`, which also splits and merges its own way).
+    `program` (hwsim/model/fast_kv_occupancy.py Program: threads, registers, shared memory as
+    compiled): the dequant ops are a latency-bound loop's chain (Kernel.chain_ops), overlapped by
+    as many programs as the SM holds, the loop's lanes (`lane_ops_per_token_head`) its bound.
     """
     cudnn = library == "cudnn"
     if cudnn:
@@ -442,6 +446,12 @@ def decode_attention(name: str, layer: int, batch: int, heads: int, kv_heads: in
     rows = max(_roundup(group, MMA_M), block_m)
     block_n = fa2_split_block_n(qk_dim) if splits > 1 else FA2_BLOCK_N
     tiles = batch * kv_heads * splits
+    sm = dict(int_ops=dequant_ops_per_token_head * chunk,
+              smem_bytes=(block_n * (qk_dim + v_dim) + rows * qk_dim) * ACT_BYTES)
+    if program is not None:      # as compiled; its dequant a chain that resident programs overlap
+        sm = dict(block_threads=program.threads, regs_per_thread=program.regs, smem_bytes=program.smem,
+                  chain_ops=dequant_ops_per_token_head * chunk * program.chain_scale,
+                  int_ops=lane_ops_per_token_head * chunk)
     main = Kernel(
         name=name, layer=layer, tiles=tiles,
         hbm_read=chunk * kv_bytes_per_token_head,
@@ -449,12 +459,11 @@ def decode_attention(name: str, layer: int, batch: int, heads: int, kv_heads: in
         l2_write=group * (v_dim + 2) * ACC_BYTES,
         tensor_flops=2.0 * rows * chunk * (qk_dim + v_dim),
         vector_flops=SOFTMAX_OPS * group * chunk,
-        int_ops=dequant_ops_per_token_head * chunk,
         decoder_elements=decoder_elements_per_token_head * chunk,
-        smem_bytes=(block_n * (qk_dim + v_dim) + rows * qk_dim) * ACT_BYTES,
         address=cache_addr, data=Component.KV_READ, compute=Component.ATTENTION_COMPUTE,
         round_trips=ATTN_ROUND_TRIPS, mma_sync=True,
         item=ir.Attention("decode", batch, heads, kv_heads, qk_dim, 1, context, library),
+        **sm,
     )
     if splits == 1:
         return [main]

@@ -19,7 +19,7 @@ import numpy as np
 from hwsim.hw.chip import ChipSizes, ChipSpec
 from hwsim.metrics import Component
 from hwsim.model import ir
-from hwsim.model import moe_kernels, ops
+from hwsim.model import fast_kv_occupancy, moe_kernels, ops
 from hwsim.model.blocks import DENSE_FFN, attention_kernel as attention_block, moe_schedule as moe_block
 from hwsim.model.fast_gemm import fast_weight_only_gemm
 from hwsim.model.kernel import ExpertBlock, Kernel, Role, StreamItem, copy_kernel, relocated, timing_of
@@ -611,6 +611,10 @@ class Schedule:
         if self.dequant == "software":
             kw["dequant_ops_per_token_head"] = elems * self.kv.dequant_ops_per_element(context)
             kw["block_m"] = ops.MMA_M
+            program = fast_kv_occupancy.of_format(self.kv)      # the fast family's, as compiled
+            if program is not None:
+                kw["program"] = program
+                kw["lane_ops_per_token_head"] = elems * fast_kv_occupancy.lane_ops_per_element(self.kv, context)
         elif self.dequant == "decoder":
             kw["decoder_elements_per_token_head"] = elems * self.kv.quantized_fraction(context)
             kw["block_m"] = ops.MMA_M

@@ -1,0 +1,79 @@
+"""Shared memory and registers of the fast KV kernel (calibration/fast_kv_attn.py), compiled here
+for sm_90a without a GPU, for every set of three segment-slot widths and token block: the
+table hwsim's occupancy of the fast family reads (hwsim/model/fast_kv_occupancy.py, issue 44).
+
+    python calibration/fast_occupancy.py            # prints the table as a Python literal
+
+Triton compiles to a cubin on a machine with no GPU (its own ptxas): `metadata.shared` is the
+shared memory a program allocates, and cuobjdump's resource usage gives its registers per
+thread. The kernel is compiled once for all three slots, so every slot's code is in it, an
+empty one too (FastKVAttention pads missing slots with 16 bits; `lean=True`, with the first
+segment's width). 4 warps, 2 stages (fast_grid.KV_WARPS, measure_fast_kernels' default), the
+GQA group of 4 padded to 16 rows, head dim 128; the K group is the block (KIVI's 32: block 32).
+This machine runs Triton 3.6, the version the H100 call ran (calibration/data/h100_fast_kernels.jsonl's meta).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+os.environ.pop("TRITON_INTERPRET", None)
+import triton  # noqa: E402
+from triton.compiler import ASTSource  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fast_kv_attn as kv  # noqa: E402
+from fast_sass import BIN, TARGET  # noqa: E402
+
+CONTAINER = {2: "*u8", 4: "*i16", 8: "*i32", 16: "*fp16"}
+WIDTHS = (2, 4, 8, 16)
+BLOCKS = (128, 64, 32)
+
+
+def compiled(bits3: tuple[int, int, int], block: int = 128, warps: int = 4, stages: int = 2,
+             asm: bool = False) -> dict:
+    """{smem, regs, spill} of _lowbit_decode with slots A, B, C at bits3, group = block."""
+    sig = {"q_ptr": "*fp16", "m_ptr": "*fp32", "l_ptr": "*fp32", "acc_ptr": "*fp32", "qk_scale": "fp32"}
+    for slot, bits in zip("abc", bits3):
+        sig.update({f"{slot}kc": CONTAINER[bits], f"{slot}vc": CONTAINER[bits]})
+        sig.update({f"{slot}{k}": "*fp16" for k in ("ks", "kz", "vs", "vz")})
+        sig.update({f"{slot}_{k}": "i32" for k in ("len", "stride", "splits")})
+    const = dict(G=4, GP=16, D=128, BLOCK=block, A_BITS=bits3[0], B_BITS=bits3[1], C_BITS=bits3[2],
+                 GK=block, GV=min(block, 128), ASM=asm)
+    aligned = {"a_stride", "b_stride", "c_stride"}
+    attrs = {(kv._lowbit_decode.arg_names.index(k),): [["tt.divisibility", 16]] for k, t in sig.items()
+             if t.startswith("*") or k in aligned}
+    src = ASTSource(fn=kv._lowbit_decode, signature={**sig, **{k: "constexpr" for k in const}},
+                    constexprs=const, attrs=attrs)
+    kernel = triton.compile(src, target=TARGET, options={"num_warps": warps, "num_stages": stages})
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(kernel.asm["cubin"])
+        f.flush()
+        usage = subprocess.run([os.path.join(BIN, "cuobjdump"), "--dump-resource-usage", f.name],
+                               capture_output=True, text=True, check=True).stdout
+    return {"smem": kernel.metadata.shared, "regs": int(re.search(r"REG:(\d+)", usage).group(1)),
+            "stack": int(re.search(r"STACK:(\d+)", usage).group(1))}
+
+
+def main():
+    print(f"# Triton {triton.__version__}, sm_90a, 4 warps, 2 stages: (slot widths ascending, block, asm)"
+          " -> (shared memory bytes, registers per thread)")
+    print("COMPILED = {")
+    for block in BLOCKS:
+        for asm in (False, True):
+            for bits3 in itertools.combinations_with_replacement(WIDTHS, 3):
+                if asm and block == 64:
+                    continue
+                c = compiled(bits3, block, asm=asm)
+                print(f"    ({bits3}, {block}, {asm}): ({c['smem']}, {c['regs']}),"
+                      + (f"  # stack {c['stack']} B" if c["stack"] else ""), flush=True)
+    print("}")
+
+
+if __name__ == "__main__":
+    main()
