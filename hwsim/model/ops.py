@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import heapq
 import math
+from typing import NamedTuple
 
 from hwsim.errors import ConfigError
 from hwsim.hw.chip import ChipSizes
@@ -119,6 +120,44 @@ def one_wave_tile(m: int, n: int, sms: int) -> tuple[int, int] | None:
     return best[1] if best else None
 
 
+class GemmTiling(NamedTuple):
+    """A GEMM's launch as gemm() chooses it (its docstring says how): the tile, the M tiles, the
+    tiles of one K split, the MMA shape one tile issues per K step, and the K splits."""
+    tile_m: int
+    tile_n: int
+    m_tiles: int
+    base: int
+    mma_m: int
+    mma_n: int
+    split: int
+
+
+def gemm_tiling(m: int, k: int, n: int, chip: ChipSizes) -> GemmTiling:
+    tile_m, tile_n = chip.gemm_tile_m, chip.gemm_tile_n
+    one_wave = one_wave_tile(m, n, chip.sms) if m > tile_m else None
+    if one_wave:
+        tile_m, tile_n = one_wave
+    elif math.ceil(m / (2 * tile_m)) * math.ceil(n / (4 * tile_n)) >= chip.sms:
+        tile_m, tile_n = 2 * tile_m, 4 * tile_n
+    elif m > 2 * tile_m and math.ceil(m / (2 * tile_m)) * math.ceil(n / (2 * tile_n)) >= chip.sms // 2:
+        tile_m, tile_n = 2 * tile_m, 2 * tile_n
+    elif tile_m < m <= 2 * tile_m:
+        tile_m = 2 * tile_m
+    m_tiles, n_tiles = math.ceil(m / tile_m), math.ceil(n / tile_n)
+    base = m_tiles * n_tiles
+    mma_m, mma_n = min(_roundup(min(m, tile_m), MMA_M), tile_m), tile_n
+    if m <= NARROW_MAX_ROWS and k < chip.gemm_split_k_min_k and NARROW_MIN_TILES <= base < NARROW_MAX_TILES:
+        # cuBLAS's narrow-N kernels: N spread over NARROW_BLOCKS blocks of 8-16 columns, each
+        # paying a wide MMA per K step
+        tile_n = max(8, n // NARROW_BLOCKS)
+        base = math.ceil(n / tile_n)            # one M tile: m <= 8 rows
+        mma_m, mma_n = tile_m, NARROW_MMA_N     # the rows sit on wgmma's 64-row side (TNN)
+    split = 1
+    if 2 * base < chip.sms and k >= chip.gemm_split_k_min_k:
+        split = max(1, min(chip.sms // base, math.ceil(k / chip.gemm_min_k_per_split)))
+    return GemmTiling(tile_m, tile_n, m_tiles, base, mma_m, mma_n, split)
+
+
 def gemm(name: str, layer: int, m: int, k: int, n: int, chip: ChipSizes, *, weight_addr: int,
          weight_bytes: float, data: Component, compute: Component = Component.GEMM_COMPUTE,
          weights_on_chip: float = 0.0, channel_group: int = -1,
@@ -148,28 +187,7 @@ def gemm(name: str, layer: int, m: int, k: int, n: int, chip: ChipSizes, *, weig
     if min(m, k, n) < 1:     # a zero-sized dimension (e.g. a model's ffn: 0) has no tiles to time
         raise ConfigError(f"{name}: a GEMM of {m} x {k} x {n} has a dimension of 0; "
                           "check the model's sizes (ffn, expert_ffn, shared_ffn)", key="model")
-    tile_m, tile_n = chip.gemm_tile_m, chip.gemm_tile_n
-    one_wave = one_wave_tile(m, n, chip.sms) if m > tile_m else None
-    if one_wave:
-        tile_m, tile_n = one_wave
-    elif math.ceil(m / (2 * tile_m)) * math.ceil(n / (4 * tile_n)) >= chip.sms:
-        tile_m, tile_n = 2 * tile_m, 4 * tile_n
-    elif m > 2 * tile_m and math.ceil(m / (2 * tile_m)) * math.ceil(n / (2 * tile_n)) >= chip.sms // 2:
-        tile_m, tile_n = 2 * tile_m, 2 * tile_n
-    elif tile_m < m <= 2 * tile_m:
-        tile_m = 2 * tile_m
-    m_tiles, n_tiles = math.ceil(m / tile_m), math.ceil(n / tile_n)
-    base = m_tiles * n_tiles
-    mma_m, mma_n = min(_roundup(min(m, tile_m), MMA_M), tile_m), tile_n
-    if m <= NARROW_MAX_ROWS and k < chip.gemm_split_k_min_k and NARROW_MIN_TILES <= base < NARROW_MAX_TILES:
-        # cuBLAS's narrow-N kernels: N spread over NARROW_BLOCKS blocks of 8-16 columns, each
-        # paying a wide MMA per K step
-        tile_n = max(8, n // NARROW_BLOCKS)
-        base = math.ceil(n / tile_n)            # one M tile: m <= 8 rows
-        mma_m, mma_n = tile_m, NARROW_MMA_N     # the rows sit on wgmma's 64-row side (TNN)
-    split = 1
-    if 2 * base < chip.sms and k >= chip.gemm_split_k_min_k:
-        split = max(1, min(chip.sms // base, math.ceil(k / chip.gemm_min_k_per_split)))
+    tile_m, tile_n, m_tiles, base, mma_m, mma_n, split = gemm_tiling(m, k, n, chip)
     tiles = base * split
     k_per = k / split
     rows = min(m, tile_m)
