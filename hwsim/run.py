@@ -189,7 +189,7 @@ def _simulate(cfg: Scenario, b: Built, wall0: float, progress, every_interval: b
     GPUs plan inside their pass, b.gpus.plans_ahead). `summarized=False`: a fixed-batch run
     without speculation leaves its run_summary None, for _summary to make later (a power
     governor's probe: only the last is the run)."""
-    if cfg.workload.arrivals.kind != "none":
+    if cfg.workload.serving:
         return _run_serving(cfg, b, wall0, progress)
     w = cfg.workload
     records = RecordLog()

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from hwsim.config.scenario import ClosedArrivals
+
 PINNED = "5.17.0"
 HF = "hf-transformers"
 
@@ -57,7 +59,7 @@ def problems(cfg):
         yield "workload.engine.kind", ("engine sglang is not available in this hwsim yet "
                                        "(hf-transformers and hwsim are; docs/serving.md)")
         return
-    if cfg.workload.arrivals.kind == "closed":
+    if isinstance(cfg.workload.arrivals, ClosedArrivals):
         yield "workload.arrivals.kind", "a real engine replays open-loop arrivals (poisson, gamma, trace), not closed"
         return
     if cfg.parallel.gpus > 1:

@@ -8,12 +8,14 @@ Public contract (scripts outside the repo use these keys): `hardware`, `model`, 
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
+import numpy as np
 from pydantic import Field, PlainValidator, model_validator
 
 from hwsim.config.names import SafeName
 from hwsim.config.strict import Strict
+from hwsim.config.variants import Variant, one_of
 
 
 def _needs_trace_path(block, what: str):
@@ -23,43 +25,132 @@ def _needs_trace_path(block, what: str):
     return block
 
 
-class Lengths(Strict):
-    """A token-count distribution (prompt or output lengths)."""
+class Lengths(Variant):
+    """A token-count distribution (prompt or output lengths), one class per `kind`."""
 
-    kind: Literal["fixed", "uniform", "lognormal"] = "fixed"
-    tokens: int = Field(512, ge=1, description="fixed: the length; lognormal: the median")
-    low: int = Field(1, ge=1, description="uniform: smallest length")
-    high: int = Field(1024, ge=1, description="uniform: largest length")
-    sigma: float = Field(0.8, gt=0, description="lognormal: sigma of log(length)")
     max_tokens: int = Field(32768, ge=1, description="lengths are clipped to this")
+
+    def draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """`n` lengths, clipped to 1..max_tokens."""
+        return np.clip(self._draw(rng, n), 1, self.max_tokens).astype(int)
+
+
+class FixedLengths(Lengths):
+    kind: Literal["fixed"] = "fixed"
+    tokens: int = Field(512, ge=1, description="the length")
+
+    def _draw(self, rng, n):
+        return np.full(n, self.tokens)
+
+    def mean(self) -> float:
+        return min(self.tokens, self.max_tokens)
+
+    def longest(self) -> int:
+        return min(self.tokens, self.max_tokens)
+
+
+class UniformLengths(Lengths):
+    kind: Literal["uniform"] = "uniform"
+    low: int = Field(1, ge=1, description="smallest length")
+    high: int = Field(1024, ge=1, description="largest length")
 
     @model_validator(mode="after")
     def _check(self):
-        if self.kind == "uniform" and self.low > self.high:
+        if self.low > self.high:
             raise ValueError("uniform lengths need low <= high")
         return self
 
+    def _draw(self, rng, n):
+        return rng.integers(self.low, self.high + 1, size=n)
 
-class Arrivals(Strict):
-    """How requests arrive; any kind but `none` turns on the serving simulation."""
+    def mean(self) -> float:
+        return min((self.low + self.high) / 2, self.max_tokens)
 
-    kind: Literal["none", "poisson", "gamma", "closed", "trace"] = "none"
-    rate_per_s: float = Field(1.0, gt=0, description="poisson/gamma: mean arrivals per second")
-    cv: float = Field(2.0, gt=0, description="gamma: coefficient of variation of inter-arrival gaps (>1 = bursty)")
-    users: int = Field(8, ge=1, description="closed: concurrent users")
-    think_ms: float = Field(1000.0, ge=0, description="closed: think time between a reply and the next request")
-    trace: str | None = Field(None, description="trace: a request trace, hwsim's CSV (arrival_s, "
+    def longest(self) -> int:
+        return min(self.high, self.max_tokens)
+
+
+class LognormalLengths(Lengths):
+    kind: Literal["lognormal"] = "lognormal"
+    tokens: int = Field(512, ge=1, description="the median")
+    sigma: float = Field(0.8, gt=0, description="sigma of log(length)")
+
+    def _draw(self, rng, n):
+        return np.round(self.tokens * np.exp(self.sigma * rng.standard_normal(n)))
+
+    def mean(self) -> float:
+        return min(self.tokens * math.exp(min(self.sigma, 10.0) ** 2 / 2), self.max_tokens)
+
+    def longest(self) -> int:
+        return self.max_tokens
+
+
+AnyLengths = one_of(FixedLengths, UniformLengths, LognormalLengths, default=FixedLengths,
+                    order=("kind", "tokens", "low", "high", "sigma", "max_tokens"))
+
+
+class Arrivals(Variant):
+    """How requests arrive, one class per `kind`; any kind but `none` turns on the serving simulation."""
+    serving: ClassVar[bool] = True
+
+
+class NoArrivals(Arrivals):
+    """Fixed-batch decode: no requests arrive."""
+    kind: Literal["none"] = "none"
+    serving: ClassVar[bool] = False
+
+
+class _Requests(Arrivals):
+    requests: int = Field(64, ge=1, description="requests to simulate (trace: at most this many)")
+
+
+class _OpenLoop(_Requests):
+    rate_per_s: float = Field(1.0, gt=0, description="mean arrivals per second")
+
+
+class PoissonArrivals(_OpenLoop):
+    kind: Literal["poisson"] = "poisson"
+
+    def gaps(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """Exponential gaps between arrivals."""
+        return rng.exponential(1.0 / self.rate_per_s, size=n)
+
+
+class GammaArrivals(_OpenLoop):
+    kind: Literal["gamma"] = "gamma"
+    cv: float = Field(2.0, gt=0, description="coefficient of variation of inter-arrival gaps (>1 = bursty)")
+
+    def gaps(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """Gamma-distributed gaps of the given CV."""
+        mean = 1.0 / self.rate_per_s
+        shape = 1.0 / self.cv ** 2            # gamma: CV = 1/sqrt(shape)
+        return rng.gamma(shape, mean / shape, size=n)
+
+
+class ClosedArrivals(_Requests):
+    kind: Literal["closed"] = "closed"
+    users: int = Field(8, ge=1, description="concurrent users")
+    think_ms: float = Field(1000.0, ge=0, description="think time between a reply and the next request")
+
+
+class TraceArrivals(_Requests):
+    kind: Literal["trace"] = "trace"
+    trace: str | None = Field(None, description="a request trace, hwsim's CSV (arrival_s, "
                               "prompt_tokens, output_tokens), Azure LLM inference, BurstGPT or "
                               "Mooncake JSONL (docs/serving.md)")
-    requests: int = Field(64, ge=1, description="requests to simulate (trace: at most this many)")
-    rate_scale: float = Field(1.0, gt=0, description="trace: replay arrivals this many times as fast")
-    start: float = Field(0.0, ge=0, description="trace: skip requests before this many seconds of trace time")
-    duration: float | None = Field(None, gt=0, description="trace: keep requests within this many seconds "
+    rate_scale: float = Field(1.0, gt=0, description="replay arrivals this many times as fast")
+    start: float = Field(0.0, ge=0, description="skip requests before this many seconds of trace time")
+    duration: float | None = Field(None, gt=0, description="keep requests within this many seconds "
                                                            "after start (default: to the end)")
 
     @model_validator(mode="after")
     def _check(self):
         return _needs_trace_path(self, "arrivals")
+
+
+AnyArrivals = one_of(NoArrivals, PoissonArrivals, GammaArrivals, ClosedArrivals, TraceArrivals,
+                     default=NoArrivals, order=("kind", "rate_per_s", "cv", "users", "think_ms", "trace",
+                                                "requests", "rate_scale", "start", "duration"))
 
 
 class Disaggregation(Strict):
@@ -152,9 +243,9 @@ class Workload(Strict):
     decode_steps: int = Field(8, ge=1, description="decode steps simulated (one token per sequence each)")
     prompt_tokens: int = Field(0, ge=0, description="if > 0, also simulate one prefill of this many tokens")
     # -- serving (used when arrivals.kind is not none) --
-    arrivals: Arrivals = Arrivals()
-    prompt: Lengths = Lengths(tokens=512)
-    output: Lengths = Lengths(tokens=128)
+    arrivals: AnyArrivals = NoArrivals()
+    prompt: AnyLengths = FixedLengths(tokens=512)
+    output: AnyLengths = FixedLengths(tokens=128)
     max_batch_size: int = Field(32, ge=1, description="sequences in one iteration (continuous batching)")
     token_budget: int = Field(2048, ge=1, description="tokens per iteration, decodes plus prefill chunk")
     chunked_prefill: bool = Field(True, description="split long prompts over iterations, mixed with decodes")
@@ -182,6 +273,11 @@ class Workload(Strict):
         None, description="a profiler trace of your engine's decode step as the schedule "
                           "(docs/traces.md); batch_size and context_tokens default to its point")
 
+    @property
+    def serving(self) -> bool:
+        """Requests arrive (any arrivals but none): the serving simulation, not fixed-batch decode."""
+        return self.arrivals.serving
+
     @model_validator(mode="before")
     @classmethod
     def _trace_point(cls, data):
@@ -194,7 +290,7 @@ class Workload(Strict):
 
     @model_validator(mode="after")
     def _trace_decodes(self):
-        if self.kernel_trace is not None and (self.prompt_tokens or self.arrivals.kind != "none"):
+        if self.kernel_trace is not None and (self.prompt_tokens or self.arrivals.serving):
             raise ValueError("kernel_trace is one traced decode step: fixed-batch decode only "
                              "(no prompt_tokens, no arrivals)")
         return self
@@ -217,7 +313,7 @@ class Workload(Strict):
 
     @model_validator(mode="after")
     def _engine_serves(self):
-        if self.engine.kind != "hwsim" and self.arrivals.kind == "none":
+        if self.engine.kind != "hwsim" and not self.arrivals.serving:
             raise ValueError("workload.engine is a serving engine: it needs arrivals (workload.arrivals.kind)")
         if self.engine.kind != "hwsim" and self.disaggregation:
             raise ValueError("workload.disaggregation is simulated by the built-in loop only (engine kind hwsim)")
@@ -401,19 +497,36 @@ class KvCache(Strict):
         return w
 
 
-class Routing(Strict):
-    kind: Literal["uniform", "zipf", "trace"] = Field("uniform", description="how tokens pick experts")
-    zipf_exponent: float = Field(1.0, gt=0, description="zipf: popularity ~ 1/rank^exponent")
-    hot_persist_steps: int = Field(16, ge=1, description="zipf: steps the hot-expert ranking persists")
-    drift: float = Field(0.25, ge=0, le=1, description="zipf: share of the ranking reshuffled at each drift")
-    balance: float = Field(0.0, ge=0, le=1, description="load balancing: 0 = raw skew, 1 = uniform")
-    trace: str | None = Field(None, description="trace: CSV of step, layer, token, experts")
+class Routing(Variant):
+    """How tokens pick experts, one class per `kind`."""
     capacity_factor: float | None = Field(None, gt=0, description="cap per expert = ceil(cf x tokens x k / E)")
     overflow: Literal["drop", "reroute"] = "drop"
+
+
+class UniformRouting(Routing):
+    kind: Literal["uniform"] = Field("uniform", description="how tokens pick experts")
+
+
+class ZipfRouting(Routing):
+    kind: Literal["zipf"] = "zipf"
+    zipf_exponent: float = Field(1.0, gt=0, description="popularity ~ 1/rank^exponent")
+    hot_persist_steps: int = Field(16, ge=1, description="steps the hot-expert ranking persists")
+    drift: float = Field(0.25, ge=0, le=1, description="share of the ranking reshuffled at each drift")
+    balance: float = Field(0.0, ge=0, le=1, description="load balancing: 0 = raw skew, 1 = uniform")
+
+
+class TraceRouting(Routing):
+    kind: Literal["trace"] = "trace"
+    trace: str | None = Field(None, description="CSV of step, layer, token, experts")
 
     @model_validator(mode="after")
     def _check(self):
         return _needs_trace_path(self, "routing")
+
+
+AnyRouting = one_of(UniformRouting, ZipfRouting, TraceRouting, default=UniformRouting,
+                    order=("kind", "zipf_exponent", "hot_persist_steps", "drift", "balance", "trace",
+                           "capacity_factor", "overflow"))
 
 
 class ExpertCache(Strict):
@@ -487,7 +600,7 @@ class Weights(Strict):
 
 
 class Moe(Strict):
-    routing: Routing = Routing()
+    routing: AnyRouting = UniformRouting()
     placement: Literal["interleaved", "per-expert"] = Field(
         "interleaved", description="expert weights striped over all HBM channels, or each expert "
                                    "contiguous on the channels of one stack")

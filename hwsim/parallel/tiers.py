@@ -41,7 +41,7 @@ def problems(cfg, hardware: str):
     d = cfg.workload.disaggregation
     if d is None:
         return
-    if cfg.workload.arrivals.kind == "none":
+    if not cfg.workload.serving:
         yield KEY, "disaggregation is a serving mode: set workload.arrivals"
         return
     if cfg.parallel.gpus > 1:
