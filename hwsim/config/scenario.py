@@ -16,6 +16,7 @@ from pydantic import Field, PlainValidator, model_validator
 from hwsim.config.names import SafeName
 from hwsim.config.strict import Strict
 from hwsim.config.variants import Variant, one_of
+from hwsim.model.blocks import ATTENTION_KERNELS, MOE_SCHEDULES
 
 
 def _needs_trace_path(block, what: str):
@@ -352,7 +353,7 @@ class Runtime(Strict):
                                "events.parquet, the trace and the Gantt chart (-1: every step); every "
                                "step's latency and breakdown are kept regardless. Long runs at large "
                                "batch would otherwise hold millions of records")
-    attention_kernel: Literal["flash", "cudnn", "eager"] = Field(
+    attention_kernel: Literal[tuple(ATTENTION_KERNELS)] = Field(
         "flash", description="bf16 decode attention: flash = FlashAttention-2 (the measured "
                              "schedule; MMA-bound from about 27 sequences at 8 KV heads; for MLA a "
                              "fused latent kernel as FlashMLA), cudnn = cuDNN's SDPA kernel, PyTorch's "
@@ -365,7 +366,7 @@ class Runtime(Strict):
                                "maximum clock when they stay under the limit, or the profile has no "
                                "power block); max: the maximum clock, as the first replays after idle "
                                "run; a number: that clock in MHz (a what-if: a locked clock)")
-    moe_schedule: Literal["per-expert", "grouped", "fused"] = Field(
+    moe_schedule: Literal[tuple(MOE_SCHEDULES)] = Field(
         "per-expert", description="per-expert: gather, GEMMs, scatter for each active expert "
                                   "(the measured PyTorch schedule); grouped: torch._grouped_mm as "
                                   "torchtitan runs it; fused: a Triton fused-MoE kernel in vLLM's "
