@@ -91,7 +91,7 @@ def validate(model: type[BaseModel], doc: LoadedYaml) -> Any:
         msg = err["msg"]
         kind = next((str(p)[len(TAG_MARK):] for p in err["loc"] if str(p).startswith(TAG_MARK)), None)
         if err["type"] == "extra_forbidden":
-            msg = f"unknown key of kind {kind}" if kind else "unknown key"
+            msg = f"unknown key of {kind.replace('=', ' ')}" if kind else "unknown key"
         elif err["type"] == "missing":
             msg = "required key is missing"
         if "input" in err and err["type"] not in ("missing", "extra_forbidden") and not isinstance(err["input"], dict):

@@ -202,21 +202,17 @@ class KernelTrace(Strict):
         "GPUs in the traced collectives' group (the traced rank's tensor-parallel size): above 1, "
         "its NCCL calls are re-timed by hwsim's collective model on the chip's topology "
         "(parallel.topology if set); 1 holds them as traced"))
-class Speculative(Strict):
+class Speculative(Variant):
     """Speculative decoding (a draft model) or multi-token prediction (DeepSeek-V3's MTP module):
     each decode step drafts `tokens` tokens per sequence, then the model verifies all of them
     and the sequence's own next token in one pass of tokens + 1 query tokens per sequence
-    (docs/whatif.md). Fixed-batch decode or colocated serving (continuous batching) on one GPU."""
-    method: Literal["draft", "mtp"] = Field(
-        description="draft: a smaller model drafts, one decode step per drafted token; mtp: the "
-                    "model's own multi-token-prediction module (one extra transformer layer, its "
-                    "embedding and LM head shared) runs once per drafted token")
+    (docs/whatif.md). Fixed-batch decode or colocated serving (continuous batching) on one GPU.
+    One class per `method`."""
     tokens: int = Field(ge=1, le=16, description="K: tokens drafted per sequence and step (plain decode: no "
                                                  "workload.speculative)")
     acceptance: float | list[float] = Field(
         0.8, description="the chance a drafted token is accepted given every one before it was: one "
                          "rate for every position, or one per position (K of them)")
-    draft: str | None = Field(None, description="draft: the draft model, a built-in name or a model-shape YAML")
 
     @model_validator(mode="after")
     def _check(self):
@@ -226,16 +222,34 @@ class Speculative(Strict):
         if isinstance(self.acceptance, list) and len(self.acceptance) != self.tokens:
             raise ValueError(f"acceptance lists {len(self.acceptance)} rates for {self.tokens} drafted tokens; "
                              f"give one per position, or one rate")
-        if self.method == "draft" and not self.draft:
-            raise ValueError("method draft needs draft: the draft model's name")
-        if self.method == "mtp" and self.draft:
-            raise ValueError("method mtp drafts with the model's own MTP module; draft: is for method draft")
         return self
 
     def rates(self) -> list[float]:
         """The acceptance rate of each drafted position."""
         a = self.acceptance
         return list(a) if isinstance(a, list) else [a] * self.tokens
+
+
+class DraftSpeculation(Speculative):
+    method: Literal["draft"] = Field("draft", description="draft: a smaller model drafts, one decode step per "
+                                                          "drafted token")
+    draft: str | None = Field(None, description="the draft model, a built-in name or a model-shape YAML")
+
+    @model_validator(mode="after")
+    def _named(self):
+        if not self.draft:
+            raise ValueError("method draft needs draft: the draft model's name")
+        return self
+
+
+class MtpSpeculation(Speculative):
+    method: Literal["mtp"] = Field("mtp", description="mtp: the model's own multi-token-prediction module (one "
+                                                      "extra transformer layer, its embedding and LM head shared) "
+                                                      "runs once per drafted token")
+
+
+AnySpeculative = one_of(DraftSpeculation, MtpSpeculation, default=None, tag="method",
+                        order=("method", "tokens", "acceptance", "draft"))
 
 
 class Workload(Strict):
@@ -295,7 +309,7 @@ class Workload(Strict):
             raise ValueError("kernel_trace is one traced decode step: fixed-batch decode only "
                              "(no prompt_tokens, no arrivals)")
         return self
-    speculative: Speculative | None = Field(
+    speculative: AnySpeculative | None = Field(
         None, description="speculative decoding or MTP: each step verifies drafted tokens (unset: one "
                           "token per sequence and step)")
 

@@ -1,22 +1,23 @@
-"""A block that comes in kinds (arrivals, lengths, routing): one class per kind, each holding only
+"""A block that comes in kinds (arrivals, lengths, routing, the speculative method): one class per kind, each holding only
 the keys that act under it, so a key set under a kind it does nothing for is an unknown key at
 load instead of a warning of the run (issue 42). `one_of` makes the discriminated union.
 
-The YAML and the resolved config (`--json`) keep the one-bag form they had: `kind` may be left
-out (its default kind), and a block is written with every kind's keys, the unused ones at their
+The YAML and the resolved config (`--json`) keep the one-bag form they had: `kind` (or the
+family's tag key) may be left out where the family has a default kind, and a block is written with every kind's keys, the unused ones at their
 defaults; such a key at its default is accepted back (it changes nothing), any other value of
 it is an unknown key.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Union
+from typing import Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import Discriminator, Tag, model_serializer, model_validator
 
 from hwsim.config.strict import Strict
 
-TAG_MARK = "kind="      # a union member's tag in a validation error's location (files.validate drops it)
+TAG_MARK = "one-of:"    # starts a union member's tag ("one-of:kind=poisson") in a validation error's
+                        # location: files.validate drops it from the key and names the kind
 
 
 class Variant(Strict):
@@ -50,26 +51,25 @@ class _BadKind(Strict):
     model_config = {**Strict.model_config, "extra": "ignore"}
 
 
-def one_of(*kinds: type[Variant], default: type[Variant], order: tuple[str, ...]) -> Any:
-    """The union of `kinds` (Variant classes told apart by their `kind` Literal), `default` the
-    kind of a block that leaves `kind` out; `order`: the family's keys as the resolved config
-    writes them."""
+def one_of(*kinds: type[Variant], default: type[Variant] | None, order: tuple[str, ...], tag: str = "kind") -> Any:
+    """The union of `kinds` (Variant classes told apart by their `tag` Literal), `default` the
+    kind of a block that leaves `tag` out (None: it is required); `order`: the family's keys as
+    the resolved config writes them."""
     family = kinds[0].__mro__[1]
-    names = {k.model_fields["kind"].default: k for k in kinds}
+    names = {k.model_fields[tag].default: k for k in kinds}
     bag: dict[str, Any] = {}
     for key in order:
         owners = [k for k in kinds if key in k.model_fields]
         assert owners, f"{family.__name__}: no kind has {key}"
-        bag[key] = default.model_fields[key].default if key in default.model_fields else \
-            owners[0].model_fields[key].default
+        bag[key] = default.model_fields[key].default if default and key in default.model_fields else \
+            owners[0].model_fields[key].default if key != tag else None
     assert set(bag) == {f for k in kinds for f in k.model_fields}, f"{family.__name__}: order misses a key"
     family.BAG = bag
-    bad = type(f"{family.__name__}Kind", (_BadKind,), {
-        "__annotations__": {"kind": __import__("typing").Literal[tuple(names)]}})
+    bad = type(f"{family.__name__}Kind", (_BadKind,), {"__annotations__": {tag: Literal[tuple(names)]}})
 
     def pick(value):
-        kind = value.get("kind", bag["kind"]) if isinstance(value, dict) else getattr(value, "kind", bag["kind"])
-        return f"{TAG_MARK}{kind}" if isinstance(kind, str) and kind in names else f"{TAG_MARK}?"
+        kind = value.get(tag, bag[tag]) if isinstance(value, dict) else getattr(value, tag, bag[tag])
+        return f"{TAG_MARK}{tag}={kind}" if isinstance(kind, str) and kind in names else f"{TAG_MARK}?"
 
-    members = [Annotated[k, Tag(f"{TAG_MARK}{name}")] for name, k in names.items()]
+    members = [Annotated[k, Tag(f"{TAG_MARK}{tag}={name}")] for name, k in names.items()]
     return Annotated[Union[tuple(members + [Annotated[bad, Tag(f"{TAG_MARK}?")]])], Discriminator(pick)]
