@@ -53,7 +53,7 @@ def cb_config(fields: dict):
 def problems(cfg):
     """(key, message) of an engine the scenario names that cannot run here (hwsim/checks.py)."""
     e = cfg.workload.engine
-    if e.kind == "hwsim":
+    if e.builtin:
         return
     if e.kind == "sglang":
         yield "workload.engine.kind", ("engine sglang is not available in this hwsim yet "

@@ -48,7 +48,7 @@ def _weights_kernel(cls: str | None) -> Acts:
     def acts(c, m):
         from hwsim.model.weight_format import TENSOR_CLASSES, plan
         p = plan(c.weights, m.weights)
-        return any(p.of(k).dequant in ("software", "decoder") for k in ([cls] if cls else TENSOR_CLASSES))
+        return any(p.of(k).expanded for k in ([cls] if cls else TENSOR_CLASSES))
     return acts
 
 

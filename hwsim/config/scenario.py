@@ -183,9 +183,14 @@ class Engine(Strict):
     host: str | None = Field(None, description="engine host profile (hardware_profiles/engine_hosts/); "
                              "default: the engine's own (hf-transformers-h200)")
 
+    @property
+    def builtin(self) -> bool:
+        """hwsim's own loop, not a real engine's scheduler."""
+        return self.kind == "hwsim"
+
     @model_validator(mode="after")
     def _hwsim_takes_no_config(self):
-        if self.kind == "hwsim" and (self.config or self.host_trace or self.host):
+        if self.builtin and (self.config or self.host_trace or self.host):
             raise ValueError("engine kind hwsim (the built-in loop) is configured by workload's own keys "
                              "(max_batch_size, token_budget, ...): config, host_trace and host are for a real engine")
         return self
@@ -328,9 +333,9 @@ class Workload(Strict):
 
     @model_validator(mode="after")
     def _engine_serves(self):
-        if self.engine.kind != "hwsim" and not self.arrivals.serving:
+        if not self.engine.builtin and not self.arrivals.serving:
             raise ValueError("workload.engine is a serving engine: it needs arrivals (workload.arrivals.kind)")
-        if self.engine.kind != "hwsim" and self.disaggregation:
+        if not self.engine.builtin and self.disaggregation:
             raise ValueError("workload.disaggregation is simulated by the built-in loop only (engine kind hwsim)")
         return self
 
