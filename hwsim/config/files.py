@@ -89,7 +89,7 @@ def validate(model: type[BaseModel], doc: LoadedYaml) -> Any:
         err = exc.errors()[0]
         loc = [str(p) for p in err["loc"] if not str(p).startswith(("function-after", TAG_MARK))]
         msg = err["msg"]
-        kind = next((str(p)[len(TAG_MARK):] for p in err["loc"] if str(p).startswith(TAG_MARK)), None)
+        kind = next((str(p)[len(TAG_MARK):] for p in reversed(err["loc"]) if str(p).startswith(TAG_MARK)), None)
         if err["type"] == "extra_forbidden":
             msg = f"unknown key of {kind.replace('=', ' ')}" if kind else "unknown key"
         elif err["type"] == "missing":

@@ -17,10 +17,6 @@ from hwsim.config.variants import Variant
 Acts = Callable[[Scenario, object], bool]     # (scenario, model shape) -> does the key act here
 
 
-def _serving(c, m) -> bool:
-    return c.workload.serving
-
-
 def _drawn_lengths(c, m) -> bool:
     """A serving run that draws prompt and output lengths (a trace has its own)."""
     return c.workload.serving and not isinstance(c.workload.arrivals, TraceArrivals)
@@ -75,15 +71,13 @@ def _expert_parallel(c, m) -> bool:
 
 
 # key, or a group ending in "." -> (what it needs, in words; whether it acts). The first match wins.
-# A key of one kind of a block (arrivals, prompt and output lengths, routing) needs no rule: set
-# under another kind it is an unknown key at load (hwsim.config.variants).
+# A key of one kind of a block (the run mode, arrivals, prompt and output lengths, routing, the
+# speculative method) needs no rule: set under another it is an unknown key at load
+# (hwsim.config.variants).
 RULES: list[tuple[str, str, Acts]] = [
     ("workload.prompt.", "serving arrivals that draw prompt lengths (poisson, gamma, closed)", _drawn_lengths),
     ("workload.output.", "serving arrivals that draw output lengths (poisson, gamma, closed)", _drawn_lengths),
-    ("workload.host_link", "workload.preemption swap", lambda c, m: _serving(c, m) and c.workload.preemption == "swap"),
-    *[(f"workload.{k}", "a serving run (workload.arrivals.kind other than none)", _serving)
-      for k in ("max_batch_size", "token_budget", "chunked_prefill", "prefix_caching", "kv_allocation",
-                "preemption", "ttft_target_ms", "itl_target_ms", "disaggregation")],
+    ("workload.host_link", "workload.preemption swap", lambda c, m: c.workload.preemption == "swap"),
     ("runtime.moe_schedule", "a MoE model", _moe),
     ("runtime.attention_kernel", "a bf16 KV cache (a quantized one is read by the fused low-bit kernel)",
      lambda c, m: not _quantized_kv(c, m)),

@@ -15,7 +15,7 @@ from pydantic import Field, PlainValidator, model_validator
 
 from hwsim.config.names import SafeName
 from hwsim.config.strict import Strict
-from hwsim.config.variants import Variant, one_of
+from hwsim.config.variants import Variant, one_of, one_of_modes
 from hwsim.model.blocks import ATTENTION_KERNELS, MOE_SCHEDULES
 
 
@@ -257,41 +257,20 @@ AnySpeculative = one_of(DraftSpeculation, MtpSpeculation, default=None, tag="met
                         order=("method", "tokens", "acceptance", "draft"))
 
 
-class Workload(Strict):
+class Workload(Variant):
+    """What runs: fixed-batch decode (FixedBatchWorkload: arrivals kind none) or serving
+    (ServingWorkload: requests arrive); the serving keys are keys of serving only."""
     batch_size: int = Field(1, ge=1, description="sequences decoded together in one step")
     context_tokens: int = Field(4096, ge=1, description="KV length each sequence holds at the first step")
     decode_steps: int = Field(8, ge=1, description="decode steps simulated (one token per sequence each)")
     prompt_tokens: int = Field(0, ge=0, description="if > 0, also simulate one prefill of this many tokens")
-    # -- serving (used when arrivals.kind is not none) --
     arrivals: AnyArrivals = NoArrivals()
-    prompt: AnyLengths = FixedLengths(tokens=512)
-    output: AnyLengths = FixedLengths(tokens=128)
-    max_batch_size: int = Field(32, ge=1, description="sequences in one iteration (continuous batching)")
-    token_budget: int = Field(2048, ge=1, description="tokens per iteration, decodes plus prefill chunk")
-    chunked_prefill: bool = Field(True, description="split long prompts over iterations, mixed with decodes")
-    prefix_caching: bool = Field(True, description="reuse resident KV blocks of equal prompt prefixes "
-                                 "(a trace's hash_ids) instead of prefilling them again")
-    kv_allocation: Literal["whole", "as_needed"] = Field(
-        "whole", description="whole: admit a request only with KV for its prompt and whole reply "
-                             "(never preempted); as_needed: KV grows a token at a time, as vLLM's "
-                             "paged cache does, and when it runs out the latest admitted request is "
-                             "preempted and later recomputed")
-    preemption: Literal["recompute", "swap"] = Field(
-        "recompute", description="as_needed, when KV runs out: recompute drops the preempted request's KV "
-                                 "and prefills it again; swap copies it to host memory over host_link "
-                                 "and back when readmitted (vLLM's two modes)")
-    host_link: Literal["pcie-gen5", "nvlink-c2c"] = Field(
-        "pcie-gen5", description="swap: the GPU's link to host memory (PCIe Gen5 x16; NVLink-C2C as on GH200)")
-    ttft_target_ms: float = Field(1000.0, gt=0, description="goodput: a request must reach its first token by this")
-    itl_target_ms: float | None = Field(None, gt=0, description="goodput: every gap within this (default budget_ms)")
-    disaggregation: Disaggregation | None = Field(
-        None, description="serving: prefill and decode on separate GPUs, the KV cache sent between "
-                          "them (unset: every GPU does both, colocated)")
-    engine: Engine = Field(default_factory=Engine, description="serving: the engine whose scheduler runs "
-                           "the requests (kind hwsim, hf-transformers or sglang; docs/serving.md)")
     kernel_trace: KernelTrace | None = Field(
         None, description="a profiler trace of your engine's decode step as the schedule "
                           "(docs/traces.md); batch_size and context_tokens default to its point")
+    speculative: AnySpeculative | None = Field(
+        None, description="speculative decoding or MTP: each step verifies drafted tokens (unset: one "
+                          "token per sequence and step)")
 
     @property
     def serving(self) -> bool:
@@ -314,9 +293,39 @@ class Workload(Strict):
             raise ValueError("kernel_trace is one traced decode step: fixed-batch decode only "
                              "(no prompt_tokens, no arrivals)")
         return self
-    speculative: AnySpeculative | None = Field(
-        None, description="speculative decoding or MTP: each step verifies drafted tokens (unset: one "
-                          "token per sequence and step)")
+
+
+class FixedBatchWorkload(Workload):
+    """batch_size sequences decode decode_steps steps together (arrivals kind none)."""
+
+
+class ServingWorkload(Workload):
+    """Requests arrive, are batched iteration by iteration and served (docs/serving.md)."""
+    prompt: AnyLengths = FixedLengths(tokens=512)
+    output: AnyLengths = FixedLengths(tokens=128)
+    max_batch_size: int = Field(32, ge=1, description="sequences in one iteration (continuous batching)")
+    token_budget: int = Field(2048, ge=1, description="tokens per iteration, decodes plus prefill chunk")
+    chunked_prefill: bool = Field(True, description="split long prompts over iterations, mixed with decodes")
+    prefix_caching: bool = Field(True, description="reuse resident KV blocks of equal prompt prefixes "
+                                 "(a trace's hash_ids) instead of prefilling them again")
+    kv_allocation: Literal["whole", "as_needed"] = Field(
+        "whole", description="whole: admit a request only with KV for its prompt and whole reply "
+                             "(never preempted); as_needed: KV grows a token at a time, as vLLM's "
+                             "paged cache does, and when it runs out the latest admitted request is "
+                             "preempted and later recomputed")
+    preemption: Literal["recompute", "swap"] = Field(
+        "recompute", description="as_needed, when KV runs out: recompute drops the preempted request's KV "
+                                 "and prefills it again; swap copies it to host memory over host_link "
+                                 "and back when readmitted (vLLM's two modes)")
+    host_link: Literal["pcie-gen5", "nvlink-c2c"] = Field(
+        "pcie-gen5", description="swap: the GPU's link to host memory (PCIe Gen5 x16; NVLink-C2C as on GH200)")
+    ttft_target_ms: float = Field(1000.0, gt=0, description="goodput: a request must reach its first token by this")
+    itl_target_ms: float | None = Field(None, gt=0, description="goodput: every gap within this (default budget_ms)")
+    disaggregation: Disaggregation | None = Field(
+        None, description="prefill and decode on separate GPUs, the KV cache sent between "
+                          "them (unset: every GPU does both, colocated)")
+    engine: Engine = Field(default_factory=Engine, description="the engine whose scheduler runs "
+                           "the requests (kind hwsim, hf-transformers or sglang; docs/serving.md)")
 
     @model_validator(mode="after")
     def _swap_needs_preemption(self):
@@ -332,9 +341,7 @@ class Workload(Strict):
         return self
 
     @model_validator(mode="after")
-    def _engine_serves(self):
-        if not self.engine.builtin and not self.arrivals.serving:
-            raise ValueError("workload.engine is a serving engine: it needs arrivals (workload.arrivals.kind)")
+    def _engine_is_the_loop(self):
         if not self.engine.builtin and self.disaggregation:
             raise ValueError("workload.disaggregation is simulated by the built-in loop only (engine kind hwsim)")
         return self
@@ -345,6 +352,23 @@ class Workload(Strict):
             raise ValueError("workload.disaggregation reserves each request's whole KV cache on its decode "
                              "GPU: kv_allocation as_needed (preemption) is not simulated with it")
         return self
+
+
+FIXED_BATCH = "fixed-batch decode (workload.arrivals kind none)"
+
+
+def _run_mode(value) -> str:
+    arrivals = value.get("arrivals") if isinstance(value, dict) else getattr(value, "arrivals", None)
+    kind = arrivals.get("kind", "none") if isinstance(arrivals, dict) else getattr(arrivals, "kind", "none")
+    return FIXED_BATCH if kind == "none" else "serving"
+
+
+AnyWorkload = one_of_modes(
+    {FIXED_BATCH: FixedBatchWorkload, "serving": ServingWorkload}, _run_mode,
+    order=("batch_size", "context_tokens", "decode_steps", "prompt_tokens", "arrivals", "prompt", "output",
+           "max_batch_size", "token_budget", "chunked_prefill", "prefix_caching", "kv_allocation", "preemption",
+           "host_link", "ttft_target_ms", "itl_target_ms", "disaggregation", "engine", "kernel_trace",
+           "speculative"))
 
 
 def _sm_clock(value: object) -> str | float:
@@ -676,7 +700,7 @@ class Scenario(Strict):
                                    "config.json or its folder (docs/models.md)")
     seed: int = Field(0, ge=0)
     budget_ms: float = Field(10.0, gt=0, description="per-token latency budget")
-    workload: Workload = Workload()
+    workload: AnyWorkload = FixedBatchWorkload()
     runtime: Runtime = Runtime()
     kv_cache: KvCache = KvCache()
     moe: Moe = Moe()

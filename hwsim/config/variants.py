@@ -10,9 +10,9 @@ it is an unknown key.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Literal, Union
+from typing import Annotated, Any, Callable, ClassVar, Literal, Union
 
-from pydantic import Discriminator, Tag, model_serializer, model_validator
+from pydantic import BaseModel, Discriminator, Tag, model_serializer, model_validator
 
 from hwsim.config.strict import Strict
 
@@ -35,12 +35,15 @@ class Variant(Strict):
         return {k: v for k, v in data.items() if k not in unused} if unused else data
 
     @model_serializer(mode="wrap")
-    def _whole_bag(self, handler):
+    def _whole_bag(self, handler, info):
         own = handler(self)
-        return {k: own[k] if k in own else default for k, default in self.BAG.items()}
+        return {k: own[k] if k in own else default.model_dump(mode=info.mode) if isinstance(default, BaseModel)
+                else default for k, default in self.BAG.items()}
 
 
 def _same(value, default) -> bool:
+    if isinstance(default, BaseModel):          # a block: as the resolved config writes it
+        return value == default or isinstance(value, dict) and value == default.model_dump()
     return type(value) is type(default) and value == default or (
         isinstance(value, (int, float)) and not isinstance(value, bool)
         and isinstance(default, (int, float)) and value == default)
@@ -51,20 +54,38 @@ class _BadKind(Strict):
     model_config = {**Strict.model_config, "extra": "ignore"}
 
 
+def _set_bag(family, kinds, default, order: tuple[str, ...], tag: str | None) -> dict[str, Any]:
+    bag: dict[str, Any] = {}
+    for key in order:
+        owners = [k for k in kinds if key in k.model_fields]
+        assert owners, f"{family.__name__}: no kind has {key}"
+        field = (default if default and key in default.model_fields else owners[0]).model_fields[key]
+        bag[key] = None if key == tag and not default else field.get_default(call_default_factory=True)
+    assert set(bag) == {f for k in kinds for f in k.model_fields}, f"{family.__name__}: order misses a key"
+    family.BAG = bag
+    return bag
+
+
+def one_of_modes(modes: dict[str, type[Variant]], mode_of: Callable[[Any], str], order: tuple[str, ...]) -> Any:
+    """The union of `modes` (label -> Variant class), told apart by `mode_of(value)`, a label
+    read from other keys (the run mode, from the arrivals' kind) rather than a tag key of its own."""
+    kinds = list(modes.values())
+    _set_bag(kinds[0].__mro__[1], kinds, None, order, None)
+
+    def pick(value):
+        return f"{TAG_MARK}{mode_of(value)}"
+
+    return Annotated[Union[tuple(Annotated[k, Tag(f"{TAG_MARK}{label}")] for label, k in modes.items())],
+                     Discriminator(pick)]
+
+
 def one_of(*kinds: type[Variant], default: type[Variant] | None, order: tuple[str, ...], tag: str = "kind") -> Any:
     """The union of `kinds` (Variant classes told apart by their `tag` Literal), `default` the
     kind of a block that leaves `tag` out (None: it is required); `order`: the family's keys as
     the resolved config writes them."""
     family = kinds[0].__mro__[1]
     names = {k.model_fields[tag].default: k for k in kinds}
-    bag: dict[str, Any] = {}
-    for key in order:
-        owners = [k for k in kinds if key in k.model_fields]
-        assert owners, f"{family.__name__}: no kind has {key}"
-        bag[key] = default.model_fields[key].default if default and key in default.model_fields else \
-            owners[0].model_fields[key].default if key != tag else None
-    assert set(bag) == {f for k in kinds for f in k.model_fields}, f"{family.__name__}: order misses a key"
-    family.BAG = bag
+    bag = _set_bag(family, kinds, default, order, tag)
     bad = type(f"{family.__name__}Kind", (_BadKind,), {"__annotations__": {tag: Literal[tuple(names)]}})
 
     def pick(value):
