@@ -48,7 +48,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("ground: schemas, input bounding, atomic writes",
      ("hwsim", "hwsim.errors", "hwsim.rng", "hwsim.metrics", "hwsim.provenance", "hwsim.config",
       "hwsim.io.bounded", "hwsim.io.atomic", "hwsim.io.strict_json", "hwsim.io.folder_lock",
-      "hwsim.model.shapes", "hwsim.model.hf_import")),   # config.json -> ModelShape: a schema reader
+      "hwsim.model.shapes", "hwsim.model.hf_import",     # config.json -> ModelShape: a schema reader
+      "hwsim.model.blocks")),     # the block registry: its names are the schema's choices
     ("model IR and formats", ("hwsim.model.kernel", "hwsim.model.ir", "hwsim.workload")),
     ("hw", ("hwsim.hw",)),
     ("engine", ("hwsim.engine",)),

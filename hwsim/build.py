@@ -176,7 +176,7 @@ def _topology(cfg: Scenario, chip_name: str, chip: ChipSpec, layout: lay.Layout)
     if p.nodes > 1 and topo.interconnect.scaleout_bandwidth_gbps is None:
         raise ConfigError(f"{p.nodes} nodes, but topology {name} has no NIC between them "
                           f"(interconnect.scaleout_bandwidth_gbps)", key="parallel.topology")
-    if w.arrivals.kind != "none" or w.prompt_tokens and layout.all_to_all:
+    if w.serving or w.prompt_tokens and layout.all_to_all:
         raise ConfigError("several GPUs are simulated for fixed-batch decode (and prefill under tensor "
                           "parallelism) only; not with workload.arrivals, nor prompt_tokens under "
                           "data-parallel attention", key="parallel.gpus")

@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from hwsim.config.load import at_loaded_scenario, load_model
+from hwsim.config.scenario import ClosedArrivals, TraceArrivals, TraceRouting
 from hwsim.errors import ConfigError
 from hwsim.model.blocks import moe_schedule as moe_block
 
@@ -82,16 +83,6 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 86400:.3g} days"
 
 
-def _mean_length(lengths) -> float:
-    if lengths.kind == "fixed":
-        mean = lengths.tokens
-    elif lengths.kind == "uniform":
-        mean = (lengths.low + lengths.high) / 2
-    else:
-        mean = lengths.tokens * math.exp(min(lengths.sigma, 10.0) ** 2 / 2)
-    return min(mean, lengths.max_tokens)
-
-
 def _kernels(model, tokens: int, moe_schedule: str = "per-expert", held: float | None = None) -> float:
     """Kernels of one pass: about 15 per layer plus 8 per active expert of a MoE layer (the
     expected number of distinct experts that tokens x top_k uniform picks reach, of the `held`
@@ -125,11 +116,11 @@ def estimate(cfg, model) -> Cost:
     """The cost of simulating scenario `cfg` (a Scenario) of model shape `model`."""
     w, fidelity = cfg.workload, cfg.runtime.fidelity
     extra_bytes = _routing_trace_bytes(cfg)
-    if w.arrivals.kind != "none":
+    if w.serving:
         requests = w.arrivals.requests
         # closed loop: only the users that get a request are started (hwsim.serving.loop)
-        users = min(w.arrivals.users, requests) if w.arrivals.kind == "closed" else 0
-        out_tokens, prompt = _mean_length(w.output), _mean_length(w.prompt)
+        users = min(w.arrivals.users, requests) if isinstance(w.arrivals, ClosedArrivals) else 0
+        out_tokens, prompt = w.output.mean(), w.prompt.mean()
         batch = max(1, min(w.max_batch_size, requests, users or requests))
         iterations = 2 * (requests * out_tokens / batch + requests * prompt / w.token_budget)
         shapes = min(iterations, _shapes(w, batch, requests))
@@ -202,18 +193,10 @@ def _shapes(w, batch: int, requests: int) -> float:
     needs one per chunk of the budget a full batch of decodes leaves (and one for its end)."""
     from hwsim.serving.loop import CONTEXT_BUCKET, PREFILL_BUCKET
 
-    longest = _max_length(w.prompt) + _max_length(w.output)
+    longest = w.prompt.longest() + w.output.longest()
     decode_only = batch * max(1, math.ceil(longest / CONTEXT_BUCKET))
     chunk = max(PREFILL_BUCKET, w.token_budget - batch)
-    return decode_only + requests * (_mean_length(w.prompt) / chunk + 1)
-
-
-def _max_length(lengths) -> int:
-    if lengths.kind == "fixed":
-        return min(lengths.tokens, lengths.max_tokens)
-    if lengths.kind == "uniform":
-        return min(lengths.high, lengths.max_tokens)
-    return lengths.max_tokens
+    return decode_only + requests * (w.prompt.mean() / chunk + 1)
 
 
 class _Gpus:
@@ -251,7 +234,7 @@ class _Gpus:
 def _routing_trace_bytes(cfg) -> float:
     """What holding the scenario's routing trace costs (hwsim.workload.router.load_trace)."""
     routing = cfg.moe.routing
-    if routing.kind != "trace" or not routing.trace:
+    if not isinstance(routing, TraceRouting) or not routing.trace:
         return 0.0
     try:
         return os.stat(routing.trace).st_size * BYTES_PER_ROUTING_BYTE
@@ -268,7 +251,7 @@ def _serving_rehearsed(cfg, model) -> Cost:
 
     r = rehearse(cfg, speculation=ServingSpeculation if cfg.workload.speculative is not None else None)
     requests = cfg.workload.arrivals.requests
-    if cfg.workload.arrivals.kind == "trace" and r.requests < min(requests, r.limit):
+    if isinstance(cfg.workload.arrivals, TraceArrivals) and r.requests < min(requests, r.limit):
         requests = r.requests                  # the trace's window holds no more
     scale = requests / max(r.requests, 1)
     iterations = r.iterations * scale
@@ -338,7 +321,7 @@ def check_cost(cfg, model, max_wall_s: float | None = None, max_gb: float | None
 def _biggest_key(cfg) -> str:
     """The workload key that most likely makes the run large (named in the message)."""
     w = cfg.workload
-    if w.arrivals.kind != "none":
+    if w.serving:
         return "workload.arrivals.requests"
     if w.kernel_trace is not None:      # its kernels and grids are the run's size
         return "workload.kernel_trace.path"

@@ -189,7 +189,7 @@ def _simulate(cfg: Scenario, b: Built, wall0: float, progress, every_interval: b
     GPUs plan inside their pass, b.gpus.plans_ahead). `summarized=False`: a fixed-batch run
     without speculation leaves its run_summary None, for _summary to make later (a power
     governor's probe: only the last is the run)."""
-    if cfg.workload.arrivals.kind != "none":
+    if cfg.workload.serving:
         return _run_serving(cfg, b, wall0, progress)
     w = cfg.workload
     records = RecordLog()
@@ -263,7 +263,7 @@ def _serving_speculation(cfg: Scenario):
 
 
 def _run_serving(cfg: Scenario, b: Built, wall0: float, progress) -> RunResult:
-    if cfg.workload.engine.kind != "hwsim":       # a real engine's scheduler (hwsim/serving/engines/)
+    if not cfg.workload.engine.builtin:       # a real engine's scheduler (hwsim/serving/engines/)
         from hwsim.serving.engines.run import serve_with_engine
         return _served_result(cfg, b, wall0, *serve_with_engine(cfg, b))
     from hwsim.serving.disaggregation import serving_loop

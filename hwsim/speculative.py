@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from hwsim.build import Built
-from hwsim.config.scenario import Scenario, Weights
+from hwsim.config.scenario import DraftSpeculation, MtpSpeculation, Scenario, Weights
 from hwsim.errors import ConfigError
 from hwsim.metrics import Component
 from hwsim.model import ops, weight_format
@@ -68,7 +68,7 @@ class Speculation:
         """The draft's schedule and router: the draft model's, or (mtp) one layer of the model's."""
         from hwsim.config.load import load_model
         w = cfg.workload
-        if self.spec.method == "draft":
+        if isinstance(self.spec, DraftSpeculation):
             try:
                 model = load_model(self.spec.draft)
             except ConfigError as exc:
@@ -112,7 +112,7 @@ class Speculation:
         schedule, router = self.draft_model
         routing = router.step(step, shape.tokens) if router else {}
         state = schedule.cold_state()
-        head = self._mtp_head(schedule, shape.tokens) if self.spec.method == "mtp" else []
+        head = self._mtp_head(schedule, shape.tokens) if isinstance(self.spec, MtpSpeculation) else []
         items = schedule._walked(head, state.l2) + schedule.step(shape, routing, state)
         return simulate_pass(b, shape, step, None, plan=PassPlan(routing, items), intervals=False)
 
@@ -136,7 +136,8 @@ class Speculation:
         first = float(np.mean(self.first_token_experts))
         return SpeculativeSummary(
             method=self.spec.method, tokens=self.spec.tokens, acceptance=self.rates,
-            draft_model=self.spec.draft, query_tokens_per_sequence=self.queries,
+            draft_model=self.spec.draft if isinstance(self.spec, DraftSpeculation) else None,
+            query_tokens_per_sequence=self.queries,
             expected_tokens_per_step=self.expected,
             ms_per_step=step_ms,
             ms_per_accepted_token=step_ms / self.expected,

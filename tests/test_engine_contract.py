@@ -34,8 +34,9 @@ def test_sglang_is_refused_for_now():
 def test_engine_keys_need_a_real_engine_and_arrivals():
     with pytest.raises(ConfigError, match="config, host_trace and host are for a real engine"):
         load_scenario(None, [*SERVE, "workload.engine.config={block_size: 64}"])
-    with pytest.raises(ConfigError, match="needs arrivals"):
-        load_scenario(None, ["workload.engine.kind=hf-transformers"])
+    with pytest.raises(ConfigError, match=r"unknown key of fixed-batch decode \(workload.arrivals kind none\)") as e:
+        load_scenario(None, ["workload.engine.kind=hf-transformers"])     # engine: a key of serving only
+    assert e.value.key == "workload.engine"
 
 
 def test_engine_host_and_host_trace_choose_the_hosts_numbers(tmp_path):

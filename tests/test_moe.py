@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from hwsim.config.load import load_scenario
-from hwsim.config.scenario import Routing
+from hwsim.config.scenario import UniformRouting, ZipfRouting
 from hwsim.errors import ConfigError
 from hwsim.model.shapes import Moe
 from hwsim.run import run_scenario
@@ -21,7 +21,7 @@ def run(*sets):
 @pytest.mark.parametrize("batch", [1, 4, 16, 64])
 def test_uniform_routing_touches_the_expected_number_of_experts(batch):
     moe = Moe(experts=128, top_k=8, expert_ffn=768)
-    router = Router(Routing(), moe, list(range(48)), np.random.default_rng(1))
+    router = Router(UniformRouting(), moe, list(range(48)), np.random.default_rng(1))
     distinct = [len(np.unique(c)) for step in range(4) for c in router.step(step, batch).values()]
     assert np.mean(distinct) == pytest.approx(expected_distinct(128, 8, batch), rel=0.05)
 
@@ -46,8 +46,8 @@ def test_uniform_top_k_picks_the_lowest_scores_and_survives_a_tie():
 
 def test_zipf_concentrates_and_balance_flattens():
     moe = Moe(experts=128, top_k=8, expert_ffn=768)
-    skewed = Router(Routing(kind="zipf", zipf_exponent=1.2), moe, [0], np.random.default_rng(0))
-    balanced = Router(Routing(kind="zipf", zipf_exponent=1.2, balance=1.0), moe, [0], np.random.default_rng(0))
+    skewed = Router(ZipfRouting(zipf_exponent=1.2), moe, [0], np.random.default_rng(0))
+    balanced = Router(ZipfRouting(zipf_exponent=1.2, balance=1.0), moe, [0], np.random.default_rng(0))
     d_skew = np.mean([len(np.unique(skewed.step(s, 16)[0])) for s in range(10)])
     d_bal = np.mean([len(np.unique(balanced.step(s, 16)[0])) for s in range(10)])
     assert d_skew < 0.7 * d_bal
@@ -56,7 +56,7 @@ def test_zipf_concentrates_and_balance_flattens():
 
 def test_hot_experts_persist_then_drift():
     moe = Moe(experts=64, top_k=2, expert_ffn=8)
-    r = Router(Routing(kind="zipf", hot_persist_steps=3, drift=0.5), moe, [0], np.random.default_rng(0))
+    r = Router(ZipfRouting(hot_persist_steps=3, drift=0.5), moe, [0], np.random.default_rng(0))
     rankings = []
     for step in range(7):
         r.step(step, 1)
@@ -67,12 +67,12 @@ def test_hot_experts_persist_then_drift():
 
 def test_capacity_factor_drops_or_reroutes_overflow():
     moe = Moe(experts=8, top_k=2, expert_ffn=8)
-    drop = Router(Routing(kind="zipf", zipf_exponent=3, capacity_factor=1.0), moe, [0],
+    drop = Router(ZipfRouting(zipf_exponent=3, capacity_factor=1.0), moe, [0],
                   np.random.default_rng(0)).step(0, 64)[0]
     cap = int(np.ceil(64 * 2 / 8))
     kept = np.bincount(drop[drop >= 0], minlength=8)
     assert kept.max() <= cap and (drop < 0).any()
-    rer = Router(Routing(kind="zipf", zipf_exponent=3, capacity_factor=1.0, overflow="reroute"), moe, [0],
+    rer = Router(ZipfRouting(zipf_exponent=3, capacity_factor=1.0, overflow="reroute"), moe, [0],
                  np.random.default_rng(0)).step(0, 64)[0]
     assert (rer >= 0).sum() > (drop >= 0).sum()
     assert np.bincount(rer[rer >= 0], minlength=8).max() <= cap
@@ -207,7 +207,7 @@ def test_top_k_above_experts_is_rejected(tmp_path):
 
 def test_deepseek_group_limited_routing_stays_in_top_groups():
     moe = Moe(experts=256, top_k=8, expert_ffn=2048, groups=8, topk_groups=4)
-    choice = Router(Routing(), moe, [0], np.random.default_rng(0)).step(0, 64)[0]
+    choice = Router(UniformRouting(), moe, [0], np.random.default_rng(0)).step(0, 64)[0]
     groups_used = [len(set((row // 32).tolist())) for row in choice]
     assert max(groups_used) <= 4
     assert len(np.unique(choice)) > 128          # different tokens still spread over the experts

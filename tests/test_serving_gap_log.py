@@ -19,8 +19,8 @@ TINY = str(Path(__file__).parent / "data" / "tiny-moe.yaml")
 CROWDED = [f"model={TINY}", "hardware=small-hbm", "workload.prompt.tokens=4096", "workload.output.tokens=256",
            "workload.arrivals.kind=poisson", "workload.arrivals.rate_per_s=1000", "workload.arrivals.requests=8",
            "workload.kv_allocation=as_needed"]
-SHORT = [f"model={TINY}", "workload.arrivals.requests=30", "workload.output.kind=uniform",
-         "workload.output.low=1", "workload.output.high=12"]
+# the whole output block: a uniform one takes none of the scenario's lognormal keys
+SHORT = [f"model={TINY}", "workload.arrivals.requests=30", "workload.output={kind: uniform, low: 1, high: 12}"]
 
 
 class Recorded(Request):

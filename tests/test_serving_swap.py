@@ -70,9 +70,10 @@ def test_a_faster_host_link_swaps_sooner(small_hbm):
 
 
 def test_swap_without_preemption_is_refused():
+    serving = ["workload.arrivals.kind=poisson"]          # preemption is a key of serving only
     with pytest.raises(ConfigError, match="as_needed") as e:
-        load_scenario(None, ["workload.preemption=swap"])
+        load_scenario(None, [*serving, "workload.preemption=swap"])
     assert e.value.key == "workload"
     with pytest.raises(ConfigError) as e:
-        load_scenario(None, ["workload.preemption=offload"])
+        load_scenario(None, [*serving, "workload.preemption=offload"])
     assert e.value.key == "workload.preemption"

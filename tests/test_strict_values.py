@@ -31,15 +31,20 @@ def test_nonsense_in_a_scenario_is_one_located_error(ws, line, where):
     assert snapshot(ws / "out") == before
 
 
-@pytest.mark.parametrize("override, where", [
-    ("workload.batch_size=true", "valid integer"),
-    ("workload.batch_size=\"16\"", "valid integer"),
-    ("workload.output.kind=lognormal", None),
-    ("workload.output.sigma=1e6", "lognormal sigma above 5"),
-    ("workload.arrivals.users=1000000", "more than 100,000"),
+# serving keys are keys of a serving run (hwsim.config.variants): these set its arrivals
+CLOSED = ["workload.arrivals.kind=closed", "workload.arrivals.requests=2", "workload.arrivals.users=1"]
+
+
+@pytest.mark.parametrize("override, where, context", [
+    ("workload.batch_size=true", "valid integer", []),
+    ("workload.batch_size=\"16\"", "valid integer", []),
+    ("workload.output.kind=lognormal", None, [*CLOSED, "workload.output.max_tokens=4"]),
+    ("workload.output.sigma=1e6", "lognormal sigma above 5", [*CLOSED, "workload.output.kind=lognormal"]),
+    ("workload.arrivals.users=1000000", "more than 100,000", CLOSED),
 ], ids=["bool-as-int", "string-as-int", "lognormal-ok", "sigma-1e6", "users-1e6"])
-def test_strict_types_and_bounds_of_overrides(ws, override, where):
-    res, t = invoke(["run", write(ws, "s.yaml", BASE), "--set", override, "--set", "workload.decode_steps=1",
+def test_strict_types_and_bounds_of_overrides(ws, override, where, context):
+    sets = [a for s in [*context, override] for a in ("--set", s)]
+    res, t = invoke(["run", write(ws, "s.yaml", BASE), *sets, "--set", "workload.decode_steps=1",
                      "--out", ws / "b", "--json"])
     if where is None:
         assert res.exit_code == 0, res.stderr

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from hwsim.config.scenario import ClosedArrivals
+
 PINNED = "5.17.0"
 HF = "hf-transformers"
 
@@ -50,14 +52,16 @@ def cb_config(fields: dict):
 
 def problems(cfg):
     """(key, message) of an engine the scenario names that cannot run here (hwsim/checks.py)."""
+    if not cfg.workload.serving:            # engine is a key of serving only
+        return
     e = cfg.workload.engine
-    if e.kind == "hwsim":
+    if e.builtin:
         return
     if e.kind == "sglang":
         yield "workload.engine.kind", ("engine sglang is not available in this hwsim yet "
                                        "(hf-transformers and hwsim are; docs/serving.md)")
         return
-    if cfg.workload.arrivals.kind == "closed":
+    if isinstance(cfg.workload.arrivals, ClosedArrivals):
         yield "workload.arrivals.kind", "a real engine replays open-loop arrivals (poisson, gamma, trace), not closed"
         return
     if cfg.parallel.gpus > 1:

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ValidationError
 
 from hwsim.config.limits import model_problems, profile_problems, value_problems
 from hwsim.config.profile import HardwareProfile
+from hwsim.config.variants import TAG_MARK
 from hwsim.config.yaml_lines import LoadedYaml, load_yaml_text
 from hwsim.errors import ConfigError
 from hwsim.io.bounded import LIMITS, read_text
@@ -86,10 +87,11 @@ def validate(model: type[BaseModel], doc: LoadedYaml) -> Any:
         obj = model.model_validate(doc.data)
     except ValidationError as exc:
         err = exc.errors()[0]
-        loc = [str(p) for p in err["loc"] if not str(p).startswith("function-after")]
+        loc = [str(p) for p in err["loc"] if not str(p).startswith(("function-after", TAG_MARK))]
         msg = err["msg"]
+        kind = next((str(p)[len(TAG_MARK):] for p in reversed(err["loc"]) if str(p).startswith(TAG_MARK)), None)
         if err["type"] == "extra_forbidden":
-            msg = "unknown key"
+            msg = f"unknown key of {kind.replace('=', ' ')}" if kind else "unknown key"
         elif err["type"] == "missing":
             msg = "required key is missing"
         if "input" in err and err["type"] not in ("missing", "extra_forbidden") and not isinstance(err["input"], dict):

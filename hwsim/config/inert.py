@@ -11,31 +11,19 @@ from typing import Callable
 
 from pydantic import BaseModel
 
-from hwsim.config.scenario import Scenario
+from hwsim.config.scenario import Scenario, TraceArrivals
+from hwsim.config.variants import Variant
 
 Acts = Callable[[Scenario, object], bool]     # (scenario, model shape) -> does the key act here
 
 
-def _serving(c, m) -> bool:
-    return c.workload.arrivals.kind != "none"
-
-
-def _kind(*kinds: str) -> Acts:
-    return lambda c, m: c.workload.arrivals.kind in kinds
-
-
-def _lengths(which: str, *kinds: str) -> Acts:
-    """A prompt or output length key: a serving run that draws lengths (a trace has its own)."""
-    return lambda c, m: (c.workload.arrivals.kind not in ("none", "trace")
-                         and getattr(c.workload, which).kind in kinds)
+def _drawn_lengths(c, m) -> bool:
+    """A serving run that draws prompt and output lengths (a trace has its own)."""
+    return c.workload.serving and not isinstance(c.workload.arrivals, TraceArrivals)
 
 
 def _moe(c, m) -> bool:
     return m.moe is not None
-
-
-def _zipf(c, m) -> bool:
-    return _moe(c, m) and c.moe.routing.kind == "zipf"
 
 
 def _sram(c, m) -> bool:
@@ -56,7 +44,7 @@ def _weights_kernel(cls: str | None) -> Acts:
     def acts(c, m):
         from hwsim.model.weight_format import TENSOR_CLASSES, plan
         p = plan(c.weights, m.weights)
-        return any(p.of(k).dequant in ("software", "decoder") for k in ([cls] if cls else TENSOR_CLASSES))
+        return any(p.of(k).expanded for k in ([cls] if cls else TENSOR_CLASSES))
     return acts
 
 
@@ -83,44 +71,16 @@ def _expert_parallel(c, m) -> bool:
 
 
 # key, or a group ending in "." -> (what it needs, in words; whether it acts). The first match wins.
+# A key of one kind of a block (the run mode, arrivals, prompt and output lengths, routing, the
+# speculative method) needs no rule: set under another it is an unknown key at load
+# (hwsim.config.variants).
 RULES: list[tuple[str, str, Acts]] = [
-    ("workload.arrivals.rate_per_s", "workload.arrivals.kind poisson or gamma", _kind("poisson", "gamma")),
-    ("workload.arrivals.cv", "workload.arrivals.kind gamma", _kind("gamma")),
-    ("workload.arrivals.users", "workload.arrivals.kind closed", _kind("closed")),
-    ("workload.arrivals.think_ms", "workload.arrivals.kind closed", _kind("closed")),
-    ("workload.arrivals.trace", "workload.arrivals.kind trace", _kind("trace")),
-    ("workload.arrivals.rate_scale", "workload.arrivals.kind trace", _kind("trace")),
-    ("workload.arrivals.start", "workload.arrivals.kind trace", _kind("trace")),
-    ("workload.arrivals.duration", "workload.arrivals.kind trace", _kind("trace")),
-    ("workload.arrivals.", "a serving run (workload.arrivals.kind other than none)", _serving),
-    ("workload.prompt.low", "workload.prompt.kind uniform, arrivals not from a trace", _lengths("prompt", "uniform")),
-    ("workload.prompt.high", "workload.prompt.kind uniform, arrivals not from a trace", _lengths("prompt", "uniform")),
-    ("workload.prompt.sigma", "workload.prompt.kind lognormal, arrivals not from a trace",
-     _lengths("prompt", "lognormal")),
-    ("workload.prompt.tokens", "workload.prompt.kind fixed or lognormal, arrivals not from a trace",
-     _lengths("prompt", "fixed", "lognormal")),
-    ("workload.prompt.", "serving arrivals that draw prompt lengths (poisson, gamma, closed)",
-     _lengths("prompt", "fixed", "uniform", "lognormal")),
-    ("workload.output.low", "workload.output.kind uniform, arrivals not from a trace", _lengths("output", "uniform")),
-    ("workload.output.high", "workload.output.kind uniform, arrivals not from a trace", _lengths("output", "uniform")),
-    ("workload.output.sigma", "workload.output.kind lognormal, arrivals not from a trace",
-     _lengths("output", "lognormal")),
-    ("workload.output.tokens", "workload.output.kind fixed or lognormal, arrivals not from a trace",
-     _lengths("output", "fixed", "lognormal")),
-    ("workload.output.", "serving arrivals that draw output lengths (poisson, gamma, closed)",
-     _lengths("output", "fixed", "uniform", "lognormal")),
-    ("workload.host_link", "workload.preemption swap", lambda c, m: _serving(c, m) and c.workload.preemption == "swap"),
-    *[(f"workload.{k}", "a serving run (workload.arrivals.kind other than none)", _serving)
-      for k in ("max_batch_size", "token_budget", "chunked_prefill", "prefix_caching", "kv_allocation",
-                "preemption", "ttft_target_ms", "itl_target_ms", "disaggregation")],
+    ("workload.prompt.", "serving arrivals that draw prompt lengths (poisson, gamma, closed)", _drawn_lengths),
+    ("workload.output.", "serving arrivals that draw output lengths (poisson, gamma, closed)", _drawn_lengths),
+    ("workload.host_link", "workload.preemption swap", lambda c, m: c.workload.preemption == "swap"),
     ("runtime.moe_schedule", "a MoE model", _moe),
     ("runtime.attention_kernel", "a bf16 KV cache (a quantized one is read by the fused low-bit kernel)",
      lambda c, m: not _quantized_kv(c, m)),
-    ("moe.routing.zipf_exponent", "moe.routing.kind zipf", _zipf),
-    ("moe.routing.hot_persist_steps", "moe.routing.kind zipf", _zipf),
-    ("moe.routing.drift", "moe.routing.kind zipf", _zipf),
-    ("moe.routing.balance", "moe.routing.kind zipf", _zipf),
-    ("moe.routing.trace", "moe.routing.kind trace", lambda c, m: _moe(c, m) and c.moe.routing.kind == "trace"),
     ("moe.routing.overflow", "moe.routing.capacity_factor",
      lambda c, m: _moe(c, m) and c.moe.routing.capacity_factor is not None),
     ("moe.cache.capacity_mib", "expert SRAM in use (moe.cache.policy, moe.prefetch.enabled or pin_router)", _sram),
@@ -165,10 +125,12 @@ def changed_keys(node: BaseModel, default: BaseModel | None = None, prefix: str 
         if field.is_required() or name not in node.model_fields_set:
             continue
         value, own = getattr(node, name), field.get_default(call_default_factory=True)
-        base = getattr(default, name) if default is not None else own
+        if isinstance(node, Variant):
+            own = node.BAG[name]            # a kind's own `kind` is no default: its family's is
+        base = getattr(default, name, own) if default is not None else own
         key = f"{prefix}{name}"
-        if isinstance(value, BaseModel) and isinstance(base, BaseModel):
-            out += changed_keys(value, base, key + ".")
+        if isinstance(value, BaseModel) and isinstance(base, BaseModel):   # another kind: its own defaults
+            out += changed_keys(value, base if type(base) is type(value) else None, key + ".")
         elif value != base and value != own:
             out.append(key)
     return out

@@ -210,7 +210,8 @@ def value_problems(obj, prefix: tuple[str, ...] = ()):
     for name in type(obj).model_fields:
         value = getattr(obj, name)
         path = prefix + (name,)
-        bound = VALUE_BOUNDS.get(f"{type(obj).__name__}.{name}")
+        bound = next((VALUE_BOUNDS[f"{c.__name__}.{name}"] for c in type(obj).__mro__
+                      if f"{c.__name__}.{name}" in VALUE_BOUNDS), None)     # a kind's: its family's
         number = getattr(value, "value", value) if isinstance(value, BaseModel) and "source" in type(
             value).model_fields else value
         if bound is not None and isinstance(number, (int, float)) and not isinstance(number, bool):

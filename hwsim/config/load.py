@@ -188,7 +188,7 @@ def cross_checks(cfg: Scenario, profile: HardwareProfile, model: ModelShape):
     yield from dequant_kernels.problems(cfg, dequant_kernels.from_profile(profile), profile.name)
     yield from moe_schedule_problems(cfg)
     yield from hf_import.context_problems(cfg.model, longest_context(cfg.workload))   # a config.json's own limit
-    if cfg.workload.arrivals.kind == "none" and kv.bits < 16:
+    if not cfg.workload.serving and kv.bits < 16:
         longest = cfg.workload.context_tokens + cfg.workload.decode_steps
         kept = kv.sinks.tokens + kv.recent.tokens
         if kept >= longest and kept > 0:

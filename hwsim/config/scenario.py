@@ -8,12 +8,15 @@ Public contract (scripts outside the repo use these keys): `hardware`, `model`, 
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
+import numpy as np
 from pydantic import Field, PlainValidator, model_validator
 
 from hwsim.config.names import SafeName
 from hwsim.config.strict import Strict
+from hwsim.config.variants import Variant, one_of, one_of_modes
+from hwsim.model.blocks import ATTENTION_KERNELS, MOE_SCHEDULES
 
 
 def _needs_trace_path(block, what: str):
@@ -23,43 +26,132 @@ def _needs_trace_path(block, what: str):
     return block
 
 
-class Lengths(Strict):
-    """A token-count distribution (prompt or output lengths)."""
+class Lengths(Variant):
+    """A token-count distribution (prompt or output lengths), one class per `kind`."""
 
-    kind: Literal["fixed", "uniform", "lognormal"] = "fixed"
-    tokens: int = Field(512, ge=1, description="fixed: the length; lognormal: the median")
-    low: int = Field(1, ge=1, description="uniform: smallest length")
-    high: int = Field(1024, ge=1, description="uniform: largest length")
-    sigma: float = Field(0.8, gt=0, description="lognormal: sigma of log(length)")
     max_tokens: int = Field(32768, ge=1, description="lengths are clipped to this")
+
+    def draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """`n` lengths, clipped to 1..max_tokens."""
+        return np.clip(self._draw(rng, n), 1, self.max_tokens).astype(int)
+
+
+class FixedLengths(Lengths):
+    kind: Literal["fixed"] = "fixed"
+    tokens: int = Field(512, ge=1, description="the length")
+
+    def _draw(self, rng, n):
+        return np.full(n, self.tokens)
+
+    def mean(self) -> float:
+        return min(self.tokens, self.max_tokens)
+
+    def longest(self) -> int:
+        return min(self.tokens, self.max_tokens)
+
+
+class UniformLengths(Lengths):
+    kind: Literal["uniform"] = "uniform"
+    low: int = Field(1, ge=1, description="smallest length")
+    high: int = Field(1024, ge=1, description="largest length")
 
     @model_validator(mode="after")
     def _check(self):
-        if self.kind == "uniform" and self.low > self.high:
+        if self.low > self.high:
             raise ValueError("uniform lengths need low <= high")
         return self
 
+    def _draw(self, rng, n):
+        return rng.integers(self.low, self.high + 1, size=n)
 
-class Arrivals(Strict):
-    """How requests arrive; any kind but `none` turns on the serving simulation."""
+    def mean(self) -> float:
+        return min((self.low + self.high) / 2, self.max_tokens)
 
-    kind: Literal["none", "poisson", "gamma", "closed", "trace"] = "none"
-    rate_per_s: float = Field(1.0, gt=0, description="poisson/gamma: mean arrivals per second")
-    cv: float = Field(2.0, gt=0, description="gamma: coefficient of variation of inter-arrival gaps (>1 = bursty)")
-    users: int = Field(8, ge=1, description="closed: concurrent users")
-    think_ms: float = Field(1000.0, ge=0, description="closed: think time between a reply and the next request")
-    trace: str | None = Field(None, description="trace: a request trace, hwsim's CSV (arrival_s, "
+    def longest(self) -> int:
+        return min(self.high, self.max_tokens)
+
+
+class LognormalLengths(Lengths):
+    kind: Literal["lognormal"] = "lognormal"
+    tokens: int = Field(512, ge=1, description="the median")
+    sigma: float = Field(0.8, gt=0, description="sigma of log(length)")
+
+    def _draw(self, rng, n):
+        return np.round(self.tokens * np.exp(self.sigma * rng.standard_normal(n)))
+
+    def mean(self) -> float:
+        return min(self.tokens * math.exp(min(self.sigma, 10.0) ** 2 / 2), self.max_tokens)
+
+    def longest(self) -> int:
+        return self.max_tokens
+
+
+AnyLengths = one_of(FixedLengths, UniformLengths, LognormalLengths, default=FixedLengths,
+                    order=("kind", "tokens", "low", "high", "sigma", "max_tokens"))
+
+
+class Arrivals(Variant):
+    """How requests arrive, one class per `kind`; any kind but `none` turns on the serving simulation."""
+    serving: ClassVar[bool] = True
+
+
+class NoArrivals(Arrivals):
+    """Fixed-batch decode: no requests arrive."""
+    kind: Literal["none"] = "none"
+    serving: ClassVar[bool] = False
+
+
+class _Requests(Arrivals):
+    requests: int = Field(64, ge=1, description="requests to simulate (trace: at most this many)")
+
+
+class _OpenLoop(_Requests):
+    rate_per_s: float = Field(1.0, gt=0, description="mean arrivals per second")
+
+
+class PoissonArrivals(_OpenLoop):
+    kind: Literal["poisson"] = "poisson"
+
+    def gaps(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """Exponential gaps between arrivals."""
+        return rng.exponential(1.0 / self.rate_per_s, size=n)
+
+
+class GammaArrivals(_OpenLoop):
+    kind: Literal["gamma"] = "gamma"
+    cv: float = Field(2.0, gt=0, description="coefficient of variation of inter-arrival gaps (>1 = bursty)")
+
+    def gaps(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """Gamma-distributed gaps of the given CV."""
+        mean = 1.0 / self.rate_per_s
+        shape = 1.0 / self.cv ** 2            # gamma: CV = 1/sqrt(shape)
+        return rng.gamma(shape, mean / shape, size=n)
+
+
+class ClosedArrivals(_Requests):
+    kind: Literal["closed"] = "closed"
+    users: int = Field(8, ge=1, description="concurrent users")
+    think_ms: float = Field(1000.0, ge=0, description="think time between a reply and the next request")
+
+
+class TraceArrivals(_Requests):
+    kind: Literal["trace"] = "trace"
+    trace: str | None = Field(None, description="a request trace, hwsim's CSV (arrival_s, "
                               "prompt_tokens, output_tokens), Azure LLM inference, BurstGPT or "
                               "Mooncake JSONL (docs/serving.md)")
-    requests: int = Field(64, ge=1, description="requests to simulate (trace: at most this many)")
-    rate_scale: float = Field(1.0, gt=0, description="trace: replay arrivals this many times as fast")
-    start: float = Field(0.0, ge=0, description="trace: skip requests before this many seconds of trace time")
-    duration: float | None = Field(None, gt=0, description="trace: keep requests within this many seconds "
+    rate_scale: float = Field(1.0, gt=0, description="replay arrivals this many times as fast")
+    start: float = Field(0.0, ge=0, description="skip requests before this many seconds of trace time")
+    duration: float | None = Field(None, gt=0, description="keep requests within this many seconds "
                                                            "after start (default: to the end)")
 
     @model_validator(mode="after")
     def _check(self):
         return _needs_trace_path(self, "arrivals")
+
+
+AnyArrivals = one_of(NoArrivals, PoissonArrivals, GammaArrivals, ClosedArrivals, TraceArrivals,
+                     default=NoArrivals, order=("kind", "rate_per_s", "cv", "users", "think_ms", "trace",
+                                                "requests", "rate_scale", "start", "duration"))
 
 
 class Disaggregation(Strict):
@@ -91,9 +183,14 @@ class Engine(Strict):
     host: str | None = Field(None, description="engine host profile (hardware_profiles/engine_hosts/); "
                              "default: the engine's own (hf-transformers-h200)")
 
+    @property
+    def builtin(self) -> bool:
+        """hwsim's own loop, not a real engine's scheduler."""
+        return self.kind == "hwsim"
+
     @model_validator(mode="after")
     def _hwsim_takes_no_config(self):
-        if self.kind == "hwsim" and (self.config or self.host_trace or self.host):
+        if self.builtin and (self.config or self.host_trace or self.host):
             raise ValueError("engine kind hwsim (the built-in loop) is configured by workload's own keys "
                              "(max_batch_size, token_budget, ...): config, host_trace and host are for a real engine")
         return self
@@ -110,21 +207,17 @@ class KernelTrace(Strict):
         "GPUs in the traced collectives' group (the traced rank's tensor-parallel size): above 1, "
         "its NCCL calls are re-timed by hwsim's collective model on the chip's topology "
         "(parallel.topology if set); 1 holds them as traced"))
-class Speculative(Strict):
+class Speculative(Variant):
     """Speculative decoding (a draft model) or multi-token prediction (DeepSeek-V3's MTP module):
     each decode step drafts `tokens` tokens per sequence, then the model verifies all of them
     and the sequence's own next token in one pass of tokens + 1 query tokens per sequence
-    (docs/whatif.md). Fixed-batch decode or colocated serving (continuous batching) on one GPU."""
-    method: Literal["draft", "mtp"] = Field(
-        description="draft: a smaller model drafts, one decode step per drafted token; mtp: the "
-                    "model's own multi-token-prediction module (one extra transformer layer, its "
-                    "embedding and LM head shared) runs once per drafted token")
+    (docs/whatif.md). Fixed-batch decode or colocated serving (continuous batching) on one GPU.
+    One class per `method`."""
     tokens: int = Field(ge=1, le=16, description="K: tokens drafted per sequence and step (plain decode: no "
                                                  "workload.speculative)")
     acceptance: float | list[float] = Field(
         0.8, description="the chance a drafted token is accepted given every one before it was: one "
                          "rate for every position, or one per position (K of them)")
-    draft: str | None = Field(None, description="draft: the draft model, a built-in name or a model-shape YAML")
 
     @model_validator(mode="after")
     def _check(self):
@@ -134,10 +227,6 @@ class Speculative(Strict):
         if isinstance(self.acceptance, list) and len(self.acceptance) != self.tokens:
             raise ValueError(f"acceptance lists {len(self.acceptance)} rates for {self.tokens} drafted tokens; "
                              f"give one per position, or one rate")
-        if self.method == "draft" and not self.draft:
-            raise ValueError("method draft needs draft: the draft model's name")
-        if self.method == "mtp" and self.draft:
-            raise ValueError("method mtp drafts with the model's own MTP module; draft: is for method draft")
         return self
 
     def rates(self) -> list[float]:
@@ -146,15 +235,74 @@ class Speculative(Strict):
         return list(a) if isinstance(a, list) else [a] * self.tokens
 
 
-class Workload(Strict):
+class DraftSpeculation(Speculative):
+    method: Literal["draft"] = Field("draft", description="draft: a smaller model drafts, one decode step per "
+                                                          "drafted token")
+    draft: str | None = Field(None, description="the draft model, a built-in name or a model-shape YAML")
+
+    @model_validator(mode="after")
+    def _named(self):
+        if not self.draft:
+            raise ValueError("method draft needs draft: the draft model's name")
+        return self
+
+
+class MtpSpeculation(Speculative):
+    method: Literal["mtp"] = Field("mtp", description="mtp: the model's own multi-token-prediction module (one "
+                                                      "extra transformer layer, its embedding and LM head shared) "
+                                                      "runs once per drafted token")
+
+
+AnySpeculative = one_of(DraftSpeculation, MtpSpeculation, default=None, tag="method",
+                        order=("method", "tokens", "acceptance", "draft"))
+
+
+class Workload(Variant):
+    """What runs: fixed-batch decode (FixedBatchWorkload: arrivals kind none) or serving
+    (ServingWorkload: requests arrive); the serving keys are keys of serving only."""
     batch_size: int = Field(1, ge=1, description="sequences decoded together in one step")
     context_tokens: int = Field(4096, ge=1, description="KV length each sequence holds at the first step")
     decode_steps: int = Field(8, ge=1, description="decode steps simulated (one token per sequence each)")
     prompt_tokens: int = Field(0, ge=0, description="if > 0, also simulate one prefill of this many tokens")
-    # -- serving (used when arrivals.kind is not none) --
-    arrivals: Arrivals = Arrivals()
-    prompt: Lengths = Lengths(tokens=512)
-    output: Lengths = Lengths(tokens=128)
+    arrivals: AnyArrivals = NoArrivals()
+    kernel_trace: KernelTrace | None = Field(
+        None, description="a profiler trace of your engine's decode step as the schedule "
+                          "(docs/traces.md); batch_size and context_tokens default to its point")
+    speculative: AnySpeculative | None = Field(
+        None, description="speculative decoding or MTP: each step verifies drafted tokens (unset: one "
+                          "token per sequence and step)")
+
+    @property
+    def serving(self) -> bool:
+        """Requests arrive (any arrivals but none): the serving simulation, not fixed-batch decode."""
+        return self.arrivals.serving
+
+    @model_validator(mode="before")
+    @classmethod
+    def _trace_point(cls, data):
+        """The predicted point defaults to the trace's own."""
+        kt = data.get("kernel_trace") if isinstance(data, dict) else None
+        if isinstance(kt, dict):
+            data = {"batch_size": kt.get("batch_size", 1), "context_tokens": kt.get("context_tokens", 4096),
+                    **data}
+        return data
+
+    @model_validator(mode="after")
+    def _trace_decodes(self):
+        if self.kernel_trace is not None and (self.prompt_tokens or self.arrivals.serving):
+            raise ValueError("kernel_trace is one traced decode step: fixed-batch decode only "
+                             "(no prompt_tokens, no arrivals)")
+        return self
+
+
+class FixedBatchWorkload(Workload):
+    """batch_size sequences decode decode_steps steps together (arrivals kind none)."""
+
+
+class ServingWorkload(Workload):
+    """Requests arrive, are batched iteration by iteration and served (docs/serving.md)."""
+    prompt: AnyLengths = FixedLengths(tokens=512)
+    output: AnyLengths = FixedLengths(tokens=128)
     max_batch_size: int = Field(32, ge=1, description="sequences in one iteration (continuous batching)")
     token_budget: int = Field(2048, ge=1, description="tokens per iteration, decodes plus prefill chunk")
     chunked_prefill: bool = Field(True, description="split long prompts over iterations, mixed with decodes")
@@ -174,33 +322,10 @@ class Workload(Strict):
     ttft_target_ms: float = Field(1000.0, gt=0, description="goodput: a request must reach its first token by this")
     itl_target_ms: float | None = Field(None, gt=0, description="goodput: every gap within this (default budget_ms)")
     disaggregation: Disaggregation | None = Field(
-        None, description="serving: prefill and decode on separate GPUs, the KV cache sent between "
+        None, description="prefill and decode on separate GPUs, the KV cache sent between "
                           "them (unset: every GPU does both, colocated)")
-    engine: Engine = Field(default_factory=Engine, description="serving: the engine whose scheduler runs "
+    engine: Engine = Field(default_factory=Engine, description="the engine whose scheduler runs "
                            "the requests (kind hwsim, hf-transformers or sglang; docs/serving.md)")
-    kernel_trace: KernelTrace | None = Field(
-        None, description="a profiler trace of your engine's decode step as the schedule "
-                          "(docs/traces.md); batch_size and context_tokens default to its point")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _trace_point(cls, data):
-        """The predicted point defaults to the trace's own."""
-        kt = data.get("kernel_trace") if isinstance(data, dict) else None
-        if isinstance(kt, dict):
-            data = {"batch_size": kt.get("batch_size", 1), "context_tokens": kt.get("context_tokens", 4096),
-                    **data}
-        return data
-
-    @model_validator(mode="after")
-    def _trace_decodes(self):
-        if self.kernel_trace is not None and (self.prompt_tokens or self.arrivals.kind != "none"):
-            raise ValueError("kernel_trace is one traced decode step: fixed-batch decode only "
-                             "(no prompt_tokens, no arrivals)")
-        return self
-    speculative: Speculative | None = Field(
-        None, description="speculative decoding or MTP: each step verifies drafted tokens (unset: one "
-                          "token per sequence and step)")
 
     @model_validator(mode="after")
     def _swap_needs_preemption(self):
@@ -216,10 +341,8 @@ class Workload(Strict):
         return self
 
     @model_validator(mode="after")
-    def _engine_serves(self):
-        if self.engine.kind != "hwsim" and self.arrivals.kind == "none":
-            raise ValueError("workload.engine is a serving engine: it needs arrivals (workload.arrivals.kind)")
-        if self.engine.kind != "hwsim" and self.disaggregation:
+    def _engine_is_the_loop(self):
+        if not self.engine.builtin and self.disaggregation:
             raise ValueError("workload.disaggregation is simulated by the built-in loop only (engine kind hwsim)")
         return self
 
@@ -229,6 +352,23 @@ class Workload(Strict):
             raise ValueError("workload.disaggregation reserves each request's whole KV cache on its decode "
                              "GPU: kv_allocation as_needed (preemption) is not simulated with it")
         return self
+
+
+FIXED_BATCH = "fixed-batch decode (workload.arrivals kind none)"
+
+
+def _run_mode(value) -> str:
+    arrivals = value.get("arrivals") if isinstance(value, dict) else getattr(value, "arrivals", None)
+    kind = arrivals.get("kind", "none") if isinstance(arrivals, dict) else getattr(arrivals, "kind", "none")
+    return FIXED_BATCH if kind == "none" else "serving"
+
+
+AnyWorkload = one_of_modes(
+    {FIXED_BATCH: FixedBatchWorkload, "serving": ServingWorkload}, _run_mode,
+    order=("batch_size", "context_tokens", "decode_steps", "prompt_tokens", "arrivals", "prompt", "output",
+           "max_batch_size", "token_budget", "chunked_prefill", "prefix_caching", "kv_allocation", "preemption",
+           "host_link", "ttft_target_ms", "itl_target_ms", "disaggregation", "engine", "kernel_trace",
+           "speculative"))
 
 
 def _sm_clock(value: object) -> str | float:
@@ -256,7 +396,7 @@ class Runtime(Strict):
                                "events.parquet, the trace and the Gantt chart (-1: every step); every "
                                "step's latency and breakdown are kept regardless. Long runs at large "
                                "batch would otherwise hold millions of records")
-    attention_kernel: Literal["flash", "cudnn", "eager"] = Field(
+    attention_kernel: Literal[tuple(ATTENTION_KERNELS)] = Field(
         "flash", description="bf16 decode attention: flash = FlashAttention-2 (the measured "
                              "schedule; MMA-bound from about 27 sequences at 8 KV heads; for MLA a "
                              "fused latent kernel as FlashMLA), cudnn = cuDNN's SDPA kernel, PyTorch's "
@@ -269,7 +409,7 @@ class Runtime(Strict):
                                "maximum clock when they stay under the limit, or the profile has no "
                                "power block); max: the maximum clock, as the first replays after idle "
                                "run; a number: that clock in MHz (a what-if: a locked clock)")
-    moe_schedule: Literal["per-expert", "grouped", "fused"] = Field(
+    moe_schedule: Literal[tuple(MOE_SCHEDULES)] = Field(
         "per-expert", description="per-expert: gather, GEMMs, scatter for each active expert "
                                   "(the measured PyTorch schedule); grouped: torch._grouped_mm as "
                                   "torchtitan runs it; fused: a Triton fused-MoE kernel in vLLM's "
@@ -401,19 +541,36 @@ class KvCache(Strict):
         return w
 
 
-class Routing(Strict):
-    kind: Literal["uniform", "zipf", "trace"] = Field("uniform", description="how tokens pick experts")
-    zipf_exponent: float = Field(1.0, gt=0, description="zipf: popularity ~ 1/rank^exponent")
-    hot_persist_steps: int = Field(16, ge=1, description="zipf: steps the hot-expert ranking persists")
-    drift: float = Field(0.25, ge=0, le=1, description="zipf: share of the ranking reshuffled at each drift")
-    balance: float = Field(0.0, ge=0, le=1, description="load balancing: 0 = raw skew, 1 = uniform")
-    trace: str | None = Field(None, description="trace: CSV of step, layer, token, experts")
+class Routing(Variant):
+    """How tokens pick experts, one class per `kind`."""
     capacity_factor: float | None = Field(None, gt=0, description="cap per expert = ceil(cf x tokens x k / E)")
     overflow: Literal["drop", "reroute"] = "drop"
+
+
+class UniformRouting(Routing):
+    kind: Literal["uniform"] = Field("uniform", description="how tokens pick experts")
+
+
+class ZipfRouting(Routing):
+    kind: Literal["zipf"] = "zipf"
+    zipf_exponent: float = Field(1.0, gt=0, description="popularity ~ 1/rank^exponent")
+    hot_persist_steps: int = Field(16, ge=1, description="steps the hot-expert ranking persists")
+    drift: float = Field(0.25, ge=0, le=1, description="share of the ranking reshuffled at each drift")
+    balance: float = Field(0.0, ge=0, le=1, description="load balancing: 0 = raw skew, 1 = uniform")
+
+
+class TraceRouting(Routing):
+    kind: Literal["trace"] = "trace"
+    trace: str | None = Field(None, description="CSV of step, layer, token, experts")
 
     @model_validator(mode="after")
     def _check(self):
         return _needs_trace_path(self, "routing")
+
+
+AnyRouting = one_of(UniformRouting, ZipfRouting, TraceRouting, default=UniformRouting,
+                    order=("kind", "zipf_exponent", "hot_persist_steps", "drift", "balance", "trace",
+                           "capacity_factor", "overflow"))
 
 
 class ExpertCache(Strict):
@@ -487,7 +644,7 @@ class Weights(Strict):
 
 
 class Moe(Strict):
-    routing: Routing = Routing()
+    routing: AnyRouting = UniformRouting()
     placement: Literal["interleaved", "per-expert"] = Field(
         "interleaved", description="expert weights striped over all HBM channels, or each expert "
                                    "contiguous on the channels of one stack")
@@ -543,7 +700,7 @@ class Scenario(Strict):
                                    "config.json or its folder (docs/models.md)")
     seed: int = Field(0, ge=0)
     budget_ms: float = Field(10.0, gt=0, description="per-token latency budget")
-    workload: Workload = Workload()
+    workload: AnyWorkload = FixedBatchWorkload()
     runtime: Runtime = Runtime()
     kv_cache: KvCache = KvCache()
     moe: Moe = Moe()

@@ -4,6 +4,9 @@ schedule of a layer with experts (`runtime.moe_schedule`) and the dense FFN of a
 without. Each declares what it supports; a scenario that asks one for anything else is refused
 with one ConfigError naming the key (exit 2), never run as something else.
 
+The registry's names are the schema's choices (hwsim.config.scenario reads them): this module
+imports nothing of hwsim but its errors, so it sits with the schemas.
+
 A block says how its kernels are chosen; the schedule's builders make them (the shapes, the
 weights' addresses and formats, the memo), so a new block is a class here and its builder.
 """
@@ -16,7 +19,6 @@ from typing import ClassVar
 import numpy as np
 
 from hwsim.errors import ConfigError
-from hwsim.model.shapes import MlaAttention
 
 
 # -- attention: runtime.attention_kernel ----------------------------------------------------------
@@ -36,7 +38,7 @@ class AttentionKernel:
 
     def check(self, model, kv) -> None:
         """Refuse a model or KV format this kernel is not modelled for."""
-        mla = isinstance(model.attention, MlaAttention)
+        mla = model.attention.latent
         if (self.mla_only and not mla) or (self.bf16_kv_only and not kv.is_unquantized):
             others = " or ".join(n for n, a in ATTENTION_KERNELS.items() if not (a.mla_only or a.bf16_kv_only))
             needs = " over ".join(w for w, on in (("MLA models", self.mla_only),

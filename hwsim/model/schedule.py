@@ -314,7 +314,7 @@ class Schedule:
         if fmt.kernel_family == "fast":         # counts fitted on an H100 (hwsim.model.dequant_kernels)
             return fast_weight_only_gemm(name, layer, m, k, n, self.chip, weight_addr=addr, weight_bytes=wb,
                                          data=data, ops_per_weight=fmt.kernel.ops(m), writes=out)
-        if fmt.dequant == "software":
+        if fmt.in_software:
             return [moe_kernels.weight_only_gemm(name, layer, m, k, n, self.chip, weight_addr=addr,
                                                  weight_bytes=wb, data=data, writes=out, kernel=fmt.kernel)]
         dtype = fmt.tensor_dtype(self.chip.tensor_dtypes)
@@ -324,7 +324,7 @@ class Schedule:
                                       m * k * CODE_BYTES[dtype], QUANT_OPS_PER_BYTE, self.chip))
         ks += ops.gemm(name, layer, m, k, n, self.chip, weight_addr=addr, weight_bytes=wb, data=data,
                        compute=compute, weights_on_chip=on_chip, channel_group=group, writes=out,
-                       dtype=dtype, decoder_per_weight=1.0 if fmt.dequant == "decoder" else 0.0)
+                       dtype=dtype, decoder_per_weight=1.0 if fmt.by_decoder else 0.0)
         return ks
 
     @_memo

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Discriminator, Field, Tag, model_validator
 
@@ -15,6 +15,7 @@ MODEL_DIR = Path(__file__).resolve().parent.parent / "data" / "models"
 
 class _Attention(Strict):
     """What every attention block has: query heads, and (gpt-oss) a sliding window and sinks."""
+    latent: ClassVar[bool] = False      # multi-head latent attention (MLA)
 
     heads: int = Field(ge=1)
     head_dim: int = Field(ge=1)
@@ -93,6 +94,7 @@ class MlaAttention(_Attention):
     token, one latent 'head'; decode absorbs kv_b, so queries move into the latent space."""
 
     kind: Literal["mla"]
+    latent: ClassVar[bool] = True
     q_lora_rank: int = Field(0, ge=0)
     kv_lora_rank: int = Field(ge=1)
     qk_nope_dim: int = Field(0, ge=0)

@@ -56,6 +56,25 @@ class WeightFormat:
     def is_bf16(self) -> bool:
         return self.format == "bf16"
 
+    # who expands the codes for the MMA (the module's docstring): each asked here, nowhere else
+    @property
+    def native(self) -> bool:
+        """The tensor core takes the stored format as is."""
+        return self.dequant == "native"
+
+    @property
+    def in_software(self) -> bool:
+        return self.dequant == "software"
+
+    @property
+    def by_decoder(self) -> bool:
+        return self.dequant == "decoder"
+
+    @property
+    def expanded(self) -> bool:
+        """Codes expanded to bf16 before the MMA, in software or by a decoder."""
+        return not self.native
+
     @property
     def bits_per_weight(self) -> float:
         """Stored bits per weight, scales and zero points included."""
@@ -71,18 +90,18 @@ class WeightFormat:
 
     def tensor_dtype(self, chip_dtypes) -> str:
         """The tensor-core input type its MMAs run at."""
-        if self.format == "fp8" and self.dequant == "native":
+        if self.format == "fp8" and self.native:
             return "fp8"
-        if self.format in FP4_FORMATS and self.dequant == "native" and "fp4" in chip_dtypes:
+        if self.format in FP4_FORMATS and self.native and "fp4" in chip_dtypes:
             return "fp4"
         return "bf16"
 
     @property
     def kernel_family(self) -> str | None:
         """The dequant kernel family (issue 31): naive or fast in software, native-decoder."""
-        if self.dequant == "decoder":
+        if self.by_decoder:
             return "native-decoder"
-        return (self.kernel.family if self.kernel is not None else "naive") if self.dequant == "software" else None
+        return (self.kernel.family if self.kernel is not None else "naive") if self.in_software else None
 
     def summary(self) -> dict:
         return {"format": self.format, "bits_per_weight": round(self.bits_per_weight, 4),
@@ -151,19 +170,19 @@ def problems(p: WeightPlan, profile) -> list[tuple[str, str]]:
     for cls in TENSOR_CLASSES:
         f = p.of(cls)
         key = f"weights.{cls}"
-        if f.dequant == "decoder":
+        if f.by_decoder:
             if profile.decoder is None:
                 out.append((f"{key}.dequant", f"profile '{profile.name}' has no native sub-byte decoder "
                                               f"(no decoder: block); use dequant: software or a what-if "
                                               f"profile with a decoder (h200-decoder)"))
             elif not decoder_takes(profile.decoder.formats, f.format):
                 out.append((f"{key}.format", f"the decoder of '{profile.name}' supports {profile.decoder.formats}"))
-        if f.dequant == "native" and f.format in FP4_FORMATS and "fp4" not in dtypes:
+        if f.native and f.format in FP4_FORMATS and "fp4" not in dtypes:
             out.append((f"{key}.dequant", f"profile '{profile.name}' has no FP4 tensor rate: {f.format} "
                                           f"needs dequant: software (or decoder on a what-if chip)"))
-        if f.dequant == "native" and f.format in ("int4", "int3", "int2"):
+        if f.native and f.format in ("int4", "int3", "int2"):
             out.append((f"{key}.dequant", f"no tensor core multiplies {f.format} weights natively: "
                                           f"use dequant: software or decoder"))
-        if f.dequant == "native" and f.format == "fp8" and "fp8" not in dtypes:
+        if f.native and f.format == "fp8" and "fp8" not in dtypes:
             out.append((f"{key}.dequant", f"profile '{profile.name}' has no FP8 tensor rate"))
     return out

@@ -6,6 +6,7 @@ message) for hwsim/checks.py, which says it at the scenario's line."""
 
 from __future__ import annotations
 
+from hwsim.config.scenario import DraftSpeculation
 from hwsim.errors import ConfigError
 from hwsim.model import weight_format
 from hwsim.model.shapes import ModelShape
@@ -39,7 +40,7 @@ def problems(cfg, profile, model: ModelShape):
                     f"{spec.tokens + 1} tokens a sequence is not in it; unset workload.kernel_trace "
                     "or workload.speculative")
         return
-    if spec.method != "draft":
+    if not isinstance(spec, DraftSpeculation):
         return
     try:
         draft = load_model(spec.draft)

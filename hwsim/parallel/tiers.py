@@ -38,11 +38,8 @@ def placed_topology(d: Disaggregation, hardware: str, parallel_topology: str | N
 def problems(cfg, hardware: str):
     """(key, message) of a disaggregation the scenario cannot run: checked above the loader
     (hwsim/checks.py), by `hwsim run` once it has loaded the scenario and by build."""
-    d = cfg.workload.disaggregation
+    d = cfg.workload.disaggregation if cfg.workload.serving else None    # a key of serving only
     if d is None:
-        return
-    if cfg.workload.arrivals.kind == "none":
-        yield KEY, "disaggregation is a serving mode: set workload.arrivals"
         return
     if cfg.parallel.gpus > 1:
         yield KEY, "each instance of a disaggregated run is one GPU: parallel.gpus must be 1"

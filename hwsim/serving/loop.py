@@ -25,11 +25,12 @@ from dataclasses import dataclass
 import simpy
 
 from hwsim.build import Built
+from hwsim.config.scenario import ClosedArrivals
 from hwsim.rng import RandomStreams
 from hwsim.model.schedule import StepShape
 from hwsim.serving.host_link import HOST_LINKS, HostCopies
 from hwsim.serving.prefix_cache import BLOCK_TOKENS, PrefixCache
-from hwsim.serving.requests import GapLog, Request, draw_lengths, open_loop_requests
+from hwsim.serving.requests import GapLog, Request, open_loop_requests
 from hwsim.step import simulate_pass
 
 CONTEXT_BUCKET = 512
@@ -157,8 +158,8 @@ class ServingLoop:
         while self._issued < self._target:
             rid = self._issued
             self._issued += 1
-            req = Request(rid, self.env.now, int(draw_lengths(self.w.prompt, lengths_p, 1)[0]),
-                          int(draw_lengths(self.w.output, lengths_o, 1)[0]))
+            req = Request(rid, self.env.now, int(self.w.prompt.draw(lengths_p, 1)[0]),
+                          int(self.w.output.draw(lengths_o, 1)[0]))
             done[rid] = self.env.event()
             self._arrive(req)
             yield done[rid]
@@ -375,7 +376,7 @@ class ServingLoop:
 
     def _all_issued(self) -> bool:
         a = self.w.arrivals
-        issued = self._issued if a.kind == "closed" else self._opened
+        issued = self._issued if isinstance(a, ClosedArrivals) else self._opened
         return issued >= self._target + len(self.rejected)
 
     @property
@@ -384,7 +385,7 @@ class ServingLoop:
 
     def _start_arrivals(self, done: dict) -> None:
         a = self.w.arrivals
-        if a.kind == "closed":
+        if isinstance(a, ClosedArrivals):
             # users past the requests' count would never issue one (the target only falls):
             # not started, nor given their random streams
             for user in range(min(a.users, self._target)):

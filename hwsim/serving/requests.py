@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from hwsim.config.scenario import TraceArrivals
 from hwsim.serving.traces import read_trace
 
 
@@ -115,35 +116,16 @@ class GapLog:
         return self._ms
 
 
-def draw_lengths(cfg, rng: np.random.Generator, n: int) -> np.ndarray:
-    if cfg.kind == "fixed":
-        out = np.full(n, cfg.tokens)
-    elif cfg.kind == "uniform":
-        out = rng.integers(cfg.low, cfg.high + 1, size=n)
-    else:
-        out = np.round(cfg.tokens * np.exp(cfg.sigma * rng.standard_normal(n)))
-    return np.clip(out, 1, cfg.max_tokens).astype(int)
-
-
-def interarrival_gaps(cfg, rng: np.random.Generator, n: int) -> np.ndarray:
-    """Gaps between open-loop arrivals: exponential (poisson) or gamma with the given CV."""
-    mean = 1.0 / cfg.rate_per_s
-    if cfg.kind == "poisson":
-        return rng.exponential(mean, size=n)
-    shape = 1.0 / cfg.cv ** 2            # gamma: CV = 1/sqrt(shape)
-    return rng.gamma(shape, mean / shape, size=n)
-
-
 def open_loop_requests(workload, streams) -> list[Request]:
     """All requests of an open-loop arrival process (poisson, gamma or a trace)."""
     a = workload.arrivals
-    if a.kind == "trace":
+    if isinstance(a, TraceArrivals):
         rows = read_trace(Path(a.trace), start=a.start, duration=a.duration, rate_scale=a.rate_scale,
                           limit=a.requests)
         return [Request(i, r.arrival_s, r.prompt_tokens, r.output_tokens, hash_ids=r.hash_ids)
                 for i, r in enumerate(rows)]
     n = a.requests
-    times = np.cumsum(interarrival_gaps(a, streams.get("arrivals"), n))
-    prompts = draw_lengths(workload.prompt, streams.get("prompt_lengths"), n)
-    outputs = draw_lengths(workload.output, streams.get("output_lengths"), n)
+    times = np.cumsum(a.gaps(streams.get("arrivals"), n))
+    prompts = workload.prompt.draw(streams.get("prompt_lengths"), n)
+    outputs = workload.output.draw(streams.get("output_lengths"), n)
     return [Request(i, float(times[i]), int(prompts[i]), int(outputs[i])) for i in range(n)]

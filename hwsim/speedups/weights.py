@@ -31,7 +31,7 @@ def expert_gemm_speedup_by_kernel(schedule: Schedule, chip: ChipSpec, batch: int
     """bf16 GEMM time over each family's (None for a family the chip lacks); None when the
     experts are not expanded from codes (bf16, or native FP8/FP4)."""
     fmt = schedule.wplan.experts
-    if fmt.dequant not in ("software", "decoder"):
+    if not fmt.expanded:
         return None
     moe = schedule.model.moe
     m, k = expert_rows(schedule, batch), schedule.model.hidden

@@ -26,7 +26,7 @@ class SharedPlans:
         # an expert SRAM cache's and a prefetcher's state is advanced by making plans, and
         # what they hold depends on timing: their runs make their own
         moe = cfg.moe
-        self.enabled = (built.gpus.plans_ahead and cfg.workload.arrivals.kind == "none"
+        self.enabled = (built.gpus.plans_ahead and not cfg.workload.serving
                         and moe.cache.policy == "none" and not moe.prefetch.enabled)
         self.summary = run_scenario(cfg, built, intervals=False,
                                     plans=self.plans if self.enabled else None).summary

@@ -1,5 +1,4 @@
 """Routing: which experts each token visits in each MoE layer, step after step.
-
 Policies by name (`moe.routing.kind`):
 - `uniform`: top-k distinct experts uniformly at random (the measured schedule);
 - `zipf`: expert popularity ~ 1/rank^exponent over a per-layer ranking of "hot" experts; the
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from hwsim.config.scenario import TraceRouting, UniformRouting, ZipfRouting
 from hwsim.errors import ConfigError
 from hwsim.io.bounded import LIMITS, open_text
 from hwsim.model.shapes import Moe
@@ -97,12 +97,12 @@ class Router:
         self.rng = rng
         self._ranking = {layer: rng.permutation(moe.experts) for layer in layers}
         self._steps_since_drift = 0
-        self._trace = load_trace(Path(cfg.trace), moe.experts, moe.top_k) if cfg.kind == "trace" else None
+        self._trace = load_trace(Path(cfg.trace), moe.experts, moe.top_k) if isinstance(cfg, TraceRouting) else None
 
     def popularity(self, layer: int) -> np.ndarray:
         """Per-expert probability weights of this layer (before top-k without replacement)."""
         e = self.moe.experts
-        if self.cfg.kind == "uniform":
+        if isinstance(self.cfg, UniformRouting):
             return np.full(e, 1.0 / e)
         ranks = np.empty(e)
         ranks[self._ranking[layer]] = np.arange(1, e + 1)
@@ -116,7 +116,7 @@ class Router:
         reads per-expert counts only (one GPU's schedule); where routing is uniform, ungrouped
         and uncapped they are drawn directly (uniform_topk_counts; another random stream, the
         same statistics) and returned as assignments()."""
-        if counts_only and self.cfg.kind == "uniform" and self.cfg.capacity_factor is None \
+        if counts_only and isinstance(self.cfg, UniformRouting) and self.cfg.capacity_factor is None \
                 and not (self.moe.groups > 1 and self.moe.topk_groups < self.moe.groups):
             counts = uniform_topk_counts(self.rng, tokens, self.moe, len(self.layers))
             return {layer: assignments(c, self.moe.top_k) for layer, c in zip(self.layers, counts)}
@@ -125,12 +125,12 @@ class Router:
             for layer in self.layers:
                 out[layer] = self._trace_choice(step, layer, tokens)
             return out
-        if self.cfg.kind == "zipf":
+        if isinstance(self.cfg, ZipfRouting):
             self._maybe_drift()
         out = {}
         grouped = self.moe.groups > 1 and self.moe.topk_groups < self.moe.groups
         for layer in self.layers:
-            if self.cfg.kind == "uniform" and not grouped:
+            if isinstance(self.cfg, UniformRouting) and not grouped:
                 choice = uniform_topk(self.rng, tokens, self.moe)
             else:
                 choice = weighted_topk(self.rng, tokens, self.moe.top_k, self.popularity(layer),
