@@ -11,6 +11,9 @@ rules are counted by importing hwsim.config.inert).
 - forks: `if` tests that read something named `parallel`, and comparisons of an attribute with
   string constants (a config choice compared by string rather than dispatched by type);
 - inert rules: the rules of hwsim/config/inert.py (a key that acts only under another's value);
+- the pipeline written out: calls of its stages (load, system checks, cost, build, run; PIPELINE_STAGES)
+  made outside hwsim/pipeline.py and the stages' own modules, by function; and the functions that
+  write a manifest.json themselves (hwsim/io/bundle.py write_manifest is the one writer);
 - the config walk: start at run_scenario's `cfg` and follow every call that hands the config on:
   an argument that reads it or anything derived from it (`rt = cfg.runtime`, `b = build(cfg)`,
   `self.schedule = Schedule(cfg, ...)`), and a method called on such a value (`b.gpus.simulate()`,
@@ -215,6 +218,46 @@ def forks(modules: dict[str, Module]) -> dict:
                 string_choices.append(f"{rel}:{node.lineno}")
     return {"if_parallel": len(parallel_ifs), "string_choice_comparisons": len(string_choices),
             "if_parallel_at": parallel_ifs}
+
+
+# The pipeline's stages (hwsim/pipeline.py calls them; so may their own modules, a build
+# rebuilding at another clock): a call from anywhere else is the pipeline written out again.
+PIPELINE_STAGES = {("hwsim.config.load", "load_scenario"), ("hwsim.config.load", "read_scenario"),
+                   ("hwsim.checks", "problems"), ("hwsim.cost", "check_cost"), ("hwsim.build", "build"),
+                   ("hwsim.run", "run_scenario")}
+PIPELINE_MODULES = {"hwsim.pipeline", *(m for m, _ in PIPELINE_STAGES)}
+WRITE_CALLS = {"atomic_write", "write_text"}
+
+
+def _stage_called(mod: Module, func: ast.expr) -> tuple[str, str] | None:
+    """The stage a call's function names, through the module's imports (`build`, `checks.problems`)."""
+    if isinstance(func, ast.Name):
+        return mod.names.get(func.id) if mod.names.get(func.id) in PIPELINE_STAGES else None
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+        source = mod.names.get(func.value.id)
+        if source is not None and source[1] == "" and (source[0], func.attr) in PIPELINE_STAGES:
+            return source[0], func.attr
+    return None
+
+
+def pipeline_copies(modules: dict[str, Module]) -> dict:
+    """Calls of a pipeline stage outside the pipeline (by calling function), and the functions
+    that write a manifest.json themselves."""
+    calls, writers = set(), set()
+    for mod in modules.values():
+        for fn in ast.walk(mod.tree):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            where = f"{mod.rel}:{fn.name}"
+            called = {s for n in ast.walk(fn) if isinstance(n, ast.Call) for s in [_stage_called(mod, n.func)] if s}
+            if called and mod.name not in PIPELINE_MODULES:
+                calls.add(f"{where} ({', '.join(sorted(attr for _, attr in called))})")
+            writes = any(isinstance(n, ast.Call) and (getattr(n.func, "id", None) or getattr(n.func, "attr", None))
+                         in WRITE_CALLS for n in ast.walk(fn))
+            if writes and any(isinstance(n, ast.Constant) and n.value == "manifest.json" for n in ast.walk(fn)):
+                writers.add(where)
+    return {"stage_callers": len(calls), "stage_callers_list": sorted(calls),
+            "manifest_writers": len(writers), "manifest_writers_list": sorted(writers)}
 
 
 def layer_of(name: str) -> int:
@@ -536,7 +579,7 @@ def measure() -> dict:
             "import_circles": import_circles(modules), "lazy_imports": lazy,
             "imports_back_up": imports_back_up(modules),
             "long_functions": long_functions(modules), "long_functions_all": long_all,
-            "forks": forks(modules), "inert_rules": inert_rules(),
+            "forks": forks(modules), "inert_rules": inert_rules(), "pipeline": pipeline_copies(modules),
             "scenario_walk": scenario_walk(modules)}
 
 
@@ -563,6 +606,11 @@ def main(argv: list[str] | None = None) -> None:
     f = m["forks"]
     print(f"`if ... parallel` forks: {f['if_parallel']}; string comparisons of choices: "
           f"{f['string_choice_comparisons']}; inert rules: {m['inert_rules']}")
+    pipe = m["pipeline"]
+    print(f"pipeline stages called outside hwsim/pipeline.py: {pipe['stage_callers']} functions; "
+          f"manifest writers: {pipe['manifest_writers']}")
+    for line in pipe["stage_callers_list"] + [f"writes manifest.json: {w}" for w in pipe["manifest_writers_list"]]:
+        print(f"  {line}")
     w = m["scenario_walk"]
     print(f"config walk from {w['start']}: {w['files']} files, {w['functions']} functions, "
           f"{w['entries']} entries into another file (each a return to a file above), "

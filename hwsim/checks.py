@@ -5,8 +5,8 @@ placed in a topology (hwsim/parallel/tiers.py).
 The loader (hwsim/config/load.py) only parses and validates a scenario against its profile's
 and model's numbers. These checks need what build makes the system of (the formats a kernel
 runs, a topology's nodes), so they sit above the loader, as the cost check does
-(hwsim/cost.py): `hwsim run` checks the scenario it loaded (check_loaded) before its cost,
-its error at the scenario's file:line:key exactly as the loader gives its own; build() refuses a
+(hwsim/cost.py): the pipeline checks the scenario it loaded (hwsim/pipeline.py check) before
+its cost, its error at the scenario's file:line:key exactly as the loader gives its own; build() refuses a
 scenario that fails one (one not loaded from a file: a sweep's point, a test's); a sweep spec
 checks each of its points (hwsim/sweep/spec.py).
 """
@@ -14,11 +14,8 @@ checks each of its points (hwsim/sweep/spec.py).
 from __future__ import annotations
 
 from hwsim.config import engine_install
-from hwsim.config.files import load_model, load_profile
-from hwsim.config.load import apply_hardware_overrides, at_loaded_scenario
 from hwsim.config.profile import HardwareProfile
 from hwsim.config.scenario import Scenario
-from hwsim.errors import ConfigError
 from hwsim.model import weight_format
 from hwsim.model.shapes import ModelShape
 from hwsim.parallel import draft_checks, tiers
@@ -31,11 +28,3 @@ def problems(cfg: Scenario, profile: HardwareProfile, model: ModelShape):
     yield from engine_install.problems(cfg)               # a real engine not installed, or misconfigured
     yield from draft_checks.problems(cfg, profile, model)   # a speculative draft that cannot be one
 
-
-def check_loaded(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelShape | None = None) -> None:
-    """problems() of the scenario load_scenario just loaded: the first as a ConfigError at the
-    scenario's line of its key (or --set)."""
-    profile = profile or apply_hardware_overrides(load_profile(cfg.hardware), cfg.hardware_overrides)
-    model = model or load_model(cfg.model)
-    for key, problem in problems(cfg, profile, model):
-        raise at_loaded_scenario(ConfigError(problem, key=key))

@@ -107,8 +107,6 @@ def cli_errors(command):
     """Map every way a command can end to one line on stderr and the documented exit code."""
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
-        from hwsim.config.load import forget_scenario, locate
-        forget_scenario()
         try:
             return command(*args, **kwargs)
         except (typer.Exit, click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
@@ -117,7 +115,7 @@ def cli_errors(command):
             _discard_stdout()
             raise typer.Exit(EXIT_OK) from None
         except ConfigError as exc:
-            _fail(locate(exc))     # a key found wrong after loading: at its scenario file and line
+            _fail(exc)     # one found after loading is at its scenario's line (LoadedScenario.located)
         except KeyboardInterrupt:
             _say("interrupted", "stopped; earlier results and bundles are left as they were")
             raise typer.Exit(EXIT_INTERRUPTED) from None
@@ -251,31 +249,32 @@ def run(
 
 
 def _run(scenario, set_, out, json_out, trace, max_wall_s, max_gb, figures, plotter, dry_run) -> None:
-    from hwsim.build import build
-    from hwsim.checks import check_loaded
-    from hwsim.cost import cap_memory, check_loaded_cost
-    from hwsim.config.fingerprint import fingerprint
-    from hwsim.config.load import load_scenario, scenario_path
-    from hwsim.io.bundle import hold_out, write_bundle
-    from hwsim.provenance import provenance
-    from hwsim.run import run_scenario
+    from hwsim import pipeline
 
     limits = (_positive(max_wall_s, "--max-wall-s"), _positive(max_gb, "--max-gb"))
-    cfg = load_scenario(scenario, set_)
-    check_loaded(cfg)              # what needs the built system, above the loader (hwsim/checks.py)
-    cost = check_loaded_cost(cfg, limits)      # kept: a serving scenario's is a rehearsal of it
-    scenario_file = str(scenario_path(scenario)) if scenario else "scenarios/default.yaml"
-    default_out = out is None
-    if default_out:
-        from hwsim.io.run_folder import default_folder
-        out = default_folder(cfg.name, set_)
-    _check_bundle_target(out)
-    if dry_run:
-        _print_dry_run(cfg, cost, scenario_file, set_, out, json_out)
-        return
+    loaded = pipeline.load(scenario, set_)
+    with loaded.located():          # a key found wrong after loading: at its scenario file and line
+        pipeline.check(loaded)      # what needs the built system, above the loader (hwsim/checks.py)
+        cost = pipeline.cost(loaded, limits)     # kept: a serving scenario's is a rehearsal of it
+        default_out = out is None
+        if default_out:
+            from hwsim.io.run_folder import default_folder
+            out = default_folder(loaded.cfg.name, set_)
+        _check_bundle_target(out)
+        if dry_run:
+            _print_dry_run(loaded.cfg, cost, loaded.file, set_, out, json_out)
+            return
+        _run_loaded(loaded, cost, limits, out, default_out, json_out, trace, figures, plotter)
+
+
+def _run_loaded(loaded, cost, limits, out, default_out, json_out, trace, figures, plotter) -> None:
+    from hwsim import pipeline
+    from hwsim.cost import cap_memory
+    from hwsim.io.bundle import hold_out, write_bundle
+
     _writable_parent(out)
     hold_out(out)                        # one writer: a second run into `out` is refused
-    built = build(cfg)
+    built = pipeline.build(loaded)
     cap_memory(limits[1])                # a wrong estimate ends in MemoryError: exit 2
     if cost.wall_s > LONG_RUN_S:
         err_console().print(f"[dim]note: a long run, estimated (on the high side) at {cost.describe()}[/]",
@@ -284,23 +283,9 @@ def _run(scenario, set_, out, json_out, trace, max_wall_s, max_gb, figures, plot
     with _progress(enabled=not (json_out and sys.stderr.isatty())) as progress:
         # the busy intervals of every step only for the trace; the Gantt chart draws one step;
         # without either, none
-        result = run_scenario(cfg, built, progress=progress, every_interval=trace,
+        result = pipeline.run(loaded, built, progress=progress, every_interval=trace,
                               intervals=trace or figures == "all")
-    resolved = cfg.model_dump(mode="json")
-    manifest = {
-        "summary": result.summary,
-        "scenario_file": scenario_file,
-        "overrides": set_,
-        "resolved_config": resolved,
-        "hardware_profile": built.profile.model_dump(mode="json"),
-        "model_shape": built.model.model_dump(mode="json"),
-        "seed": cfg.seed,
-        "started_unix": started,
-        "wall_s": result.run_summary.sim.wall_s,
-        "inputs": fingerprint(resolved),
-        "provenance": provenance(),
-        "error": None,
-    }
+    manifest = pipeline.run_manifest(loaded, result, built, started)
     extra = {}
     if trace:
         from hwsim.io.trace import write_trace
@@ -539,14 +524,15 @@ def validate(
                                    "e.g. runtime.attention_kernel=cudnn (repeatable)"),
 ):
     """Predict each measured case and report the error (exit 1 if any row failed)."""
-    from hwsim.config.load import load_scenario
+    from hwsim import pipeline
 
     _no_cycle_collection()
     from hwsim.validate import load_dataset, validate_rows
 
-    load_scenario(None, sets)          # a bad override fails here, once, before any row runs
-    rows = load_dataset(dataset)
-    report = validate_rows(rows, sets)
+    loaded = pipeline.load(None, sets)     # a bad override fails here, once, before any row runs
+    with loaded.located():
+        rows = load_dataset(dataset)
+        report = validate_rows(rows, sets)
     _left_to_exit(report)              # what this process built for its rows: freed by the exit
     if json_out:
         _json_line(report)
@@ -599,7 +585,6 @@ def sweep(
     Exit 1 if any point failed."""
     from hwsim.cost import limits_from_env
     from hwsim.config.load import scenario_path
-    from hwsim.provenance import provenance
     from hwsim.sweep.runner import check_sweep_out, run_sweep
     from hwsim.sweep.spec import load_sweep
 
@@ -620,8 +605,8 @@ def sweep(
         raise typer.Exit(EXIT_INTERRUPTED) from None
     import pandas as pd
 
-    from hwsim.io.atomic import atomic_write
-    from hwsim.io.bundle import json_text
+    from hwsim.io.bundle import write_manifest
+    from hwsim.pipeline import sweep_manifest
     from hwsim.plots.study import save_study_pngs
 
     table = pd.read_parquet(summary["results"])
@@ -629,11 +614,7 @@ def sweep(
     plots = save_study_pngs(table, budget, out)
     for name in STUDY_PLOTS - set(plots):      # a plot this study does not make is not left from another
         (out / name).unlink(missing_ok=True)
-    manifest = {"sweep": sweep_spec.model_dump(mode="json"), "spec_file": str(spec),
-                "summary": summary, "plots": [str(p) for p in plots.values()],
-                "points": {p["hash"]: {"factors": p["factors"], "inputs": p["inputs"]} for p in points},
-                "provenance": provenance()}
-    atomic_write(out / "manifest.json", lambda p: Path(p).write_text(json_text(manifest), encoding="utf-8"))
+    write_manifest(out, sweep_manifest(sweep_spec, spec, summary, plots, points))
     if json_out:
         _json_line(summary)
     else:
@@ -729,29 +710,30 @@ def sensitivity(
     if workers is not None and not 1 <= workers <= MAX_WORKERS:
         raise ConfigError(f"expected 1 to {MAX_WORKERS} workers, got {workers}", key="--workers")
     base = load_base(scenario, set_)
-    out = out or Path("reports") / f"{base.cfg.name}-sensitivity"
-    _whatif_target(out)
-    result, summary = run_sensitivity(base, workers=workers, scheduler=scheduler,
-                                      progress=lambda line: typer.echo(line, err=True))
-    _whatif_folder(out, base, set_, summary, {"sensitivity": result},
-                   lambda path: __import__("hwsim.plots.tornado", fromlist=["x"]).save_tornado_png(result, path),
-                   "tornado.png")
-    if json_out:
-        _json_line(result)
-        return
-    table = Table(title=f"what moves the token ({result['itl_ms']:.3f} ms; each number +/-5%)", show_edge=False)
-    for col in ("number", "elasticity", "ms gained by +10%", "TTFT elasticity"):
-        table.add_column(col, justify="left" if col == "number" else "right")
-    for r in result["rows"]:
-        ttft = r["ttft_elasticity"]
-        table.add_row(r["key"], f"{r['itl_elasticity']:+.3f}", f"{r['itl_ms_gained_10pct']:+.3f}",
-                      "" if ttft is None else f"{ttft:+.3f}")
-    console = Console()
-    console.print(table)
-    console.print(f"[dim]no effect: {', '.join(result['no_effect']) or 'none'}[/]")
-    for f in result["failed"]:
-        console.print(f"[yellow]not run:[/] {f['key']}: {f['error']}")
-    console.print(f"folder: {out}/ ({result['runs']} runs in {result['wall_s']:.1f} s)")
+    with base.located():          # a key found wrong after loading: at its scenario file and line
+        out = out or Path("reports") / f"{base.cfg.name}-sensitivity"
+        _whatif_target(out)
+        result, summary = run_sensitivity(base, workers=workers, scheduler=scheduler,
+                                          progress=lambda line: typer.echo(line, err=True))
+        _whatif_folder(out, base, summary, {"sensitivity": result},
+                       lambda path: __import__("hwsim.plots.tornado", fromlist=["x"]).save_tornado_png(result, path),
+                       "tornado.png")
+        if json_out:
+            _json_line(result)
+            return
+        table = Table(title=f"what moves the token ({result['itl_ms']:.3f} ms; each number +/-5%)", show_edge=False)
+        for col in ("number", "elasticity", "ms gained by +10%", "TTFT elasticity"):
+            table.add_column(col, justify="left" if col == "number" else "right")
+        for r in result["rows"]:
+            ttft = r["ttft_elasticity"]
+            table.add_row(r["key"], f"{r['itl_elasticity']:+.3f}", f"{r['itl_ms_gained_10pct']:+.3f}",
+                          "" if ttft is None else f"{ttft:+.3f}")
+        console = Console()
+        console.print(table)
+        console.print(f"[dim]no effect: {', '.join(result['no_effect']) or 'none'}[/]")
+        for f in result["failed"]:
+            console.print(f"[yellow]not run:[/] {f['key']}: {f['error']}")
+        console.print(f"folder: {out}/ ({result['runs']} runs in {result['wall_s']:.1f} s)")
 
 
 @app.command(cls=FlagCommand)
@@ -778,38 +760,39 @@ def goal(
     path, value = parse_target(target)
     span = _bracket_option(bracket) if bracket else None
     base = load_base(scenario, set_)
-    if len(vary) == 2:
-        if span:
-            raise ConfigError("--bracket is for one --vary", key="--bracket")
-        out = out or Path("reports") / f"{base.cfg.name}-goal"
-        _whatif_target(out)
-        front = frontier(base, vary[0], vary[1], path, value)
-        title = f"{base.cfg.model} on {base.cfg.hardware}: {path} = {value:g}"
-        _whatif_folder(out, base, set_, evaluate(base, {}), {"frontier": front},
-                       lambda p: __import__("hwsim.plots.tornado", fromlist=["x"]).save_frontier_png(front, p, title),
-                       "frontier.png")
-        if json_out:
-            _json_line(front)
+    with base.located():          # a key found wrong after loading: at its scenario file and line
+        if len(vary) == 2:
+            if span:
+                raise ConfigError("--bracket is for one --vary", key="--bracket")
+            out = out or Path("reports") / f"{base.cfg.name}-goal"
+            _whatif_target(out)
+            front = frontier(base, vary[0], vary[1], path, value)
+            title = f"{base.cfg.model} on {base.cfg.hardware}: {path} = {value:g}"
+            _whatif_folder(out, base, evaluate(base, {}), {"frontier": front},
+                           lambda p: __import__("hwsim.plots.tornado", fromlist=["x"]).save_frontier_png(front, p, title),
+                           "frontier.png")
+            if json_out:
+                _json_line(front)
+                return
+            a, b = front["keys"]
+            for p in front["points"]:
+                Console().print(f"{a} = {p[a]:.5g}: {b} = " + ("[red]none in its bounds[/]" if p[b] is None
+                                                             else f"{p[b]:.5g}"))
+            Console().print(f"figure: {out / 'frontier.png'}")
             return
-        a, b = front["keys"]
-        for p in front["points"]:
-            Console().print(f"{a} = {p[a]:.5g}: {b} = " + ("[red]none in its bounds[/]" if p[b] is None
-                                                         else f"{p[b]:.5g}"))
-        Console().print(f"figure: {out / 'frontier.png'}")
-        return
-    try:
-        result = run_goal(base, vary[0], path, value, span)
-    except Unreachable as exc:
+        try:
+            result = run_goal(base, vary[0], path, value, span)
+        except Unreachable as exc:
+            if json_out:
+                _json_line(exc.report)
+            raise
         if json_out:
-            _json_line(exc.report)
-        raise
-    if json_out:
-        _json_line(result)
-        return
-    Console().print(f"{result['key']} = {result['value']:.6g} (now {result['present_value']:.6g}, "
-                    f"x{result['change']:.3f}) gives {path} = {result['metric']:.4f}; there "
-                    f"{result['dominant']} takes {result['dominant_share']:.0%} of the token "
-                    f"[dim]({result['runs']} runs, bracket {result['bracket'][0]:.5g}..{result['bracket'][1]:.5g})[/]")
+            _json_line(result)
+            return
+        Console().print(f"{result['key']} = {result['value']:.6g} (now {result['present_value']:.6g}, "
+                        f"x{result['change']:.3f}) gives {path} = {result['metric']:.4f}; there "
+                        f"{result['dominant']} takes {result['dominant_share']:.0%} of the token "
+                        f"[dim]({result['runs']} runs, bracket {result['bracket'][0]:.5g}..{result['bracket'][1]:.5g})[/]")
 
 
 def _bracket_option(text: str) -> tuple[float, float]:
@@ -851,22 +834,17 @@ def _is_whatif_folder(folder: Path) -> bool:
         ("sensitivity" in manifest or "frontier" in manifest)
 
 
-def _whatif_folder(out: Path, base, sets: list[str], summary: dict | None, result: dict, draw, figure: str) -> None:
-    """A what-if's folder: manifest.json (the result, the unchanged run's summary, the resolved
-    scenario, profile and provenance: `hwsim report` renders it) and its figure."""
+def _whatif_folder(out: Path, base, summary: dict | None, result: dict, draw, figure: str) -> None:
+    """A what-if's folder: manifest.json (hwsim/pipeline.py whatif_manifest: `hwsim report`
+    renders it) and its figure."""
     from hwsim.io.atomic import atomic_write
-    from hwsim.io.bundle import json_text
-    from hwsim.provenance import provenance
+    from hwsim.io.bundle import write_manifest
+    from hwsim.pipeline import whatif_manifest
 
     out.mkdir(exist_ok=True)
-    manifest = {**result, "scenario_file": base.scenario_file, "overrides": sets,
-                "resolved_config": base.cfg.model_dump(mode="json"),
-                "hardware_profile": base.profile.model_dump(mode="json"), "seed": base.cfg.seed,
-                "provenance": provenance()}
-    if summary is not None:
-        manifest["summary"] = summary
+    manifest = whatif_manifest(base, result, summary)
     atomic_write(out / figure, draw)
-    atomic_write(out / "manifest.json", lambda p: Path(p).write_text(json_text(manifest), encoding="utf-8"))
+    write_manifest(out, manifest)
 
 
 # Set by main(): this process ends when its one command does (not so under CliRunner or a

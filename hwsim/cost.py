@@ -25,7 +25,6 @@ import os
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from hwsim.config.load import at_loaded_scenario, load_model
 from hwsim.config.scenario import ClosedArrivals, TraceArrivals, TraceRouting
 from hwsim.errors import ConfigError
 from hwsim.model.blocks import moe_schedule as moe_block
@@ -286,17 +285,6 @@ def limits_from_env() -> tuple[float, float]:
             raise ConfigError(f"expected a positive number, got {raw!r}", key=name)
         return value
     return env("HWSIM_MAX_WALL_S", DEFAULT_MAX_WALL_S), env("HWSIM_MAX_GB", DEFAULT_MAX_GB)
-
-
-def check_loaded_cost(cfg, limits: tuple[float | None, float | None]) -> Cost:
-    """check_cost of the scenario load_scenario just loaded, its error at the scenario's line
-    of the key (limits: max wall s, max GB; None = the default or the environment's)."""
-    try:
-        return check_cost(cfg, load_model(cfg.model), *limits)
-    except ConfigError as exc:
-        if exc.file is not None:        # a file it read (a kernel trace, priced) names itself
-            raise
-        raise at_loaded_scenario(exc) from None
 
 
 def check_cost(cfg, model, max_wall_s: float | None = None, max_gb: float | None = None,

@@ -26,8 +26,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from hwsim.build import build
-from hwsim.cost import check_cost, estimate
+from hwsim import pipeline
+from hwsim.cost import estimate
 from hwsim.config.load import apply_overrides, load_model
 from hwsim.config.names import check_name
 from hwsim.config.scenario import Scenario
@@ -191,9 +191,10 @@ def predict_ms(row: dict, sets: list[str] | None = None) -> float:
     # a row keeps no kernel records (its passes run with records=None): say so, so that the
     # cost check does not count their memory
     cfg = cfg.model_copy(update={"runtime": cfg.runtime.model_copy(update={"kernel_records": 0})})
-    check_cost(cfg, load_model(cfg.model))       # a row is one step: refuse one that takes hours
+    loaded = pipeline.from_config(cfg)
+    pipeline.cost(loaded)              # a row is one step: refuse one that takes hours
     draws = ROUTING_DRAWS if shape.phase == "decode" else 1
-    built = build(cfg)                 # at a locked runtime.sm_clock, if one is set (build)
+    built = pipeline.build(loaded)     # at a locked runtime.sm_clock, if one is set (build)
     passes: dict[float, list] = {}
     # each draw's kernels, built at the first clock and replayed at the others: the schedule
     # does not read the clock (plan_pass), and building them was half of every probe

@@ -12,8 +12,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hwsim.cost import check_loaded_cost
-from hwsim.config.load import load_scenario
+from hwsim import pipeline
 from hwsim.config.names import check_name
 from hwsim.errors import ConfigError
 
@@ -60,8 +59,9 @@ def mutate(data: dict, path: tuple, action: str, value):
 def check(path: Path, source_text: str) -> None:
     t0 = time.perf_counter()
     try:
-        cfg = load_scenario(path)
-        check_loaded_cost(cfg, LIMITS)
+        loaded = pipeline.load(path)
+        pipeline.cost(loaded, LIMITS)
+        cfg = loaded.cfg
     except ConfigError as exc:
         line = exc.render()
         assert "\n" not in line and "Traceback" not in line

@@ -17,17 +17,20 @@ from hwsim.model.schedule import Schedule
 HWSIM = Path(__file__).resolve().parents[1] / "hwsim"
 # pure functions of immutable values that no run, schedule or command owns (their comments say why)
 PROCESS_WIDE = {"config/files.py:_LOADED", "model/kernel.py:_timing_keys"}
-NOT_CACHES = {"io/folder_lock.py:_held"}      # the locks this process holds: its own state
+# the locks this process holds, and what the command leaves for the exit to free: its own state
+NOT_CACHES = {"io/folder_lock.py:_held", "cli.py:_kept"}
 
 
 def _module_caches() -> set[str]:
-    """Module-level names bound to an empty dict (a cache filled as the process runs)."""
+    """Module-level names bound to an empty dict, list or set (a cache, or a command's state such
+    as a loaded scenario's line map, filled as the process runs)."""
     found = set()
     for path in HWSIM.rglob("*.py"):
         for node in ast.parse(path.read_text()).body:
             value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
             empty = (isinstance(value, ast.Dict) and not value.keys) or (
-                isinstance(value, ast.Call) and getattr(value.func, "id", "") in ("dict", "OrderedDict")
+                isinstance(value, (ast.List, ast.Set)) and not value.elts) or (
+                isinstance(value, ast.Call) and getattr(value.func, "id", "") in ("dict", "OrderedDict", "list", "set")
                 and not value.args)
             if empty:
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]

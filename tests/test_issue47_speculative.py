@@ -8,9 +8,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from hwsim.checks import check_loaded
+from hwsim import pipeline
 from hwsim.cli import app
-from hwsim.config.load import load_scenario
 from hwsim.errors import ConfigError
 
 DATA = Path(__file__).parent / "data"
@@ -28,17 +27,17 @@ TINY = str(DATA / "tiny-moe.yaml")
       "workload.kernel_trace.batch_size=1", "workload.kernel_trace.context_tokens=64"], "kernel_trace"),
 ])
 def test_a_draft_that_cannot_be_one_is_refused(sets, words):
-    cfg = load_scenario(None, ["workload.decode_steps=1", "workload.speculative.method=draft",
-                               "workload.speculative.tokens=2", *sets])
+    loaded = pipeline.load(None, ["workload.decode_steps=1", "workload.speculative.method=draft",
+                                  "workload.speculative.tokens=2", *sets])
     with pytest.raises(ConfigError, match=words) as info:
-        check_loaded(cfg)
+        pipeline.check(loaded)
     assert "workload.speculative" in str(info.value)
 
 
 def test_a_fitting_draft_of_the_same_vocabulary_passes():
-    cfg = load_scenario(None, ["workload.decode_steps=1", "workload.speculative.method=draft",
-                               "workload.speculative.tokens=2", f"workload.speculative.draft={DATA / 'mistral-7b.yaml'}"])
-    check_loaded(cfg)
+    pipeline.check(pipeline.load(None, ["workload.decode_steps=1", "workload.speculative.method=draft",
+                                        "workload.speculative.tokens=2",
+                                        f"workload.speculative.draft={DATA / 'mistral-7b.yaml'}"]))
 
 
 def test_the_headline_of_a_speculative_run_is_per_accepted_token(tmp_path):

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from hwsim.build import build
-from hwsim.checks import check_loaded
+from hwsim import pipeline
 from hwsim.config.load import load_model, load_scenario
 from hwsim.config.scenario import Disaggregation
 from hwsim.errors import ConfigError
@@ -168,17 +168,17 @@ def test_bad_disaggregation_keys_are_named(sets, key):
 def test_tiers_that_do_not_fit_their_topology_are_refused_above_the_loader(tmp_path):
     # hwsim/checks.py: by `hwsim run` right after loading (at file:line:key), and by build
     unplaced = scenario("workload.disaggregation.prefill_gpus=5", "workload.disaggregation.decode_gpus=4")
-    for check in (check_loaded, build):
+    for check, arg in ((pipeline.check, pipeline.from_config(unplaced)), (build, unplaced)):
         with pytest.raises(ConfigError, match="use link: network") as e:
-            check(unplaced)
+            check(arg)
         assert e.value.key == "workload.disaggregation.decode_gpus"
     p = tmp_path / "s.yaml"
     p.write_text(f"hardware: h200-sxm\nmodel: {TINY}\nworkload:\n  disaggregation: {{topology: h800-cx7}}\n")
     with pytest.raises(ConfigError, match="unknown key of fixed-batch decode") as e:   # a key of serving only
-        load_scenario(p)
+        pipeline.load(p)
     assert (e.value.file, e.value.line, e.value.key) == (str(p), 4, "workload.disaggregation")
     with pytest.raises(ConfigError, match="built of h100-sxm") as e:
-        check_loaded(load_scenario(p, ["workload.arrivals.kind=poisson"]))
+        pipeline.check(pipeline.load(p, ["workload.arrivals.kind=poisson"]))
     assert (e.value.file, e.value.key) == (str(p), "workload.disaggregation.topology")
     run_scenario(scenario("workload.arrivals.requests=2", "workload.disaggregation.prefill_gpus=5",
                           "workload.disaggregation.decode_gpus=4", "workload.disaggregation.link=network"))

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from hwsim.build import build
-from hwsim.checks import check_loaded
+from hwsim import pipeline
 from hwsim.config.load import load_model, load_scenario
 from hwsim.config.scenario import TensorWeights
 from hwsim.errors import ConfigError
@@ -76,16 +76,16 @@ def test_fp8_is_faster_than_bf16_on_a_weight_bound_step_and_moves_half_the_bytes
 
 def test_fp8_on_a_chip_without_an_fp8_rate_and_native_int4_are_refused():
     # checked above the loader (hwsim/checks.py), by `hwsim run` after loading and by build
-    native_int4 = load_scenario(None, ["weights.experts.format=int4", "weights.experts.dequant=native"])
-    for check in (check_loaded, build):
+    native_int4 = pipeline.load(None, ["weights.experts.format=int4", "weights.experts.dequant=native"])
+    for check, arg in ((pipeline.check, native_int4), (build, native_int4.cfg)):
         with pytest.raises(ConfigError) as e:
-            check(native_int4)
+            check(arg)
         assert e.value.key == "weights.experts.dequant"
     with pytest.raises(ConfigError) as e:
-        check_loaded(load_scenario(None, ["weights.experts.format=mxfp4", "weights.experts.dequant=native"]))
+        pipeline.check(pipeline.load(None, ["weights.experts.format=mxfp4", "weights.experts.dequant=native"]))
     assert "FP4" in e.value.message            # the H200 has no FP4 tensor rate; the B200 does
-    check_loaded(load_scenario(None, ["hardware=b200", "weights.experts.format=mxfp4",
-                                      "weights.experts.dequant=native"]))
+    pipeline.check(pipeline.load(None, ["hardware=b200", "weights.experts.format=mxfp4",
+                                        "weights.experts.dequant=native"]))
 
 
 def test_decoder_on_a_profile_without_one_exits_2_with_the_key(tmp_path):

@@ -5,6 +5,7 @@ Every user error becomes one ConfigError naming the file, the line and the dotte
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,17 +58,49 @@ def apply_overrides(data: dict, sets: list[str], doc: LoadedYaml) -> None:
     doc.overridden = {".".join(parse_set(s)[0]) for s in sets}
 
 
-def load_scenario(path: str | Path | None, sets: list[str] | None = None) -> Scenario:
-    """The validated scenario. What needs a built system is checked above the loader, by the
-    caller: hwsim.checks.check_loaded (weight formats, disaggregated tiers), then
-    hwsim.cost.check_loaded_cost (the cost, which rehearses serving)."""
+@dataclass(frozen=True)
+class ScenarioSource:
+    """Where a loaded scenario's keys are written: its YAML line map, and the keys --set gave.
+    Carried with the scenario (hwsim/pipeline.py LoadedScenario), never kept by this module, so
+    an error found after loading names the file, line and key path of the scenario it is about."""
+    doc: LoadedYaml
+    overridden: frozenset[str] = frozenset()
+
+    def at(self, exc: ConfigError) -> ConfigError:
+        """An error about a key of this scenario found by a check made after loading (the
+        system's, the cost): at the key's line, or --set, as load_scenario says its own."""
+        return _from_set(error_at(self.doc, exc.key, exc.message), self.overridden)
+
+    def locate(self, exc: ConfigError) -> ConfigError:
+        """An error about a scenario key that was found after loading (by build, a topology or
+        layout check, the run), which sees only the validated scenario and so names the key
+        alone: the same error naming the file and line where this scenario writes that key (or
+        its nearest parent), or --set when an override gave it."""
+        if exc.file is not None or not exc.key:
+            return exc
+        parts = exc.key.split(".")
+        if parts[0] not in Scenario.model_fields:
+            return exc
+        located = _from_set(exc, self.overridden)
+        if located is not exc:
+            return located
+        if self.doc.line_of(parts) is None and any(o.split(".")[0] == parts[0] for o in self.overridden):
+            return ConfigError(exc.message, file="--set", key=exc.key)     # its block came from --set
+        return error_at(self.doc, exc.key, exc.message)
+
+
+def read_scenario(path: str | Path | None, sets: list[str] | None = None
+                  ) -> tuple[Scenario, HardwareProfile, ModelShape, ScenarioSource]:
+    """The validated scenario, its profile (hardware_overrides applied), its model, and where
+    its keys are written. What needs a built system is checked above the loader, by the
+    pipeline (hwsim/pipeline.py: check, then cost, which rehearses serving)."""
     doc = load_yaml_file(scenario_path(path) if path else default_scenario_path())
     if doc.data is None:
         doc.data = {}
     if not isinstance(doc.data, dict):
         raise ConfigError("expected a mapping at the top level", file=doc.source, line=1)
     apply_overrides(doc.data, sets or [], doc)
-    overridden = getattr(doc, "overridden", set())
+    overridden = frozenset(getattr(doc, "overridden", set()))
     try:
         cfg = validate(Scenario, doc)
         # Elaborate names now, so a misspelt profile or model points at its scenario line.
@@ -85,51 +118,21 @@ def load_scenario(path: str | Path | None, sets: list[str] | None = None) -> Sce
             raise error_at(doc, exc.key, exc.message) from None
         for key, problem in cross_checks(cfg, loaded["hardware"], loaded["model"]):
             raise error_at(doc, key, problem)
-        _loaded_scenario[:] = [doc, overridden]
-        return cfg
+        return cfg, loaded["hardware"], loaded["model"], ScenarioSource(doc, overridden)
     except ConfigError as exc:
         raise _from_set(exc, overridden) from None
 
 
-def _from_set(exc: ConfigError, overridden: set[str]) -> ConfigError:
+def load_scenario(path: str | Path | None, sets: list[str] | None = None) -> Scenario:
+    """The validated scenario alone (read_scenario's first part)."""
+    return read_scenario(path, sets)[0]
+
+
+def _from_set(exc: ConfigError, overridden: frozenset[str]) -> ConfigError:
     """`exc`, said of --set when the key it is about came from an override."""
     if exc.key and any(o == exc.key or o.startswith(exc.key + ".") for o in overridden):
         return ConfigError(exc.message, file="--set", key=exc.key)
     return exc
-
-
-# The scenario this command loaded (its document and overridden keys), for locate().
-_loaded_scenario: list = []
-
-
-def at_loaded_scenario(exc: ConfigError) -> ConfigError:
-    """An error about a key of the scenario this command just loaded, found by a check made
-    after loading (its cost): at the key's line, or --set, as load_scenario says its own."""
-    doc, overridden = _loaded_scenario
-    return _from_set(error_at(doc, exc.key, exc.message), overridden)
-
-
-def forget_scenario() -> None:
-    _loaded_scenario.clear()
-
-
-def locate(exc: ConfigError) -> ConfigError:
-    """An error about a scenario key that was found after loading (by build, a topology or
-    layout check, the run), which sees only the validated scenario and so names the key alone:
-    the same error naming the file and line where the scenario this command loaded writes that
-    key (or its nearest parent), or --set when an override gave it."""
-    if exc.file is not None or not exc.key or not _loaded_scenario:
-        return exc
-    doc, overridden = _loaded_scenario
-    parts = exc.key.split(".")
-    if parts[0] not in Scenario.model_fields:
-        return exc
-    located = _from_set(exc, overridden)
-    if located is not exc:
-        return located
-    if doc.line_of(parts) is None and any(o.split(".")[0] == parts[0] for o in overridden):
-        return ConfigError(exc.message, file="--set", key=exc.key)     # its block came from --set
-    return error_at(doc, exc.key, exc.message)
 
 
 MIN_LOCKED_CLOCK_MHZ = 100      # a profile without a power block: no SM clock is set lower

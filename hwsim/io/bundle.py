@@ -17,7 +17,7 @@ from pathlib import Path
 
 from hwsim.io import strict_json
 from hwsim.io import folder_lock
-from hwsim.io.atomic import check_folder_target, keep_aside, replace_folder
+from hwsim.io.atomic import atomic_write, check_folder_target, keep_aside, replace_folder
 from hwsim.io.tables import records_columns, rows_to_columns, write_csv, write_parquet
 from hwsim.results import RunResult, cyclic_gc_paused
 
@@ -47,6 +47,14 @@ def iterations_columns(result: RunResult) -> dict[str, list]:
 
 def json_text(obj) -> str:
     return strict_json.dumps(obj, indent=2) + "\n"
+
+
+def write_manifest(folder: Path, manifest: dict) -> Path:
+    """The one manifest writer: `manifest` as folder/manifest.json, replaced whole (a run's
+    bundle, a sweep's folder, a what-if's; hwsim/pipeline.py makes them)."""
+    path = Path(folder) / "manifest.json"
+    atomic_write(path, lambda p: Path(p).write_text(json_text(manifest), encoding="utf-8"))
+    return path
 
 
 BUNDLE_MARKER = "hwsim_bundle"     # manifest.json's key saying hwsim wrote it: the format version
@@ -234,5 +242,5 @@ def _write_files(result: RunResult, out: Path, manifest: dict, extra: dict, plot
         write(out / name)
     paths = {name: out / name for name in ["manifest.json", *(job[0] for job in tables + figures), *last]}
     files = {name: _sha256(path) for name, path in sorted(paths.items()) if name != "manifest.json"}
-    paths["manifest.json"].write_text(json_text({**manifest, "files": files}), encoding="utf-8")
+    write_manifest(out, {**manifest, "files": files})
     return paths

@@ -52,25 +52,22 @@ class GroupPlans:
     def summary(self, cfg, profile=None, model=None) -> dict:
         """The point's summary: its plans replayed from an earlier point's where its chip allows.
         `profile` and `model`: the resolved ones the point carries (read from the files if not)."""
-        from hwsim.build import build
-        from hwsim.config.load import apply_hardware_overrides, load_model, load_profile
-        from hwsim.run import run_scenario
-        from hwsim.whatif.numbers import Base
+        from hwsim import pipeline
+        from hwsim.config.load import load_model
         from hwsim.whatif.reuse import SharedPlans
 
-        if profile is None:
-            profile = apply_hardware_overrides(load_profile(cfg.hardware), cfg.hardware_overrides)
         if model is None:
             if cfg.model not in self.models:
                 self.models[cfg.model] = load_model(cfg.model)
             model = self.models[cfg.model]
+        loaded = pipeline.from_config(cfg, profile, model)
         if not self.reusable:
-            return run_scenario(cfg, build(cfg, profile, model), intervals=False).summary
+            return pipeline.summary(loaded)
         for shared in self.bases:
-            plans = shared.for_profile(profile)
+            plans = shared.for_profile(loaded.profile)
             if plans is not None:
-                return run_scenario(cfg, build(cfg, profile, model), intervals=False, plans=plans).summary
-        shared = SharedPlans(Base(cfg, profile, model, ""))
+                return pipeline.summary(loaded, plans)
+        shared = SharedPlans(loaded)
         self.reusable = shared.enabled       # serving, several GPUs, an expert cache: no reuse
         if shared.enabled:
             self.bases.append(shared)

@@ -14,13 +14,12 @@ def run_point(point: dict, plans=None, max_gb: float | None = None) -> dict:
     (hwsim/sweep/groups.py GroupPlans): its group's plans, replayed where its chip allows.
     `max_gb`: the point runs under that memory cap (hwsim.cost.memory_capped); one that
     needs more is a failed point, the limit put back for the next."""
-    from hwsim.build import build
+    from hwsim import pipeline
     from hwsim.cost import OUT_OF_MEMORY, memory_capped
     from hwsim.config.fingerprint import changed_traces
     from hwsim.config.profile import HardwareProfile
     from hwsim.config.scenario import Scenario
     from hwsim.model.shapes import ModelShape
-    from hwsim.run import run_scenario
 
     t0 = time.perf_counter()
     row = {"point": point["hash"], **{f"factor.{k}": v for k, v in point["factors"].items()}}
@@ -31,7 +30,7 @@ def run_point(point: dict, plans=None, max_gb: float | None = None) -> dict:
         model = ModelShape.model_validate(point["model"])
         with memory_capped(max_gb):
             s = (plans.summary(cfg, profile, model) if plans is not None
-                 else run_scenario(cfg, build(cfg, profile, model)).summary)
+                 else pipeline.run(pipeline.from_config(cfg, profile, model)).summary)
         changed = changed_traces(point["inputs"])      # read here, so checked once read
         if changed:
             raise RuntimeError(f"{changed[0]} changed while the sweep ran; run the sweep again")

@@ -25,10 +25,9 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from hwsim import checks
-from hwsim.cost import check_cost
+from hwsim import pipeline
 from hwsim.config.fingerprint import fingerprint, point_key, sha256_bytes, sha256_file
-from hwsim.config.load import apply_hardware_overrides, cross_checks, load_model, load_profile, validate
+from hwsim.config.load import apply_hardware_overrides, load_model, load_profile, validate
 from hwsim.config.names import SafeName
 from hwsim.config.safe_expr import ExprError, Filter
 from hwsim.config.scenario import Scenario
@@ -121,17 +120,17 @@ def load_sweep(path: Path, cost_limits: tuple | None = None) -> tuple[SweepSpec,
             raise ConfigError(exc.message + where, file=str(path), line=doc.line_of(["factors"]),
                               key=exc.key) from None
         resolved = cfg.model_dump(mode="json")
-        profile, model, content = resolver.inputs(cfg, factors)
+        loaded, profile, model, content = resolver.inputs(cfg, factors)
         inputs = fingerprint(resolved, sha_of=resolver.file_sha)
         points.append({"hash": point_key(resolved, content, inputs), "factors": factors, "scenario": resolved,
-                       "inputs": inputs, "profile": profile, "model": model, "config": cfg})
+                       "inputs": inputs, "profile": profile, "model": model, "loaded": loaded})
     if not points:
         raise ConfigError("the filter drops every point", file=str(path), line=doc.line_of(["filter"]),
                           key="filter")
     if cost_limits is not None:
         _check_costs(points, cost_limits, path, doc)
     for p in points:
-        del p["config"]
+        del p["loaded"]
     return spec, points
 
 
@@ -171,8 +170,9 @@ class _Resolver:
         return ConfigError(f"{exc.message} (factors {factors})", file=str(self.path), line=line,
                            key=key or exc.key)
 
-    def inputs(self, cfg: Scenario, factors: dict) -> tuple[dict, dict, dict]:
-        """(profile, model) as shipped to the workers, and the hash of their content."""
+    def inputs(self, cfg: Scenario, factors: dict) -> tuple[pipeline.LoadedScenario, dict, dict, dict]:
+        """The point as the pipeline takes it, checked; its profile and model as shipped to the
+        workers, and the hash of their content."""
         overrides = tuple(sorted(cfg.hardware_overrides.items()))
         try:
             if (cfg.hardware, overrides) not in self.profiles:
@@ -186,9 +186,10 @@ class _Resolver:
                 raise
             raise self._fail(exc, factors) from None
         (profile, profile_dump), (model, model_dump) = self.profiles[cfg.hardware, overrides], self.models[cfg.model]
-        for key, problem in itertools.chain(cross_checks(cfg, profile, model), checks.problems(cfg, profile, model)):
+        loaded = pipeline.LoadedScenario(cfg, profile, model)
+        for key, problem in pipeline.problems(loaded):
             raise self._fail(ConfigError(problem, key=key), factors)
-        return profile_dump[0], model_dump[0], {"profile": profile_dump[1], "model": model_dump[1]}
+        return loaded, profile_dump[0], model_dump[0], {"profile": profile_dump[1], "model": model_dump[1]}
 
 
 def _content(obj) -> tuple[dict, str]:
@@ -198,13 +199,9 @@ def _content(obj) -> tuple[dict, str]:
 
 def _check_costs(points: list[dict], cost_limits: tuple, path: Path, doc: LoadedYaml) -> None:
     """Refuse a point that alone would take hours or many GB (hwsim.cost)."""
-    models = {}
     for p in points:
-        cfg = p["config"]
-        if cfg.model not in models:
-            models[cfg.model] = load_model(cfg.model)
         try:
-            check_cost(cfg, models[cfg.model], *cost_limits)
+            pipeline.cost(p["loaded"], cost_limits)
         except ConfigError as exc:
             raise ConfigError(f"point {p['factors']}: {exc.message}", file=str(path),
                               line=doc.line_of(["factors"]), key=exc.key) from None

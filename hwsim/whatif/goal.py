@@ -225,7 +225,7 @@ def frontier(base: Base, key_a: str, key_b: str, target_path: str, target: float
     rows = []
     for x in xs:
         cfg, profile = changed(base, {key_a: x})
-        moved = Base(cfg, profile, base.model, base.scenario_file)
+        moved = Base(cfg, profile, base.model, base.file)
         try:
             r = goal(moved, key_b, target_path, target)
             rows.append({key_a: x, key_b: r["value"], "metric": r["metric"], "dominant": r["dominant"]})

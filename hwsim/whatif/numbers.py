@@ -20,8 +20,9 @@ from pydantic import BaseModel, ValidationError
 from hwsim.config.profile import HardwareProfile
 from hwsim.config.scenario import Scenario
 from hwsim.config.sourced import Count, Fraction, Positive
+from hwsim import pipeline
 from hwsim.errors import ConfigError
-from hwsim.model.shapes import ModelShape
+from hwsim.pipeline import LoadedScenario
 
 # Goal-seek never leaves this factor either side of a number's present value: two decades
 # cover every what-if of docs/whatif.md and keep a runaway bracket to a few runs
@@ -61,20 +62,13 @@ class Number:
         return int(round(value)) if self.integer else float(value)
 
 
-@dataclass
-class Base:
-    """A scenario loaded once: what every evaluation starts from."""
-    cfg: Scenario
-    profile: HardwareProfile       # the scenario's hardware_overrides applied
-    model: ModelShape
-    scenario_file: str
+# A scenario loaded once: what every evaluation starts from (its profile with the scenario's
+# hardware_overrides applied, its model, where its keys are written).
+Base = LoadedScenario
 
 
 def load_base(scenario: Path | None, sets: list[str]) -> Base:
-    from hwsim.config.load import apply_hardware_overrides, load_model, load_profile, load_scenario
-    cfg = load_scenario(scenario, sets)
-    profile = apply_hardware_overrides(load_profile(cfg.hardware), cfg.hardware_overrides)
-    return Base(cfg, profile, load_model(cfg.model), str(scenario) if scenario else "scenarios/default.yaml")
+    return pipeline.load(scenario, sets)
 
 
 def profile_numbers(profile: HardwareProfile) -> list[Number]:
@@ -182,11 +176,9 @@ def evaluate(base: Base, changes: dict[str, float], shared=None) -> dict:
     """The run's summary with `changes` applied (no busy intervals: nothing is drawn).
     `shared` (hwsim/whatif/reuse.py SharedPlans): the base run's plans, replayed where only
     numbers no plan reads changed."""
-    from hwsim.build import build
-    from hwsim.run import run_scenario
     cfg, profile = changed(base, changes)
     plans = shared.for_profile(profile) if shared is not None and _only_hardware(changes) else None
-    return run_scenario(cfg, build(cfg, profile, base.model), intervals=False, plans=plans).summary
+    return pipeline.summary(Base(cfg, profile, base.model, base.file), plans)
 
 
 def _only_hardware(changes: dict) -> bool:

@@ -18,17 +18,16 @@ class SharedPlans:
     `for_profile` says whether a changed profile's run may replay them (equal sizes)."""
 
     def __init__(self, base):
-        from hwsim.build import build
-        from hwsim.run import run_scenario
+        from hwsim import pipeline
         cfg = base.cfg
         self.plans: dict = {}
-        built = build(cfg, base.profile, base.model)
+        built = pipeline.build(base)
         # an expert SRAM cache's and a prefetcher's state is advanced by making plans, and
         # what they hold depends on timing: their runs make their own
         moe = cfg.moe
         self.enabled = (built.gpus.plans_ahead and not cfg.workload.serving
                         and moe.cache.policy == "none" and not moe.prefetch.enabled)
-        self.summary = run_scenario(cfg, built, intervals=False,
+        self.summary = pipeline.run(base, built, intervals=False,
                                     plans=self.plans if self.enabled else None).summary
         self.fields = SIZE_FIELDS            # the chip's fields plans are made from
         self.sizes = ChipSpec.from_profile(base.profile).sizes

@@ -100,7 +100,7 @@ def _run_all(base: Base, shared: SharedPlans, jobs: list, workers: int | None,
     chunks = [jobs[i::n] for i in range(n)]             # interleaved: similar work per chunk
     cfg_json, profile_json = base.cfg.model_dump(mode="json"), base.profile.model_dump(mode="json")
     with dask_client(scheduler, workers) as client:
-        futures = [client.submit(_run_chunk, cfg_json, profile_json, base.scenario_file, c, pure=False)
+        futures = [client.submit(_run_chunk, cfg_json, profile_json, base.file, c, pure=False)
                    for c in chunks if c]
         results = client.gather(futures)
     by_job: dict[int, dict] = {}
