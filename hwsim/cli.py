@@ -431,12 +431,23 @@ def _headline(s, verdict: str) -> str:
     """The latency a user sees: a speculative step yields several tokens, so its time per accepted
     token (the step's own latency beside it); else the inter-token latency."""
     itl = s.itl_ms
-    if not (sp := s.speculative):
+    # a serving run's itl_ms is per accepted token already (its speculation: _speculation_line)
+    if not (sp := s.speculative) or s.serving:
         return f"inter-token latency p50 {itl['p50']:.3f} ms, p99 {itl['p99']:.3f} ms: {verdict} the {s.budget_ms:g} ms budget"
     verdict = "[green]within[/]" if sp.ms_per_accepted_token <= s.budget_ms else "[red]over[/]"
     return (f"speculative decoding ({sp.method}, {sp.tokens} drafted, {sp.expected_tokens_per_step:.2f} tokens a "
             f"step): {sp.ms_per_accepted_token:.3f} ms per accepted token, {verdict} the {s.budget_ms:g} ms "
             f"budget; a step takes p50 {itl['p50']:.3f} ms, p99 {itl['p99']:.3f} ms")
+
+
+def _speculation_line(sp) -> str:
+    """A serving run's speculation (hwsim.summary.ServingSpeculativeSummary), measured against
+    what was configured."""
+    if sp.tokens_per_verification is None:
+        return f"speculative decoding ({sp.method}, {sp.tokens} drafted): no sequence was verified"
+    return (f"speculative decoding ({sp.method}, {sp.tokens} drafted): {sp.tokens_per_verification:.2f} tokens "
+            f"per verification (configured {sp.expected_tokens_per_step:.2f}), drafts accepted "
+            f"{sp.draft_acceptance_rate:.1%}; the drafts {sp.draft_share:.1%} of the iterations' time")
 
 
 def _energy_per_token(p, s) -> str:
@@ -462,6 +473,8 @@ def _print_summary(s, paths: dict, figures: str) -> None:
                       f"p99 {s.ttft_ms['p99']:.1f} ms; {v.throughput_tok_s:.0f} tokens/s; "
                       f"{v.slo_attainment:.1%} of tokens within budget; goodput {v.goodput_rps:.2f} req/s; "
                       f"queue p99 {v.queue_ms_p99:.1f} ms")
+        if sp := s.speculative:
+            console.print(_speculation_line(sp))
     elif s.ttft_ms:
         console.print(f"time to first token (one prefill) {s.ttft_ms['p50']:.3f} ms")
     title = ("where an iteration's time goes (mean over iterations)" if s.serving

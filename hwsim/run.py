@@ -173,8 +173,9 @@ def power_summary(power: PowerModel | None, result: RunResult, settled: Settled 
     clock_hz = settled.clock_hz if settled else clock_hz
     watts = power.watts(work, seconds, clock_hz)
     tokens = result.run_summary.sim.simulated_tokens
-    if sp := result.run_summary.speculative:    # a fixed batch's step yields E accepted tokens a sequence
-        tokens *= sp.expected_tokens_per_step
+    sp = result.run_summary.speculative
+    if sp and result.run_summary.serving is None:   # a fixed batch's step yields E accepted tokens a sequence
+        tokens *= sp.expected_tokens_per_step       # (a serving run counts the tokens it gave out)
     return PowerSummary(watts=watts, limit_w=power.limit_w, sm_clock_mhz=clock_hz / 1e6,
                         max_clock_mhz=power.max_clock_hz / 1e6,
                         watts_at_max_clock=settled.watts_at_max if settled else None,
@@ -277,8 +278,11 @@ def _run_serving(cfg: Scenario, b: Built, wall0: float, progress) -> RunResult:
                           f"(prompt + output) is larger than the HBM the weights leave free",
                           key="workload.prompt")
     # the gaps are the summary's: left in place in ms, 8 bytes a gap, in no order
-    return _served_result(cfg, b, wall0, served, request_rows(loop), loop.iterations, loop.gaps.ms(),
-                          sum(r.tokens for r in loop.finished))
+    result = _served_result(cfg, b, wall0, served, request_rows(loop), loop.iterations, loop.gaps.ms(),
+                            sum(r.tokens for r in loop.finished))
+    if spec := getattr(loop, "spec", None):        # measured acceptance, the drafts' share
+        result.run_summary = result.run_summary.replace(speculative=spec.summary(loop.iterations))
+    return result
 
 
 def _served_result(cfg: Scenario, b: Built, wall0: float, served, rows: list[dict], iters: list,

@@ -165,4 +165,5 @@ def merged_passes(drafts: list[StepResult], verify: StepResult) -> StepResult:
                       t_start=drafts[0].t_start, t_end=verify.t_end, breakdown_s=breakdown, bytes=moved,
                       kernels=sum(p.kernels for p in passes), tokens=verify.tokens,
                       active_experts_per_layer=verify.active_experts_per_layer,
-                      active_weight_fraction=verify.active_weight_fraction, activity=activity)
+                      active_weight_fraction=verify.active_weight_fraction, activity=activity,
+                      draft_s=sum(d.duration_s for d in drafts))

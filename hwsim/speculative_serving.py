@@ -27,6 +27,7 @@ from hwsim.build import Built
 from hwsim.model.schedule import StepShape
 from hwsim.serving.loop import StepOracle, pass_shape
 from hwsim.step import simulate_pass
+from hwsim.summary import ServingSpeculativeSummary
 from hwsim.speculative import Speculation, merged_passes
 
 DRAW_BLOCK = 64              # steps of acceptance drawn at once per sequence (one numpy call)
@@ -67,12 +68,14 @@ class SpeculativeOracle(StepOracle):
 
 class Acceptance:
     """Tokens a decoding sequence gets from one verification, 1 + its accepted drafts, drawn
-    from the sequence's own stream (seed, request id), DRAW_BLOCK steps at a time."""
+    from the sequence's own stream (seed, request id), DRAW_BLOCK steps at a time; `drawn[n]`
+    counts the verifications that accepted n drafts."""
 
     def __init__(self, seed: int, rates: list[float]):
         self.seed = seed
         self.rates = np.asarray(rates, dtype=float)
         self._open: dict[int, list] = {}           # request id -> [generator, block, next index]
+        self.drawn = [0] * (len(rates) + 1)
 
     def tokens(self, rid: int) -> int:
         state = self._open.get(rid)
@@ -86,6 +89,7 @@ class Acceptance:
             state[2] = 0
         n = int(state[1][state[2]])
         state[2] += 1
+        self.drawn[n - 1] += 1
         return n
 
     def close(self, rid: int) -> None:
@@ -101,6 +105,49 @@ class ServingSpeculation:
         self.core = Speculation(cfg, built)
         self.queries = self.core.queries
         self.acceptance = Acceptance(cfg.seed, self.core.rates)
+        self.emitted = 0                   # tokens the verifications gave out (replies' ends cut)
 
     def oracle(self, built: Built) -> SpeculativeOracle:
         return SpeculativeOracle(built, self.core)
+
+    def take(self, rid: int, room: int) -> int:
+        """The tokens request `rid` gets from this iteration's verification, at most `room` (its
+        reply's end); its stream is dropped when they fill it."""
+        n = min(self.acceptance.tokens(rid), room)
+        self.emitted += n
+        if n == room:
+            self.acceptance.close(rid)
+        return n
+
+    def summary(self, iterations: list) -> ServingSpeculativeSummary:
+        """The run's speculation: measured acceptance beside the configured, and the drafts'
+        share of the iterations' time (each iteration's pass: StepResult.draft_s)."""
+        core, drawn = self.core, self.acceptance.drawn
+        k, runs = core.spec.tokens, sum(drawn)
+        accepted = sum(n * c for n, c in enumerate(drawn))
+        total_s = sum(it.duration_s for it in iterations)
+        draft_s = sum(it.step.draft_s for it in iterations)
+        verifying = sum(1 for it in iterations if it.decodes)
+        steps = max(len(iterations), 1)
+        return ServingSpeculativeSummary(
+            method=core.spec.method, tokens=k, acceptance=core.rates, draft_model=core.spec.draft,
+            query_tokens_per_sequence=core.queries, expected_tokens_per_step=core.expected,
+            verifications=runs, acceptance_measured=measured_rates(drawn),
+            draft_acceptance_rate=accepted / (k * runs) if runs else None,
+            accepted_tokens_per_verification=accepted / runs if runs else None,
+            tokens_per_verification=1 + accepted / runs if runs else None,
+            tokens_per_step=self.emitted / verifying if verifying else None,
+            ms_per_step=1e3 * total_s / steps, draft_ms_per_step=1e3 * draft_s / steps,
+            verify_ms_per_step=1e3 * (total_s - draft_s) / steps,
+            draft_share=draft_s / total_s if total_s else 0.0)
+
+
+def measured_rates(drawn: list[int]) -> list:
+    """Per drafted position j, the share of the verifications that reached it (accepted every
+    earlier draft) which accepted it too; None where none reached it. `drawn[n]`: the
+    verifications that accepted n drafts."""
+    out = []
+    for j in range(1, len(drawn)):
+        reached, accepted = sum(drawn[j - 1:]), sum(drawn[j:])
+        out.append(accepted / reached if reached else None)
+    return out

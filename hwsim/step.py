@@ -44,6 +44,7 @@ class StepResult:
     parallel: object | None = None     # several GPUs: hwsim.parallel.multi.PassStats
     activity: Activity = Activity()    # the units' work, what its power is made of (several GPUs: the busiest's)
     host: HostTotals = HostTotals()    # the host's side of the pass (several GPUs: the first GPU's)
+    draft_s: float = 0.0               # of the duration, the draft passes' (workload.speculative)
 
     @property
     def duration_s(self) -> float:

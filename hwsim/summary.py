@@ -102,7 +102,12 @@ def _parsed(hint, value):
     if value is None:
         return None
     parts = [t for t in typing.get_args(hint) or (hint,) if isinstance(t, type) and issubclass(t, Part)]
-    return parts[0].from_dict(value) if parts else value
+    if not parts:
+        return value
+    # a field of one of several parts (a fixed batch's speculative part or a serving run's):
+    # the part whose fields the dict has most of
+    keys = value.keys() if isinstance(value, dict) else ()
+    return max(parts, key=lambda p: len(keys & set(p.FIELDS))).from_dict(value)
 
 
 @typing.dataclass_transform(kw_only_default=True, frozen_default=True)
@@ -412,6 +417,29 @@ class SpeculativeSummary(Part):
     extra_experts_per_layer: float
 
 
+@part
+class ServingSpeculativeSummary(Part):
+    """Speculative decoding or MTP in a serving run (hwsim.speculative_serving.ServingSpeculation
+    .summary): what the iterations' verifications accepted, against what was configured, and the
+    draft work's share of the iterations' time. Its ITL per accepted token is the run's itl_ms."""
+    method: str
+    tokens: int
+    acceptance: list                     # configured, per drafted position
+    draft_model: str | None
+    query_tokens_per_sequence: int
+    expected_tokens_per_step: float      # configured: 1 + sum_j prod_{i<=j} a_i
+    verifications: int                   # a decoding sequence in an iteration, each
+    acceptance_measured: list            # per position: accepted / reached (None: never reached)
+    draft_acceptance_rate: float | None  # accepted drafts / drafted tokens
+    accepted_tokens_per_verification: float | None
+    tokens_per_verification: float | None   # 1 + the accepted drafts (the reply's end not cut)
+    tokens_per_step: float | None        # tokens an iteration that verified gave its sequences
+    ms_per_step: float                   # an iteration, draft passes and verification
+    draft_ms_per_step: float
+    verify_ms_per_step: float
+    draft_share: float                   # of the iterations' time, the draft passes'
+
+
 # -- the run --------------------------------------------------------------------------------------
 
 @part
@@ -450,7 +478,7 @@ class RunSummary(Part):
     trace: TraceSummary | None = None
     sim: SimSummary
     serving: ServingSummary | None = None
-    speculative: SpeculativeSummary | None = None
+    speculative: SpeculativeSummary | ServingSpeculativeSummary | None = None
     power: PowerSummary | None = None
 
     def replace(self, **changes: Any) -> "RunSummary":

@@ -103,3 +103,59 @@ def test_speculation_lowers_itl_at_batch_1_and_raises_it_at_a_saturated_batch(de
     # which only make the verification costlier)
     for step, count in ((spec_step, bytes_spec), (plain_step, bytes_plain)):
         assert step.bytes["weights"] + step.bytes["kv"] == pytest.approx(count, rel=0.05)
+
+
+DRAFT_1B = str(Path(__file__).parent / "data" / "llama-3.2-1b.yaml")
+
+
+def draft_sets(k, a):
+    return ["workload.speculative.method=draft", f"workload.speculative.tokens={k}",
+            f"workload.speculative.draft={DRAFT_1B}", f"workload.speculative.acceptance={a}"]
+
+
+def test_a_draft_model_serves_under_arrivals_its_step_charged_each_iteration():
+    """Llama-3.1-8B verifying a Llama-3.2-1B draft's K = 4 tokens under Poisson arrivals. Each
+    iteration that decodes pays K passes of the draft's own decode step before verifying; with
+    acceptance 0 that buys nothing (ITL per token worse than no speculation), with acceptance 1
+    every verification gives K + 1 = 5 tokens."""
+    k, rate = 4, "workload.arrivals.rate_per_s=4"
+    plain = serve(rate)
+    never, always = serve(rate, *draft_sets(k, 0)), serve(rate, *draft_sets(k, 1))
+    # a batch-1 iteration's drafts are K of the draft model's own decode steps at its context
+    it = next(it for it in never.iterations if it.decodes == 1 and not it.prefill_tokens)
+    cfg = load_scenario(None, [f"model={DRAFT_1B}", "runtime.sm_clock=max", "workload.batch_size=1",
+                               f"workload.context_tokens={it.step.context}", "workload.decode_steps=1"])
+    draft_step_ms = run_scenario(cfg, build(cfg), intervals=False).summary["itl_ms"]["mean"]
+    assert it.step.draft_s * 1e3 == pytest.approx(k * draft_step_ms, rel=0.02)
+    assert all(it.step.draft_s > 0 for it in never.iterations if it.decodes)
+    assert never.summary["itl_ms"]["mean"] > 1.5 * plain.summary["itl_ms"]["mean"]
+    assert always.summary["itl_ms"]["mean"] < 0.6 * plain.summary["itl_ms"]["mean"]
+    sp0, sp1 = never.summary["speculative"], always.summary["speculative"]
+    assert sp0["tokens_per_verification"] == 1.0 and sp0["acceptance_measured"] == [0.0, None, None, None]
+    assert sp1["tokens_per_verification"] == 5.0 and sp1["acceptance_measured"] == [1.0] * k
+    assert sp0["draft_model"] == sp1["draft_model"] == DRAFT_1B
+    assert 0.3 < sp0["draft_share"] < 0.7           # four 1B passes beside one 8B verification
+
+
+def test_a_serving_run_summarises_its_speculation_measured_against_configured():
+    from hwsim.summary import RunSummary, ServingSpeculativeSummary, SpeculativeSummary
+    res = serve("workload.arrivals.rate_per_s=4", *spec_sets(3, 0.8))
+    sp = res.summary["speculative"]
+    its = res.iterations
+    assert sp["acceptance"] == [0.8] * 3 and sp["expected_tokens_per_step"] == pytest.approx(expected_tokens([0.8] * 3))
+    assert all(r == pytest.approx(0.8, abs=0.06) for r in sp["acceptance_measured"])
+    assert sp["tokens_per_verification"] == pytest.approx(sp["expected_tokens_per_step"], rel=0.05)
+    assert sp["tokens_per_verification"] == 1 + sp["accepted_tokens_per_verification"]
+    assert sp["draft_acceptance_rate"] == pytest.approx(sp["accepted_tokens_per_verification"] / 3)
+    assert sp["verifications"] == sum(it.decodes for it in its)
+    # every token a reply got after its first came from a verification
+    verifying = sum(1 for it in its if it.decodes)
+    assert sp["tokens_per_step"] * verifying == pytest.approx(sum(r["output_tokens"] - 1 for r in res.requests))
+    assert sp["ms_per_step"] == pytest.approx(1e3 * np.mean([it.duration_s for it in its]))
+    assert sp["draft_ms_per_step"] + sp["verify_ms_per_step"] == pytest.approx(sp["ms_per_step"])
+    assert 0 < sp["draft_share"] < 1 and sp["draft_share"] == pytest.approx(sp["draft_ms_per_step"] / sp["ms_per_step"])
+    # read back from a manifest: the serving part, not the fixed batch's
+    assert type(RunSummary.from_dict(res.summary).speculative) is ServingSpeculativeSummary
+    fixed = run_scenario(cfg := load_scenario(None, ["workload.decode_steps=1", *spec_sets(2)]), build(cfg),
+                         intervals=False)
+    assert type(RunSummary.from_dict(fixed.summary).speculative) is SpeculativeSummary

@@ -25,16 +25,23 @@ def predict(model: str, batch: int, context: int, queries: int) -> float:
     return run_scenario(cfg, build(cfg), intervals=False).summary["speculative"]["verify_ms_per_step"]
 
 
-def main():
-    path = Path(sys.argv[1]) if len(sys.argv) > 1 else HERE / "data/spec_steps_h100/h100_spec_steps.csv"
-    errs = []
-    print("| case | measured ms | hwsim ms | error |\n|---|---:|---:|---:|")
+DATA = HERE / "data/spec_steps_h100/h100_spec_steps.csv"
+
+
+def rows(path: Path = DATA):
+    """(case name, measured ms, hwsim ms) of each measured verification step."""
     for r in csv.DictReader(path.open()):
         q = int(r["name"].split("-q")[1].split("-")[0])
-        m = float(r["measured_ms"])
-        p = predict(r["model"], int(r["batch"]), int(r["context_tokens"]), q)
+        yield r["name"], float(r["measured_ms"]), predict(r["model"], int(r["batch"]), int(r["context_tokens"]), q)
+
+
+def main():
+    path = Path(sys.argv[1]) if len(sys.argv) > 1 else DATA
+    errs = []
+    print("| case | measured ms | hwsim ms | error |\n|---|---:|---:|---:|")
+    for name, m, p in rows(path):
         errs.append(p / m - 1)
-        print(f"| {r['name']} | {m:.2f} | {p:.2f} | {p / m - 1:+.1%} |", flush=True)
+        print(f"| {name} | {m:.2f} | {p:.2f} | {p / m - 1:+.1%} |", flush=True)
     print(f"median |error| {statistics.median(map(abs, errs)):.1%}, max {max(map(abs, errs)):.1%}")
 
 

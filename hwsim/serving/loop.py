@@ -361,9 +361,8 @@ class ServingLoop:
     def _speculative_tokens(self, decoding: list[Request], now: float, as_needed: bool) -> None:
         """Each decoding sequence's accepted drafts and its own token, out at `now`; the
         iteration's gap is shared evenly by them (ITL per accepted token)."""
-        accept = self.spec.acceptance
         for r in decoding:
-            n = min(accept.tokens(r.rid), r.output_tokens - r.tokens)
+            n = self.spec.take(r.rid, r.output_tokens - r.tokens)
             r.gaps.extend([(now - r.last_token_s) / n] * n)
             r.last_token_s = now
             r.tokens += n
@@ -371,8 +370,6 @@ class ServingLoop:
                 grown = n * self._kv_token_bytes(r)
                 r.held_bytes += grown
                 self._reserved += grown
-            if r.tokens >= r.output_tokens:
-                accept.close(r.rid)
 
     def _all_issued(self) -> bool:
         a = self.w.arrivals

@@ -32,7 +32,9 @@ SPECULATIVE_ITL = "speculative.ms_per_accepted_token"
 
 
 def metrics_of(base: Base) -> dict[str, str]:
-    return {**METRICS, "itl": SPECULATIVE_ITL} if base.cfg.workload.speculative else METRICS
+    """A serving run's itl_ms is per accepted token already; a fixed batch's is per step."""
+    w = base.cfg.workload
+    return {**METRICS, "itl": SPECULATIVE_ITL} if w.speculative and w.arrivals.kind == "none" else METRICS
 
 
 def numbers_of(base: Base) -> list[Number]:
