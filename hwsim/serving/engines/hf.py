@@ -80,11 +80,13 @@ class VirtualClock:
 def model_config(model, kv_heads: int | None = None, head_dim: int | None = None):
     """A transformers config of hwsim's model shape: what the paged cache and the scheduler read.
     `kv_heads`, `head_dim`: a stand-in's, for a cache whose tensors are never read."""
-    from transformers import LlamaConfig
+    # the base config with the fields the library reads: LlamaConfig's import pulls in
+    # torch._dynamo and the auto classes (2 s), for the same cache and scheduler
+    from transformers.configuration_utils import PreTrainedConfig
     a = model.attention
-    cfg = LlamaConfig(hidden_size=model.hidden, num_hidden_layers=model.layers, vocab_size=model.vocab,
-                      num_attention_heads=a.heads, num_key_value_heads=kv_heads or a.kv_heads or a.heads,
-                      head_dim=head_dim or a.head_dim, intermediate_size=getattr(model, "ffn", None) or 4 * model.hidden)
+    cfg = PreTrainedConfig(hidden_size=model.hidden, num_hidden_layers=model.layers, vocab_size=model.vocab,
+                           num_attention_heads=a.heads, num_key_value_heads=kv_heads or a.kv_heads or a.heads,
+                           head_dim=head_dim or a.head_dim, intermediate_size=getattr(model, "ffn", None) or 4 * model.hidden)
     cfg._attn_implementation = "paged|sdpa"      # HF's default attention (SDPA, cuDNN on the H200), paged
     return cfg
 
