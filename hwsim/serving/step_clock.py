@@ -17,7 +17,7 @@ are geometric because the pass is near linear between their points: decode atten
 bilinear in decodes x context (which bilinear interpolation reproduces), the GEMMs linear in
 tokens once compute-bound; a step with prompt tokens runs its decodes inside the prompt's
 GEMMs, so its decodes and context take a coarser grid (x4) than a decode-only step's (x2).
-Fewer passes is the clock's speed (a pass is ~10 ms of Python: 74 instead of 299 for 200
+Fewer passes is the clock's speed (a pass is ~10 ms of Python: 78 instead of 299 for 200
 requests of scenarios/engines/hf-llama-chat.yaml) at the same accuracy: the grid's error
 against each step's exact shape is measured by benchmarks/bench_serving_engine.py
 (`--bucket-error`), stated in docs/serving.md and held by tests/test_step_clock.py. Rounding up
@@ -132,8 +132,8 @@ class StepClock:
 def _blend(corners: list, breakdown: dict):
     """A pass standing for a step between grid passes (what the run's summary averages: its
     breakdown, bytes, kernels, work and host figures), each figure its corners' weighted sum.
-    The nearest corner alone put a 380-token prompt's GEMMs at 1,024 tokens' (+88% gemm_compute
-    in the 200-request run's summary)."""
+    Its upper corner alone put the 200-request run's mean device_busy_ms at 8.28 ms, where the
+    steps' own device time averages 7.36 ms (a chunk's prompt tokens rounded up)."""
     def mix(get):
         return sum(w * get(s) for w, s in corners)
     first = corners[0][1]
