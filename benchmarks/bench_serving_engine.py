@@ -2,14 +2,16 @@
 and what the step clock's shape buckets cost in accuracy.
 
     python benchmarks/bench_serving_engine.py [--scenario scenarios/engines/hf-llama-chat.yaml]
-        [--requests 200] [--set KEY=VALUE ...] [--bucket-error 60]
+        [--requests 200] [--set KEY=VALUE ...] [--bucket-error 60] [--builtin]
 
 Prints, for HF transformers continuous batching (workload.engine.kind hf-transformers):
-- startup: importing torch and transformers and building the engine (paid once per run);
-- the run: wall seconds of run_scenario (engine scheduler + step clock + summary), its steps per
-  wall second, and the simulated makespan, which is how long the real engine would take to serve
-  the same requests (first arrival to last token);
-- speed: makespan / wall, with and without the startup (target: >= 100x, issue 43 item 6);
+- startup: importing torch and transformers (paid once per process);
+- the run: wall and CPU seconds of run_scenario (build, engine, scheduler, step clock, summary),
+  its steps per wall second, and the simulated makespan, which is how long the real engine
+  would take to serve the same requests (first arrival to last token);
+- speed: simulated seconds per wall second (makespan / wall), without and with the imports, and
+  per CPU second (steadier on a shared machine) (target: >= 100x, issue 43 item 6);
+- `--builtin`: the same requests through hwsim's own loop (workload.engine.kind hwsim), its speed;
 - `--bucket-error N`: N steps of the run, each timed as the step clock times it (interpolated
   between grid passes, hwsim/serving/step_clock.py), as the built-in loop's bucket would (rounded
   up), and from its exact shape (a pass of those very decodes, context and prompt tokens): the
@@ -30,33 +32,55 @@ def main(argv=None) -> int:
     ap.add_argument("--requests", type=int, default=200)
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--bucket-error", type=int, default=0, metavar="N")
+    ap.add_argument("--builtin", action="store_true", help="also time hwsim's own serving loop")
     args = ap.parse_args(argv)
 
     t0 = time.perf_counter()
     import torch  # noqa: F401
+    import torch._dynamo  # noqa: F401  (the paged cache's first mark_static_address imports it: 1-2 s)
     import transformers.generation.continuous_batching.continuous_api  # noqa: F401
     imports = time.perf_counter() - t0
     from hwsim.config.load import load_scenario
     from hwsim.run import run_scenario
     cfg = load_scenario(args.scenario, [f"workload.arrivals.requests={args.requests}", *args.set])
-    t1 = time.perf_counter()
+    t1, c1 = time.perf_counter(), time.process_time()
     result = run_scenario(cfg)
-    wall = time.perf_counter() - t1
+    wall, cpu = time.perf_counter() - t1, time.process_time() - c1
     s = result.run_summary
     e = s.serving.engine
     makespan = s.serving.makespan_s
     print(f"{cfg.model} on {cfg.hardware}, {e.kind} {e.version}, {args.requests} requests "
           f"({cfg.workload.arrivals.kind} {cfg.workload.arrivals.rate_per_s:g}/s)")
-    print(f"  import torch + transformers: {imports:.1f} s (once per process)")
-    print(f"  run_scenario: {wall:.2f} s wall, {e.steps} engine steps ({e.steps / wall:,.0f} steps/s), "
-          f"{e.bucket_shapes} shape buckets simulated")
+    print(f"  import torch (with torch._dynamo) + transformers: {imports:.1f} s (once per process)")
+    print(f"  run_scenario: {wall:.2f} s wall ({cpu:.2f} s CPU), {e.steps} engine steps ({e.steps / wall:,.0f} steps/s), "
+          f"{e.bucket_shapes} grid passes simulated")
     print(f"  simulated makespan (the real engine's serving time): {makespan:.1f} s")
-    print(f"  speed: {makespan / wall:.1f}x real time; with the imports {makespan / (wall + imports):.1f}x")
+    print(f"  speed: {makespan / wall:.1f}x real time ({makespan / cpu:.1f}x per CPU second); "
+          f"with the imports {makespan / (wall + imports):.1f}x")
     print(f"  TTFT p50 {s.ttft_ms['p50']:.1f} ms, ITL p50 {s.itl_ms['p50']:.1f} ms, "
           f"E2E mean {s.serving.e2e_ms['mean']:.0f} ms, {s.serving.throughput_tok_s:.1f} tok/s")
     if args.bucket_error:
         bucket_error(cfg, result, args.bucket_error)
+    if args.builtin:
+        builtin(args)
     return 0
+
+
+def builtin(args) -> None:
+    """The scenario's requests through hwsim's own serving loop (its vLLM-like policy, the
+    built-in buckets): no engine to import."""
+    from hwsim.config.load import load_scenario
+    from hwsim.run import run_scenario
+    cfg = load_scenario(args.scenario, [f"workload.arrivals.requests={args.requests}", *args.set,
+                                        "workload.engine.kind=hwsim"])
+    t1, c1 = time.perf_counter(), time.process_time()
+    s = run_scenario(cfg).run_summary
+    wall, cpu = time.perf_counter() - t1, time.process_time() - c1
+    makespan = s.serving.makespan_s
+    print(f"hwsim's own loop (workload.engine.kind hwsim), the same {args.requests} requests:")
+    print(f"  run_scenario: {wall:.2f} s wall ({cpu:.2f} s CPU), {s.serving.iterations} iterations, "
+          f"{s.serving.iteration_shapes_simulated} shapes simulated; makespan {makespan:.1f} s")
+    print(f"  speed: {makespan / wall:.1f}x real time ({makespan / cpu:.1f}x per CPU second)")
 
 
 def bucket_error(cfg, result, n: int) -> None:

@@ -145,3 +145,25 @@ def test_cuda_graphs_time_the_padded_queries(built):
     assert batch == [(1, 103), (1, 103), (1, 103)]
     assert step.total_s == pytest.approx((85 + 3 * (47.3 + 747)) * 1e-6 + 9.85e-6 + step.device_s)   # a replay
     assert host.h2d_bytes == hf.io_copy_bytes(8192, run.num_blocks * 256)
+
+
+def test_lean_inputs_schedule_exactly_as_the_librarys_own(built):
+    """The adapter skips the library's input tensors (hf.HfEngine lean_inputs): on a seeded trace
+    with chunked prefill and preemption, every step's batch and every request's token times are
+    those of the library's own prepare_batch_tensors."""
+    from hwsim.serving.step_clock import StepTime
+
+    class Clock:              # a step time from the batch alone: no passes, the test stays fast
+        host = None
+
+        def time(self, batch, padding=()):
+            t = 0.01 + 2e-6 * sum(q + c / 64 for q, c in batch)
+            return StepTime(t, 0.0, t)
+    rng = np.random.default_rng(3)
+    t = np.cumsum(rng.exponential(1 / 4.0, 24))
+    reqs = [Request(i, float(t[i]), int(rng.integers(64, 2500)), int(rng.integers(8, 120))) for i in range(24)]
+    runs = [hf.HfEngine(built.model, Clock(), {"num_blocks": 16, "max_batch_tokens": 1024}, 100e9,
+                        lean_inputs=lean).serve(reqs) for lean in (False, True)]
+    assert runs[0].preemptions >= 1 and max(len(b) for _, _, b in runs[0].steps) > 1
+    assert [b for _, _, b in runs[0].steps] == [b for _, _, b in runs[1].steps]
+    assert runs[0].token_times == runs[1].token_times

@@ -8,15 +8,21 @@ the hardware engine.
 
 Sequences with one query token and a KV cache are decodes; the others are prompt chunks (a
 first chunk, or a later chunk of a chunked prefill over its cached prefix). The pass's shape is
-(decodes, their mean context, prompt tokens, prompts in the step). Decodes and prompts are kept
-exact; the mean context and the prompt tokens are placed on a grid (GRID below: 128, 256, then
-every 512 tokens of context; 16, 32, 64, then every 128 prompt tokens) and the device time is
-interpolated linearly between the grid's passes around the step (each simulated once by the
-loop's StepOracle, then reused), bilinearly when both are off the grid. A step below the grid's
-first point takes that point's pass. Rounding up to a bucket instead (the built-in loop's rule)
-was 15% off in device time (median of 60 steps of scenarios/engines/hf-llama-chat.yaml: a
-40-token chunk timed as 128 tokens); the grid's error is measured by
-benchmarks/bench_serving_engine.py (`--bucket-error`) and stated in docs/serving.md.
+(decodes, their mean context, prompt tokens, prompts in the step). The prompts are kept exact;
+decodes, mean context and prompt tokens are placed on geometric grids (GRIDS below) and the
+device time is interpolated linearly between the grid's passes around the step (each simulated
+once by the loop's StepOracle, then reused by the run's clock), bilinearly or trilinearly when
+several are off the grid. A step below a grid's first point takes that point's pass. The grids
+are geometric because the pass is near linear between their points: decode attention is
+bilinear in decodes x context (which bilinear interpolation reproduces), the GEMMs linear in
+tokens once compute-bound; a step with prompt tokens runs its decodes inside the prompt's
+GEMMs, so its decodes and context take a coarser grid (x4) than a decode-only step's (x2).
+Fewer passes is the clock's speed (a pass is ~10 ms of Python: 78 instead of 299 for 200
+requests of scenarios/engines/hf-llama-chat.yaml) at the same accuracy: the grid's error
+against each step's exact shape is measured by benchmarks/bench_serving_engine.py
+(`--bucket-error`), stated in docs/serving.md and held by tests/test_step_clock.py. Rounding up
+to a bucket instead (the built-in loop's rule) was 15% off in device time (median of 60 steps:
+a 40-token chunk timed as 128 tokens).
 
 Device time is the pass's kernels (their busy union, without hwsim's own launch model: the
 engine's host is timed apart, hwsim/serving/engine_host.py). Host time and how it overlaps
@@ -25,10 +31,10 @@ the device are the engine host's; with no host model the step takes the device t
 
 from __future__ import annotations
 
-import itertools
-import math
+import dataclasses
 from dataclasses import dataclass, field
 
+from hwsim.hw.power import Activity
 from hwsim.serving.loop import StepOracle
 
 
@@ -88,21 +94,23 @@ class StepClock:
         return cache[key]
 
     def device(self, sb: StepBatch) -> tuple[float, dict, object]:
-        """The step's device time, its breakdown, and the grid pass nearest above it."""
-        dec = _around(sb.decodes, DECODE_GRID) if sb.decodes else ((0, 1.0),)
-        ctx = _around(sb.mean_context, CONTEXT_GRID) if sb.decodes else ((0, 1.0),)
-        pre = _around(sb.prefill_tokens, PREFILL_GRID) if sb.prefill_tokens else ((0, 1.0),)
-        secs, parts, top = 0.0, {}, None
-        for (d, wd), (c, wc), (p, wp) in itertools.product(dec, ctx, pre):
-            w = wd * wc * wp
-            if w == 0.0:
-                continue
-            step = self.corner(d, c, p, sb.prefill_sequences)
-            secs += w * (step.host.device_busy_s or step.duration_s)
-            for k, v in step.breakdown_s.items():
-                parts[k] = parts.get(k, 0.0) + w * v
-            top = step
-        return secs, parts, top
+        """The step's device time, its breakdown, and its pass: the grid passes around it
+        blended with the interpolation's weights (one pass where the step is on the grid)."""
+        grid = GRIDS["mixed" if sb.prefill_tokens else "decode"]
+        dec = _around(sb.decodes, *grid["decodes"]) if sb.decodes else ((0, 1.0),)
+        ctx = _around(sb.mean_context, *grid["context"]) if sb.decodes else ((0, 1.0),)
+        pre = _around(sb.prefill_tokens, *GRIDS["prefill"]) if sb.prefill_tokens else ((0, 1.0),)
+        secs, parts, corners = 0.0, {}, []
+        for d, wd in dec:
+            for c, wc in ctx:
+                for p, wp in pre:
+                    w = wd * wc * wp
+                    step = self.corner(d, c, p, sb.prefill_sequences)
+                    secs += w * (step.host.device_busy_s or step.duration_s)
+                    for k, v in step.breakdown_s.items():
+                        parts[k] = parts.get(k, 0.0) + w * v
+                    corners.append((w, step))
+        return secs, parts, corners[0][1] if len(corners) == 1 else _blend(corners, dict(parts))
 
     def time(self, batch: list[tuple[int, int]], padding: tuple = ()) -> StepTime:
         """The step of `batch`: [(query tokens, cached KV tokens)] per sequence; `padding`: rows
@@ -121,24 +129,44 @@ class StepClock:
         return StepTime(device_s, host.busy_s, host.wall_s, parts, step.kernels, step)
 
 
-# the grid points the device time is interpolated between (tokens)
-DECODE_GRID = ((1, 2, 3, 4, 6, 8, 12, 16, 24, 32), 16)   # (first points, then every this many)
-CONTEXT_GRID = ((128, 256, 512), 512)
-PREFILL_GRID = ((16, 32, 64, 128), 128)
+def _blend(corners: list, breakdown: dict):
+    """A pass standing for a step between grid passes (what the run's summary averages: its
+    breakdown, bytes, kernels, work and host figures), each figure its corners' weighted sum.
+    Its upper corner alone put the 200-request run's mean device_busy_ms at 8.28 ms, where the
+    steps' own device time averages 7.36 ms (a chunk's prompt tokens rounded up)."""
+    def mix(get):
+        return sum(w * get(s) for w, s in corners)
+    first = corners[0][1]
+    host = {f.name: mix(lambda s, n=f.name: getattr(s.host, n)) for f in dataclasses.fields(first.host)}
+    return dataclasses.replace(
+        first, t_start=0.0, t_end=mix(lambda s: s.duration_s), breakdown_s=breakdown,
+        bytes={k: mix(lambda s, k=k: s.bytes.get(k, 0.0)) for k in first.bytes},
+        kernels=mix(lambda s: s.kernels), tokens=mix(lambda s: s.tokens),
+        active_experts_per_layer=mix(lambda s: s.active_experts_per_layer),
+        active_weight_fraction=mix(lambda s: s.active_weight_fraction),
+        activity=Activity(mix(lambda s: s.activity.tensor_flops), mix(lambda s: s.activity.l2_bytes),
+                          mix(lambda s: s.activity.hbm_bytes)),
+        host=dataclasses.replace(first.host, **host))
 
 
-def _around(x: float, points_step: tuple) -> tuple:
-    """((lower point, weight), (upper point, weight)) of x on the grid (its points, then every
-    `step`); x at or below the first point: that point alone."""
-    grid, step = points_step
-    if x <= grid[0]:
-        return ((grid[0], 1.0),)
-    if x <= grid[-1]:
-        hi = next(g for g in grid if g >= x)
-        lo = grid[grid.index(hi) - 1]
-    else:
-        hi = grid[-1] + math.ceil((x - grid[-1]) / step) * step
-        lo = hi - step
+# the grids the device time is interpolated on: (first point, ratio, widest spacing) in tokens;
+# a pass's time is a staircase in decodes (the GEMMs' tiles: 5.6 ms at 33 decodes, 6.0 at 34 on
+# the H200's Llama-3.1-8B), so their spacing is capped
+GRIDS = {
+    "decode": {"decodes": (1, 2, 8), "context": (128, 2, None)},      # a decode-only step
+    "mixed": {"decodes": (1, 4, 64), "context": (256, 4, None)},       # decodes inside a prompt's GEMMs
+    "prefill": (16, 4, None),                                          # prompt tokens of a step
+}
+
+
+def _around(x: float, first: int, ratio: int, spacing: int | None = None) -> tuple:
+    """((lower point, weight), (upper point, weight)) of x on the grid first * ratio**k (points
+    at most `spacing` apart); x at or below the first point, or on a point: that point alone."""
+    if x <= first:
+        return ((first, 1.0),)
+    lo = hi = first
+    while hi < x:
+        lo, hi = hi, hi * ratio if spacing is None else min(hi * ratio, hi + spacing)
     if x == hi:
         return ((hi, 1.0),)
     w = (x - lo) / (hi - lo)

@@ -16,6 +16,13 @@ beside the weights (the one call answered from hwsim instead of torch.cuda). CUD
 async batching are decided by the library's own rules as on a CUDA device (they change the
 engine's host timing, hwsim/serving/engine_host.py); on CPU the loop runs synchronously.
 
+The step's input tensors (token ids, positions, the paged cache's read and write indices: 3-5 ms
+a step of Python and torch on CPU, and nothing reads them but the forward the clock replaces)
+are not built: `lean_inputs` keeps only what ContinuousBatchingIOs.prepare_batch_tensors does
+to the requests (positions advanced, the placeholder token, the batch's list), so the scheduler
+decides as it does with the library's own (tests/test_engine_hf.py proves every request's token
+steps identical on a seeded trace). `lean_inputs=False` runs the library's own.
+
 The private names hooked are listed in HOOKS; tests/test_engine_hf.py fails loudly if any is
 missing or the version is not PINNED.
 """
@@ -50,6 +57,8 @@ HOOKS = (
     (f"{CB}.input_outputs", "attn_mask_is_needed"),
     (f"{CB}.input_outputs", "ContinuousBatchingIOs.requests_in_batch"),
     (f"{CB}.input_outputs", "ContinuousBatchingIOs.output_ids"),
+    (f"{CB}.input_outputs", "ContinuousBatchingIOs.prepare_batch_tensors"),
+    (f"{CB}.requests", "TMP_TOKEN_ID"),
     (f"{CB}.initialization", "resolve_continuous_batching_config"),
     (f"{CB}.model_runner", "ModelRunner.maybe_pad_inputs"),
 )
@@ -71,11 +80,13 @@ class VirtualClock:
 def model_config(model, kv_heads: int | None = None, head_dim: int | None = None):
     """A transformers config of hwsim's model shape: what the paged cache and the scheduler read.
     `kv_heads`, `head_dim`: a stand-in's, for a cache whose tensors are never read."""
-    from transformers import LlamaConfig
+    # the base config with the fields the library reads: LlamaConfig's import pulls in
+    # torch._dynamo and the auto classes (2 s), for the same cache and scheduler
+    from transformers.configuration_utils import PreTrainedConfig
     a = model.attention
-    cfg = LlamaConfig(hidden_size=model.hidden, num_hidden_layers=model.layers, vocab_size=model.vocab,
-                      num_attention_heads=a.heads, num_key_value_heads=kv_heads or a.kv_heads or a.heads,
-                      head_dim=head_dim or a.head_dim, intermediate_size=getattr(model, "ffn", None) or 4 * model.hidden)
+    cfg = PreTrainedConfig(hidden_size=model.hidden, num_hidden_layers=model.layers, vocab_size=model.vocab,
+                           num_attention_heads=a.heads, num_key_value_heads=kv_heads or a.kv_heads or a.heads,
+                           head_dim=head_dim or a.head_dim, intermediate_size=getattr(model, "ffn", None) or 4 * model.hidden)
     cfg._attn_implementation = "paged|sdpa"      # HF's default attention (SDPA, cuDNN on the H200), paged
     return cfg
 
@@ -154,7 +165,7 @@ class HfEngine:
     """The HF engine on `clock` (a StepClock). `available_bytes`: the device memory the library
     would see free once the weights are loaded (mem_get_info's total less what is allocated)."""
 
-    def __init__(self, model, clock, fields: dict, available_bytes: float):
+    def __init__(self, model, clock, fields: dict, available_bytes: float, lean_inputs: bool = True):
         check_version()
         import torch
         from transformers import GenerationConfig
@@ -191,6 +202,8 @@ class HfEngine:
             self.processor = self.manager._create_batch_processor()
         self.processor._generation_step = self._step
         self.io = self.processor.inputs_and_outputs
+        if lean_inputs:
+            self.io.prepare_batch_tensors = self._lean_inputs
         self.states: dict[str, list] = {}          # request id -> its states (a soft reset makes a new one)
         queue_up = self.processor.scheduler.add_waiting_request
 
@@ -212,6 +225,30 @@ class HfEngine:
         self.run.steps.append((self.vclock.now, t, batch))
         self.vclock.now += t.total_s
         io.output_ids[0, :io.num_request_in_batch] = 1
+
+    def _lean_inputs(self, requests_in_batch, logits_processors, use_decode_fast_path: bool,
+                     num_q_tokens: int, max_kv_read: int, use_padding: bool) -> None:
+        """ContinuousBatchingIOs.prepare_batch_tensors less its tensors: what it does to the
+        requests and the IO's batch records (the scheduler and update_batch read them)."""
+        from transformers.generation.continuous_batching.requests import TMP_TOKEN_ID
+        if not requests_in_batch:
+            raise ValueError("No requests in batch")
+        io = self.io
+        io.use_block_table = use_decode_fast_path and io.block_table.numel() > 0
+        io.num_q_tokens = num_q_tokens
+        io.max_kv_read = 0 if io.use_block_table else max_kv_read
+        io.num_request_in_batch = len(requests_in_batch)
+        io.requests_in_batch = list(requests_in_batch)
+        io.req_id_to_new_token_position = new = {}
+        q_end = 0
+        for future in requests_in_batch:
+            state = future.state
+            state.position_offset += future.query_length
+            q_end += future.query_length
+            if future.has_new_token:
+                state.tokens_to_process = [TMP_TOKEN_ID]
+                new[state.request_id] = q_end - 1
+        io.total_seqlen_q = q_end
 
     def _padding(self, io, batch) -> list:
         """CUDA graphs: the library pads the step's query tokens (and KV read) to its intervals,
