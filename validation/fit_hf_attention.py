@@ -1,0 +1,86 @@
+"""Fits the packed-SDPA efficiencies of the HF engine host (issue 43: TTFT) on part of the measured
+H100 serving runs and reports the rest as held out.
+
+    python validation/fit_hf_attention.py [--fit light past] [--held near burst]
+
+transformers 5.17's paged|sdpa attention is one SDPA over the whole packed (with CUDA graphs,
+padded) batch (hwsim/serving/packed_attention.py); its time is the roofline of its flops at a
+share of the chip's bf16 peak and its bytes. That share is the one number not read off the
+library or the chip: `packed_sdpa_efficiency` (eager: cuDNN SDPA) and
+`packed_sdpa_efficiency_graphs` (the graphs runs: cuDNN off, PyTorch's memory-efficient kernel).
+Each is the value on a log grid that minimizes the mean |log(TTFT p50 hwsim / measured)| over
+the fit loads of its config (validation/data/hf_serving/h100_call_s18/summary.jsonl), the runs
+predicted exactly as validation/predict_hf_serving.py predicts them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import tempfile
+from pathlib import Path
+from unittest import mock
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import predict_hf_serving as phs  # noqa: E402
+
+from hwsim.serving import engine_host  # noqa: E402
+
+SUMMARY = HERE / "data" / "hf_serving" / "h100_call_s18" / "summary.jsonl"
+FIELD = {"defaults": "packed_sdpa_efficiency", "graphs": "packed_sdpa_efficiency_graphs"}
+GRID = (0.03, 0.05, 0.08, 0.12, 0.18, 0.25, 0.35, 0.5, 0.7)
+
+
+def measured(path: Path) -> dict:
+    rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    return {(r["config"], r["load"]): r for r in rows if r.get("event") == "run" and r.get("ttft_ms")}
+
+
+def predict_with(config: str, load: str, value: float, folder: Path) -> dict:
+    """predict_hf_serving's prediction with the config's efficiency set to `value`."""
+    real = engine_host.load_engine_host
+
+    def patched(name, key="workload.engine.host"):
+        prof = real(name, key)
+        field = {"value": value, "source": "fit_hf_attention.py grid"}
+        return prof.model_copy(update={FIELD[config]: type(prof.cpu_speed).model_validate(field)})
+    with mock.patch.object(engine_host, "load_engine_host", patched):
+        return phs.predict("h100-sxm", "llama-3.1-8b", config, load, {"light": 2.0, "near": 6.0, "past": 12.0},
+                           6.0, 48, folder)
+
+
+def score(config, loads, value, meas, folder) -> tuple[float, dict]:
+    errs = {}
+    for load in loads:
+        p = predict_with(config, load, value, folder)
+        errs[load] = p["ttft_ms"]["p50"] / meas[(config, load)]["ttft_ms"]["p50"] - 1
+    return sum(abs(math.log1p(e)) for e in errs.values()) / len(errs), errs
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--configs", nargs="+", default=list(FIELD))
+    ap.add_argument("--fit", nargs="+", default=["light", "past"])
+    ap.add_argument("--held", nargs="+", default=["near", "burst"])
+    ap.add_argument("--grid", nargs="+", type=float, default=list(GRID))
+    args = ap.parse_args()
+    meas = measured(SUMMARY)
+    with tempfile.TemporaryDirectory() as tmp:
+        for config in args.configs:
+            best = None
+            for value in args.grid:
+                obj, errs = score(config, args.fit, value, meas, Path(tmp))
+                print(f"{config} {FIELD[config]}={value}: fit TTFT p50 " +
+                      " ".join(f"{k} {v:+.0%}" for k, v in errs.items()), flush=True)
+                if best is None or obj < best[0]:
+                    best = (obj, value)
+            _, held = score(config, args.held, best[1], meas, Path(tmp))
+            print(f"{config}: best {FIELD[config]} = {best[1]}; held out TTFT p50 " +
+                  " ".join(f"{k} {v:+.0%}" for k, v in held.items()), flush=True)
+
+
+if __name__ == "__main__":
+    main()
