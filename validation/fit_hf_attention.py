@@ -10,7 +10,9 @@ library or the chip: `packed_sdpa_efficiency` (eager: cuDNN SDPA) and
 `packed_sdpa_efficiency_graphs` (the graphs runs: cuDNN off, PyTorch's memory-efficient kernel).
 Each is the value on a log grid that minimizes the mean |log(TTFT p50 hwsim / measured)| over
 the fit loads of its config (validation/data/hf_serving/h100_call_s18/summary.jsonl), the runs
-predicted exactly as validation/predict_hf_serving.py predicts them.
+predicted exactly as validation/predict_hf_serving.py predicts them (one engine per config, every
+load in the measured order: the held-out loads are served too, for the plans and graphs they leave,
+but their errors are only printed).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from hwsim.serving import engine_host  # noqa: E402
 
 SUMMARY = HERE / "data" / "hf_serving" / "h100_call_s18" / "summary.jsonl"
 FIELD = {"defaults": "packed_sdpa_efficiency", "graphs": "packed_sdpa_efficiency_graphs"}
+LOADS = ("light", "near", "past", "burst")
 GRID = (0.03, 0.05, 0.08, 0.12, 0.18, 0.25, 0.35, 0.5, 0.7)
 
 
@@ -39,25 +42,24 @@ def measured(path: Path) -> dict:
     return {(r["config"], r["load"]): r for r in rows if r.get("event") == "run" and r.get("ttft_ms")}
 
 
-def predict_with(config: str, load: str, value: float, folder: Path) -> dict:
-    """predict_hf_serving's prediction with the config's efficiency set to `value`."""
+def sequence(config: str, value: float, folder: Path) -> dict:
+    """predict_hf_serving's predictions of every load, in the measured order on one engine, with the
+    config's efficiency set to `value`: {load: prediction}."""
     real = engine_host.load_engine_host
 
     def patched(name, key="workload.engine.host"):
         prof = real(name, key)
         field = {"value": value, "source": "fit_hf_attention.py grid"}
         return prof.model_copy(update={FIELD[config]: type(prof.cpu_speed).model_validate(field)})
+    process: dict = {}
     with mock.patch.object(engine_host, "load_engine_host", patched):
-        return phs.predict("h100-sxm", "llama-3.1-8b", config, load, {"light": 2.0, "near": 6.0, "past": 12.0},
-                           6.0, 48, folder)
+        phs.warm("h100-sxm", "llama-3.1-8b", config, folder, process)
+        return {load: phs.predict("h100-sxm", "llama-3.1-8b", config, load, {"light": 2.0, "near": 6.0, "past": 12.0},
+                                  6.0, 48, folder, process) for load in LOADS}
 
 
-def score(config, loads, value, meas, folder) -> tuple[float, dict]:
-    errs = {}
-    for load in loads:
-        p = predict_with(config, load, value, folder)
-        errs[load] = p["ttft_ms"]["p50"] / meas[(config, load)]["ttft_ms"]["p50"] - 1
-    return sum(abs(math.log1p(e)) for e in errs.values()) / len(errs), errs
+def errors(config, loads, preds, meas) -> dict:
+    return {load: preds[load]["ttft_ms"]["p50"] / meas[(config, load)]["ttft_ms"]["p50"] - 1 for load in loads}
 
 
 def main():
@@ -72,14 +74,14 @@ def main():
         for config in args.configs:
             best = None
             for value in args.grid:
-                obj, errs = score(config, args.fit, value, meas, Path(tmp))
-                print(f"{config} {FIELD[config]}={value}: fit TTFT p50 " +
-                      " ".join(f"{k} {v:+.0%}" for k, v in errs.items()), flush=True)
+                preds = sequence(config, value, Path(tmp))
+                fit, held = errors(config, args.fit, preds, meas), errors(config, args.held, preds, meas)
+                obj = sum(abs(math.log1p(e)) for e in fit.values()) / len(fit)
+                print(f"{config} {FIELD[config]}={value}: TTFT p50 fit " + " ".join(f"{k} {v:+.0%}" for k, v in fit.items())
+                      + " | held out " + " ".join(f"{k} {v:+.0%}" for k, v in held.items()), flush=True)
                 if best is None or obj < best[0]:
                     best = (obj, value)
-            _, held = score(config, args.held, best[1], meas, Path(tmp))
-            print(f"{config}: best {FIELD[config]} = {best[1]}; held out TTFT p50 " +
-                  " ".join(f"{k} {v:+.0%}" for k, v in held.items()), flush=True)
+            print(f"{config}: best {FIELD[config]} = {best[1]} (fit on {' '.join(args.fit)})", flush=True)
 
 
 if __name__ == "__main__":

@@ -72,6 +72,7 @@ class HostStep:
     wall_s: float                   # the step's wall time, device included
     parts_s: dict = field(default_factory=dict)
     plan_built: bool = False
+    attention_s: float = 0.0        # the device time the packed SDPA adds to hwsim's pass (packed_attention.py)
 
 
 class EngineHost:
@@ -164,6 +165,22 @@ class EngineHost:
         # a capture synchronizes the device (torch.cuda.graph's entry): nothing overlaps it
         overlap = self.async_batching and not captured
         wall = max(schedule + sample, forward) if overlap else schedule + forward + sample
+        capture = issue if captured else 0.0
         parts = {"schedule": schedule, "launch": issue, "plan": plan, "sample": sample, "h2d": h2d,
-                 "packed_attention": attention, "device_wait": max(0.0, wall - busy - h2d)}
-        return HostStep(busy, wall, parts, new)
+                 "capture": capture, "device_wait": max(0.0, wall - busy - h2d)}
+        return HostStep(busy, wall, parts, new, attention)
+
+
+def async_stamps(steps) -> dict[float, float]:
+    """Async batching stamps a step's tokens late when the next step captures a graph: the loop
+    (continuous_api._generation_loop_body) prepares and issues step N+1 before it updates step N,
+    and a capture is synchronous (torch.cuda.graph's entry waits on the device, then the forward
+    is recorded), so step N's tokens are stamped when step N+1's capture returns. `steps`: the
+    run's (start, StepTime, batch); returns {stamp at step N's end: stamp at step N+1's end} for
+    the steps followed back to back by a capture."""
+    moved = {}
+    for (start, t, _), (nxt, t2, _) in zip(steps, steps[1:]):
+        end = start + t.total_s
+        if t2.breakdown_s.get("host_capture", 0.0) > 0.0 and nxt == end:
+            moved[end] = nxt + t2.total_s
+    return moved
