@@ -62,6 +62,16 @@ def errors(config, loads, preds, meas) -> dict:
     return {load: preds[load]["ttft_ms"]["p50"] / meas[(config, load)]["ttft_ms"]["p50"] - 1 for load in loads}
 
 
+def graphs_efficiency_from_warmup(warmup_s: float = 25.527, other_ms: float = 172 + 97 + 137) -> float:
+    """`packed_sdpa_efficiency_graphs` from the graphs engine's warm-up (h100_call_s18/run.log
+    warmup_s): model_runner.warmup runs, per IO pair, one forward of the largest padded varlen shape,
+    q 8192 and a KV read of num_pages - 8192 = 336,128 padded to 344,064 (16,384 intervals), so
+    SDPA runs 8192 x 352,256; per forward less hwsim's non-attention device time of an 8192-token
+    pass (172 ms), the mask copy (97 ms at h2d_GBps) and two eager issues (137 ms)."""
+    flops = 4 * 8192 * (344_064 + 8192) * 128 * 32 * 32
+    return flops / (warmup_s / 2 - other_ms / 1e3) / 989.4e12
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--configs", nargs="+", default=list(FIELD))
@@ -70,6 +80,7 @@ def main():
     ap.add_argument("--grid", nargs="+", type=float, default=list(GRID))
     args = ap.parse_args()
     meas = measured(SUMMARY)
+    print(f"packed_sdpa_efficiency_graphs from the graphs warm-up: {graphs_efficiency_from_warmup():.3f}")
     with tempfile.TemporaryDirectory() as tmp:
         for config in args.configs:
             best = None
