@@ -13,15 +13,18 @@ How it meets the device (the engine decides, as HF's ContinuousBatchingManager d
   serial with it (the engine syncs on the sampled tokens);
 - CUDA graphs: the forward is one replay (plans were built at capture), the device's time
   plus the replay call; a padded shape with no graph yet is captured first (the library's
-  ModelRunner._capture_graph: the eager forward run `graph_capture_forwards` times), one graph
-  set per IO pair;
+  ModelRunner._capture_graph: the eager forward issued `graph_capture_forwards` times, run on
+  the device once, the rest recorded), one graph set per IO pair; a capture synchronizes, so
+  nothing overlaps it, and with async batching the last step's tokens wait for it (async_stamps);
 - async batching: the next step's scheduling and the last step's sampling overlap the
   forward, so the step lasts the longer of the two; but the forward first waits for the copy
   of the host IO's whole static buffers to the device (ContinuousBatchingIOs._transfer_inputs
   copies the full attention mask, max_batch_tokens x (num_pages + max_batch_tokens), every
   step: `h2d_bytes` at `h2d_GBps`), so that copy stays on the critical path.
 `cpu_speed` (a what-if) divides every host number (not the PCIe copy): the host and the chip change
-separately.
+separately. The device side the engine adds: paged|sdpa attends the whole packed (graphs: padded)
+batch in one SDPA (hwsim/serving/packed_attention.py), which replaces the pass's per-sequence
+attention (`packed_sdpa_efficiency`, `_graphs`: the SDPA backend's share of the tensor peak).
 """
 
 from __future__ import annotations
