@@ -11,6 +11,12 @@ engine host profile), for each chip a call might get.
 The traces are measure_hf_serving's own (its plan_load; hf_serving_trace's make_trace and
 load_seed), with the rates fixed by --rates as the measuring call fixes them, so both sides
 serve the same requests.
+
+One engine per config serves every load, in the measured order, as measure_hf_serving's one
+ContinuousBatchingManager does: its attention plans (cuDNN's cache is the process's) and CUDA
+graphs (the IO pairs' CudaGraphBuffer) carry from the 8-request warm-up burst (hf_serving_engine:
+seed 1, 16-token replies) to light, near, past and burst. `--fresh` gives each run a new engine
+(what s18's predictions did).
 """
 
 from __future__ import annotations
@@ -19,8 +25,10 @@ import argparse
 import json
 import statistics
 import sys
+import dataclasses
 import tempfile
 from pathlib import Path
+from unittest import mock
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -29,6 +37,7 @@ from hf_serving_trace import load_seed, make_trace, write_trace  # noqa: E402
 from hwsim.build import build  # noqa: E402
 from hwsim.config.load import load_scenario  # noqa: E402
 from hwsim.run import run_scenario  # noqa: E402
+from hwsim.serving.engines import run as engine_run  # noqa: E402
 
 SCENARIO = HERE.parent / "scenarios" / "engines" / "hf-llama-chat.yaml"
 ENGINE = {"defaults": [], "graphs": ["workload.engine.config.use_cuda_graph=true",
@@ -55,14 +64,40 @@ def config_without_notes(model: str, folder: Path) -> str:
     return str(copy)
 
 
-def predict(chip: str, model: str, config: str, load: str, rates, window_s, burst, folder: Path) -> dict:
+def serve(cfg, process: dict | None):
+    """run_scenario's summary; `process` (plans and graphs of the config's one engine) kept across runs."""
+    if process is None:
+        return run_scenario(cfg, build(cfg), intervals=False).summary
+    real = engine_run.engine_host
+
+    def carried(cfg, b):
+        host, name = real(cfg, b)
+        host.planned = process.setdefault("planned", set())
+        host.graphs = process.setdefault("graphs", set())
+        return host, name
+    with mock.patch.object(engine_run, "engine_host", carried):
+        return run_scenario(cfg, build(cfg), intervals=False).summary
+
+
+def scenario(chip, model, config, rows, trace: Path):
+    write_trace(rows, trace)
+    return load_scenario(SCENARIO, [f"hardware={chip}", f"model={config_without_notes(model, trace.parent)}",
+                                    "workload.arrivals.kind=trace",
+                                    f"workload.arrivals.trace={trace}", *ENGINE[config]])
+
+
+def warm(chip, model, config, folder: Path, process: dict) -> None:
+    """The measuring engine's warm-up burst (hf_serving_engine.HfServingEngine.start)."""
+    rows = [dataclasses.replace(r, output_tokens=16) for r in make_trace("chat", None, 8, seed=1)]
+    serve(scenario(chip, model, config, rows, folder / f"{chip}-{config}-warm.trace.jsonl"), process)
+
+
+def predict(chip: str, model: str, config: str, load: str, rates, window_s, burst, folder: Path,
+            process: dict | None = None) -> dict:
     shape, rate, n = plan(load, rates, window_s, burst)
     trace = folder / f"{chip}-{config}-{load}.trace.jsonl"
-    write_trace(make_trace(shape, rate, n, load_seed(load)), trace)
-    cfg = load_scenario(SCENARIO, [f"hardware={chip}", f"model={config_without_notes(model, folder)}",
-                                   "workload.arrivals.kind=trace",
-                                   f"workload.arrivals.trace={trace}", *ENGINE[config]])
-    s = run_scenario(cfg, build(cfg), intervals=False).summary
+    cfg = scenario(chip, model, config, make_trace(shape, rate, n, load_seed(load)), trace)
+    s = serve(cfg, process)
     return {"chip": chip, "model": model_label(model), "config": config, "load": load, "rate_per_s": rate,
             "requests": n, **{f: {k: s[f][k] for k in ("p50", "p90", "mean")} for f in FIELDS},
             "e2e_ms_mean": s["serving"]["e2e_ms"]["mean"], "throughput_tok_s": s["serving"]["throughput_tok_s"]}
@@ -112,6 +147,7 @@ def main():
     ap.add_argument("--burst", type=int, default=48)
     ap.add_argument("--out", type=Path)
     ap.add_argument("--compare", type=Path)
+    ap.add_argument("--fresh", action="store_true", help="a new engine per run (no plans or graphs carried)")
     ap.add_argument("--predictions", type=Path, default=HERE / "data" / "hf_serving" / "predicted.jsonl")
     args = ap.parse_args()
     if args.compare:
@@ -121,8 +157,12 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         for chip in args.chips:
             for config in args.configs:
+                process = None if args.fresh else {}
+                if process is not None:
+                    warm(chip, args.model, config, Path(tmp), process)
                 for load in args.loads:
-                    row = predict(chip, args.model, config, load, rates, args.window_s, args.burst, Path(tmp))
+                    row = predict(chip, args.model, config, load, rates, args.window_s, args.burst, Path(tmp),
+                                  process)
                     print(json.dumps(row), flush=True)
                     rows.append(row)
     if args.out:

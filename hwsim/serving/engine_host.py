@@ -13,15 +13,18 @@ How it meets the device (the engine decides, as HF's ContinuousBatchingManager d
   serial with it (the engine syncs on the sampled tokens);
 - CUDA graphs: the forward is one replay (plans were built at capture), the device's time
   plus the replay call; a padded shape with no graph yet is captured first (the library's
-  ModelRunner._capture_graph: the eager forward run `graph_capture_forwards` times), one graph
-  set per IO pair;
+  ModelRunner._capture_graph: the eager forward issued `graph_capture_forwards` times, run on
+  the device once, the rest recorded), one graph set per IO pair; a capture synchronizes, so
+  nothing overlaps it, and with async batching the last step's tokens wait for it (async_stamps);
 - async batching: the next step's scheduling and the last step's sampling overlap the
   forward, so the step lasts the longer of the two; but the forward first waits for the copy
   of the host IO's whole static buffers to the device (ContinuousBatchingIOs._transfer_inputs
   copies the full attention mask, max_batch_tokens x (num_pages + max_batch_tokens), every
   step: `h2d_bytes` at `h2d_GBps`), so that copy stays on the critical path.
 `cpu_speed` (a what-if) divides every host number (not the PCIe copy): the host and the chip change
-separately.
+separately. The device side the engine adds: paged|sdpa attends the whole packed (graphs: padded)
+batch in one SDPA (hwsim/serving/packed_attention.py), which replaces the pass's per-sequence
+attention (`packed_sdpa_efficiency`, `_graphs`: the SDPA backend's share of the tensor peak).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from dataclasses import dataclass, field
 from pydantic import Field
 
 from hwsim.config.files import search_dirs, validate
-from hwsim.config.sourced import NonNegative, Positive
+from hwsim.config.sourced import Fraction, NonNegative, Positive
 from hwsim.config.strict import Strict
 from hwsim.config.yaml_lines import load_yaml_file
 from hwsim.errors import ConfigError
@@ -52,6 +55,10 @@ class EngineHostProfile(Strict):
     sample_us: NonNegative = Field(description="sampling and the sync that reads the step's tokens")
     graph_launch_us: Positive = Field(description="CUDA graphs: one graph replay's host call")
     cpu_speed: Positive = Field(description="this host runs the engine's Python this many times as fast as profiled")
+    packed_sdpa_efficiency: Fraction | None = Field(None, description="eager (cuDNN SDPA): the packed batch's "
+                                                    "masked SDPA, share of the chip's bf16 tensor peak")
+    packed_sdpa_efficiency_graphs: Fraction | None = Field(None, description="CUDA graphs (SDPA without cuDNN): "
+                                                           "the same, for PyTorch's memory-efficient kernel")
 
 
 def load_engine_host(name: str, key: str = "workload.engine.host") -> EngineHostProfile:
@@ -68,6 +75,7 @@ class HostStep:
     wall_s: float                   # the step's wall time, device included
     parts_s: dict = field(default_factory=dict)
     plan_built: bool = False
+    attention_s: float = 0.0        # the device time the packed SDPA adds to hwsim's pass (packed_attention.py)
 
 
 class EngineHost:
@@ -86,6 +94,7 @@ class EngineHost:
         self.padding = (64, 16384, 1 << 62, 1 << 62)   # q, kv intervals; max batch tokens, pages (the engine's)
         self.graphs: set = set()        # captured graph keys, per IO pair
         self.pair = 0                   # async batching alternates two IO pairs
+        self.attention = None           # PackedAttention of the served model on the chip (run.py sets it)
 
     def graph_key(self, batch) -> tuple:
         """ModelRunner.maybe_pad_inputs and ContinuousBatchingIOs._get_graph_key (varlen path): query
@@ -98,34 +107,52 @@ class EngineHost:
         return (self.pair, min(-(-q // q_int) * q_int, max_tokens), min(-(-max(kv, 1) // kv_int) * kv_int, pages),
                 max(1024, 1 << (longest - 1).bit_length()))
 
-    def graph_forward(self, batch, device_s: float, speed: float) -> tuple[float, float]:
-        """(host issue, forward) of a graphed step: a replay, or the capture of a new shape."""
+    def graph_forward(self, batch, device_s: float, speed: float) -> tuple[float, float, bool]:
+        """(host issue, forward, captured) of a graphed step: a replay, or the capture of a new shape.
+        A capture (ModelRunner._capture_graph) runs the forward eagerly once, on the device, then
+        issues it again under torch.cuda.graph, which records without running and synchronizes
+        the device first: `graph_capture_forwards` eager issues, one device pass."""
         p = self.p
         issue = p.graph_launch_us.value * 1e-6 / speed
         key = self.graph_key(batch)
         if self.async_batching:
             self.pair = 1 - self.pair
         if key in self.graphs:
-            return issue, issue + device_s
+            return issue, issue + device_s, False
         self.graphs.add(key)
         eager = self.kernels() * p.launch_us.value * 1e-6 / speed
         runs = p.graph_capture_forwards.value
-        return issue + runs * eager, issue + runs * max(eager, device_s)
+        return runs * eager, max(eager, device_s) + max(0.0, runs - 1) * eager, True
+
+    def packed_attention(self, batch, parts: dict | None) -> float:
+        """Seconds the step's device time gains when its attention is the library's one SDPA over
+        the packed (graphs: padded) batch instead of hwsim's per-sequence attention (0 when the
+        profile or the model's dims are not given)."""
+        p = self.p
+        eff = p.packed_sdpa_efficiency_graphs if self.cuda_graph else p.packed_sdpa_efficiency
+        if self.attention is None or eff is None:
+            return 0.0
+        shape = self.attention.shape(batch, self.padding if self.cuda_graph else None)
+        own = sum((parts or {}).get(k, 0.0) for k in ("attention_compute", "kv_read"))
+        return self.attention.seconds(shape, eff.value) - own
 
     def kernels(self) -> float:
         p = self.p
         return p.kernels_per_layer.value * self.layers + p.kernels_fixed.value
 
-    def step(self, batch, sb, kernels: int, device_s: float) -> HostStep:
-        """The host's side of a step of `batch` (StepBatch `sb`) whose kernels take `device_s`."""
+    def step(self, batch, sb, kernels: int, device_s: float, parts: dict | None = None) -> HostStep:
+        """The host's side of a step of `batch` (StepBatch `sb`) whose kernels take `device_s`
+        (`parts`: their breakdown, whose attention the packed SDPA replaces)."""
         p, speed = self.p, self.p.cpu_speed.value
+        attention = self.packed_attention(batch, parts)
+        device_s = max(0.0, device_s + attention)
         per_seq = p.schedule_us_per_seq.value + p.mask_us_per_seq.value
         schedule = (p.schedule_us.value + per_seq * len(batch)) * 1e-6 / speed
         sample = p.sample_us.value * 1e-6 / speed
         shape = (sb.query_tokens, sb.kv_tokens)        # the attention's shape for a paged batch
-        new = False
+        new = captured = False
         if self.cuda_graph:
-            issue, forward = self.graph_forward(batch, device_s, speed)
+            issue, forward, captured = self.graph_forward(batch, device_s, speed)
             plan = 0.0
         else:
             issue = self.kernels() * p.launch_us.value * 1e-6 / speed
@@ -138,7 +165,25 @@ class EngineHost:
         h2d = self.h2d_bytes / (p.h2d_GBps.value * 1e9) if self.async_batching else 0.0
         forward += h2d                                  # the compute stream waits on the copy
         busy = schedule + sample + issue + plan
-        wall = max(schedule + sample, forward) if self.async_batching else schedule + forward + sample
+        # a capture synchronizes the device (torch.cuda.graph's entry): nothing overlaps it
+        overlap = self.async_batching and not captured
+        wall = max(schedule + sample, forward) if overlap else schedule + forward + sample
+        capture = issue if captured else 0.0
         parts = {"schedule": schedule, "launch": issue, "plan": plan, "sample": sample, "h2d": h2d,
-                 "device_wait": max(0.0, wall - busy - h2d)}
-        return HostStep(busy, wall, parts, new)
+                 "capture": capture, "device_wait": max(0.0, wall - busy - h2d)}
+        return HostStep(busy, wall, parts, new, attention)
+
+
+def async_stamps(steps) -> dict[float, float]:
+    """Async batching stamps a step's tokens late when the next step captures a graph: the loop
+    (continuous_api._generation_loop_body) prepares and issues step N+1 before it updates step N,
+    and a capture is synchronous (torch.cuda.graph's entry waits on the device, then the forward
+    is recorded), so step N's tokens are stamped when step N+1's capture returns. `steps`: the
+    run's (start, StepTime, batch); returns {stamp at step N's end: stamp at step N+1's end} for
+    the steps followed back to back by a capture."""
+    moved = {}
+    for (start, t, _), (nxt, t2, _) in zip(steps, steps[1:]):
+        end = start + t.total_s
+        if t2.breakdown_s.get("host_capture", 0.0) > 0.0 and nxt == end:
+            moved[end] = nxt + t2.total_s
+    return moved

@@ -70,5 +70,9 @@ def profile_from_trace(path: str, base, layers: int):
         "graph_capture_forwards": base.graph_capture_forwards.model_dump(),
         "graph_launch_us": base.graph_launch_us.model_dump(),
         "cpu_speed": base.cpu_speed.model_dump(),
+        # the chip's side of the packed SDPA: not the host's, kept from the base profile
+        "packed_sdpa_efficiency": base.packed_sdpa_efficiency and base.packed_sdpa_efficiency.model_dump(),
+        "packed_sdpa_efficiency_graphs": (base.packed_sdpa_efficiency_graphs
+                                          and base.packed_sdpa_efficiency_graphs.model_dump()),
     }
     return type(base).model_validate(fields)

@@ -124,7 +124,10 @@ class StepClock:
         parts.pop("host", None)
         if self.host is None:
             return StepTime(device_s, 0.0, device_s, parts, step.kernels, step)
-        host = self.host.step(batch, sb, step.kernels, device_s)
+        host = self.host.step(batch, sb, step.kernels, device_s, parts)
+        if host.attention_s:                      # the engine's own attention (engine_host.py)
+            device_s += host.attention_s
+            parts["packed_attention"] = host.attention_s
         parts.update({f"host_{k}": v for k, v in host.parts_s.items()})
         return StepTime(device_s, host.busy_s, host.wall_s, parts, step.kernels, step)
 

@@ -288,6 +288,10 @@ class HfEngine:
                     self.processor.update_batch()
         held = {int(rid): states for rid, states in self.states.items()}
         run.token_times = {rid: [t for s in held[rid] for t in s._timestamps] for rid in run.arrivals}
+        if self.async_batching and self.clock.host is not None:      # a capture delays the last step's stamps
+            from hwsim.serving.engine_host import async_stamps
+            moved = async_stamps(run.steps)
+            run.token_times = {rid: [moved.get(t, t) for t in ts] for rid, ts in run.token_times.items()}
         run.started = {rid: held[rid][0].lifespan[0] for rid in run.arrivals}
         run.preemptions = self.preempted
         return run

@@ -38,6 +38,8 @@ def serve_with_engine(cfg, b):
 
     e, w = cfg.workload.engine, cfg.workload
     host, host_name = engine_host(cfg, b)
+    from hwsim.serving.packed_attention import PackedAttention
+    host.attention = PackedAttention.of(b.model, b.chip)
     clock = StepClock(b, host=host)
     try:
         engine = hf.HfEngine(b.model, clock, dict(e.config), available_bytes(b))
