@@ -24,6 +24,7 @@ import zlib
 import numpy as np
 
 from hwsim.build import Built
+from hwsim.config.scenario import DraftSpeculation
 from hwsim.model.schedule import StepShape
 from hwsim.serving.loop import StepOracle, pass_shape
 from hwsim.step import simulate_pass
@@ -130,7 +131,8 @@ class ServingSpeculation:
         verifying = sum(1 for it in iterations if it.decodes)
         steps = max(len(iterations), 1)
         return ServingSpeculativeSummary(
-            method=core.spec.method, tokens=k, acceptance=core.rates, draft_model=core.spec.draft,
+            method=core.spec.method, tokens=k, acceptance=core.rates,
+            draft_model=core.spec.draft if isinstance(core.spec, DraftSpeculation) else None,
             query_tokens_per_sequence=core.queries, expected_tokens_per_step=core.expected,
             verifications=runs, acceptance_measured=measured_rates(drawn),
             draft_acceptance_rate=accepted / (k * runs) if runs else None,
