@@ -58,6 +58,7 @@ HOOKS = (
     ("sglang.srt.sampling.sampling_params", "SamplingParams"),
     ("sglang.srt.server_args", "ServerArgs"),
     ("sglang.srt.server_args", "PortArgs"),
+    ("sglang.srt.server_args", "get_device_memory_capacity"),
     ("sglang.srt.server_args", "set_global_server_args_for_scheduler"),
 )
 STUBBED = ("sgl_kernel",)      # CUDA-only packages sglang imports at load, stood in by empty modules
@@ -195,11 +196,14 @@ class VirtualClock:
         self.now = 0.0
 
 
-def server_args(model, fields: dict):
-    """SGLang's ServerArgs of the scenario: its own field names, hwsim's model shape, no tokenizer."""
-    from sglang.srt.server_args import ServerArgs
-    return ServerArgs(model_path=hf_config_dir(model), device="cpu", skip_tokenizer_init=True,
-                      disable_overlap_schedule=True, **fields)
+def server_args(model, fields: dict, hbm_bytes: float):
+    """SGLang's ServerArgs of the scenario: its own field names, hwsim's model shape, no tokenizer.
+    Its defaults that follow the GPU's memory (chunked_prefill_size, cuda_graph_max_bs,
+    mem_fraction_static) are resolved for the chip's memory, as nvidia-smi would report it (MiB)."""
+    from sglang.srt import server_args as sa
+    with mock.patch.object(sa, "get_device_memory_capacity", lambda device=None: hbm_bytes / 2**20):
+        return sa.ServerArgs(model_path=hf_config_dir(model), device="cpu", skip_tokenizer_init=True,
+                             disable_overlap_schedule=True, **fields)
 
 
 def _no_sockets(scheduler, server_args, port_args) -> None:
@@ -221,7 +225,7 @@ class SglEngine:
         from sglang.srt import server_args as sa
         self.clock, self.vclock = clock, VirtualClock()
         self.run = SglRun()
-        args = self.args = server_args(model, fields)
+        args = self.args = server_args(model, fields, hbm_bytes)
         tokens = kv_tokens(model, args, hbm_bytes, available_bytes)
         if tokens <= 0:
             raise EngineError("workload.engine.config: no memory left for SGLang's KV cache on this chip "
