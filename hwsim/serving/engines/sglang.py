@@ -211,7 +211,7 @@ def _no_sockets(scheduler, server_args, port_args) -> None:
     sink = SimpleNamespace(send_output=lambda *a, **k: None, send_pyobj=lambda *a, **k: None)
     scheduler.recv_from_tokenizer = scheduler.recv_from_rpc = None
     scheduler.send_to_tokenizer = scheduler.send_to_detokenizer = sink
-    scheduler.send_metrics_from_scheduler = None
+    scheduler.send_metrics_from_scheduler = scheduler.idle_sleeper = None
 
 
 class SglEngine:
@@ -270,10 +270,8 @@ class SglEngine:
         requests handed in at their arrival on the virtual clock."""
         s, run = self.scheduler, self.run
         pending = sorted(requests, key=lambda r: (r.arrival_s, r.rid))
-        ids, i = 2, 0
-        while i < len(pending) or s.waiting_queue or not s.running_batch.is_empty() or s.chunked_req:
-            if not s.waiting_queue and s.running_batch.is_empty() and not s.chunked_req:
-                self.vclock.now = max(self.vclock.now, pending[i].arrival_s)   # idle until the next arrival
+        ids, i, idle = 2, 0, 0
+        while True:
             while i < len(pending) and pending[i].arrival_s <= self.vclock.now:
                 r = pending[i]
                 i += 1
@@ -281,12 +279,26 @@ class SglEngine:
                 ids += r.prompt_tokens
                 s.handle_generate_request(self._request(r, prompt))
                 run.arrivals[r.rid], run.prompts[r.rid], run.outputs[r.rid] = r.arrival_s, r.prompt_tokens, r.output_tokens
+            s.num_retracted_reqs = 0       # set (never reset) by update_running_batch when it retracts
             batch = s.get_next_batch_to_run()
+            run.preemptions += s.num_retracted_reqs
             s.cur_batch = batch
             if batch:
-                run.preemptions += s.num_retracted_reqs if batch.forward_mode.is_decode() else 0
                 result = s.run_batch(batch)
                 s.process_batch_result(batch, result)
                 self._stamp(batch)
             s.last_batch = batch
+            if batch is not None:
+                idle = 0
+                continue
+            s.self_check_during_idle()         # what event_loop_normal does on an empty step
+            idle += 1
+            if s.waiting_queue or s.chunked_req or not s.running_batch.is_empty():
+                if idle > 3:                   # the loop would spin on: requests that never fit
+                    raise EngineError(f"workload.engine.config: SGLang's scheduler cannot schedule "
+                                      f"{len(s.waiting_queue)} waiting requests (KV pool {run.max_total_tokens} tokens)")
+                continue                       # a None step (e.g. a full batch just emptied): ask again
+            if i == len(pending):
+                break
+            self.vclock.now = max(self.vclock.now, pending[i].arrival_s)   # idle until the next arrival
         return run
