@@ -125,20 +125,25 @@ def test_a_slower_chip_gives_longer_inter_token_latency(built):
 
 
 @needs_sglang
-def test_cli_reports_latency_and_refuses_a_bad_field():
-    def cli(*sets):
-        return subprocess.run([sys.executable, "-m", "hwsim.launch", "run", "--json", "--no-plots",
-                               "--set", "model=llama-3.1-8b", "--set", "workload.arrivals.kind=poisson",
-                               "--set", "workload.arrivals.requests=12", "--set", "workload.engine.kind=sglang",
-                               *[a for s in sets for a in ("--set", s)]],
-                              capture_output=True, text=True, cwd=ROOT,
-                              env={"PYTHONPATH": ":".join([str(ROOT), *sys.path[1:]]), "PATH": "/usr/bin:/bin"})
-    ok = cli()
-    assert ok.returncode == 0, ok.stderr[-2000:]
-    d = json.loads(ok.stdout)
-    assert set(d["ttft_ms"]) == set(d["itl_ms"]) == {"p50", "p90", "p99", "mean"}
-    eng = d["serving"]["engine"]
-    assert eng["kind"] == "sglang" and eng["version"] == "0.5.4" and eng["config"]["chunked_prefill_size"] == 8192
-    bad = cli("workload.engine.config={max_batch_size: 8}")
+def test_scenario_reports_engine_latency():
+    """workload.engine.kind sglang through run_scenario: the --json fields of issue 43."""
+    from hwsim.config.load import load_scenario
+    from hwsim.run import run_scenario
+    cfg = load_scenario(str(ROOT / "scenarios/engines/sglang-llama-chat.yaml"), ["workload.arrivals.requests=12"])
+    s = run_scenario(cfg).run_summary
+    assert set(s.ttft_ms) == set(s.itl_ms) == {"p50", "p90", "p99", "mean"}
+    assert s.serving.requests_completed == 12 and s.serving.throughput_tok_s > 0
+    e = s.serving.engine
+    assert (e.kind, e.version, e.config["chunked_prefill_size"], e.config["mem_fraction_static"]) == \
+        ("sglang", "0.5.4", 8192, 0.9)                   # SGLang's defaults for an H200's memory
+
+
+@needs_sglang
+def test_cli_refuses_a_bad_field_in_one_line():
+    bad = subprocess.run([sys.executable, "-m", "hwsim.launch", "run", "--json", "--no-plots",
+                          "--set", "model=llama-3.1-8b", "--set", "workload.arrivals.kind=poisson",
+                          "--set", "workload.engine.kind=sglang", "--set", "workload.engine.config={max_batch_size: 8}"],
+                         capture_output=True, text=True, cwd=ROOT,
+                         env={"PYTHONPATH": ":".join([str(ROOT), *sys.path[1:]]), "PATH": "/usr/bin:/bin"})
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr[-2000:]
-    assert "workload.engine.config.max_batch_size" in bad.stderr
+    assert "workload.engine.config.max_batch_size: ServerArgs of sglang 0.5.4 has no field" in bad.stderr

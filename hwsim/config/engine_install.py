@@ -63,8 +63,11 @@ def check_sglang() -> None:
                           f"installed ({SGLANG_INSTALL})")
     from hwsim.serving.engines.sglang import install_stubs
     install_stubs()
+    import warnings
     try:
-        import sglang.srt.managers.scheduler  # noqa: F401
+        with warnings.catch_warnings():        # its import warns of CUDA-only quantization kernels
+            warnings.simplefilter("ignore")
+            import sglang.srt.managers.scheduler  # noqa: F401
     except ImportError as exc:
         raise EngineError(f"workload.engine.kind sglang: sglang {v} cannot import its scheduler "
                           f"({exc}; {SGLANG_INSTALL})") from exc

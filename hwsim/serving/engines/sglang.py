@@ -25,6 +25,7 @@ import contextlib
 import importlib.abc
 import importlib.machinery
 import json
+import logging
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -82,6 +83,9 @@ class _Stub(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 def install_stubs() -> None:
+    """The stubs, and SGLang's own logging kept to warnings (its per-step INFO lines would fill
+    hwsim's stderr, where an exit 2 is one line)."""
+    logging.getLogger("sglang").setLevel(logging.WARNING)
     if not any(isinstance(f, _Stub) for f in sys.meta_path):
         sys.meta_path.insert(0, _Stub())
 
