@@ -205,9 +205,12 @@ def server_args(model, fields: dict, hbm_bytes: float):
     Its defaults that follow the GPU's memory (chunked_prefill_size, cuda_graph_max_bs,
     mem_fraction_static) are resolved for the chip's memory, as nvidia-smi would report it (MiB)."""
     from sglang.srt import server_args as sa
-    with mock.patch.object(sa, "get_device_memory_capacity", lambda device=None: hbm_bytes / 2**20):
-        return sa.ServerArgs(model_path=hf_config_dir(model), device="cpu", skip_tokenizer_init=True,
-                             disable_overlap_schedule=True, **fields)
+    try:
+        with mock.patch.object(sa, "get_device_memory_capacity", lambda device=None: hbm_bytes / 2**20):
+            return sa.ServerArgs(model_path=hf_config_dir(model), device="cpu", skip_tokenizer_init=True,
+                                 disable_overlap_schedule=True, **fields)
+    except (TypeError, ValueError, AssertionError) as exc:
+        raise EngineError(f"workload.engine.config: SGLang's ServerArgs refused it: {exc}".splitlines()[0]) from exc
 
 
 def _no_sockets(scheduler, server_args, port_args) -> None:
