@@ -110,6 +110,20 @@ def test_max_running_requests_limits_the_batch(built):
 
 
 @needs_sglang
+def test_a_full_kv_pool_retracts_and_keeps_every_token(built):
+    """3,000 KV tokens for ten 200 + 300-token requests admitted optimistically
+    (schedule_conservativeness 0.05): SGLang retracts some when decode runs out of pool, serves
+    them again, and never holds more KV than the pool."""
+    run = _engine(built, {"max_total_tokens": 3000, "schedule_conservativeness": 0.05}).serve(
+        [Request(i, 0.0, 200, 300) for i in range(10)])
+    assert run.preemptions >= 1
+    assert max(sum(q + c for q, c in b) for _, _, b in run.steps) <= 3000
+    for i in range(10):
+        times = run.token_times[i]
+        assert len(times) == 300 and all(b > a for a, b in zip(times, times[1:]))
+
+
+@needs_sglang
 def test_a_slower_chip_gives_longer_inter_token_latency(built):
     """The token times are the step clock's: the H100's decode steps (less HBM bandwidth) are
     longer than the H200's, so is every gap."""
