@@ -70,9 +70,9 @@ def _serve_sglang(cfg, b, clock, host_name):
     e, w = cfg.workload.engine, cfg.workload
     try:
         engine = sglang.SglEngine(b.model, clock, dict(e.config), b.chip.hbm_capacity_bytes, available_bytes(b))
+        run = engine.serve(open_loop_requests(w, RandomStreams(cfg.seed)))
     except sglang.EngineError as exc:
         raise ConfigError(str(exc), key="workload.engine") from exc
-    run = engine.serve(open_loop_requests(w, RandomStreams(cfg.seed)))
     a = engine.args
     resolved = {"chunked_prefill_size": a.chunked_prefill_size, "max_prefill_tokens": a.max_prefill_tokens,
                 "max_running_requests": run.max_running_requests, "max_total_tokens": run.max_total_tokens,

@@ -308,4 +308,9 @@ class SglEngine:
             if i == len(pending):
                 break
             self.vclock.now = max(self.vclock.now, pending[i].arrival_s)   # idle until the next arrival
+        unserved = [rid for rid in run.arrivals if not run.token_times.get(rid)]
+        if unserved:                       # SGLang aborts a prompt over its max_req_input_len
+            raise EngineError(f"workload.prompt: SGLang served no token of {len(unserved)} requests (first: "
+                              f"{run.prompts[unserved[0]]} prompt tokens; its max_req_input_len is "
+                              f"{s.max_req_input_len})")
         return run
