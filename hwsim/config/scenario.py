@@ -91,7 +91,7 @@ class Engine(Strict):
     host_trace: str | None = Field(None, description="a torch.profiler trace of a short burst of the engine: "
                                    "its host's launch, plan and scheduling times (docs/serving.md)")
     host: str | None = Field(None, description="engine host profile (hardware_profiles/engine_hosts/); "
-                             "default: the engine's own (hf-transformers-h200)")
+                             "default: the engine's own (hf-transformers-h200; sglang: none yet, device time only)")
 
     @model_validator(mode="after")
     def _hwsim_takes_no_config(self):
