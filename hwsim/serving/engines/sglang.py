@@ -22,10 +22,7 @@ The names hooked are HOOKS; tests/test_engine_sglang.py fails loudly when one is
 from __future__ import annotations
 
 import contextlib
-import importlib.abc
-import importlib.machinery
 import json
-import logging
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -34,6 +31,7 @@ from types import SimpleNamespace
 from unittest import mock
 
 from hwsim.config.engine_install import SGLANG_PINNED, EngineError, check_sglang, server_args_fields  # noqa: F401
+from hwsim.serving.engines.sglang_stubs import STUBBED, install_stubs  # noqa: F401
 
 SM = "sglang.srt.managers"
 # (module, attribute) the adapter reaches into; each must exist in the pinned version
@@ -62,34 +60,6 @@ HOOKS = (
     ("sglang.srt.server_args", "get_device_memory_capacity"),
     ("sglang.srt.server_args", "set_global_server_args_for_scheduler"),
 )
-STUBBED = ("sgl_kernel",)      # CUDA-only packages sglang imports at load, stood in by empty modules
-
-
-class _Stub(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Imports of STUBBED packages give an empty mock module (their kernels are never called)."""
-
-    def find_spec(self, name, path, target=None):
-        if name.split(".")[0] in STUBBED:
-            return importlib.machinery.ModuleSpec(name, self, is_package=True)
-        return None
-
-    def create_module(self, spec):
-        m = mock.MagicMock(name=spec.name)
-        m.__path__, m.__spec__ = [], spec
-        return m
-
-    def exec_module(self, module):
-        pass
-
-
-def install_stubs() -> None:
-    """The stubs, and SGLang's own logging kept to warnings (its per-step INFO lines would fill
-    hwsim's stderr, where an exit 2 is one line)."""
-    logging.getLogger("sglang").setLevel(logging.WARNING)
-    if not any(isinstance(f, _Stub) for f in sys.meta_path):
-        sys.meta_path.insert(0, _Stub())
-
-
 def hf_config_dir(model) -> str:
     """A model folder holding only config.json of hwsim's model shape (what ModelConfig reads)."""
     a = model.attention
