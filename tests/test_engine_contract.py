@@ -1,5 +1,5 @@
 """workload.engine's contract where no engine is installed (as in CI): the keys load, a missing
-engine, SGLang and a misplaced key are each one clear refusal."""
+engine (transformers or sglang) and a misplaced key are each one clear refusal."""
 
 import sys
 
@@ -25,10 +25,18 @@ def test_missing_transformers_is_one_line(monkeypatch):
     assert "needs transformers==5.17.0" in msg and "not installed" in msg and "\n" not in msg
 
 
-def test_sglang_is_refused_for_now():
+def test_missing_sglang_is_one_line_with_the_install_command(monkeypatch):
+    from importlib import metadata
+
+    def missing(name):
+        raise metadata.PackageNotFoundError(name)
+    monkeypatch.setattr(metadata, "version", missing)          # as if not installed
     cfg = load_scenario(None, [*SERVE, "workload.engine.kind=sglang"])
     [(key, msg)] = list(problems(cfg))
-    assert key == "workload.engine.kind" and "sglang is not available" in msg
+    assert key == "workload.engine.kind" and "\n" not in msg
+    assert "needs sglang==0.5.4: not installed (pip install 'hwsim[sglang-engine]'" in msg
+    closed = load_scenario(None, [*SERVE, "workload.engine.kind=sglang", "workload.arrivals.kind=closed"])
+    assert [k for k, _ in problems(closed)] == ["workload.arrivals.kind"]
 
 
 def test_engine_keys_need_a_real_engine_and_arrivals():

@@ -11,6 +11,9 @@ from hwsim.config.scenario import ClosedArrivals
 
 PINNED = "5.17.0"
 HF = "hf-transformers"
+SGLANG = "sglang"
+SGLANG_PINNED = "0.5.4"
+SGLANG_INSTALL = "pip install 'hwsim[sglang-engine]' (CPU-only steps: docs/serving.md)"
 
 
 class EngineError(Exception):
@@ -49,6 +52,52 @@ def cb_config(fields: dict):
     return ContinuousBatchingConfig(**fields)
 
 
+def check_sglang() -> None:
+    """sglang importable (its CUDA-only imports stood in) and of the pinned version."""
+    from importlib import metadata
+    try:
+        v = metadata.version("sglang")
+    except metadata.PackageNotFoundError as exc:
+        raise EngineError(f"workload.engine.kind sglang needs sglang=={SGLANG_PINNED}: not installed "
+                          f"({SGLANG_INSTALL})") from exc
+    if v != SGLANG_PINNED:
+        raise EngineError(f"workload.engine.kind sglang is pinned to sglang=={SGLANG_PINNED}; {v} is "
+                          f"installed ({SGLANG_INSTALL})")
+    from hwsim.serving.engines.sglang_stubs import install_stubs
+    install_stubs()
+    import warnings
+    try:
+        with warnings.catch_warnings():        # its import warns of CUDA-only quantization kernels
+            warnings.simplefilter("ignore")
+            import sglang.srt.managers.scheduler  # noqa: F401
+    except ImportError as exc:
+        raise EngineError(f"workload.engine.kind sglang: sglang {v} cannot import its scheduler "
+                          f"({exc}; {SGLANG_INSTALL})") from exc
+
+
+def server_args_fields() -> set[str]:
+    from sglang.srt.server_args import ServerArgs
+    return {f.name for f in dataclasses.fields(ServerArgs)}
+
+
+# ServerArgs fields the adapter sets itself (no model, no tokenizer, one CPU process, no overlap)
+SGLANG_FIXED = ("model_path", "device", "skip_tokenizer_init", "disable_overlap_schedule", "tp_size",
+                "dp_size", "pp_size")
+
+
+def sglang_fields(fields: dict) -> None:
+    """Only ServerArgs' own field names, and none the adapter fixes."""
+    known = server_args_fields()
+    for name in fields:
+        if name not in known:
+            raise EngineError(f"workload.engine.config.{name}: ServerArgs of sglang {SGLANG_PINNED} has no "
+                              f"field '{name}' (e.g. chunked_prefill_size, max_running_requests, "
+                              "max_total_tokens, max_prefill_tokens, schedule_policy, page_size, "
+                              "mem_fraction_static, disable_radix_cache)")
+        if name in SGLANG_FIXED:
+            raise EngineError(f"workload.engine.config.{name}: set by hwsim's sglang adapter "
+                              f"(fixed: {', '.join(SGLANG_FIXED)})")
+
 
 def problems(cfg):
     """(key, message) of an engine the scenario names that cannot run here (hwsim/checks.py)."""
@@ -57,15 +106,19 @@ def problems(cfg):
     e = cfg.workload.engine
     if e.builtin:
         return
-    if e.kind == "sglang":
-        yield "workload.engine.kind", ("engine sglang is not available in this hwsim yet "
-                                       "(hf-transformers and hwsim are; docs/serving.md)")
-        return
     if isinstance(cfg.workload.arrivals, ClosedArrivals):
         yield "workload.arrivals.kind", "a real engine replays open-loop arrivals (poisson, gamma, trace), not closed"
         return
     if cfg.parallel.gpus > 1:
         yield "parallel.gpus", "a real engine is simulated on one GPU"
+        return
+    if e.kind == SGLANG:
+        try:
+            check_sglang()
+            sglang_fields(dict(e.config))
+        except EngineError as exc:
+            key = "workload.engine.config" if "workload.engine.config" in str(exc) else "workload.engine.kind"
+            yield key, str(exc)
         return
     try:
         check_version()

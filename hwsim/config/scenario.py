@@ -173,15 +173,17 @@ class Engine(Strict):
     vLLM-like loop, or a real engine's scheduler on CPU with hwsim's step clock as its clock."""
     kind: Literal["hwsim", "hf-transformers", "sglang"] = Field(
         "hwsim", description="hwsim: the built-in vLLM-like loop; hf-transformers: transformers' "
-                             "ContinuousBatchingManager (pip install 'hwsim[hf-engine]'); sglang: not yet")
+                             "ContinuousBatchingManager (pip install 'hwsim[hf-engine]'); sglang: SGLang 0.5.4's "
+                             "Scheduler (CPU-only install: docs/serving.md)")
     config: dict = Field(default_factory=dict, description="the engine's own config fields under their own "
                          "names (hf-transformers: ContinuousBatchingConfig's block_size, num_blocks, "
                          "max_batch_tokens, max_requests_per_batch, use_cuda_graph, use_async_batching, "
-                         "scheduler_type, ...); the engine's defaults for the rest")
+                         "scheduler_type, ...; sglang: ServerArgs' chunked_prefill_size, max_running_requests, "
+                         "max_total_tokens, schedule_policy, page_size, ...); the engine's defaults for the rest")
     host_trace: str | None = Field(None, description="a torch.profiler trace of a short burst of the engine: "
                                    "its host's launch, plan and scheduling times (docs/serving.md)")
     host: str | None = Field(None, description="engine host profile (hardware_profiles/engine_hosts/); "
-                             "default: the engine's own (hf-transformers-h200)")
+                             "default: the engine's own (hf-transformers-h200; sglang: none yet, device time only)")
 
     @property
     def builtin(self) -> bool:

@@ -5,9 +5,9 @@ serving summary (hwsim/run.py makes the result). Checked first by hwsim/config/e
 from __future__ import annotations
 
 from hwsim.errors import ConfigError
-from hwsim.config.engine_install import HF
+from hwsim.config.engine_install import HF, SGLANG
 
-DEFAULT_HOST = {HF: "hf-transformers-h200"}
+DEFAULT_HOST = {HF: "hf-transformers-h200", SGLANG: None}   # no SGLang host profile yet: device time only
 
 
 def engine_host(cfg, b):
@@ -19,6 +19,8 @@ def engine_host(cfg, b):
         profile = profile_from_trace(e.host_trace, load_engine_host(e.host or DEFAULT_HOST[e.kind]), b.model.layers)
         return EngineHost(profile, b.model.layers), f"host_trace {e.host_trace}"
     name = e.host or DEFAULT_HOST[e.kind]
+    if name is None:
+        return None, "none (device time only)"
     return EngineHost(load_engine_host(name), b.model.layers), name
 
 
@@ -41,6 +43,8 @@ def serve_with_engine(cfg, b):
     from hwsim.serving.packed_attention import PackedAttention
     host.attention = PackedAttention.of(b.model, b.chip)
     clock = StepClock(b, host=host)
+    if e.kind == SGLANG:
+        return _serve_sglang(cfg, b, clock, host_name)
     try:
         engine = hf.HfEngine(b.model, clock, dict(e.config), available_bytes(b))
     except hf.EngineError as exc:
@@ -51,6 +55,32 @@ def serve_with_engine(cfg, b):
                 "max_requests_per_batch": engine.manager.continuous_batching_config.max_requests_per_batch,
                 "scheduler_type": engine.manager.continuous_batching_config.scheduler_type, **dict(e.config)}
     part = results.engine_summary(e.kind, hf.transformers_version(), resolved, run, clock, host_name)
+    served, gaps_ms = results.served(run, w, cfg.budget_ms, part)
+    if not run.steps:
+        raise ConfigError("no request was served (the engine scheduled no step)", key="workload.arrivals")
+    tokens = sum(len(t) for t in run.token_times.values())
+    return served, results.request_rows(run), results.engine_steps(run), gaps_ms, tokens
+
+
+def _serve_sglang(cfg, b, clock, host_name):
+    """serve_with_engine for SGLang's Scheduler (hwsim/serving/engines/sglang.py)."""
+    from importlib import metadata
+    from hwsim.rng import RandomStreams
+    from hwsim.serving.engines import results, sglang
+    from hwsim.serving.requests import open_loop_requests
+
+    e, w = cfg.workload.engine, cfg.workload
+    try:
+        engine = sglang.SglEngine(b.model, clock, dict(e.config), b.chip.hbm_capacity_bytes, available_bytes(b))
+        run = engine.serve(open_loop_requests(w, RandomStreams(cfg.seed)))
+    except sglang.EngineError as exc:
+        raise ConfigError(str(exc), key="workload.engine") from exc
+    a = engine.args
+    resolved = {"chunked_prefill_size": a.chunked_prefill_size, "max_prefill_tokens": a.max_prefill_tokens,
+                "max_running_requests": run.max_running_requests, "max_total_tokens": run.max_total_tokens,
+                "schedule_policy": a.schedule_policy, "page_size": a.page_size,
+                "mem_fraction_static": a.mem_fraction_static, "disable_radix_cache": a.disable_radix_cache}
+    part = results.engine_summary(e.kind, metadata.version("sglang"), resolved, run, clock, host_name)
     served, gaps_ms = results.served(run, w, cfg.budget_ms, part)
     if not run.steps:
         raise ConfigError("no request was served (the engine scheduled no step)", key="workload.arrivals")
