@@ -39,12 +39,13 @@ def serve_with_engine(cfg, b):
     from hwsim.serving.step_clock import StepClock
 
     e, w = cfg.workload.engine, cfg.workload
-    host, host_name = engine_host(cfg, b)
     from hwsim.serving.packed_attention import PackedAttention
-    host.attention = PackedAttention.of(b.model, b.chip)
-    clock = StepClock(b, host=host)
+    host, host_name = engine_host(cfg, b)
     if e.kind == SGLANG:
-        return _serve_sglang(cfg, b, clock, host_name)
+        return _serve_sglang(cfg, b, StepClock(b, host=host), host_name)
+    if host is not None:        # HF's paged|sdpa runs one dense SDPA over the packed batch
+        host.attention = PackedAttention.of(b.model, b.chip)
+    clock = StepClock(b, host=host)
     try:
         engine = hf.HfEngine(b.model, clock, dict(e.config), available_bytes(b))
     except hf.EngineError as exc:
