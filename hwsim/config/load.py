@@ -41,7 +41,12 @@ def parse_set(item: str) -> tuple[list[str], Any]:
     return parts, value
 
 
+SWITCH_TAGS = ("kind", "method")    # the keys that pick a block's kind (hwsim/config/variants.py)
+MAX_SWITCHED_KEYS = 64
+
+
 def apply_overrides(data: dict, sets: list[str], doc: LoadedYaml) -> None:
+    doc.switched = set()           # blocks whose kind a --set changed (_validated)
     for item in sets:
         parts, value = parse_set(item)
         node = data
@@ -53,9 +58,30 @@ def apply_overrides(data: dict, sets: list[str], doc: LoadedYaml) -> None:
                 raise ConfigError(f"'{'.'.join(parts[:i + 1])}' is not a mapping", file="--set",
                                   key=".".join(parts))
             node = child
+        if parts[-1] in SWITCH_TAGS and node.get(parts[-1], value) != value:
+            doc.switched.add(".".join(parts[:-1]))
         node[parts[-1]] = value
         doc.key_lines.setdefault(".".join(parts), 0)
     doc.overridden = {".".join(parse_set(s)[0]) for s in sets}
+
+
+def _validated(doc: LoadedYaml) -> Scenario:
+    """The scenario validated. A key the file wrote in a block whose kind --set switched, which the
+    new kind does not have, gives way to the switch (`--set workload.arrivals.kind=trace` on a
+    poisson block drops its rate_per_s); a key the new kind lacks that --set itself wrote stays an
+    error."""
+    for _ in range(MAX_SWITCHED_KEYS):
+        try:
+            return validate(Scenario, doc)
+        except ConfigError as exc:
+            block, _, leaf = (exc.key or "").rpartition(".")
+            if block not in doc.switched or exc.key in doc.overridden or "unknown key" not in exc.message:
+                raise
+            node = doc.data
+            for part in block.split("."):
+                node = node[part]
+            node.pop(leaf)
+    return validate(Scenario, doc)
 
 
 @dataclass(frozen=True)
@@ -102,7 +128,7 @@ def read_scenario(path: str | Path | None, sets: list[str] | None = None
     apply_overrides(doc.data, sets or [], doc)
     overridden = frozenset(getattr(doc, "overridden", set()))
     try:
-        cfg = validate(Scenario, doc)
+        cfg = _validated(doc)
         # Elaborate names now, so a misspelt profile or model points at its scenario line.
         loaded = {}
         for key, loader in (("hardware", load_profile), ("model", load_model)):
