@@ -94,12 +94,7 @@ def build(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelSha
     model = model or load_model(cfg.model)
     for key, problem in checks.problems(cfg, profile, model):     # checked when loaded (hwsim run)
         raise ConfigError(problem, key=key)
-    chip = ChipSpec.from_profile(profile)
-    locked = cfg.runtime.sm_clock
-    if sm_clock_hz is None and not isinstance(locked, str):
-        sm_clock_hz = locked * 1e6
-    if sm_clock_hz:
-        chip = chip.at_sm_clock(sm_clock_hz)
+    chip = _chip_at_clock(cfg, profile, sm_clock_hz)
     w, p = cfg.workload, cfg.parallel
     layout = lay.from_config(p, model, w.batch_size)      # one GPU: the trivial layout
     topology, chip = _topology(cfg, profile.name, chip, layout)
@@ -137,16 +132,32 @@ def build(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelSha
                                      experts.holder(g // layout.expert_tp) if experts else None)
                    for g, s in enumerate(streams)]
     mem = _memory(cfg, model, schedule, chip, experts)
+    warnings = _warnings(cfg, model, schedule, unmeasured, sram_bytes, chip, mem,
+                         f"{p.gpus} x {profile.name}" if several else profile.name)
+    gpus = _gpus(p, layout, topology, streams, onchips, experts, mem)
+    return Built(cfg, profile, model, chip, cluster, streams[0], schedule, onchips[0], router, warnings, gpus)
+
+
+def _chip_at_clock(cfg: Scenario, profile: HardwareProfile, sm_clock_hz: float | None) -> ChipSpec:
+    """The profile's chip, its SMs at `sm_clock_hz` or else at the scenario's locked clock (MHz)."""
+    chip = ChipSpec.from_profile(profile)
+    locked = cfg.runtime.sm_clock
+    if sm_clock_hz is None and not isinstance(locked, str):
+        sm_clock_hz = locked * 1e6
+    return chip.at_sm_clock(sm_clock_hz) if sm_clock_hz else chip
+
+
+def _warnings(cfg: Scenario, model: ModelShape, schedule, unmeasured: list[str], sram_bytes: float,
+              chip: ChipSpec, mem, where: str) -> list[str]:
     warnings = inert_keys(cfg, model)       # keys set where they cannot act: said, not ignored
     warnings += getattr(schedule, "warnings", [])           # an imported trace's
     warnings += unmeasured
     if sram_bytes and sram_bytes <= _persisting_bytes(cfg, chip):
         warnings.append(L2_SHARE_NOTE)
-    where = f"{p.gpus} x {profile.name}" if several else profile.name
-    if note := memory.check(mem, where, p.allow_overcommit):
+    overcommit = cfg.parallel.allow_overcommit
+    if note := memory.check(mem, where, overcommit):
         warnings.append(note)
-    gpus = _gpus(p, layout, topology, streams, onchips, experts, mem)
-    return Built(cfg, profile, model, chip, cluster, streams[0], schedule, onchips[0], router, warnings, gpus)
+    return warnings
 
 
 def _gpus(p, layout: lay.Layout, topology: str | None, streams: list[Stream], onchips: list[OnChipState],

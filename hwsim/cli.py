@@ -458,6 +458,33 @@ def _energy_per_token(p, s) -> str:
     return f", {p.joules_per_token:.2f} J per token"
 
 
+def _breakdown_table(s) -> Table:
+    title = ("where an iteration's time goes (mean over iterations)" if s.serving
+             else "where one token's time goes (critical path)")
+    table = Table(title=title, show_edge=False)
+    table.add_column("component")
+    table.add_column("ms / token", justify="right")
+    table.add_column("share", justify="right")
+    total = sum(s.breakdown_ms.values())
+    for comp, ms in sorted(s.breakdown_ms.items(), key=lambda kv: -kv[1]):
+        if ms > 0:
+            table.add_row(comp, f"{ms:.3f}", f"{ms / total:.1%}")
+    return table
+
+
+def _moe_line(m) -> str:
+    line = (f"MoE: {m.distinct_experts_per_layer:.1f} distinct experts per layer, "
+            f"active parameters {m.active_param_fraction:.1%}")
+    if m.cache.hit_rate is not None and (m.cache.policy != "none" or m.prefetch.enabled):
+        line += f", SRAM hit rate {m.cache.hit_rate:.1%}"
+    if m.prefetch.enabled:
+        line += (f", prefetch precision {m.prefetch.precision:.0%} recall {m.prefetch.recall:.0%}, "
+                 f"wait {m.prefetch.expert_load_wait_ms:.3f} ms")
+    if m.placement == "per-expert":
+        line += f", expert bytes per stack max/mean {m.expert_stack_imbalance:.2f}"
+    return line
+
+
 def _print_summary(s, paths: dict, figures: str) -> None:
     """The run's summary (hwsim.summary.RunSummary), read by its parts, on the terminal."""
     console = Console()
@@ -477,31 +504,12 @@ def _print_summary(s, paths: dict, figures: str) -> None:
             console.print(_speculation_line(sp))
     elif s.ttft_ms:
         console.print(f"time to first token (one prefill) {s.ttft_ms['p50']:.3f} ms")
-    title = ("where an iteration's time goes (mean over iterations)" if s.serving
-             else "where one token's time goes (critical path)")
-    table = Table(title=title, show_edge=False)
-    table.add_column("component")
-    table.add_column("ms / token", justify="right")
-    table.add_column("share", justify="right")
-    total = sum(s.breakdown_ms.values())
-    for comp, ms in sorted(s.breakdown_ms.items(), key=lambda kv: -kv[1]):
-        if ms > 0:
-            table.add_row(comp, f"{ms:.3f}", f"{ms / total:.1%}")
-    console.print(table)
+    console.print(_breakdown_table(s))
     gb = {k: v / 1e9 for k, v in s.bytes.items()}
     console.print(f"HBM bytes per step: weights {gb['weights']:.2f} GB, KV {gb['kv']:.3f} GB; "
                   f"{s.kernels_per_step:g} kernels per step")
     if m := s.moe:
-        line = (f"MoE: {m.distinct_experts_per_layer:.1f} distinct experts per layer, "
-                f"active parameters {m.active_param_fraction:.1%}")
-        if m.cache.hit_rate is not None and (m.cache.policy != "none" or m.prefetch.enabled):
-            line += f", SRAM hit rate {m.cache.hit_rate:.1%}"
-        if m.prefetch.enabled:
-            line += (f", prefetch precision {m.prefetch.precision:.0%} recall {m.prefetch.recall:.0%}, "
-                     f"wait {m.prefetch.expert_load_wait_ms:.3f} ms")
-        if m.placement == "per-expert":
-            line += f", expert bytes per stack max/mean {m.expert_stack_imbalance:.2f}"
-        console.print(line)
+        console.print(_moe_line(m))
     if (k := s.kv).effective_bits_per_element < 16:
         verdict = (f"; its attention path {k.attention_speedup:.2f}x the speed of a bf16 cache's"
                    if k.attention_speedup is not None else "")
