@@ -2,7 +2,7 @@
 
     python validation/compare_moe_steps.py [--profile h200-sxm]
 
-Reads validation/data/h200_moe_step_kernels.csv (validation/profile_moe_step.py: CUPTI kernel
+Reads validation/data/h200_moe_step_kernels.csv.xz (validation/profile_moe_step.py: CUPTI kernel
 durations of 4-layer steps of each variant) and the tokens each expert got in each profiled
 layer (.routing.json), builds the same 4-layer step with hwsim's schedule on that exact
 routing, and prints measured vs simulated device time per kind of kernel, so a whole-step
@@ -24,7 +24,8 @@ from hwsim.config.scenario import Scenario
 from hwsim.model.kernel import named_kernels
 from hwsim.model.schedule import StepShape
 
-DATA = Path(__file__).resolve().parent / "data" / "h200_moe_step_kernels.csv"
+DATA = Path(__file__).resolve().parent / "data" / "h200_moe_step_kernels.csv.xz"
+ROUTING = DATA.parent / "h200_moe_step_kernels.routing.json"
 LAYERS = 4
 # (pattern in a CUDA kernel name, kind); first match wins
 PROFILED = [("device_kernel", "moe_gemm"), ("_fused_moe", "moe_gemm"), ("tinygemm", "gemm"), ("nvjet", "gemm"),
@@ -75,7 +76,7 @@ def main():
     ap.add_argument("--profile", default="h200-sxm")
     args = ap.parse_args()
     prof = pd.read_csv(DATA)
-    routing = json.load(open(DATA.with_suffix(".routing.json")))
+    routing = json.load(open(ROUTING))
     prof["kind"] = prof.kernel.map(lambda n: kind(n, PROFILED, "other"))
     for case, grp in prof.groupby("case", sort=False):
         sim = simulate(case, routing[case], args.profile)

@@ -8,7 +8,7 @@ builder against its rows):
   (aten/src/ATen/native/cuda/GroupMM.cu). With at most 128 rows per group on average it is
   the ping-pong kernel with a 64 x 128 x 128 tile and a 2 x 1 x 1 cluster (the traced name:
   MainloopSm90ArrayTmaGmmaWarpSpecialized<4 stages, cluster 2x1x1>, KernelPtrArrayTma-
-  WarpSpecializedPingpong, tile 64 x 128 x 128, validation/data/h200_moe_step_kernels.csv); its persistent grid
+  WarpSpecializedPingpong, tile 64 x 128 x 128, validation/data/h200_moe_step_kernels.csv.xz); its persistent grid
   is one CTA per SM (132, as measured) walking the tiles of every group. Each group's M tiles
   are rounded up to the cluster, and the two CTAs of a cluster share the weight tile by TMA
   multicast, each loading half of it.
