@@ -112,19 +112,13 @@ def problems(cfg):
     if cfg.parallel.gpus > 1:
         yield "parallel.gpus", "a real engine is simulated on one GPU"
         return
-    if e.kind == SGLANG:
-        try:
-            check_sglang()
-            sglang_fields(dict(e.config))
-        except EngineError as exc:
-            key = "workload.engine.config" if "workload.engine.config" in str(exc) else "workload.engine.kind"
-            yield key, str(exc)
-        return
+    installed, fields, config_class = ((check_sglang, sglang_fields, "ServerArgs") if e.kind == SGLANG
+                                       else (check_version, cb_config, "ContinuousBatchingConfig"))
     try:
-        check_version()
-        cb_config(dict(e.config))
+        installed()
+        fields(dict(e.config))
     except EngineError as exc:
-        key = "workload.engine.config" if "has no field" in str(exc) else "workload.engine.kind"
-        yield key, str(exc)
+        about_config = "workload.engine.config" in str(exc) or "has no field" in str(exc)
+        yield ("workload.engine.config" if about_config else "workload.engine.kind"), str(exc)
     except (TypeError, ValueError) as exc:
-        yield "workload.engine.config", f"ContinuousBatchingConfig refused it: {exc}"
+        yield "workload.engine.config", f"{config_class} refused it: {exc}"
