@@ -18,17 +18,14 @@ from __future__ import annotations
 import itertools
 import os
 import re
-import subprocess
 import sys
-import tempfile
 
 os.environ.pop("TRITON_INTERPRET", None)
 import triton  # noqa: E402
-from triton.compiler import ASTSource  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fast_kv_attn as kv  # noqa: E402
-from fast_sass import BIN, TARGET  # noqa: E402
+from fast_sass import compile_and_dump  # noqa: E402
 
 CONTAINER = {2: "*u8", 4: "*i16", 8: "*i32", 16: "*fp16"}
 WIDTHS = (2, 4, 8, 16)
@@ -45,17 +42,8 @@ def compiled(bits3: tuple[int, int, int], block: int = 128, warps: int = 4, stag
         sig.update({f"{slot}_{k}": "i32" for k in ("len", "stride", "splits")})
     const = dict(G=4, GP=16, D=128, BLOCK=block, A_BITS=bits3[0], B_BITS=bits3[1], C_BITS=bits3[2],
                  GK=block, GV=min(block, 128), ASM=asm)
-    aligned = {"a_stride", "b_stride", "c_stride"}
-    attrs = {(kv._lowbit_decode.arg_names.index(k),): [["tt.divisibility", 16]] for k, t in sig.items()
-             if t.startswith("*") or k in aligned}
-    src = ASTSource(fn=kv._lowbit_decode, signature={**sig, **{k: "constexpr" for k in const}},
-                    constexprs=const, attrs=attrs)
-    kernel = triton.compile(src, target=TARGET, options={"num_warps": warps, "num_stages": stages})
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(kernel.asm["cubin"])
-        f.flush()
-        usage = subprocess.run([os.path.join(BIN, "cuobjdump"), "--dump-resource-usage", f.name],
-                               capture_output=True, text=True, check=True).stdout
+    kernel, usage = compile_and_dump(kv._lowbit_decode, sig, const, warps, stages,
+                                     {"a_stride", "b_stride", "c_stride"}, "--dump-resource-usage")
     return {"smem": kernel.metadata.shared, "regs": int(re.search(r"REG:(\d+)", usage).group(1)),
             "stack": int(re.search(r"STACK:(\d+)", usage).group(1))}
 

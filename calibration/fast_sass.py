@@ -43,9 +43,9 @@ BIN = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin"
 LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)(?:\.[A-Z0-9_.]+)?\s*([^;]*);")
 
 
-def sass(fn, signature: dict, constexprs: dict, warps: int, stages: int,
-         aligned: set[str] = frozenset()) -> list[tuple[int, str, str]]:
-    """(address, opcode, operands) of the kernel compiled for sm_90a. Pointers and the integer
+def compile_and_dump(fn, signature: dict, constexprs: dict, warps: int, stages: int,
+                     aligned: set[str] = frozenset(), dump: str = "--dump-sass"):
+    """(the kernel compiled for sm_90a, cuobjdump's `dump` of its cubin). Pointers and the integer
     arguments in `aligned` carry the divisibility by 16 that the launch-time specialization
     gives them (torch's allocations, strides that are multiples of 128), as on the device."""
     attrs = {(fn.arg_names.index(k),): [["tt.divisibility", 16]] for k, t in signature.items()
@@ -56,8 +56,15 @@ def sass(fn, signature: dict, constexprs: dict, warps: int, stages: int,
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(kernel.asm["cubin"])
         f.flush()
-        text = subprocess.run([os.path.join(BIN, "cuobjdump"), "--dump-sass", f.name],
+        text = subprocess.run([os.path.join(BIN, "cuobjdump"), dump, f.name],
                               capture_output=True, text=True, check=True).stdout
+    return kernel, text
+
+
+def sass(fn, signature: dict, constexprs: dict, warps: int, stages: int,
+         aligned: set[str] = frozenset()) -> list[tuple[int, str, str]]:
+    """(address, opcode, operands) of the kernel compiled for sm_90a (compile_and_dump)."""
+    _, text = compile_and_dump(fn, signature, constexprs, warps, stages, aligned)
     return [(int(a, 16), op, rest) for a, op, rest in LINE.findall(text)]
 
 
