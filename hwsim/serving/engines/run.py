@@ -34,12 +34,12 @@ def serve_with_engine(cfg, b):
     """The scenario's requests served by its engine on b's step clock: (Served, request rows,
     engine steps, inter-token gaps in ms, tokens), what hwsim/run.py makes a serving result of."""
     from hwsim.rng import RandomStreams
-    from hwsim.serving.engines import hf, results
+    from hwsim.serving.engines import hf
+    from hwsim.serving.packed_attention import PackedAttention
     from hwsim.serving.requests import open_loop_requests
     from hwsim.serving.step_clock import StepClock
 
     e, w = cfg.workload.engine, cfg.workload
-    from hwsim.serving.packed_attention import PackedAttention
     host, host_name = engine_host(cfg, b)
     if e.kind == SGLANG:
         return _serve_sglang(cfg, b, StepClock(b, host=host), host_name)
@@ -55,19 +55,14 @@ def serve_with_engine(cfg, b):
                 "max_batch_tokens": run.max_batch_tokens,
                 "max_requests_per_batch": engine.manager.continuous_batching_config.max_requests_per_batch,
                 "scheduler_type": engine.manager.continuous_batching_config.scheduler_type, **dict(e.config)}
-    part = results.engine_summary(e.kind, hf.transformers_version(), resolved, run, clock, host_name)
-    served, gaps_ms = results.served(run, w, cfg.budget_ms, part)
-    if not run.steps:
-        raise ConfigError("no request was served (the engine scheduled no step)", key="workload.arrivals")
-    tokens = sum(len(t) for t in run.token_times.values())
-    return served, results.request_rows(run), results.engine_steps(run), gaps_ms, tokens
+    return _served(cfg, hf.transformers_version(), resolved, run, clock, host_name)
 
 
 def _serve_sglang(cfg, b, clock, host_name):
     """serve_with_engine for SGLang's Scheduler (hwsim/serving/engines/sglang.py)."""
     from importlib import metadata
     from hwsim.rng import RandomStreams
-    from hwsim.serving.engines import results, sglang
+    from hwsim.serving.engines import sglang
     from hwsim.serving.requests import open_loop_requests
 
     e, w = cfg.workload.engine, cfg.workload
@@ -81,8 +76,14 @@ def _serve_sglang(cfg, b, clock, host_name):
                 "max_running_requests": run.max_running_requests, "max_total_tokens": run.max_total_tokens,
                 "schedule_policy": a.schedule_policy, "page_size": a.page_size,
                 "mem_fraction_static": a.mem_fraction_static, "disable_radix_cache": a.disable_radix_cache}
-    part = results.engine_summary(e.kind, metadata.version("sglang"), resolved, run, clock, host_name)
-    served, gaps_ms = results.served(run, w, cfg.budget_ms, part)
+    return _served(cfg, metadata.version("sglang"), resolved, run, clock, host_name)
+
+
+def _served(cfg, version: str, resolved: dict, run, clock, host_name):
+    """An engine's run as serve_with_engine returns it (either engine's run has the same fields)."""
+    from hwsim.serving.engines import results
+    part = results.engine_summary(cfg.workload.engine.kind, version, resolved, run, clock, host_name)
+    served, gaps_ms = results.served(run, cfg.workload, cfg.budget_ms, part)
     if not run.steps:
         raise ConfigError("no request was served (the engine scheduled no step)", key="workload.arrivals")
     tokens = sum(len(t) for t in run.token_times.values())
