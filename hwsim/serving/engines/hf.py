@@ -29,15 +29,14 @@ missing or the version is not PINNED.
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import SimpleNamespace
 from unittest import mock
 
 from hwsim.config.engine_install import (PINNED, EngineError, cb_config, check_version,  # noqa: F401
                                           config_fields, transformers_version)
+from hwsim.serving.engines.results import EngineRun
 
 CB = "transformers.generation.continuous_batching"
 # (module, attribute) the adapter reaches into; each must exist in the pinned version
@@ -146,19 +145,11 @@ def io_copy_bytes(max_batch_tokens: int, num_pages: int, dtype_bytes: int = 2, b
 
 
 @dataclass
-class HfRun:
-    """Per request: arrival, and its token times as the engine stamped them (virtual seconds)."""
-    arrivals: dict = field(default_factory=dict)
-    prompts: dict = field(default_factory=dict)
-    outputs: dict = field(default_factory=dict)
-    token_times: dict = field(default_factory=dict)
-    started: dict = field(default_factory=dict)        # left the engine's queue (its lifespan's start)
-    steps: list = field(default_factory=list)          # (start, StepTime, batch [(query, cached)])
+class HfRun(EngineRun):
+    """The run (results.EngineRun; started: left the engine's queue, its lifespan's start;
+    preemptions: offloaded or soft reset) and the paged cache the library sized."""
     num_blocks: int = 0
     max_batch_tokens: int = 0
-    cuda_graph: bool = False
-    async_batching: bool = False
-    preemptions: int = 0                               # requests offloaded or soft reset, and queued again
 
 
 class HfEngine:

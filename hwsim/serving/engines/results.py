@@ -3,13 +3,28 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from hwsim.metrics import percentiles
 from hwsim.serving.metrics import QUANTILES
 from hwsim.summary import EngineSummary, Served, ServingSummary
+
+
+@dataclass
+class EngineRun:
+    """What an engine adapter records of a run and this module reads: per request its arrival,
+    prompt and output lengths and token times (virtual seconds), and the engine's steps."""
+    arrivals: dict = field(default_factory=dict)
+    prompts: dict = field(default_factory=dict)
+    outputs: dict = field(default_factory=dict)
+    token_times: dict = field(default_factory=dict)
+    started: dict = field(default_factory=dict)        # left the engine's queue
+    steps: list = field(default_factory=list)          # (start, StepTime, batch [(query, cached)])
+    cuda_graph: bool = False
+    async_batching: bool = False
+    preemptions: int = 0                               # requests taken off and queued again
 
 
 @dataclass(slots=True)

@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import contextlib
 import json
-import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 from unittest import mock
 
 from hwsim.config.engine_install import SGLANG_PINNED, EngineError, check_sglang, server_args_fields  # noqa: F401
+from hwsim.serving.engines.results import EngineRun
 from hwsim.serving.engines.sglang_stubs import STUBBED, install_stubs  # noqa: F401
 
 SM = "sglang.srt.managers"
@@ -150,19 +150,11 @@ class ClockWorker:
 
 
 @dataclass
-class SglRun:
-    """Per request: arrival and its token times on the virtual clock (seconds); the steps."""
-    arrivals: dict = field(default_factory=dict)
-    prompts: dict = field(default_factory=dict)
-    outputs: dict = field(default_factory=dict)
-    token_times: dict = field(default_factory=dict)
-    started: dict = field(default_factory=dict)        # its first prefill chunk was scheduled
-    steps: list = field(default_factory=list)          # (start, StepTime, batch [(query, cached)])
+class SglRun(EngineRun):
+    """The run (results.EngineRun; started: its first prefill chunk was scheduled; preemptions:
+    requests retracted) and the KV pool and batch limit SGLang resolved."""
     max_total_tokens: int = 0
     max_running_requests: int = 0
-    cuda_graph: bool = False
-    async_batching: bool = False
-    preemptions: int = 0                               # requests retracted (queued again)
 
 
 class VirtualClock:
