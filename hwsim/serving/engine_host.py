@@ -38,6 +38,7 @@ from hwsim.config.sourced import Fraction, NonNegative, Positive
 from hwsim.config.strict import Strict
 from hwsim.config.yaml_lines import load_yaml_file
 from hwsim.errors import ConfigError
+from hwsim.serving.packed_attention import pad_to_interval
 
 
 class EngineHostProfile(Strict):
@@ -104,7 +105,7 @@ class EngineHost:
         q = sum(n for n, _ in batch)
         kv = sum(c for _, c in batch)
         longest = max(n + c for n, c in batch)
-        return (self.pair, min(-(-q // q_int) * q_int, max_tokens), min(-(-max(kv, 1) // kv_int) * kv_int, pages),
+        return (self.pair, pad_to_interval(q, q_int, max_tokens), pad_to_interval(kv, kv_int, pages),
                 max(1024, 1 << (longest - 1).bit_length()))
 
     def graph_forward(self, batch, device_s: float, speed: float) -> tuple[float, float, bool]:
