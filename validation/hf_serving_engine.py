@@ -92,6 +92,8 @@ class Engine:
             rows = make_trace(shape, None, profile_requests, seed=2)
             rows = [dataclasses.replace(r, output_tokens=profile_tokens) for r in rows]
             meta["profile_burst"] = self.profiled_burst(rows, profile_path)
+            # the same burst again, unprofiled (its plans now cached): the profiler's own cost
+            meta["unprofiled_twin"] = self.burst(rows, seed=2, tag="twin")
         self.mgr.start()
         meta["attn_implementation"] = self.model.config._attn_implementation
         meta["cudnn_sdp_enabled"] = torch.backends.cuda.cudnn_sdp_enabled() if self.cuda else None
@@ -102,12 +104,12 @@ class Engine:
         cb = self.mgr.continuous_batching_config
         return {k: getattr(cb, k, None) for k in ENGINE_KEYS}
 
-    def burst(self, rows: list[TraceRow], seed: int) -> dict:
+    def burst(self, rows: list[TraceRow], seed: int, tag: str = "burst") -> dict:
         """Serve `rows` all at once with the engine loop on this thread; wall time and steps."""
         status = self.mgr.background_thread_status
         status.clear()
         for i, (ids, r) in enumerate(zip(prompts_of(rows, self.model.config.vocab_size, seed), rows)):
-            self.mgr.add_request(ids, request_id=f"burst{seed}_{i}", max_new_tokens=r.output_tokens,
+            self.mgr.add_request(ids, request_id=f"{tag}{seed}_{i}", max_new_tokens=r.output_tokens,
                                  eos_token_id=-1)
         status.request_stop(status.FLUSH_AND_STOP, 0)
         t = time.perf_counter()
