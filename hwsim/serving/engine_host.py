@@ -49,6 +49,10 @@ class EngineHostProfile(Strict):
     launch_us: Positive = Field(description="eager: one kernel's launch, Python and ATen dispatch included")
     kernels_per_layer: Positive = Field(description="eager: kernels the engine's forward launches per decoder layer")
     kernels_fixed: NonNegative = Field(description="eager: kernels outside the decoder layers (embedding, norm, head)")
+    ops_per_layer_reference: Positive | None = Field(None, description="ATen ops the engine dispatches per decoder "
+                                                     "layer of the model kernels_per_layer was measured on "
+                                                     "(hwsim/serving/engines/hf_ops.py): another model's layer "
+                                                     "scales kernels_per_layer by its own count over this")
     plan_ms: NonNegative = Field(description="eager: building one attention plan for a shape not seen before")
     mask_us_per_seq: NonNegative = Field(description="building the step's attention mask, per sequence (paged eager/sdpa)")
     h2d_GBps: Positive = Field(description="async batching: host-to-device copy rate of the host IO's static buffers")
@@ -96,6 +100,7 @@ class EngineHost:
         self.graphs: set = set()        # captured graph keys, per IO pair
         self.pair = 0                   # async batching alternates two IO pairs
         self.attention = None           # PackedAttention of the served model on the chip (run.py sets it)
+        self.layer_scale = 1.0          # the served model's ops per layer over the profile's model's (run.py)
 
     def graph_key(self, batch) -> tuple:
         """ModelRunner.maybe_pad_inputs and ContinuousBatchingIOs._get_graph_key (varlen path): query
@@ -139,7 +144,7 @@ class EngineHost:
 
     def kernels(self) -> float:
         p = self.p
-        return p.kernels_per_layer.value * self.layers + p.kernels_fixed.value
+        return p.kernels_per_layer.value * self.layer_scale * self.layers + p.kernels_fixed.value
 
     def step(self, batch, sb, kernels: int, device_s: float, parts: dict | None = None) -> HostStep:
         """The host's side of a step of `batch` (StepBatch `sb`) whose kernels take `device_s`

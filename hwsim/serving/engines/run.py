@@ -21,7 +21,23 @@ def engine_host(cfg, b):
     name = e.host or DEFAULT_HOST[e.kind]
     if name is None:
         return None, "none (device time only)"
-    return EngineHost(load_engine_host(name), b.model.layers), name
+    host = EngineHost(load_engine_host(name), b.model.layers)
+    return host, name + _layer_scale(host, b.model)
+
+
+def _layer_scale(host, model) -> str:
+    """Scale the profile's kernels per layer to the served model's layer structure by the ATen ops
+    the engine dispatches per layer of each (hwsim/serving/engines/hf_ops.py); what was done."""
+    from hwsim.serving.engines import hf_ops
+    reference = host.p.ops_per_layer_reference
+    if reference is None:
+        return ""
+    try:
+        ops = hf_ops.ops_per_layer(model)
+    except hf_ops.CountError as exc:
+        return f" (kernels per layer as profiled: {exc})"
+    host.layer_scale = ops / reference.value
+    return f" (kernels per layer x{host.layer_scale:.3f}: {ops:g} ATen ops a layer against the profile's {reference.value:g})"
 
 
 def available_bytes(b) -> float:
