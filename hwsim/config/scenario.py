@@ -723,6 +723,25 @@ class Scenario(Strict):
 
     @model_validator(mode="before")
     @classmethod
+    def _hf_engine_runtime(cls, data):
+        """transformers 5.17's continuous batching runs a MoE layer's experts with torch's grouped_mm
+        (PreTrainedModel.get_correct_experts_implementation's default on CUDA) and launches its
+        forward eagerly unless its config turns CUDA graphs on (then replays): so the pass is
+        timed, unless runtime says otherwise."""
+        engine = (data.get("workload") or {}).get("engine") if isinstance(data, dict) \
+            and isinstance(data.get("workload") or {}, dict) else None
+        if not isinstance(engine, dict) or engine.get("kind") != "hf-transformers":
+            return data
+        runtime = data.get("runtime") or {}
+        if not isinstance(runtime, dict):
+            return data
+        graphs = (engine.get("config") or {}).get("use_cuda_graph") if isinstance(engine.get("config"), dict) else None
+        graphs = any(graphs) if isinstance(graphs, (list, tuple)) else bool(graphs)
+        resolved = {"launch": "graph" if graphs else "eager", "moe_schedule": "grouped"}
+        return {**data, "runtime": {**resolved, **runtime}}
+
+    @model_validator(mode="before")
+    @classmethod
     def _flatten_overrides(cls, data):
         """hardware_overrides may be written nested (as --set writes it) or with dotted keys."""
         if isinstance(data, dict) and isinstance(data.get("hardware_overrides"), dict):
