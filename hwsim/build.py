@@ -22,6 +22,7 @@ from hwsim.engine.stream import Stream
 from hwsim.engine.timer import KernelTimer
 from hwsim.engine.cluster import Cluster
 from hwsim.hw.device import Device
+from hwsim.hw.power import clock_choice
 from hwsim.hw.units import Sram
 from hwsim.model import dequant_kernels, weight_format
 from hwsim.model.blocks import moe_schedule_problems
@@ -142,8 +143,8 @@ def build(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelSha
 def _chip_at_clock(cfg: Scenario, profile: HardwareProfile, sm_clock_hz: float | None) -> ChipSpec:
     """The profile's chip, its SMs at `sm_clock_hz` or else at the scenario's locked clock (MHz)."""
     chip = ChipSpec.from_profile(profile)
-    locked = cfg.runtime.sm_clock
-    if sm_clock_hz is None and not isinstance(locked, str):
+    locked = clock_choice(cfg.runtime.sm_clock).locked_mhz
+    if sm_clock_hz is None and locked is not None:
         sm_clock_hz = locked * 1e6
     return chip.at_sm_clock(sm_clock_hz) if sm_clock_hz else chip
 
