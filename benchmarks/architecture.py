@@ -1,5 +1,5 @@
 """Measures of the code's shape, read from the AST of hwsim/ (nothing of hwsim is run; the inert
-rules are counted by importing hwsim.config.inert).
+rules are counted by importing hwsim.config.inert, the config choices by importing the schemas).
 
     python benchmarks/architecture.py [--json]
 
@@ -9,7 +9,10 @@ rules are counted by importing hwsim.config.inert).
   imports inside functions included (a lazy import hides a circle; it does not remove it);
 - long functions: functions over 60 lines, in all of hwsim/ (and in hwsim/engine and hwsim/hw);
 - forks: `if` tests that read something named `parallel`, and comparisons of an attribute with
-  string constants (a config choice compared by string rather than dispatched by type);
+  string constants of which one is a config choice (a word some schema key can be set to, read
+  from the schemas' Literal fields: config_choices), compared by string rather than dispatched
+  by type; a file's suffix, a numpy dtype's kind, a trace event's kind or a step's phase is no
+  config choice (counted until session 20: 109 then, 70 of them choices);
 - inert rules: the rules of hwsim/config/inert.py (a key that acts only under another's value);
 - the pipeline written out: calls of its stages (load, system checks, cost, build, run; PIPELINE_STAGES)
   made outside hwsim/pipeline.py and the stages' own modules, by function; and the functions that
@@ -199,25 +202,65 @@ def _mentions(node: ast.AST, word: str) -> bool:
                (isinstance(n, ast.Attribute) and word in n.attr) for n in ast.walk(node))
 
 
-def _is_string_choice(node: ast.Compare) -> bool:
+# runtime.sm_clock's words: a validator of their own (hwsim/config/scenario.py _sm_clock), not a Literal
+SM_CLOCK_WORDS = ("settled", "max")
+
+
+def config_choices() -> frozenset[str]:
+    """The words a config key can be set to: every Literal value of the schemas' fields (the
+    scenario, a hardware profile, a model shape, a topology; union members and registries'
+    generated Literals included), and runtime.sm_clock's."""
+    import typing
+    sys.path.insert(0, str(ROOT))
+    from pydantic import BaseModel
+    from hwsim.config.profile import HardwareProfile
+    from hwsim.config.scenario import Scenario
+    from hwsim.model.shapes import ModelShape
+    from hwsim.parallel.topology import Topology
+    words, seen = set(SM_CLOCK_WORDS), set()
+
+    def walk(tp) -> None:
+        if isinstance(tp, type) and issubclass(tp, BaseModel):
+            if tp not in seen:
+                seen.add(tp)
+                for part in [*tp.__subclasses__(), *(f.annotation for f in tp.model_fields.values())]:
+                    walk(part)
+        elif typing.get_origin(tp) is typing.Literal:
+            words.update(a for a in typing.get_args(tp) if isinstance(a, str))
+        else:
+            for a in typing.get_args(tp):
+                walk(a)
+
+    for root in (Scenario, HardwareProfile, ModelShape, Topology):
+        walk(root)
+    return frozenset(words)
+
+
+def _is_string_choice(node: ast.Compare, choices: frozenset[str] | None = None) -> bool:
+    """An attribute compared with string constants of which one is a config choice (`choices`,
+    default config_choices()): a file's suffix, a trace event's kind or a step's phase is none."""
     sides = [node.left, *node.comparators]
     strings = [s for s in sides if isinstance(s, ast.Constant) and isinstance(s.value, str)
                or isinstance(s, (ast.Tuple, ast.Set, ast.List)) and s.elts
                and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in s.elts)]
-    return bool(strings) and any(isinstance(s, ast.Attribute) for s in sides)
+    if not strings or not any(isinstance(s, ast.Attribute) for s in sides):
+        return False
+    words = {e.value for s in strings for e in ([s] if isinstance(s, ast.Constant) else s.elts)}
+    return bool(words & (config_choices() if choices is None else choices))
 
 
 def forks(modules: dict[str, Module]) -> dict:
     parallel_ifs, string_choices = [], []
+    choices = config_choices()
     for mod in modules.values():
         rel = mod.rel
         for node in ast.walk(mod.tree):
             if isinstance(node, (ast.If, ast.IfExp)) and _mentions(node.test, "parallel"):
                 parallel_ifs.append(f"{rel}:{node.lineno}")
-            if isinstance(node, ast.Compare) and _is_string_choice(node):
+            if isinstance(node, ast.Compare) and _is_string_choice(node, choices):
                 string_choices.append(f"{rel}:{node.lineno}")
     return {"if_parallel": len(parallel_ifs), "string_choice_comparisons": len(string_choices),
-            "if_parallel_at": parallel_ifs}
+            "if_parallel_at": parallel_ifs, "string_choice_at": string_choices}
 
 
 # The pipeline's stages (hwsim/pipeline.py calls them; so may their own modules, a build

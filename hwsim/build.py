@@ -22,12 +22,14 @@ from hwsim.engine.stream import Stream
 from hwsim.engine.timer import KernelTimer
 from hwsim.engine.cluster import Cluster
 from hwsim.hw.device import Device
+from hwsim.hw.power import clock_choice
 from hwsim.hw.units import Sram
 from hwsim.model import dequant_kernels, weight_format
 from hwsim.model.blocks import moe_schedule_problems
 from hwsim.model.schedule import Schedule, WeightLayout
 from hwsim.model.shapes import ModelShape
 from hwsim.rng import RandomStreams
+from hwsim.model.expert_sram import cache_policy
 from hwsim.model.moe_dispatch import ExpertDispatch
 from hwsim.model.onchip import OnChipState
 from hwsim.workload import kv_format
@@ -141,8 +143,8 @@ def build(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelSha
 def _chip_at_clock(cfg: Scenario, profile: HardwareProfile, sm_clock_hz: float | None) -> ChipSpec:
     """The profile's chip, its SMs at `sm_clock_hz` or else at the scenario's locked clock (MHz)."""
     chip = ChipSpec.from_profile(profile)
-    locked = cfg.runtime.sm_clock
-    if sm_clock_hz is None and not isinstance(locked, str):
+    locked = clock_choice(cfg.runtime.sm_clock).locked_mhz
+    if sm_clock_hz is None and locked is not None:
         sm_clock_hz = locked * 1e6
     return chip.at_sm_clock(sm_clock_hz) if sm_clock_hz else chip
 
@@ -237,7 +239,7 @@ def _expert_sram(cfg: Scenario, model: ModelShape, chip: ChipSpec, schedule: Sch
     c = cfg.moe.cache
     set_aside = c.capacity_mib * 2**20 if c.capacity_mib else _persisting_bytes(cfg, chip)
     router_on_chip = c.pin_router and schedule.router_bytes_total() <= set_aside
-    uses_sram = c.policy != "none" or cfg.moe.prefetch.enabled or router_on_chip
+    uses_sram = cache_policy(c.policy).keeps or cfg.moe.prefetch.enabled or router_on_chip
     return (set_aside if uses_sram else 0.0), router_on_chip
 
 
@@ -249,13 +251,12 @@ def _onchip_with_sram(cfg: Scenario, model: ModelShape, chip: ChipSpec, schedule
     experts. SRAM set aside for experts and the router is no longer L2 for activations (up to
     the L2's persisting share: a larger capacity_mib is a what-if SRAM beside the L2). Under
     expert parallelism it pins the experts its GPU holds (`holds`, ExpertMap.holder)."""
-    c = cfg.moe.cache
     capacity = sram.capacity if sram else 0.0
     if router_on_chip:
         capacity -= schedule.router_bytes_total()
     dispatch = ExpertDispatch(cfg.moe, model, schedule.expert_bytes(), capacity, chip.hbm_stacks,
                               schedule.expert_address, streams.get("prefetch"))
-    if c.policy == "pinned-hot":
+    if dispatch.cache.policy.pins_hot:
         dispatch.pin_hot(router.popularity, holds)
     persisting = _persisting_bytes(cfg, chip)
     l2_for_activations = chip.l2_bytes - (min(sram.capacity, persisting) if sram else 0.0)

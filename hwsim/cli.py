@@ -473,14 +473,16 @@ def _breakdown_table(s) -> Table:
 
 
 def _moe_line(m) -> str:
+    from hwsim.model.expert_sram import cache_policy
+    from hwsim.model.moe_dispatch import Placement
     line = (f"MoE: {m.distinct_experts_per_layer:.1f} distinct experts per layer, "
             f"active parameters {m.active_param_fraction:.1%}")
-    if m.cache.hit_rate is not None and (m.cache.policy != "none" or m.prefetch.enabled):
+    if m.cache.hit_rate is not None and (cache_policy(m.cache.policy).keeps or m.prefetch.enabled):
         line += f", SRAM hit rate {m.cache.hit_rate:.1%}"
     if m.prefetch.enabled:
         line += (f", prefetch precision {m.prefetch.precision:.0%} recall {m.prefetch.recall:.0%}, "
                  f"wait {m.prefetch.expert_load_wait_ms:.3f} ms")
-    if m.placement == "per-expert":
+    if Placement(m.placement) is Placement.PER_EXPERT:
         line += f", expert bytes per stack max/mean {m.expert_stack_imbalance:.2f}"
     return line
 

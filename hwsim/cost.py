@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from hwsim.config.scenario import ClosedArrivals, TraceArrivals, TraceRouting
+from hwsim.engine.timer import Fidelity
 from hwsim.errors import ConfigError
 from hwsim.model.blocks import moe_schedule as moe_block
 
@@ -33,8 +34,8 @@ DEFAULT_MAX_WALL_S = 1800.0      # 30 minutes
 DEFAULT_MAX_GB = 8.0
 
 # wall seconds per kernel, and per sequence (token) and layer, of one simulated pass, by fidelity
-S_PER_KERNEL = {"kernel": 1.5e-5, "wave": 1e-4, "tile": 3e-4}
-S_PER_TOKEN_LAYER = {"kernel": 1.5e-5, "wave": 3e-5, "tile": 1e-3}
+S_PER_KERNEL = {Fidelity.KERNEL: 1.5e-5, Fidelity.WAVE: 1e-4, Fidelity.TILE: 3e-4}
+S_PER_TOKEN_LAYER = {Fidelity.KERNEL: 1.5e-5, Fidelity.WAVE: 3e-5, Fidelity.TILE: 1e-3}
 S_PER_TOKEN_LAYER_GROUPED = 5e-6        # grouped/fused MoE: mostly the routing draw
 ONE_KERNEL_PER_LAYER = 40.0              # grouped/fused MoE: a layer's kernels, whatever its experts
 S_PER_TILE_TOKEN_CONTEXT = 2e-7          # tile fidelity: attention tiles grow with the context
@@ -100,20 +101,20 @@ def _kernels(model, tokens: int, moe_schedule: str = "per-expert", held: float |
     return model.layers * (15.0 + 8.0 * active)
 
 
-def _pass_s(fidelity: str, kernels: float, tokens: int, context: int, layers: int,
+def _pass_s(fidelity: Fidelity, kernels: float, tokens: int, context: int, layers: int,
             moe_schedule: str = "per-expert") -> float:
     per_token = S_PER_TOKEN_LAYER[fidelity]
-    if moe_block(moe_schedule).one_kernel and fidelity == "kernel":
+    if moe_block(moe_schedule).one_kernel and fidelity is Fidelity.KERNEL:
         per_token = S_PER_TOKEN_LAYER_GROUPED      # no per-expert gather and scatter to build
     s = kernels * S_PER_KERNEL[fidelity] + tokens * layers * per_token
-    if fidelity == "tile":
+    if fidelity is Fidelity.TILE:
         s += tokens * context * S_PER_TILE_TOKEN_CONTEXT
     return s
 
 
 def estimate(cfg, model) -> Cost:
     """The cost of simulating scenario `cfg` (a Scenario) of model shape `model`."""
-    w, fidelity = cfg.workload, cfg.runtime.fidelity
+    w, fidelity = cfg.workload, Fidelity(cfg.runtime.fidelity)
     extra_bytes = _routing_trace_bytes(cfg)
     if w.serving:
         requests = w.arrivals.requests
@@ -177,7 +178,7 @@ class TracePrice:
         trace = read_trace(Path(path))
         return cls(sum(len(events) for events in trace.device.values()), trace.ctas)
 
-    def pass_s(self, fidelity: str) -> float:
+    def pass_s(self, fidelity: Fidelity) -> float:
         return self.kernels * S_PER_KERNEL[fidelity] + self.ctas * S_PER_CTA
 
     @property
@@ -216,7 +217,7 @@ class _Gpus:
             return _kernels(model, tokens, moe_schedule)
         return _kernels(model, tokens, moe_schedule, self.held)
 
-    def pass_s(self, fidelity: str, model, tokens: int, context: int, moe_schedule: str,
+    def pass_s(self, fidelity: Fidelity, model, tokens: int, context: int, moe_schedule: str,
                micro_batches: int = 1) -> float:
         if self.n == 1:
             return _pass_s(fidelity, _kernels(model, tokens, moe_schedule), tokens, context, model.layers,
@@ -225,7 +226,7 @@ class _Gpus:
         # (per_gpu_choice keeps all tokens' picks, those of other GPUs' experts set to -1)
         one = _pass_s(fidelity, micro_batches * self.kernels(model, tokens, moe_schedule), tokens,
                       0, model.layers, moe_schedule)
-        if fidelity == "tile":       # attention tiles: each GPU's own sequences
+        if fidelity is Fidelity.TILE:       # attention tiles: each GPU's own sequences
             one += tokens / self.groups * context * S_PER_TILE_TOKEN_CONTEXT
         return self.n * one
 
@@ -259,7 +260,7 @@ def _serving_rehearsed(cfg, model) -> Cost:
     seen, first_half = len(r.shapes), len(r.shapes) - r.new_shapes_half
     alpha = min(1.0, max(0.5, math.log2(seen / first_half) if first_half > 0 else 1.0))
     shapes = min(seen * (requests / max(r.requests, 1)) ** alpha, max(iterations, seen))
-    fidelity, layers = cfg.runtime.fidelity, model.layers
+    fidelity, layers = Fidelity(cfg.runtime.fidelity), model.layers
     costs, kernels = [], []
     for decodes, ctx, pre, _ in r.shapes:
         tokens = max(1, decodes + pre)

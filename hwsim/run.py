@@ -11,7 +11,7 @@ from hwsim import __version__
 from hwsim.build import Built, build
 from hwsim.config.scenario import Scenario
 from hwsim.errors import ConfigError
-from hwsim.hw.power import Activity, PowerModel, Settled, settle
+from hwsim.hw.power import Activity, PowerModel, Settled, clock_choice, settle
 from hwsim.engine.records import RecordLog
 from hwsim.metrics import percentiles
 from hwsim.model import dequant_kernels
@@ -105,7 +105,7 @@ def _run_scenario(cfg: Scenario, built: Built | None, progress, every_interval: 
         return steady_breakdown(latest[0])
 
     settled = None
-    if power is None or cfg.runtime.sm_clock != "settled":
+    if power is None or not clock_choice(cfg.runtime.sm_clock).settles:
         result = _simulate(cfg, b, wall0, progress, every_interval, intervals, plans)
     else:
         settled = settle(power, simulate, breakdown_at_max)

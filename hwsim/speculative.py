@@ -31,6 +31,7 @@ from hwsim.config.scenario import DraftSpeculation, MtpSpeculation, Scenario, We
 from hwsim.errors import ConfigError
 from hwsim.metrics import Component
 from hwsim.model import ops, weight_format
+from hwsim.model.blocks import attention_kernel
 from hwsim.model.schedule import NORM_OPS_PER_ELEM, Schedule, StepShape
 from hwsim.rng import RandomStreams
 from hwsim.step import PassPlan, StepResult, plan_pass, simulate_pass
@@ -52,9 +53,10 @@ class Speculation:
 
     def __init__(self, cfg: Scenario, b: Built):
         spec = cfg.workload.speculative
-        if cfg.runtime.attention_kernel == "eager":
+        attention = attention_kernel(cfg.runtime.attention_kernel)
+        if attention.mla_reference:     # its decode attends one query token per sequence
             raise ConfigError("workload.speculative verifies with the flash or cudnn attention kernel; "
-                              "eager MLA decodes one token per sequence", key="runtime.attention_kernel")
+                              f"{attention.name} MLA decodes one token per sequence", key="runtime.attention_kernel")
         self.cfg, self.spec = cfg, spec
         self.rates = spec.rates()
         self.expected = expected_tokens(self.rates)

@@ -33,7 +33,7 @@ from hwsim.config.names import check_name
 from hwsim.config.scenario import Scenario
 from hwsim.config.yaml_lines import LoadedYaml
 from hwsim.errors import ConfigError
-from hwsim.hw.power import Activity, settle
+from hwsim.hw.power import Activity, clock_choice, settle
 from hwsim.io.bounded import LIMITS, open_text
 from hwsim.io.forked import map_side_by_side
 from hwsim.results import cyclic_gc_paused
@@ -214,7 +214,7 @@ def predict_ms(row: dict, sets: list[str] | None = None) -> float:
         return sum(p.duration_s for p in done), sum((p.activity for p in done), Activity())
 
     power = power_model(built)
-    settled = power and cfg.runtime.sm_clock == "settled"
+    settled = power and clock_choice(cfg.runtime.sm_clock).settles
     clock_hz = settle(power, simulate).clock_hz if settled else built.chip.clock_hz
     simulate(clock_hz)
     return statistics.fmean(p.duration_s for p in passes[clock_hz]) * 1e3

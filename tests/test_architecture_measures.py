@@ -79,14 +79,25 @@ def test_imports_back_up_follow_the_layer_order(tmp_path):
 
 
 def test_forks_count_parallel_tests_and_string_choices(tmp_path):
+    """A string compared is a config choice where a schema's key can be set to it: a file's
+    suffix or a step's phase is none."""
     pkg = _package(tmp_path, {
         "__init__.py": "",
-        "x.py": ("def f(b, cfg):\n    if b.parallel:\n        pass\n"
-                 "    if cfg.moe.schedule == 'grouped' or cfg.kind in ('a', 'b'):\n        pass\n"
+        "x.py": ("def f(b, cfg, p, shape):\n    if b.parallel:\n        pass\n"
+                 "    if cfg.moe.schedule == 'grouped' or cfg.kind in ('lru', 'lfu'):\n        pass\n"
+                 "    if p.suffix in ('.yaml', '.yml') or shape.phase == 'decode':\n        pass\n"
                  "    return 1 if cfg.n == 2 else 0\n"),
     })
     counted = architecture.forks(architecture.load_modules(pkg))
     assert counted["if_parallel"] == 1 and counted["string_choice_comparisons"] == 2
+    assert counted["string_choice_at"] == ["hwsim/x.py:4", "hwsim/x.py:4"]
+
+
+def test_the_config_choices_are_the_schemas_words():
+    """Literal fields of union members and of Literals generated from a registry count too."""
+    words = architecture.config_choices()
+    assert {"poisson", "gamma", "fused", "cudnn", "pinned-hot", "even", "settled"} <= words
+    assert not {"decode", "prefill", ".yaml", "memcpy"} & words
 
 
 def test_hwsim_itself_has_no_import_circle_and_no_long_engine_or_hw_function():

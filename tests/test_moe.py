@@ -8,7 +8,7 @@ from hwsim.config.scenario import UniformRouting, ZipfRouting
 from hwsim.errors import ConfigError
 from hwsim.model.shapes import Moe
 from hwsim.run import run_scenario
-from hwsim.model.expert_sram import ExpertCache
+from hwsim.model.expert_sram import ExpertCache, cache_policy
 from hwsim.workload.router import Router, expected_distinct
 
 QWEN = ["model=qwen3-30b-a3b", "workload.decode_steps=3"]
@@ -160,7 +160,7 @@ def test_caches_hit_when_hot_experts_repeat_and_lru_thrashes_when_they_do_not_fi
 
 
 def test_lru_and_lfu_evict_differently():
-    lru, lfu = ExpertCache("lru", 2.0), ExpertCache("lfu", 2.0)
+    lru, lfu = ExpertCache(cache_policy("lru"), 2.0), ExpertCache(cache_policy("lfu"), 2.0)
     for c in (lru, lfu):
         for key in [(0, 1), (0, 1), (0, 1), (0, 2), (0, 3)]:
             c.lookup(key, 1.0)

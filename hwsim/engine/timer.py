@@ -14,6 +14,8 @@ bus, the L2 and the on-chip SRAM it lands in).
 
 from __future__ import annotations
 
+from enum import Enum
+
 from hwsim.hw.effect import Effect
 from hwsim.engine.memory_path import MemoryPath
 from hwsim.engine.tile_rounds import tile_rounds
@@ -45,13 +47,22 @@ def _shifted(demand: dict, levels: dict, starts: list[float], shifts: list[float
     return out
 
 
+class Fidelity(Enum):
+    """`runtime.fidelity`: the timing path's strategy (module docstring)."""
+    KERNEL = "kernel"
+    WAVE = "wave"
+    TILE = "tile"
+
+
 class KernelTimer:
-    def __init__(self, chip: ChipSpec, fidelity: str, tile_processes: bool = False,
+    def __init__(self, chip: ChipSpec, fidelity: str | Fidelity, tile_processes: bool = False,
                  device: Device | None = None):
-        """`device`: the device whose units give the memory path's levels (none: a device of
-        `chip` as the profile builds it, without expert SRAM)."""
+        """`fidelity`: `runtime.fidelity`, or its Fidelity. `device`: the device whose units
+        give the memory path's levels (none: a device of `chip` as the profile builds it,
+        without expert SRAM)."""
         self.chip = chip
-        self.fidelity = fidelity
+        self.fidelity = Fidelity(fidelity)
+        self.per_tile = self.fidelity is Fidelity.TILE      # else wave by wave
         self.path = MemoryPath(chip, (device or Device(chip)).memory_levels())
         self._levels = {level.kind: level for level in self.path.levels}    # by the demand kind each times
         self.tile_processes = tile_processes   # tile fidelity: SimPy processes per slot always
@@ -64,7 +75,7 @@ class KernelTimer:
     @property
     def uses_events(self) -> bool:
         """Whether a lone kernel is timed event by event on the simulation clock."""
-        return self.fidelity == "wave" or (self.fidelity == "tile" and self.tile_processes)
+        return self.fidelity is Fidelity.WAVE or (self.per_tile and self.tile_processes)
 
     # -- strategies ---------------------------------------------------------------------------
     def at_once(self, k: Kernel) -> Effect:
@@ -81,7 +92,7 @@ class KernelTimer:
         t = chip.kernel_fixed_s
         parts = {Component.KERNEL_OVERHEAD: chip.kernel_fixed_s}
         walk = None
-        if self.fidelity == "tile":
+        if self.per_tile:
             t, chain, _ = tile_rounds(path, k, t)
             _add(parts, chain)
         else:
@@ -153,7 +164,7 @@ class KernelTimer:
         start = env.now
         yield env.timeout(chip.kernel_fixed_s)
         parts = {Component.KERNEL_OVERHEAD: chip.kernel_fixed_s}
-        if self.fidelity == "tile":
+        if self.per_tile:
             chain = yield from self._tile_processes(env, k)
         else:
             chain = {}

@@ -33,6 +33,21 @@ from hwsim.config.profile import Power
 
 
 @dataclass(frozen=True)
+class ClockChoice:
+    """`runtime.sm_clock`, read: the clock the power limit settles the SMs at (`settles`), the
+    maximum (`max`), or a clock locked at `locked_mhz`."""
+    settles: bool = False
+    locked_mhz: float | None = None
+
+
+CLOCK_CHOICES = {"settled": ClockChoice(settles=True), "max": ClockChoice()}
+
+
+def clock_choice(sm_clock: str | float) -> ClockChoice:
+    return CLOCK_CHOICES[sm_clock] if isinstance(sm_clock, str) else ClockChoice(locked_mhz=sm_clock)
+
+
+@dataclass(frozen=True)
 class Activity:
     """Work of one or more passes, as the units counted it: what their power is made of."""
 

@@ -1,6 +1,6 @@
 """SRAM-resident experts: which experts' weights sit on chip between uses.
 
-Policies by name (`moe.cache.policy`):
+Policies, one class each, by the name `moe.cache.policy` chooses (`cache_policy`):
 - `none`: nothing stays; every expert GEMM streams its weights from HBM (with prefetch on,
   the SRAM is a staging buffer that holds only prefetched experts, oldest evicted first);
 - `lru` / `lfu`: an expert used (or prefetched) is kept, evicting the least recently /
@@ -14,15 +14,51 @@ Keys are (layer, expert); sizes are bytes of gate+up+down weights.
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import ClassVar
+
+
+class CachePolicy:
+    """How an expert cache keeps experts: LRU order, admitting what it uses."""
+    name: ClassVar[str] = "lru"
+    keeps: ClassVar[bool] = True          # experts stay on chip between uses (none: the SRAM is
+                                          # only prefetch's staging buffer, used when prefetch is on)
+    admit_on_use: ClassVar[bool] = True   # an expert used is kept (else only prefetched or pinned ones)
+    pins_hot: ClassVar[bool] = False      # the most popular experts are pinned up front
+
+    @staticmethod
+    def victim(cache: "ExpertCache", candidates: list[tuple[int, int]]) -> tuple[int, int]:
+        return candidates[0]              # least recently used
+
+
+class NoCache(CachePolicy):
+    name, keeps, admit_on_use = "none", False, False
+
+
+class LfuPolicy(CachePolicy):
+    name = "lfu"
+
+    @staticmethod
+    def victim(cache: "ExpertCache", candidates: list[tuple[int, int]]) -> tuple[int, int]:
+        return min(candidates, key=lambda k: cache.uses.get(k, 0))
+
+
+class PinnedHot(CachePolicy):
+    name, admit_on_use, pins_hot = "pinned-hot", False, True
+
+
+CACHE_POLICIES: dict[str, type[CachePolicy]] = {p.name: p for p in (NoCache, CachePolicy, LfuPolicy, PinnedHot)}
+
+
+def cache_policy(name: str) -> type[CachePolicy]:
+    """The policy `moe.cache.policy` names."""
+    return CACHE_POLICIES[name]
 
 
 class ExpertCache:
-    def __init__(self, policy: str, capacity_bytes: float, admit_on_use: bool | None = None):
+    def __init__(self, policy: type[CachePolicy], capacity_bytes: float):
         self.policy = policy
         self.capacity = capacity_bytes
-        # lru/lfu keep what they just used; a prefetch-only buffer (policy none) keeps only
-        # what was prefetched into it
-        self.admit_on_use = policy in ("lru", "lfu") if admit_on_use is None else admit_on_use
+        self.admit_on_use = policy.admit_on_use
         self.used = 0.0
         self.resident: OrderedDict[tuple[int, int], float] = OrderedDict()   # LRU order: oldest first
         self.uses: dict[tuple[int, int], int] = {}
@@ -85,9 +121,7 @@ class ExpertCache:
         candidates = [k for k in self.resident if k not in self.pinned]
         if not candidates:
             return None
-        if self.policy == "lfu":
-            return min(candidates, key=lambda k: self.uses.get(k, 0))
-        return candidates[0]
+        return self.policy.victim(self, candidates)
 
 
 def pooled_hit_rates(caches: list[ExpertCache]) -> tuple[float | None, dict[int, float]]:

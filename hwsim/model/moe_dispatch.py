@@ -13,12 +13,19 @@ wasted prefetch bytes, active-parameter fraction.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from enum import Enum
 
 import numpy as np
 
 from hwsim.model.kernel import AwaitLoad, PrefetchLoad
-from hwsim.model.expert_sram import ExpertCache
+from hwsim.model.expert_sram import ExpertCache, cache_policy
 from hwsim.workload.predictor import predict
+
+
+class Placement(Enum):
+    """`moe.placement`: where an expert's weights sit in HBM."""
+    INTERLEAVED = "interleaved"     # over every stack, as any tensor
+    PER_EXPERT = "per-expert"       # contiguous on one stack
 
 
 @dataclass(slots=True)
@@ -50,12 +57,10 @@ class ExpertDispatch:
         self.stacks = stacks
         self.address_of = address_of        # (layer, expert) -> HBM address of its gate_up weights
         self.rng = rng
-        policy = cfg.cache.policy
-        if policy == "none":
-            staging = capacity_bytes if cfg.prefetch.enabled else 0.0
-            self.cache = ExpertCache("lru", staging, admit_on_use=False)
-        else:
-            self.cache = ExpertCache(policy, capacity_bytes)
+        self.per_expert = Placement(cfg.placement) is Placement.PER_EXPERT
+        policy = cache_policy(cfg.cache.policy)
+        # policy none: the SRAM holds only what prefetch stages there, oldest evicted first
+        self.cache = ExpertCache(policy, capacity_bytes if policy.keeps or cfg.prefetch.enabled else 0.0)
         self.stats = DispatchStats()
         self._in_flight: set[tuple[int, int]] = set()
         self._previous_step: dict[int, set[int]] = {}
@@ -64,7 +69,7 @@ class ExpertDispatch:
 
     def channel_group(self, layer: int, expert: int) -> int:
         """per-expert placement: an expert's weights sit contiguously on one HBM stack."""
-        if self.cfg.placement != "per-expert":
+        if not self.per_expert:
             return -1
         return (layer * self.model.moe.experts + expert) % self.stacks
 
@@ -134,7 +139,7 @@ class ExpertDispatch:
             return [self.plan(layer, e) for e in experts]
         self._this_step.setdefault(layer, set()).update(experts)
         cache.count_misses(layer, experts)
-        if self.cfg.placement != "per-expert":
+        if not self.per_expert:
             return [FROM_HBM] * len(experts)
         return [ExpertPlan(0.0, self.channel_group(layer, e), None) for e in experts]
 

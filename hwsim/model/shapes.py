@@ -13,6 +13,11 @@ from hwsim.config.strict import Strict
 MODEL_DIR = Path(__file__).resolve().parent.parent / "data" / "models"
 
 
+# `sliding_window_layers`: which layers attend over the window, by the layer's index
+WINDOWED_LAYERS = {"all": lambda layer: True, "even": lambda layer: layer % 2 == 0,
+                   "odd": lambda layer: layer % 2 == 1}
+
+
 class _Attention(Strict):
     """What every attention block has: query heads, and (gpt-oss) a sliding window and sinks."""
     latent: ClassVar[bool] = False      # multi-head latent attention (MLA)
@@ -21,7 +26,7 @@ class _Attention(Strict):
     head_dim: int = Field(ge=1)
     # gpt-oss: every other layer attends over a sliding window of recent tokens only
     sliding_window: int = Field(0, ge=0, description="tokens a sliding-window layer attends over (0: none)")
-    sliding_window_layers: Literal["all", "even", "odd"] = Field(
+    sliding_window_layers: Literal[tuple(WINDOWED_LAYERS)] = Field(
         "even", description="which layers use the window (gpt-oss: even layers, from 0)")
     sinks: bool = Field(False, description="learned per-head attention-sink logits (gpt-oss): one more "
                                            "softmax term per head, no memory traffic; not timed")
@@ -30,9 +35,7 @@ class _Attention(Strict):
         """The sliding window of this layer, or 0 when it attends over the whole context."""
         if not self.sliding_window:
             return 0
-        if self.sliding_window_layers == "all" or (layer % 2 == 0) == (self.sliding_window_layers == "even"):
-            return self.sliding_window
-        return 0
+        return self.sliding_window if WINDOWED_LAYERS[self.sliding_window_layers](layer) else 0
 
     def weight_elements(self, hidden: int) -> dict[str, int]:
         """Weight elements of each projection, the output projection included."""

@@ -23,7 +23,7 @@ from hwsim.hw.chip import ChipSpec
 from hwsim.engine.cluster import Cluster
 from hwsim.parallel import collectives, flows
 from hwsim.parallel.comm_kernels import NCCL_ALL_TO_ALL
-from hwsim.parallel.tiers import KEY, placed_topology, problems  # noqa: F401 - KEY, problems: their old home
+from hwsim.parallel.tiers import KEY, placed_topology, problems, tier_link  # noqa: F401 - KEY, problems: their old home
 
 # vLLM's P2pNcclConnector (vLLM docs, features/disagg_prefill.md) and Megatron-core's NCCL transfer
 # backend (core.inference.disaggregation.transfer_backends.nccl) send the KV blocks with NCCL
@@ -56,9 +56,9 @@ class KvFabric:
         per_node = topo.gpus_per_node.value
         p, dgpus = d.prefill_gpus, d.decode_gpus
         chip = topo.apply(chip)
-        nodes = 1 if d.link == "nvlink" else 2
-        self.cluster = Cluster(chip, per_node * nodes, per_node)
-        first_decode = p if d.link == "nvlink" else per_node
+        placed = tier_link(d.link)
+        self.cluster = Cluster(chip, per_node * placed.nodes, per_node)
+        first_decode = placed.first_decode(p, per_node)
         self.prefill_gpus = self.cluster.devices[:p]
         self.decode_gpus = self.cluster.devices[first_decode:first_decode + dgpus]
         self.kernel = KV_SEND

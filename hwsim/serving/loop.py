@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass
+from enum import Enum
 
 import simpy
 
@@ -35,6 +36,18 @@ from hwsim.step import simulate_pass
 
 CONTEXT_BUCKET = 512
 PREFILL_BUCKET = 128
+
+
+class KvAllocation(Enum):
+    """`workload.kv_allocation`: the KV cache a request is given at admission."""
+    WHOLE = "whole"                 # its prompt and whole reply, up front
+    AS_NEEDED = "as_needed"         # what its prefill computes; each token grows it (preempting)
+
+
+class Preemption(Enum):
+    """`workload.preemption`: what happens to a preempted request's KV cache."""
+    RECOMPUTE = "recompute"         # dropped: its prompt and reply so far are prefilled again
+    SWAP = "swap"                   # copied to host memory over `workload.host_link`, and back
 
 
 @dataclass(slots=True)        # a million of them in a 100,000-request trace (issue 33)
@@ -126,7 +139,9 @@ class ServingLoop:
         self.preemptions = 0
         self.prefix = PrefixCache()
         # swap preemption: KV copied to the host and back, before the iteration that needs it
-        self.host = HostCopies(self.env, HOST_LINKS[self.w.host_link]) if self.w.preemption == "swap" else None
+        self.host = (HostCopies(self.env, HOST_LINKS[self.w.host_link])
+                     if Preemption(self.w.preemption) is Preemption.SWAP else None)
+        self.as_needed = KvAllocation(self.w.kv_allocation) is KvAllocation.AS_NEEDED
         self._swap_bytes = {"in": 0.0, "out": 0.0}
         self._target = self.w.arrivals.requests
         self._issued = 0
@@ -183,7 +198,7 @@ class ServingLoop:
         return tokens - shared
 
     def _admit(self):
-        as_needed = self.w.kv_allocation == "as_needed"
+        as_needed = self.as_needed
         while self.waiting and len(self.running) < self.w.max_batch_size:
             req = self.waiting[0]
             blocks = self._blocks(req)
@@ -301,7 +316,7 @@ class ServingLoop:
 
     def _scheduler(self, done: dict):
         env = self.env
-        as_needed = self.w.kv_allocation == "as_needed"
+        as_needed = self.as_needed
         while len(self.finished) < self._target:
             if not self.running and not self.waiting:
                 if self._all_issued():

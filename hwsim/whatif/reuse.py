@@ -11,6 +11,7 @@ chip. The test suite checks the replay against a full rebuild."""
 from __future__ import annotations
 
 from hwsim.hw.chip import SIZE_FIELDS, ChipSpec
+from hwsim.model.expert_sram import cache_policy
 
 
 class SharedPlans:
@@ -26,7 +27,7 @@ class SharedPlans:
         # what they hold depends on timing: their runs make their own
         moe = cfg.moe
         self.enabled = (built.gpus.plans_ahead and not cfg.workload.serving
-                        and moe.cache.policy == "none" and not moe.prefetch.enabled)
+                        and not cache_policy(moe.cache.policy).keeps and not moe.prefetch.enabled)
         self.summary = pipeline.run(base, built, intervals=False,
                                     plans=self.plans if self.enabled else None).summary
         self.fields = SIZE_FIELDS            # the chip's fields plans are made from

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import time
 
+from hwsim.config.scenario import NoArrivals
 from hwsim.errors import ConfigError
 from hwsim.whatif.numbers import Base, Number, evaluate, find_number, metric, profile_numbers, scenario_number
 from hwsim.whatif.reuse import SharedPlans
@@ -34,7 +35,7 @@ SPECULATIVE_ITL = "speculative.ms_per_accepted_token"
 def metrics_of(base: Base) -> dict[str, str]:
     """A serving run's itl_ms is per accepted token already; a fixed batch's is per step."""
     w = base.cfg.workload
-    return {**METRICS, "itl": SPECULATIVE_ITL} if w.speculative and w.arrivals.kind == "none" else METRICS
+    return {**METRICS, "itl": SPECULATIVE_ITL} if w.speculative and isinstance(w.arrivals, NoArrivals) else METRICS
 
 
 def numbers_of(base: Base) -> list[Number]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import math
+from enum import Enum
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +22,12 @@ from hwsim.config.scenario import TraceRouting, UniformRouting, ZipfRouting
 from hwsim.errors import ConfigError
 from hwsim.io.bounded import LIMITS, open_text
 from hwsim.model.shapes import Moe
+
+
+class Overflow(Enum):
+    """`moe.routing.overflow`: a token's choice of an expert already at capacity."""
+    DROP = "drop"           # skips that expert
+    REROUTE = "reroute"     # goes to the least-loaded expert with room it did not choose
 
 
 def uniform_topk(rng: np.random.Generator, tokens: int, moe: Moe) -> np.ndarray:
@@ -169,13 +176,14 @@ class Router:
         cap = max(1, math.ceil(cf * tokens * k / self.moe.experts))
         load = np.zeros(self.moe.experts, dtype=int)
         out = choice.copy()
+        drop = Overflow(self.cfg.overflow) is Overflow.DROP
         for t in range(tokens):
             for j in range(k):
                 e = out[t, j]
                 if load[e] < cap:
                     load[e] += 1
                     continue
-                if self.cfg.overflow == "drop":
+                if drop:
                     out[t, j] = -1
                     continue
                 taken = set(out[t].tolist())
