@@ -175,10 +175,14 @@ def import_circles(modules: dict[str, Module]) -> list[list[str]]:
             if len(component) > 1:
                 out.append(sorted(component))
 
+    limit = sys.getrecursionlimit()
     sys.setrecursionlimit(10_000)
-    for v in modules:
-        if v not in index:
-            visit(v)
+    try:
+        for v in modules:
+            if v not in index:
+                visit(v)
+    finally:       # the caller's limit back (a test run in the same process parses deep input after)
+        sys.setrecursionlimit(limit)
     return out
 
 
