@@ -36,7 +36,7 @@ def _prefetch(c, m) -> bool:
 
 
 def _quantized_kv(c, m) -> bool:
-    return any(b < 16 for b in c.kv_cache.widths())
+    return c.kv_cache.quantized
 
 
 def _weights_kernel(cls: str | None) -> Acts:
@@ -72,8 +72,8 @@ def _expert_parallel(c, m) -> bool:
 
 # key, or a group ending in "." -> (what it needs, in words; whether it acts). The first match wins.
 # A key of one kind of a block (the run mode, arrivals, prompt and output lengths, routing, the
-# speculative method) needs no rule: set under another it is an unknown key at load
-# (hwsim.config.variants).
+# speculative method, the KV cache's storage: bf16 or int, fp8, vq codes) needs no rule: set
+# under another it is an unknown key at load (hwsim.config.variants).
 RULES: list[tuple[str, str, Acts]] = [
     ("workload.prompt.", "serving arrivals that draw prompt lengths (poisson, gamma, closed)", _drawn_lengths),
     ("workload.output.", "serving arrivals that draw output lengths (poisson, gamma, closed)", _drawn_lengths),
@@ -93,11 +93,9 @@ RULES: list[tuple[str, str, Acts]] = [
     ("kv_cache.sinks.bits", "kv_cache.sinks.tokens", lambda c, m: c.kv_cache.sinks.tokens > 0),
     ("kv_cache.recent.bits", "kv_cache.recent.tokens", lambda c, m: c.kv_cache.recent.tokens > 0),
     ("kv_cache.outliers.bits", "kv_cache.outliers.fraction", lambda c, m: c.kv_cache.outliers.fraction > 0),
-    ("kv_cache.vq.", "kv_cache.element vq", lambda c, m: c.kv_cache.element == "vq"),
-    ("kv_cache.relayout_ops_", "a quantized KV cache with kv_cache.dequant software and a kernel other than fast",
-     lambda c, m: _quantized_kv(c, m) and c.kv_cache.dequant == "software" and c.kv_cache.kernel != "fast"),
-    *[(f"kv_cache.{k}", "a quantized KV cache (some width under 16 bits)", _quantized_kv)
-      for k in ("group_size", "scale_format", "zero_point", "dequant", "kernel")],
+    ("kv_cache.relayout_ops_", "kv_cache.dequant software and a kernel other than fast",
+     lambda c, m: c.kv_cache.dequant == "software" and c.kv_cache.kernel != "fast"),
+    ("kv_cache.dequant", "a quantized KV cache (some width under 16 bits)", _quantized_kv),
     *[(f"weights.{cls}.kernel", f"weights.{cls} dequantized (software or decoder)", _weights_kernel(cls))
       for cls in ("experts", "attention", "embeddings")],
     ("weights.kernel", "a weights class dequantized (software or decoder)", _weights_kernel(None)),

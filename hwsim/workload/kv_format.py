@@ -165,22 +165,23 @@ def max_context_fitting(free_bytes: float, batch: int, layers: int, elements_per
 
 
 def from_config(kv, kernel=None) -> KvFormat:
-    """KvFormat from a validated `kv_cache` scenario block (hwsim.config.scenario.KvCache), its
-    software dequant costed by `kernel` (a hwsim.model.dequant_kernels.KvKernel; None: the
-    block's relayout keys, the naive fit). The block's relayout keys, set to other than their
-    default (the H200 fit), override the naive family's (a value, not whether it was written:
-    sweeps and what-ifs re-validate whole scenarios)."""
-    costs = {"relayout_ops_subbyte": kv.relayout_ops_subbyte, "relayout_ops_byte": kv.relayout_ops_byte}
+    """KvFormat from a validated `kv_cache` scenario block (hwsim.config.scenario.KvCache: one
+    kind, the keys it lacks at their defaults), its software dequant costed by `kernel` (a
+    hwsim.model.dequant_kernels.KvKernel; None: the block's relayout keys, the naive fit). The
+    block's relayout keys, set to other than their default (the H200 fit), override the naive
+    family's (a value, not whether it was written: sweeps and what-ifs re-validate whole scenarios)."""
+    keys = kv.every_key()
+    costs = {k: keys[k] for k in ("relayout_ops_subbyte", "relayout_ops_byte")}
     if kernel is not None:
-        costs = {k: v if v != type(kv).model_fields[k].default else getattr(kernel, k) for k, v in costs.items()}
+        costs = {k: v if v != kv.BAG[k] else getattr(kernel, k) for k, v in costs.items()}
         costs["kernel_ops_by_bits"] = kernel.ops_by_bits
     return KvFormat(
         routine=ClassWidth(*kv.widths()[:2]),
         sinks=kv.sinks.tokens, sink_bits=kv.sinks.bits,
         outlier_fraction=kv.outliers.fraction, outlier_bits=kv.outliers.bits,
         recent=kv.recent.tokens, recent_bits=kv.recent.bits,
-        group_size=kv.group_size, scale_format=kv.scale_format, zero_point=kv.zero_point,
-        element=kv.element, vq_entries=kv.vq.entries, vq_dims=kv.vq.dims,
+        group_size=keys["group_size"], scale_format=keys["scale_format"], zero_point=keys["zero_point"],
+        element=keys["element"], vq_entries=keys["vq"].entries, vq_dims=keys["vq"].dims,
         **costs,
     )
 
