@@ -5,9 +5,11 @@ cross checks yield them, each at its key."""
 
 from __future__ import annotations
 
+from hwsim.config import dequant as dequant_type
+from hwsim.config.scenario import TENSOR_CLASSES
+
 FAMILIES = ("naive", "fast", "native-decoder")      # the dequant kernel families (hwsim.model.dequant_kernels)
 SOFTWARE = ("naive", "fast")
-TENSOR_CLASSES = ("experts", "attention", "embeddings")
 
 
 def offered(profile, part: str) -> tuple[str, ...]:
@@ -23,9 +25,10 @@ def kernel_problems(cfg, profile):
     """(key, message) for a dequant the profile cannot run: no decoder, a decoder that does not
     take the cache's codes, a software family its block does not list."""
     kv = cfg.kv_cache
-    if kv.dequant == "decoder" and profile.decoder is None:
+    by_decoder = dequant_type.of(kv.dequant).by_decoder
+    if by_decoder and profile.decoder is None:
         yield "kv_cache.dequant", f"profile '{profile.name}' has no native sub-byte decoder (no decoder: block)"
-    elif kv.dequant == "decoder" and kv.quantized and kv.ELEMENT not in " ".join(profile.decoder.formats):
+    elif by_decoder and kv.quantized and kv.ELEMENT not in " ".join(profile.decoder.formats):
         yield "kv_cache.element", f"the decoder of '{profile.name}' supports {profile.decoder.formats}"
     wanted = [("kv_cache.kernel", "kv", kv.kernel if kv.quantized else None)]
     wanted += [(f"weights.{c}.kernel", "weights", getattr(cfg.weights, c).kernel) for c in TENSOR_CLASSES]

@@ -41,7 +41,7 @@ def parse_set(item: str) -> tuple[list[str], Any]:
     return parts, value
 
 
-SWITCH_TAGS = ("kind", "method")    # the keys that pick a block's kind (hwsim/config/variants.py)
+SWITCH_TAGS = ("kind", "method", "predictor")    # the keys that pick a block's kind (hwsim/config/variants.py)
 MAX_SWITCHED_KEYS = 64
 
 

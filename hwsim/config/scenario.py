@@ -703,13 +703,34 @@ class ExpertCache(Strict):
                            "fit; the measured PyTorch schedule streams them from HBM")
 
 
-class Prefetch(Strict):
+class Prefetch(Variant):
+    """Experts copied into SRAM ahead of their layer, one class per `predictor` (how it guesses them)."""
     enabled: bool = False
-    predictor: Literal["oracle", "previous-layer", "previous-token"] = "oracle"
-    accuracy: float = Field(1.0, ge=0, le=1, description="oracle: share of needed experts predicted")
     lookahead_layers: int = Field(0, ge=0, le=1, description="0: layer l during its attention; 1: also l+1")
 
 
+class OraclePrefetch(Prefetch):
+    predictor: Literal["oracle"] = "oracle"
+    accuracy: float = Field(1.0, ge=0, le=1, description="oracle: share of needed experts predicted")
+
+
+class PreviousLayerPrefetch(Prefetch):
+    """Guesses a layer's experts as the previous layer's: its accuracy is what happens, no key."""
+    predictor: Literal["previous-layer"] = "previous-layer"
+    accuracy: ClassVar[None] = None
+
+
+class PreviousTokenPrefetch(Prefetch):
+    """Guesses a layer's experts as the previous step's there: its accuracy is what happens, no key."""
+    predictor: Literal["previous-token"] = "previous-token"
+    accuracy: ClassVar[None] = None
+
+
+AnyPrefetch = one_of(OraclePrefetch, PreviousLayerPrefetch, PreviousTokenPrefetch, default=OraclePrefetch,
+                     order=("enabled", "predictor", "accuracy", "lookahead_layers"), tag="predictor")
+
+
+TENSOR_CLASSES = ("experts", "attention", "embeddings")
 WeightFormatName = Literal["bf16", "fp8", "int4", "int3", "int2", "mxfp4", "nvfp4"]
 
 
@@ -730,6 +751,19 @@ class TensorWeights(Strict):
                           "on an H100, issue 44), native-decoder = dequant decoder; unset: the "
                           "profile's fastest measured family at one row (naive: tinygemm, issue 44)")
 
+    @property
+    def quantized(self) -> bool:
+        """Stored in a format other than bf16 (an unset format is the model's: resolved() fills it)."""
+        return self.format not in (None, "bf16")
+
+    @property
+    def dequant_choice(self) -> str:
+        """Who expands the codes: as set, else native for bf16 and fp8 (the tensor core takes
+        them), the decoder under kernel native-decoder, software otherwise (a kernel acts on codes only)."""
+        if self.dequant is not None:
+            return self.dequant
+        return "native" if self.format in ("bf16", "fp8") else "decoder" if self.kernel == "native-decoder" else "software"
+
 
 class Weights(Strict):
     """Weight formats per tensor class. `format` etc. at the top set all three classes."""
@@ -742,12 +776,24 @@ class Weights(Strict):
     attention: TensorWeights = TensorWeights()
     embeddings: TensorWeights = Field(TensorWeights(), description="embedding table and LM head")
 
+    def resolved(self, cls: str, model_defaults: dict | None = None) -> TensorWeights | None:
+        """One tensor class's block over the model's default for it (DeepSeek-V3: fp8): the
+        scenario's keys over the checkpoint's, a new format dropping the old one's group and
+        scales. None: no format anywhere (bf16)."""
+        block, base = getattr(self, cls), (model_defaults or {}).get(cls)
+        if base is not None:
+            keys = block.model_dump(exclude_none=True)
+            if "format" in keys and keys["format"] != base.format:
+                base = type(base)()
+            block = base.model_copy(update=keys)
+        return block if block.format is not None else base if base is not None and base.format is not None else None
+
     @model_validator(mode="after")
     def _spread(self):
         """Top-level keys apply to every class that does not set its own."""
         top = {k: getattr(self, k) for k in ("format", "group_size", "scale_format", "dequant", "kernel")
                if getattr(self, k) is not None}
-        for cls in ("experts", "attention", "embeddings"):
+        for cls in TENSOR_CLASSES:
             block = getattr(self, cls)
             fill = {k: v for k, v in top.items() if getattr(block, k) is None}
             if fill:
@@ -766,7 +812,7 @@ class Moe(Strict):
         "interleaved", description="expert weights striped over all HBM channels, or each expert "
                                    "contiguous on the channels of one stack")
     cache: ExpertCache = ExpertCache()
-    prefetch: Prefetch = Prefetch()
+    prefetch: AnyPrefetch = OraclePrefetch()
 
 
 class Parallel(Strict):

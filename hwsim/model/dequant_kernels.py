@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from hwsim.config import dequant as dequant_type
 from hwsim.config.kernel_checks import FAMILIES, SOFTWARE
 from hwsim.config.scenario import IntKv
 from hwsim.model.weight_format import DEQUANT_OPS_PER_WEIGHT, DEQUANT_OPS_PER_WEIGHT_ROW, DEQUANT_TILE_ROWS
@@ -140,9 +141,10 @@ def kv_family(cfg_kv, families: Families) -> str | None:
     """The family that reads this KV cache (None: a bf16 cache, read by no dequant kernel)."""
     if not cfg_kv.quantized:
         return None
-    if cfg_kv.dequant == "decoder":
+    dequant = dequant_type.of(cfg_kv.dequant)
+    if dequant.by_decoder:
         return "native-decoder"
-    if cfg_kv.kernel is None and cfg_kv.dequant == "unfused":
+    if cfg_kv.kernel is None and not dequant.fused:
         return "naive"          # fast is one fused kernel (software only): an expansion pass is naive's
     return cfg_kv.kernel or families.default("kv")
 
@@ -172,7 +174,7 @@ def unmeasured_notes(cfg, schedule, families: Families) -> list[str]:
     """A warning for each part of the run costed by a family that is predicted, not measured."""
     notes = []
     family = kv_family(cfg.kv_cache, families)
-    if family in SOFTWARE and schedule.dequant != "none" and not families.kv[family].measured:
+    if family in SOFTWARE and schedule.kv_dequant.expands and not families.kv[family].measured:
         notes.append(unmeasured_note("kv_cache.kernel", family))
     for cls in ("experts", "attention", "embeddings"):
         fmt = schedule.wplan.of(cls)
