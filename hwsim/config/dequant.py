@@ -49,3 +49,33 @@ CHOICES: dict[str, type[Dequant]] = {c.name: c for c in (Native, Software, Decod
 def of(name: str) -> type[Dequant]:
     """The type of a validated `dequant` choice (the schema's Literal names one of CHOICES)."""
     return CHOICES[name]
+
+
+class KernelFamily:
+    """A dequant kernel design (`kv_cache.kernel`, `weights.<class>.kernel`; hwsim.model.dequant_kernels
+    holds their costs), one class per family."""
+    name: ClassVar[str]
+    is_dequant: ClassVar[str | None] = None     # the dequant choice this family is (else a software kernel)
+    kv_ways: ClassVar[tuple[str, ...]] = ("software", "unfused")   # the KV dequant choices it runs under
+    counted: ClassVar[bool] = False             # its lane ops counted from its machine code, by stored
+    # width (KV) and padded tile rows (weights), rather than the naive kernels' measured fit
+
+
+class Naive(KernelFamily):
+    name = "naive"
+
+
+class Fast(KernelFamily):
+    name, kv_ways, counted = "fast", ("software",), True     # one fused kernel: no expansion pass
+
+
+class NativeDecoder(KernelFamily):
+    name, is_dequant, kv_ways = "native-decoder", "decoder", ("decoder",)
+
+
+KERNEL_FAMILIES: dict[str, type[KernelFamily]] = {c.name: c for c in (Naive, Fast, NativeDecoder)}
+
+
+def family(name: str | None) -> type[KernelFamily] | None:
+    """The type of a validated kernel family choice (None: unset, the profile's default)."""
+    return None if name is None else KERNEL_FAMILIES[name]

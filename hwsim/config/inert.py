@@ -46,6 +46,12 @@ def _software_kv(c) -> bool:
     return d.on_sm and d.fused
 
 
+def _counted_kernel(c) -> bool:
+    """The KV kernel named is costed by its counted ops per width (fast), not the relayout fit."""
+    fam = dequant_type.family(c.kv_cache.kernel)
+    return fam is not None and fam.counted
+
+
 def _weights_kernel(cls: str | None) -> Acts:
     """A kernel family key (one class, None: any): acts where the class's codes are expanded."""
     def acts(c, m):
@@ -97,7 +103,7 @@ RULES: list[tuple[str, str, Acts]] = [
     ("kv_cache.recent.bits", "kv_cache.recent.tokens", lambda c, m: c.kv_cache.recent.tokens > 0),
     ("kv_cache.outliers.bits", "kv_cache.outliers.fraction", lambda c, m: c.kv_cache.outliers.fraction > 0),
     ("kv_cache.relayout_ops_", "kv_cache.dequant software and a kernel other than fast",
-     lambda c, m: _software_kv(c) and c.kv_cache.kernel != "fast"),
+     lambda c, m: _software_kv(c) and not _counted_kernel(c)),
     ("kv_cache.dequant", "a quantized KV cache (some width under 16 bits)", _quantized_kv),
     *[(f"weights.{cls}.kernel", f"weights.{cls} dequantized (software or decoder)", _weights_kernel(cls))
       for cls in ("experts", "attention", "embeddings")],

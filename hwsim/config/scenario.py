@@ -13,6 +13,7 @@ from typing import Annotated, ClassVar, Literal
 import numpy as np
 from pydantic import Field, PlainValidator, TypeAdapter, model_validator
 
+from hwsim.config import dequant as dequant_type
 from hwsim.config.names import SafeName
 from hwsim.config.strict import Strict
 from hwsim.config.variants import Variant, one_of, one_of_modes
@@ -455,14 +456,16 @@ SUPPORTED_INT_BITS = {1, 1.5, 2, 3, 4, 5, 6, 8, 16}
 KernelFamily = Literal["naive", "fast", "native-decoder"]
 
 
-def kernel_dequant(kernel: str | None, dequant: str | None, software: tuple[str, ...]) -> str | None:
+def kernel_dequant(kernel: str | None, dequant: str | None, software: tuple[str, ...] | None = None) -> str | None:
     """The dequant a kernel family implies (docs/kv_cache.md, docs/weights.md): native-decoder is
-    dequant decoder; naive and fast are software kernels, run the `software` ways. `dequant`:
-    the key as set (None: unset). A contradiction is a ValueError."""
-    if kernel == "native-decoder":
-        if dequant not in (None, "decoder"):
-            raise ValueError(f"kernel native-decoder is dequant decoder, not {dequant}: set one of the two")
-        return "decoder"
+    dequant decoder; naive and fast are software kernels, run the `software` ways (None: the
+    family's KV ways). `dequant`: the key as set (None: unset). A contradiction is a ValueError."""
+    fam = dequant_type.family(kernel)
+    if fam is not None and fam.is_dequant is not None:
+        if dequant not in (None, fam.is_dequant):
+            raise ValueError(f"kernel {kernel} is dequant {fam.is_dequant}, not {dequant}: set one of the two")
+        return fam.is_dequant
+    software = software or (fam.kv_ways if fam is not None else ())
     if kernel is not None and dequant is not None and dequant not in software:
         raise ValueError(f"kernel {kernel} runs with dequant {' or '.join(software)}, not {dequant} "
                          f"(the decoder is kernel native-decoder): drop one of the two keys")
@@ -550,8 +553,7 @@ class QuantizedKv(KvCache):
 
     @model_validator(mode="after")
     def _kernel_sets_dequant(self):
-        ways = ("software",) if self.kernel == "fast" else ("software", "unfused")  # fast: one fused kernel
-        dequant = kernel_dequant(self.kernel, self.dequant if "dequant" in self.model_fields_set else None, ways)
+        dequant = kernel_dequant(self.kernel, self.dequant if "dequant" in self.model_fields_set else None)
         object.__setattr__(self, "dequant", dequant or self.dequant)
         return self
 
@@ -762,7 +764,8 @@ class TensorWeights(Strict):
         them), the decoder under kernel native-decoder, software otherwise (a kernel acts on codes only)."""
         if self.dequant is not None:
             return self.dequant
-        return "native" if self.format in ("bf16", "fp8") else "decoder" if self.kernel == "native-decoder" else "software"
+        fam = dequant_type.family(self.kernel)
+        return "native" if self.format in ("bf16", "fp8") else fam.is_dequant if fam and fam.is_dequant else "software"
 
 
 class Weights(Strict):

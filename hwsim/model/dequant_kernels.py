@@ -55,7 +55,7 @@ class WeightKernel:
 
     def ops(self, rows: int) -> float:
         """Int-lane ops per weight for a tile of `rows` token rows."""
-        if self.family == "naive":
+        if not dequant_type.family(self.family).counted:     # naive: per 16-row tile, per row of it
             return self.ops_per_weight + self.ops_per_weight_row * min(rows, DEQUANT_TILE_ROWS)
         return self.ops_per_weight + self.ops_per_weight_row * (fast_tile_rows(rows) - FAST_TILE_ROWS[0])
 

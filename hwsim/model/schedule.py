@@ -313,7 +313,7 @@ class Schedule:
         the measured torch._scaled_mm path) and multiplies at that tensor rate; a decoder
         expands the codes on the way in and the MMA runs in bf16."""
         wb = fmt.bytes_per_weight
-        if fmt.kernel_family == "fast":         # counts fitted on an H100 (hwsim.model.dequant_kernels)
+        if fmt.in_software and dequant_type.family(fmt.kernel_family).counted:   # fast: counts fitted on an H100
             return fast_weight_only_gemm(name, layer, m, k, n, self.chip, weight_addr=addr, weight_bytes=wb,
                                          data=data, ops_per_weight=fmt.kernel.ops(m), writes=out)
         if fmt.in_software:
