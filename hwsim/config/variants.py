@@ -1,4 +1,5 @@
-"""A block that comes in kinds (arrivals, lengths, routing, the speculative method): one class per kind, each holding only
+"""A block that comes in kinds (arrivals, lengths, routing, the speculative method, the prefetch
+predictor, the KV cache's storage): one class per kind, each holding only
 the keys that act under it, so a key set under a kind it does nothing for is an unknown key at
 load instead of a warning of the run (issue 42). `one_of` makes the discriminated union.
 
