@@ -12,7 +12,7 @@ families and the checks ask the choice what it does instead of comparing its nam
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 
 class Dequant:
@@ -79,3 +79,22 @@ KERNEL_FAMILIES: dict[str, type[KernelFamily]] = {c.name: c for c in (Naive, Fas
 def family(name: str | None) -> type[KernelFamily] | None:
     """The type of a validated kernel family choice (None: unset, the profile's default)."""
     return None if name is None else KERNEL_FAMILIES[name]
+
+
+KernelFamilyName = Literal[tuple(KERNEL_FAMILIES)]      # the schema's choices, from the families
+
+
+def kernel_dequant(kernel: str | None, dequant: str | None, software: tuple[str, ...] | None = None) -> str | None:
+    """The dequant a kernel family implies (docs/kv_cache.md, docs/weights.md): native-decoder is
+    dequant decoder; naive and fast are software kernels, run the `software` ways (None: the
+    family's KV ways). `dequant`: the key as set (None: unset). A contradiction is a ValueError."""
+    fam = family(kernel)
+    if fam is not None and fam.is_dequant is not None:
+        if dequant not in (None, fam.is_dequant):
+            raise ValueError(f"kernel {kernel} is dequant {fam.is_dequant}, not {dequant}: set one of the two")
+        return fam.is_dequant
+    software = software or (fam.kv_ways if fam is not None else ())
+    if kernel is not None and dequant is not None and dequant not in software:
+        raise ValueError(f"kernel {kernel} runs with dequant {' or '.join(software)}, not {dequant} "
+                         f"(the decoder is kernel native-decoder): drop one of the two keys")
+    return dequant
