@@ -28,7 +28,7 @@ from fast_grid import (BATCHES, CONTEXTS, FLOOR_GROUPS, FLOOR_SHAPES, GEMM_MODEL
                        segment_widths)
 from hwsim import operators as mb
 from hwsim.config.load import load_profile
-from hwsim.config.scenario import KvCache
+from hwsim.config.scenario import kv_cache
 from hwsim.hw.chip import ChipSpec
 from hwsim.metrics import Component
 from hwsim.hw.occupancy import resident_blocks
@@ -56,7 +56,7 @@ def kv_costs(name: str, context: int, head_dim: int) -> dict[str, float]:
     """Lane ops per cached element of one layout: hwsim today, the kernel's two SASS counts,
     the ideal; averaged over the layout's storage widths by their share of the tokens."""
     classes, _, _ = layout(name, context, head_dim)
-    naive = from_config(KvCache(**PRESET[name])).dequant_ops_per_element(context)
+    naive = from_config(kv_cache(PRESET[name])).dequant_ops_per_element(context)
     share = {bits: tokens / context for bits, tokens in segment_widths(classes)}
     out = {"naive": naive}
     for variant, table in SASS_KV.items():

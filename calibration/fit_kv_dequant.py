@@ -8,7 +8,7 @@ shared/calibration/h200_microbench.jsonl times a Triton decode-attention kernel 
 hwsim/workload/kv_format.py) follow from the instructions; what moving packed codes into the
 MMA operand layout costs is a property of the kernel family. This script scans that one
 number for sub-byte and for byte-wide codes, prints the error table for the best pair, and
-the values to put in hwsim/config/scenario.py (KvCache.relayout_ops_*).
+the values to put in hwsim/config/kv_cache.py (IntKv.relayout_ops_*).
 """
 
 from __future__ import annotations

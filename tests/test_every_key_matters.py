@@ -364,8 +364,9 @@ INERT_IN_BASE = inert_in_base()
 
 
 def test_many_keys_are_reported_where_they_cannot_act():
-    # (a key of one kind of a block, or of serving, is refused at load instead: below)
-    assert len(INERT_IN_BASE) >= 30, INERT_IN_BASE
+    # (a key of one kind of a block, or of serving, or of a quantized KV cache, is refused at load
+    # instead: below)
+    assert len(INERT_IN_BASE) >= 25, INERT_IN_BASE
 
 
 @pytest.mark.parametrize("key", INERT_IN_BASE)
@@ -396,6 +397,28 @@ def test_a_key_of_another_kind_is_refused_at_load(key):
         load_scenario(None, [*BASE, f"{key}=7"])
     assert exc.value.key == key and exc.value.file == "--set"
     assert exc.value.message == f"unknown key of {OTHER_KIND[key]}"
+
+
+# a key of one storage kind of the KV cache (issue 42), set under another: (context, key set, the
+# key the error names, the kind it names); the bf16 default holds no codes, fp8 codes no scales
+BF16_KV = "a bf16 cache (every kv_cache width 16 bits)"
+KV_KIND = [([], "kv_cache.group_size=64", "kv_cache.group_size", BF16_KV),
+           ([], "kv_cache.scale_format=fp8", "kv_cache.scale_format", BF16_KV),
+           ([], "kv_cache.zero_point=false", "kv_cache.zero_point", BF16_KV),
+           ([], "kv_cache.kernel=naive", "kv_cache.kernel", BF16_KV),
+           ([], "kv_cache.relayout_ops_byte=1", "kv_cache.relayout_ops_byte", BF16_KV),
+           (KV4, "kv_cache.vq.dims=2", "kv_cache.vq", "element int"),
+           (["kv_cache.preset=fp8"], "kv_cache.group_size=64", "kv_cache.group_size", "element fp8"),
+           (["kv_cache.preset=fp8"], "kv_cache.relayout_ops_byte=1", "kv_cache.relayout_ops_byte", "element fp8"),
+           (["moe.prefetch.predictor=previous-token"], "moe.prefetch.accuracy=0.5", "moe.prefetch.accuracy",
+            "predictor previous-token")]
+
+
+@pytest.mark.parametrize("context, change, key, kind", KV_KIND, ids=[f"{c[-1:]}{s}" for c, s, _, _ in KV_KIND])
+def test_a_key_of_another_storage_kind_is_refused_at_load(context, change, key, kind):
+    with pytest.raises(ConfigError) as exc:
+        load_scenario(None, [*BASE, *context, change])
+    assert (exc.value.key, exc.value.message) == (key, f"unknown key of {kind}")
 
 
 @pytest.mark.parametrize("key", sorted(SERVING_KIND))

@@ -6,7 +6,7 @@ import pytest
 
 from hwsim import operators as mb
 from hwsim.config.load import load_profile, load_scenario
-from hwsim.config.scenario import KvCache
+from hwsim.config.scenario import IntKv, kv_cache
 from hwsim.errors import ConfigError
 from hwsim.hw.chip import ChipSpec
 from hwsim.run import run_scenario
@@ -17,7 +17,7 @@ LONG = ["workload.context_tokens=32768", "workload.batch_size=4", "workload.deco
 
 
 def fmt(**kw):
-    return from_config(KvCache.model_validate(kw))
+    return from_config(kv_cache(kw))
 
 
 def test_bytes_follow_the_format_arithmetic():

@@ -14,15 +14,16 @@ from test_bad_inputs import BASE, TINY, assert_clean, invoke, old_bundle, snapsh
     ("budget_ms: !!int 1:20\n", ("s.yaml:9", "YAML 1.2 integer")),
     ("runtime:\n  sm_clock: 1e9\n", ("s.yaml:10", "runtime.sm_clock", "345 to 1980 MHz")),
     ("runtime:\n  sm_clock: 10\n", ("s.yaml:10", "runtime.sm_clock")),
-    ("kv_cache:\n  group_size: 1000000000000\n", ("s.yaml:10", "kv_cache.group_size", "more than 1,048,576")),
-    ("kv_cache:\n  group_size: 1e12\n", ("s.yaml:10", "kv_cache.group_size", "valid integer")),
+    ("kv_cache:\n  bits: 4\n  group_size: 1000000000000\n", ("s.yaml:11", "kv_cache.group_size", "more than 1,048,576")),
+    ("kv_cache:\n  bits: 4\n  group_size: 1e12\n", ("s.yaml:11", "kv_cache.group_size", "valid integer")),
+    ("kv_cache:\n  group_size: 64\n", ("s.yaml:10", "kv_cache.group_size", "unknown key of a bf16 cache")),
     ("kv_cache:\n  bits: 4\n  sinks: {tokens: 100000}\n", ("s.yaml:11", "kv_cache.sinks.tokens", "full width")),
     ("kv_cache:\n  sinks: {tokens: 1000000000}\n", ("s.yaml:10", "kv_cache.sinks.tokens", "more than 1,000,000")),
     ("hardware_overrides:\n  power.limit_w: 1\n", ("s.yaml:10", "power.limit_w", "idle power")),
     ("hardware_overrides:\n  sm.clock_mhz: 1e6\n", ("s.yaml:10", "sm.clock_mhz", "10 GHz")),
     ("parallel:\n  gpus: 3\n", ("s.yaml:9", "parallel.ep")),                   # found by build()
 ], ids=["base-60-seed", "tagged-base-60", "sm-clock-1e9", "sm-clock-under-min", "group-size-int",
-        "group-size-float", "sinks-cover-the-context", "sinks-1e9", "power-limit-1w", "clock-1e6-mhz",
+        "group-size-float", "group-size-of-bf16", "sinks-cover-the-context", "sinks-1e9", "power-limit-1w", "clock-1e6-mhz",
         "parallel-found-in-build"])
 def test_nonsense_in_a_scenario_is_one_located_error(ws, line, where):
     before = snapshot(ws / "out")

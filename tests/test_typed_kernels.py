@@ -10,7 +10,7 @@ import pytest
 
 from hwsim.build import build
 from hwsim.config.load import load_model
-from hwsim.config.scenario import KvCache, Runtime, Scenario
+from hwsim.config.scenario import Runtime, Scenario, kv_cache
 from hwsim.errors import ConfigError
 from hwsim.model import ir
 from hwsim.model.ir import Collective
@@ -122,7 +122,7 @@ def test_an_ffn_block_refuses_exactly_the_placements_it_does_not_declare(moe_sch
 def test_an_attention_kernel_refuses_what_it_does_not_declare(h200, name, model, kv_bits):
     block = blocks.ATTENTION_KERNELS[name]
     m = load_model(model)
-    kv = kv_format.from_config(KvCache(bits=kv_bits))
+    kv = kv_format.from_config(kv_cache({"bits": kv_bits}))
     mla = isinstance(m.attention, MlaAttention)
     supported = (mla or not block.mla_only) and (kv.is_unquantized or not block.bf16_kv_only)
     if supported:

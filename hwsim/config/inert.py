@@ -11,7 +11,8 @@ from typing import Callable
 
 from pydantic import BaseModel
 
-from hwsim.config.scenario import Scenario, TraceArrivals
+from hwsim.config import dequant as dequant_type
+from hwsim.config.scenario import TENSOR_CLASSES, Scenario, TraceArrivals
 from hwsim.config.variants import Variant
 
 Acts = Callable[[Scenario, object], bool]     # (scenario, model shape) -> does the key act here
@@ -36,24 +37,34 @@ def _prefetch(c, m) -> bool:
 
 
 def _quantized_kv(c, m) -> bool:
-    return any(b < 16 for b in c.kv_cache.widths())
+    return c.kv_cache.quantized
+
+
+def _software_kv(c) -> bool:
+    """KV codes unpacked in registers by the SM inside the attention kernel (dequant software)."""
+    d = dequant_type.of(c.kv_cache.dequant)
+    return d.on_sm and d.fused
+
+
+def _counted_kernel(c) -> bool:
+    """The KV kernel named is costed by its counted ops per width (fast), not the relayout fit."""
+    fam = dequant_type.family(c.kv_cache.kernel)
+    return fam is not None and fam.counted
 
 
 def _weights_kernel(cls: str | None) -> Acts:
     """A kernel family key (one class, None: any): acts where the class's codes are expanded."""
     def acts(c, m):
-        from hwsim.model.weight_format import TENSOR_CLASSES, plan
-        p = plan(c.weights, m.weights)
-        return any(p.of(k).expanded for k in ([cls] if cls else TENSOR_CLASSES))
+        blocks = [c.weights.resolved(k, m.weights) for k in ([cls] if cls else TENSOR_CLASSES)]
+        return any(b is not None and dequant_type.of(b.dequant_choice).expands for b in blocks)
     return acts
 
 
 def _weights_class(cls: str | None) -> Acts:
     """A weights key of one tensor class (None: any): acts when that class is stored quantized."""
     def acts(c, m):
-        from hwsim.model.weight_format import TENSOR_CLASSES, plan
-        p = plan(c.weights, m.weights)
-        return any(not p.of(k).is_bf16 for k in ([cls] if cls else TENSOR_CLASSES))
+        blocks = [c.weights.resolved(k, m.weights) for k in ([cls] if cls else TENSOR_CLASSES)]
+        return any(b is not None and b.quantized for b in blocks)
     return acts
 
 
@@ -72,8 +83,8 @@ def _expert_parallel(c, m) -> bool:
 
 # key, or a group ending in "." -> (what it needs, in words; whether it acts). The first match wins.
 # A key of one kind of a block (the run mode, arrivals, prompt and output lengths, routing, the
-# speculative method) needs no rule: set under another it is an unknown key at load
-# (hwsim.config.variants).
+# speculative method, the prefetch predictor, the KV cache's storage: bf16 or int, fp8, vq codes) needs no rule: set
+# under another it is an unknown key at load (hwsim.config.variants).
 RULES: list[tuple[str, str, Acts]] = [
     ("workload.prompt.", "serving arrivals that draw prompt lengths (poisson, gamma, closed)", _drawn_lengths),
     ("workload.output.", "serving arrivals that draw output lengths (poisson, gamma, closed)", _drawn_lengths),
@@ -86,18 +97,14 @@ RULES: list[tuple[str, str, Acts]] = [
     ("moe.cache.capacity_mib", "expert SRAM in use (moe.cache.policy, moe.prefetch.enabled or pin_router)", _sram),
     ("moe.cache.persist_fraction", "expert SRAM in use (moe.cache.policy, moe.prefetch.enabled or pin_router)",
      _sram),
-    ("moe.prefetch.accuracy", "moe.prefetch.enabled with predictor oracle",
-     lambda c, m: _prefetch(c, m) and c.moe.prefetch.predictor == "oracle"),
     ("moe.prefetch.", "moe.prefetch.enabled", _prefetch),
     ("moe.", "a MoE model", _moe),
     ("kv_cache.sinks.bits", "kv_cache.sinks.tokens", lambda c, m: c.kv_cache.sinks.tokens > 0),
     ("kv_cache.recent.bits", "kv_cache.recent.tokens", lambda c, m: c.kv_cache.recent.tokens > 0),
     ("kv_cache.outliers.bits", "kv_cache.outliers.fraction", lambda c, m: c.kv_cache.outliers.fraction > 0),
-    ("kv_cache.vq.", "kv_cache.element vq", lambda c, m: c.kv_cache.element == "vq"),
-    ("kv_cache.relayout_ops_", "a quantized KV cache with kv_cache.dequant software and a kernel other than fast",
-     lambda c, m: _quantized_kv(c, m) and c.kv_cache.dequant == "software" and c.kv_cache.kernel != "fast"),
-    *[(f"kv_cache.{k}", "a quantized KV cache (some width under 16 bits)", _quantized_kv)
-      for k in ("group_size", "scale_format", "zero_point", "dequant", "kernel")],
+    ("kv_cache.relayout_ops_", "kv_cache.dequant software and a kernel other than fast",
+     lambda c, m: _software_kv(c) and not _counted_kernel(c)),
+    ("kv_cache.dequant", "a quantized KV cache (some width under 16 bits)", _quantized_kv),
     *[(f"weights.{cls}.kernel", f"weights.{cls} dequantized (software or decoder)", _weights_kernel(cls))
       for cls in ("experts", "attention", "embeddings")],
     ("weights.kernel", "a weights class dequantized (software or decoder)", _weights_kernel(None)),

@@ -14,16 +14,16 @@ from pydantic import ValidationError
 
 from hwsim.config.files import (default_scenario_path, error_at, load_model, load_profile, scenario_path,
                                 validate)
+from hwsim.config.kernel_checks import kernel_problems
 from hwsim.config.limits import profile_problems, value_problems
 from hwsim.config.profile import HardwareProfile
 from hwsim.config.scenario import Scenario
 from hwsim.config.yaml_lines import LoadedYaml, load_yaml_file, load_yaml_text
 from hwsim.errors import ConfigError
-from hwsim.model import dequant_kernels, hf_import
+from hwsim.model import hf_import
 from hwsim.model.hf_import.context import longest as longest_context
 from hwsim.model.blocks import moe_schedule_problems
 from hwsim.model.shapes import ModelShape
-from hwsim.workload import kv_format
 
 
 def parse_set(item: str) -> tuple[list[str], Any]:
@@ -41,7 +41,7 @@ def parse_set(item: str) -> tuple[list[str], Any]:
     return parts, value
 
 
-SWITCH_TAGS = ("kind", "method")    # the keys that pick a block's kind (hwsim/config/variants.py)
+SWITCH_TAGS = ("kind", "method", "predictor")    # the keys that pick a block's kind (hwsim/config/variants.py)
 MAX_SWITCHED_KEYS = 64
 
 
@@ -209,12 +209,7 @@ def cross_checks(cfg: Scenario, profile: HardwareProfile, model: ModelShape):
         if not low <= clock <= top:
             yield "runtime.sm_clock", (f"a locked clock of {clock:g} MHz is outside what '{profile.name}' "
                                        f"can run at ({low:g} to {top:g} MHz)")
-    if kv.dequant == "decoder" and profile.decoder is None:
-        yield "kv_cache.dequant", f"profile '{profile.name}' has no native sub-byte decoder (no decoder: block)"
-    if kv.dequant == "decoder" and profile.decoder is not None:
-        if not dequant_kernels.decoder_takes(profile.decoder.formats, kv.element):
-            yield "kv_cache.element", f"the decoder of '{profile.name}' supports {profile.decoder.formats}"
-    yield from dequant_kernels.problems(cfg, dequant_kernels.from_profile(profile), profile.name)
+    yield from kernel_problems(cfg, profile)
     yield from moe_schedule_problems(cfg)
     yield from hf_import.context_problems(cfg.model, longest_context(cfg.workload))   # a config.json's own limit
     if not cfg.workload.serving and kv.bits < 16:
@@ -224,14 +219,7 @@ def cross_checks(cfg: Scenario, profile: HardwareProfile, model: ModelShape):
             yield "kv_cache.sinks.tokens", (f"{kv.sinks.tokens} sink and {kv.recent.tokens} recent tokens "
                                             f"keep every one of the {longest} tokens of the context at full "
                                             "width: nothing would be stored at kv_cache.bits")
-    if kv.element != "fp8" and head_dim % kv.group_size and kv.group_size < head_dim:
-        yield "kv_cache.group_size", f"group_size {kv.group_size} does not divide the head dim {head_dim}"
-    if kv.element == "vq":
-        codebook = kv_format.from_config(kv).codebook_bytes()
-        smem = profile.sm.shared_memory_kib.value * 1024
-        if codebook > smem / 2:
-            yield "kv_cache.vq.entries", (f"codebook of {codebook} bytes does not fit in half of the "
-                                          f"{smem:.0f} bytes of shared memory per SM")
+    yield from kv.problems(head_dim, profile.sm.shared_memory_kib.value * 1024)
 
 
 def dump_yaml(data: Any) -> str:

@@ -13,6 +13,10 @@ from typing import Annotated, ClassVar, Literal
 import numpy as np
 from pydantic import Field, PlainValidator, model_validator
 
+from hwsim.config import dequant as dequant_type
+from hwsim.config.dequant import KernelFamilyName as KernelFamily, kernel_dequant
+from hwsim.config.kv_cache import (  # noqa: F401  (the kv_cache block, re-exported for its readers)
+    KV_PRESETS, AnyKvCache, Bf16Kv, Fp8Kv, IntKv, KvCache, QuantizedKv, VqKv, kv_cache)
 from hwsim.config.names import SafeName
 from hwsim.config.strict import Strict
 from hwsim.config.variants import Variant, one_of, one_of_modes
@@ -418,131 +422,6 @@ class Runtime(Strict):
                                   "design (docs/moe.md; all three measured on the H200)")
 
 
-class TokenClass(Strict):
-    tokens: int = Field(0, ge=0, description="how many tokens are in this class")
-    bits: float = Field(16, description="stored bits per element for this class")
-
-
-class OutlierClass(Strict):
-    fraction: float = Field(0.0, ge=0, le=1, description="share of non-sink, non-recent tokens kept wider")
-    bits: float = Field(16, description="stored bits per element for outlier tokens")
-
-
-class VectorQuant(Strict):
-    entries: int = Field(256, ge=2, description="codebook entries (held in shared memory)")
-    dims: int = Field(4, ge=1, description="elements encoded by one code")
-
-
-# Published schemes, as ../shared/reference/literature.md section 2 describes them; any key set next to a preset
-# overrides the preset's value. The adaptive presets are the design brief's scheme.
-KV_PRESETS: dict[str, dict] = {
-    "bf16": {"bits": 16},
-    "fp8": {"bits": 8, "element": "fp8"},
-    "kivi-2": {"bits": 2, "group_size": 32, "recent": {"tokens": 128, "bits": 16}},
-    "kvquant-3-1pct": {"bits": 3, "sinks": {"tokens": 1, "bits": 16},
-                       "outliers": {"fraction": 0.01, "bits": 16}},
-    "skvq-2-1.5": {"key_bits": 2, "value_bits": 1.5, "group_size": 128, "scale_format": "fp8",
-                   "sinks": {"tokens": 5, "bits": 16}, "recent": {"tokens": 128, "bits": 16}},
-    "qserve-kv4": {"bits": 4, "group_size": 128},
-    "adaptive-2": {"bits": 2, "group_size": 128, "sinks": {"tokens": 4, "bits": 8},
-                   "outliers": {"fraction": 0.02, "bits": 4}},
-    "adaptive-1.5": {"bits": 1.5, "group_size": 128, "sinks": {"tokens": 4, "bits": 8},
-                     "outliers": {"fraction": 0.02, "bits": 4}},
-}
-SUPPORTED_INT_BITS = {1, 1.5, 2, 3, 4, 5, 6, 8, 16}
-
-
-KernelFamily = Literal["naive", "fast", "native-decoder"]
-
-
-def kernel_dequant(kernel: str | None, dequant: str | None, software: tuple[str, ...]) -> str | None:
-    """The dequant a kernel family implies (docs/kv_cache.md, docs/weights.md): native-decoder is
-    dequant decoder; naive and fast are software kernels, run the `software` ways. `dequant`:
-    the key as set (None: unset). A contradiction is a ValueError."""
-    if kernel == "native-decoder":
-        if dequant not in (None, "decoder"):
-            raise ValueError(f"kernel native-decoder is dequant decoder, not {dequant}: set one of the two")
-        return "decoder"
-    if kernel is not None and dequant is not None and dequant not in software:
-        raise ValueError(f"kernel {kernel} runs with dequant {' or '.join(software)}, not {dequant} "
-                         f"(the decoder is kernel native-decoder): drop one of the two keys")
-    return dequant
-
-
-class KvCache(Strict):
-    preset: Literal["bf16", "fp8", "kivi-2", "kvquant-3-1pct", "skvq-2-1.5", "qserve-kv4",
-                    "adaptive-2", "adaptive-1.5"] | None = Field(None, description="a published scheme")
-    bits: float = Field(16, description="routine-token bits for K and V (16 = unquantized bf16)")
-    key_bits: float | None = Field(None, description="routine-token bits for K (default: bits)")
-    value_bits: float | None = Field(None, description="routine-token bits for V (default: bits)")
-    element: Literal["int", "fp8", "vq"] = Field("int", description="integer codes, fp8, or vector codes")
-    group_size: int = Field(128, ge=1, description="elements sharing one scale (and zero point)")
-    scale_format: Literal["fp16", "fp8", "pow2"] = "fp16"
-    zero_point: bool = True
-    sinks: TokenClass = TokenClass()
-    outliers: OutlierClass = OutlierClass()
-    recent: TokenClass = TokenClass()
-    vq: VectorQuant = VectorQuant()
-    dequant: Literal["software", "decoder", "unfused"] = Field(
-        "software", description="software: unpack in registers before the MMA; decoder: a native "
-                                "sub-byte decoder of the profile; unfused: expand to bf16 in HBM first")
-    kernel: KernelFamily | None = Field(
-        None, description="dequant kernel family (docs/kv_cache.md): naive = the measured fused Triton "
-                          "kernel (the fit), fast = calibration/fast_kv_attn.py (counts fitted on an H100, "
-                          "issue 44), native-decoder = dequant decoder; unset: the fastest measured "
-                          "family of the profile (fast on the Hopper profiles; naive with dequant "
-                          "unfused), or native-decoder with dequant decoder")
-    relayout_ops_subbyte: float = Field(
-        15.5, ge=0, description="software dequant: ops per element to move packed sub-byte codes into "
-                                "MMA fragment order (calibration/fit_kv_dequant.py: the fused Triton "
-                                "low-bit attention kernel measured on an H200; docs/kv_cache.md)")
-    relayout_ops_byte: float = Field(
-        8.0, ge=0, description="the same for byte-wide (8-bit) codes, from the same measurement")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _expand_preset(cls, data):
-        if isinstance(data, dict) and data.get("preset") in KV_PRESETS:
-            merged = dict(KV_PRESETS[data["preset"]])
-            for key, value in data.items():
-                if isinstance(value, dict) and isinstance(merged.get(key), dict):
-                    merged[key] = {**merged[key], **value}
-                else:
-                    merged[key] = value
-            return merged
-        return data
-
-    @model_validator(mode="after")
-    def _check(self):
-        ways = ("software",) if self.kernel == "fast" else ("software", "unfused")  # fast: one fused kernel
-        dequant = kernel_dequant(self.kernel, self.dequant if "dequant" in self.model_fields_set else None, ways)
-        object.__setattr__(self, "dequant", dequant or self.dequant)
-        if any(not 0 < b <= 16 for b in self.widths()):
-            raise ValueError("every stored width must be above 0 and at most 16 bits")
-        if self.element == "fp8":
-            widths = [b for b in self.widths() if b < 16]
-            if any(b != 8 for b in widths):
-                raise ValueError("element fp8 stores 8 bits per element; other widths need element int or vq")
-        elif self.element == "int":
-            bad = [b for b in self.widths() if b not in SUPPORTED_INT_BITS]
-            if bad:
-                raise ValueError(f"integer codes support {sorted(SUPPORTED_INT_BITS)} bits, not {bad[0]:g}")
-        if self.element == "vq":
-            routine = self.widths()[:2]
-            code_bits = math.log2(self.vq.entries) / self.vq.dims
-            if any(abs(b - code_bits) > 1e-6 for b in routine if b < 16):
-                raise ValueError(f"vq with {self.vq.entries} entries over {self.vq.dims} dims stores "
-                                 f"{code_bits:g} bits per element; set bits to that")
-        return self
-
-    def widths(self) -> list[float]:
-        w = [self.bits if self.key_bits is None else self.key_bits,
-             self.bits if self.value_bits is None else self.value_bits, self.sinks.bits, self.recent.bits]
-        if self.outliers.fraction:
-            w.append(self.outliers.bits)
-        return w
-
-
 class Routing(Variant):
     """How tokens pick experts, one class per `kind`."""
     capacity_factor: float | None = Field(None, gt=0, description="cap per expert = ceil(cf x tokens x k / E)")
@@ -588,13 +467,34 @@ class ExpertCache(Strict):
                            "fit; the measured PyTorch schedule streams them from HBM")
 
 
-class Prefetch(Strict):
+class Prefetch(Variant):
+    """Experts copied into SRAM ahead of their layer, one class per `predictor` (how it guesses them)."""
     enabled: bool = False
-    predictor: Literal["oracle", "previous-layer", "previous-token"] = "oracle"
-    accuracy: float = Field(1.0, ge=0, le=1, description="oracle: share of needed experts predicted")
     lookahead_layers: int = Field(0, ge=0, le=1, description="0: layer l during its attention; 1: also l+1")
 
 
+class OraclePrefetch(Prefetch):
+    predictor: Literal["oracle"] = "oracle"
+    accuracy: float = Field(1.0, ge=0, le=1, description="oracle: share of needed experts predicted")
+
+
+class PreviousLayerPrefetch(Prefetch):
+    """Guesses a layer's experts as the previous layer's: its accuracy is what happens, no key."""
+    predictor: Literal["previous-layer"] = "previous-layer"
+    accuracy: ClassVar[None] = None
+
+
+class PreviousTokenPrefetch(Prefetch):
+    """Guesses a layer's experts as the previous step's there: its accuracy is what happens, no key."""
+    predictor: Literal["previous-token"] = "previous-token"
+    accuracy: ClassVar[None] = None
+
+
+AnyPrefetch = one_of(OraclePrefetch, PreviousLayerPrefetch, PreviousTokenPrefetch, default=OraclePrefetch,
+                     order=("enabled", "predictor", "accuracy", "lookahead_layers"), tag="predictor")
+
+
+TENSOR_CLASSES = ("experts", "attention", "embeddings")
 WeightFormatName = Literal["bf16", "fp8", "int4", "int3", "int2", "mxfp4", "nvfp4"]
 
 
@@ -615,6 +515,20 @@ class TensorWeights(Strict):
                           "on an H100, issue 44), native-decoder = dequant decoder; unset: the "
                           "profile's fastest measured family at one row (naive: tinygemm, issue 44)")
 
+    @property
+    def quantized(self) -> bool:
+        """Stored in a format other than bf16 (an unset format is the model's: resolved() fills it)."""
+        return self.format not in (None, "bf16")
+
+    @property
+    def dequant_choice(self) -> str:
+        """Who expands the codes: as set, else native for bf16 and fp8 (the tensor core takes
+        them), the decoder under kernel native-decoder, software otherwise (a kernel acts on codes only)."""
+        if self.dequant is not None:
+            return self.dequant
+        fam = dequant_type.family(self.kernel)
+        return "native" if self.format in ("bf16", "fp8") else fam.is_dequant if fam and fam.is_dequant else "software"
+
 
 class Weights(Strict):
     """Weight formats per tensor class. `format` etc. at the top set all three classes."""
@@ -627,12 +541,24 @@ class Weights(Strict):
     attention: TensorWeights = TensorWeights()
     embeddings: TensorWeights = Field(TensorWeights(), description="embedding table and LM head")
 
+    def resolved(self, cls: str, model_defaults: dict | None = None) -> TensorWeights | None:
+        """One tensor class's block over the model's default for it (DeepSeek-V3: fp8): the
+        scenario's keys over the checkpoint's, a new format dropping the old one's group and
+        scales. None: no format anywhere (bf16)."""
+        block, base = getattr(self, cls), (model_defaults or {}).get(cls)
+        if base is not None:
+            keys = block.model_dump(exclude_none=True)
+            if "format" in keys and keys["format"] != base.format:
+                base = type(base)()
+            block = base.model_copy(update=keys)
+        return block if block.format is not None else base if base is not None and base.format is not None else None
+
     @model_validator(mode="after")
     def _spread(self):
         """Top-level keys apply to every class that does not set its own."""
         top = {k: getattr(self, k) for k in ("format", "group_size", "scale_format", "dequant", "kernel")
                if getattr(self, k) is not None}
-        for cls in ("experts", "attention", "embeddings"):
+        for cls in TENSOR_CLASSES:
             block = getattr(self, cls)
             fill = {k: v for k, v in top.items() if getattr(block, k) is None}
             if fill:
@@ -651,7 +577,7 @@ class Moe(Strict):
         "interleaved", description="expert weights striped over all HBM channels, or each expert "
                                    "contiguous on the channels of one stack")
     cache: ExpertCache = ExpertCache()
-    prefetch: Prefetch = Prefetch()
+    prefetch: AnyPrefetch = OraclePrefetch()
 
 
 class Parallel(Strict):
@@ -704,7 +630,7 @@ class Scenario(Strict):
     budget_ms: float = Field(10.0, gt=0, description="per-token latency budget")
     workload: AnyWorkload = FixedBatchWorkload()
     runtime: Runtime = Runtime()
-    kv_cache: KvCache = KvCache()
+    kv_cache: AnyKvCache = Bf16Kv()
     moe: Moe = Moe()
     weights: Weights = Weights()
     parallel: Parallel = Parallel()

@@ -1,4 +1,5 @@
-"""A block that comes in kinds (arrivals, lengths, routing, the speculative method): one class per kind, each holding only
+"""A block that comes in kinds (arrivals, lengths, routing, the speculative method, the prefetch
+predictor, the KV cache's storage): one class per kind, each holding only
 the keys that act under it, so a key set under a kind it does nothing for is an unknown key at
 load instead of a warning of the run (issue 42). `one_of` makes the discriminated union.
 
@@ -34,6 +35,11 @@ class Variant(Strict):
                   if k not in cls.model_fields and k in cls.BAG and _same(v, cls.BAG[k])]
         return {k: v for k, v in data.items() if k not in unused} if unused else data
 
+    def every_key(self) -> dict[str, Any]:
+        """Every key of the family: this kind's values, the family's defaults for the keys it
+        lacks (which cannot act in it), as a model of the whole family reads them."""
+        return {**self.BAG, **{k: getattr(self, k) for k in type(self).model_fields}}
+
     @model_serializer(mode="wrap")
     def _whole_bag(self, handler, info):
         own = handler(self)
@@ -66,17 +72,25 @@ def _set_bag(family, kinds, default, order: tuple[str, ...], tag: str | None) ->
     return bag
 
 
-def one_of_modes(modes: dict[str, type[Variant]], mode_of: Callable[[Any], str], order: tuple[str, ...]) -> Any:
+def one_of_modes(modes: dict[str, type[Variant]], mode_of: Callable[[Any], str], order: tuple[str, ...],
+                 bad: tuple[str, tuple[str, ...]] | None = None) -> Any:
     """The union of `modes` (label -> Variant class), told apart by `mode_of(value)`, a label
-    read from other keys (the run mode, from the arrivals' kind) rather than a tag key of its own."""
+    read from other keys (the run mode, from the arrivals' kind; a KV cache's storage, from its
+    widths and element) rather than a tag key of its own. `bad`: (key, its valid values) where
+    `mode_of` answers "?" for a value of that key none of the modes has."""
     kinds = list(modes.values())
-    _set_bag(kinds[0].__mro__[1], kinds, None, order, None)
+    family = next(c for c in kinds[0].__mro__ if Variant in c.__bases__)
+    _set_bag(family, kinds, None, order, None)
+    members = [Annotated[k, Tag(f"{TAG_MARK}{label}")] for label, k in modes.items()]
+    if bad is not None:
+        key, values = bad
+        kind = type(f"{family.__name__}Kind", (_BadKind,), {"__annotations__": {key: Literal[values]}})
+        members.append(Annotated[kind, Tag(f"{TAG_MARK}?")])
 
     def pick(value):
         return f"{TAG_MARK}{mode_of(value)}"
 
-    return Annotated[Union[tuple(Annotated[k, Tag(f"{TAG_MARK}{label}")] for label, k in modes.items())],
-                     Discriminator(pick)]
+    return Annotated[Union[tuple(members)], Discriminator(pick)]
 
 
 def one_of(*kinds: type[Variant], default: type[Variant] | None, order: tuple[str, ...], tag: str = "kind") -> Any:

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from hwsim.config.scenario import KvCache
+from hwsim.config import dequant as dequant_type
+from hwsim.config.kernel_checks import FAMILIES, SOFTWARE
+from hwsim.config.scenario import IntKv
 from hwsim.model.weight_format import DEQUANT_OPS_PER_WEIGHT, DEQUANT_OPS_PER_WEIGHT_ROW, DEQUANT_TILE_ROWS
 from hwsim.workload.kv_format import BF16_KV, ClassWidth
 
-FAMILIES = ("naive", "fast", "native-decoder")
-SOFTWARE = ("naive", "fast")
 FAST_TILE_ROWS = (16, 64)          # the padded batch rows fast_w4a16's SASS was counted at
 FAST_KV_BITS = (2, 4, 8, 16)       # the widths fast_kv_attn's SASS was counted at
 KV_SPEED_BITS = 2                  # "fastest" compares the families at 2-bit codes
@@ -55,7 +55,7 @@ class WeightKernel:
 
     def ops(self, rows: int) -> float:
         """Int-lane ops per weight for a tile of `rows` token rows."""
-        if self.family == "naive":
+        if not dequant_type.family(self.family).counted:     # naive: per 16-row tile, per row of it
             return self.ops_per_weight + self.ops_per_weight_row * min(rows, DEQUANT_TILE_ROWS)
         return self.ops_per_weight + self.ops_per_weight_row * (fast_tile_rows(rows) - FAST_TILE_ROWS[0])
 
@@ -66,7 +66,7 @@ def fast_tile_rows(rows: int) -> int:
 
 
 # the fit (calibration/data/fit_kv_dequant.txt) is the kv_cache.relayout_ops_* keys' defaults
-NAIVE_KV = KvKernel("naive", True, *(KvCache.model_fields[f"relayout_ops_{c}"].default for c in ("subbyte", "byte")))
+NAIVE_KV = KvKernel("naive", True, *(IntKv.model_fields[f"relayout_ops_{c}"].default for c in ("subbyte", "byte")))
 NAIVE_WEIGHTS = WeightKernel("naive", True, DEQUANT_OPS_PER_WEIGHT, DEQUANT_OPS_PER_WEIGHT_ROW)
 
 
@@ -134,17 +134,17 @@ def unmeasured_note(part_key: str, family: str) -> str:
 
 def decoder_takes(formats: tuple[str, ...] | list[str], element: str) -> bool:
     """Whether a decoder listing `formats` expands KV codes of this element kind (int, fp8, vq)."""
-    wanted = "fp8" if element == "fp8" else ("vq" if element == "vq" else "int")
-    return wanted in " ".join(formats)
+    return element in " ".join(formats)
 
 
 def kv_family(cfg_kv, families: Families) -> str | None:
     """The family that reads this KV cache (None: a bf16 cache, read by no dequant kernel)."""
-    if all(b >= 16 for b in cfg_kv.widths()):
+    if not cfg_kv.quantized:
         return None
-    if cfg_kv.dequant == "decoder":
+    dequant = dequant_type.of(cfg_kv.dequant)
+    if dequant.by_decoder:
         return "native-decoder"
-    if cfg_kv.kernel is None and cfg_kv.dequant == "unfused":
+    if cfg_kv.kernel is None and not dequant.fused:
         return "naive"          # fast is one fused kernel (software only): an expansion pass is naive's
     return cfg_kv.kernel or families.default("kv")
 
@@ -162,30 +162,19 @@ def kv_variants(cfg_kv, families: Families, decoder_formats) -> dict:
     out = {}
     for family in FAMILIES:
         if family == "native-decoder":
-            ok = families.decoder and decoder_takes(decoder_formats, cfg_kv.element)
-            out[family] = (from_config(cfg_kv), "decoder") if ok else None
+            fmt = from_config(cfg_kv)
+            out[family] = (fmt, "decoder") if families.decoder and decoder_takes(decoder_formats, fmt.element) else None
         else:
             k = families.kv.get(family)
             out[family] = (from_config(cfg_kv, k), "software") if k else None
     return out
 
 
-def problems(cfg, families: Families, profile_name: str):
-    """(key, message) for a family the profile does not offer."""
-    wanted = [("kv_cache.kernel", "kv", cfg.kv_cache.kernel)]
-    wanted += [(f"weights.{c}.kernel", "weights", getattr(cfg.weights, c).kernel)
-               for c in ("experts", "attention", "embeddings")]
-    for key, part, family in wanted:
-        if family in SOFTWARE and family not in (families.kv if part == "kv" else families.weights):
-            yield key, (f"profile '{profile_name}' has no '{family}' kernel family for {part} "
-                        f"(its dequant_kernels block lists none); it has {', '.join(families.available(part))}")
-
-
 def unmeasured_notes(cfg, schedule, families: Families) -> list[str]:
     """A warning for each part of the run costed by a family that is predicted, not measured."""
     notes = []
     family = kv_family(cfg.kv_cache, families)
-    if family in SOFTWARE and schedule.dequant != "none" and not families.kv[family].measured:
+    if family in SOFTWARE and schedule.kv_dequant.expands and not families.kv[family].measured:
         notes.append(unmeasured_note("kv_cache.kernel", family))
     for cls in ("experts", "attention", "embeddings"):
         fmt = schedule.wplan.of(cls)

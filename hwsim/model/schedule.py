@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from hwsim.config import dequant as dequant_type
 from hwsim.hw.chip import ChipSizes, ChipSpec
 from hwsim.metrics import Component
 from hwsim.model import ir
@@ -150,6 +151,7 @@ class Schedule:
         self.attention = attention_block(attention_kernel)
         self.kv = kv or BF16_KV
         self.dequant = "none" if self.kv.is_unquantized else dequant
+        self.kv_dequant = dequant_type.of(self.dequant)     # what the choice does (hwsim/config/dequant.py)
         self._sizes = {"dequant": dequant, "max_batch": max_batch, "max_context": max_context}
         self.attention.check(model, self.kv)
         self.mem = MemoryMap()
@@ -311,7 +313,7 @@ class Schedule:
         the measured torch._scaled_mm path) and multiplies at that tensor rate; a decoder
         expands the codes on the way in and the MMA runs in bf16."""
         wb = fmt.bytes_per_weight
-        if fmt.kernel_family == "fast":         # counts fitted on an H100 (hwsim.model.dequant_kernels)
+        if fmt.in_software and dequant_type.family(fmt.kernel_family).counted:   # fast: counts fitted on an H100
             return fast_weight_only_gemm(name, layer, m, k, n, self.chip, weight_addr=addr, weight_bytes=wb,
                                          data=data, ops_per_weight=fmt.kernel.ops(m), writes=out)
         if fmt.in_software:
@@ -608,17 +610,18 @@ class Schedule:
         # A compressed cache is read by a fused low-bit kernel (KIVI, QServe, the Triton kernel of
         # shared/calibration) that packs the GQA group into one 16-row MMA; a bf16 cache by
         # runtime.attention_kernel: FlashAttention-2 (the measured schedule) or cuDNN.
-        if self.dequant == "software":
+        d = self.kv_dequant
+        if d.on_sm and d.fused:     # software: unpacked in registers inside the attention kernel
             kw["dequant_ops_per_token_head"] = elems * self.kv.dequant_ops_per_element(context)
             kw["block_m"] = ops.MMA_M
             program = fast_kv_occupancy.of_format(self.kv)      # the fast family's, as compiled
             if program is not None:
                 kw["program"] = program
                 kw["lane_ops_per_token_head"] = elems * fast_kv_occupancy.lane_ops_per_element(self.kv, context)
-        elif self.dequant == "decoder":
+        elif d.by_decoder:
             kw["decoder_elements_per_token_head"] = elems * self.kv.quantized_fraction(context)
             kw["block_m"] = ops.MMA_M
-        elif self.dequant == "unfused":
+        elif d.on_sm:               # unfused: an expansion pass to bf16 in HBM first
             n = s.batch * kv_heads * context
             ks.append(ops.unfused_dequant(f"L{layer}.kv_dequant", layer, n * per_token_head, n * elems,
                                           self.kv.dequant_ops_per_element(context), addr, self.chip))

@@ -21,6 +21,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hwsim.config import dequant as dequant_type
+from hwsim.config.scenario import TENSOR_CLASSES, Weights
+
 CODE_BITS = {"bf16": 16, "fp8": 8, "int4": 4, "int3": 3, "int2": 2, "mxfp4": 4, "nvfp4": 4}
 SCALE_BITS = {"bf16": 16, "fp16": 16, "fp32": 32, "fp8": 8, "e8m0": 8}
 # Group defaults per format (the scheme's own block): AWQ/GPTQ 128, MX 32, NVFP4 16, FP8 per tensor
@@ -28,7 +31,6 @@ DEFAULT_GROUP = {"bf16": 0, "fp8": 0, "int4": 128, "int3": 128, "int2": 128, "mx
 DEFAULT_SCALE = {"bf16": "bf16", "fp8": "fp32", "int4": "bf16", "int3": "bf16", "int2": "bf16",
                  "mxfp4": "e8m0", "nvfp4": "fp8"}
 HAS_ZERO = {"int4", "int3", "int2"}          # asymmetric integer codes carry a zero point
-TENSOR_CLASSES = ("experts", "attention", "embeddings")
 
 # Software dequantization inside a weight-only GEMM on the H200, in integer-lane ops (64 per
 # SM per clock). PyTorch's int4 kernel (tinygemm, torch._weight_int4pack_mm, group 128) on
@@ -60,15 +62,15 @@ class WeightFormat:
     @property
     def native(self) -> bool:
         """The tensor core takes the stored format as is."""
-        return self.dequant == "native"
+        return not dequant_type.of(self.dequant).expands
 
     @property
     def in_software(self) -> bool:
-        return self.dequant == "software"
+        return dequant_type.of(self.dequant).on_sm
 
     @property
     def by_decoder(self) -> bool:
-        return self.dequant == "decoder"
+        return dequant_type.of(self.dequant).by_decoder
 
     @property
     def expanded(self) -> bool:
@@ -119,12 +121,10 @@ def from_config(block, families=None) -> WeightFormat:
     fmt = block.format
     group = block.group_size if block.group_size is not None else DEFAULT_GROUP[fmt]
     scale = block.scale_format or DEFAULT_SCALE[fmt]
-    kernel = getattr(block, "kernel", None)
-    dequant = block.dequant or ("native" if fmt in ("bf16", "fp8") else     # a kernel acts on codes only
-                                "decoder" if kernel == "native-decoder" else "software")
+    dequant = block.dequant_choice
     costs = None
-    if dequant == "software" and families is not None:
-        costs = families.weights[kernel or families.default("weights")]
+    if dequant_type.of(dequant).on_sm and families is not None:
+        costs = families.weights[block.kernel or families.default("weights")]
     return WeightFormat(fmt, group, scale, dequant, costs)
 
 
@@ -144,16 +144,8 @@ def plan(cfg_weights, model_defaults: dict | None = None, families=None) -> Weig
     software class costed by its kernel family of `families` (None: the naive fit)."""
     out = {}
     for cls in TENSOR_CLASSES:
-        block = getattr(cfg_weights, cls, None) if cfg_weights is not None else None
-        base = (model_defaults or {}).get(cls)
-        if base is not None and block is not None:
-            # the scenario's keys over the checkpoint's; a new format drops the old one's group and scales
-            keys = block.model_dump(exclude_none=True)
-            if "format" in keys and keys["format"] != base.format:
-                base = type(base)()
-            block = base.model_copy(update=keys)
-        block = block if block is not None and block.format is not None else base
-        out[cls] = from_config(block, families) if block is not None and block.format is not None else BF16
+        block = (cfg_weights or Weights()).resolved(cls, model_defaults)
+        out[cls] = from_config(block, families) if block is not None else BF16
     return WeightPlan(**out)
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 UNPACK_OPS = 2.0
 I2F_OPS = 4.0
@@ -29,6 +30,58 @@ FP8_CVT_OPS = 2.0          # cvt.f16x2.e4m3x2 converts two elements per instruct
 SMEM_LOOKUP_OPS = 2.0      # one shared-memory codebook load per code: 32 per clk per SM = half a lane
 INDEX_BYTES = 4            # int32 token index per outlier token and head
 SCALE_BYTES = {"fp16": 2, "fp8": 1, "pow2": 1}
+
+
+class Codes:
+    """How codes of one element kind are stored and expanded (issue 42: the kind is a type, each
+    its behaviour): a scale (and zero point) per group or not, the ALU ops to expand one
+    element, a codebook or not."""
+    scaled: ClassVar[bool] = True
+
+    def full_width_ops(self, fmt: "KvFormat") -> float:
+        """A class stored at 16 bits is read as is: nothing to expand."""
+        return 0.0
+
+    def ops(self, fmt: "KvFormat", bits: float) -> float:
+        raise NotImplementedError
+
+    def codebook_bytes(self, fmt: "KvFormat") -> int:
+        return 0
+
+
+class IntCodes(Codes):
+    """Uniform integer codes: unpack, convert, scale (+ zero), relayout into MMA fragments."""
+
+    def full_width_ops(self, fmt):
+        """A family counted per width charges its loop over bf16 too."""
+        return dict(fmt.kernel_ops_by_bits).get(16.0, 0.0)
+
+    def ops(self, fmt, bits):
+        if fmt.kernel_ops_by_bits:
+            return next((ops for width, ops in fmt.kernel_ops_by_bits if width >= bits), fmt.kernel_ops_by_bits[-1][1])
+        ops = I2F_OPS + FMA_OPS + F2H_OPS
+        return ops + ((UNPACK_OPS + fmt.relayout_ops_subbyte) if bits < 8 else fmt.relayout_ops_byte)
+
+
+class Fp8Codes(Codes):
+    """e4m3 codes: no scales, one conversion instruction per pair of elements."""
+    scaled = False
+
+    def ops(self, fmt, bits):
+        return FP8_CVT_OPS
+
+
+class VqCodes(Codes):
+    """Vector codes: fp16 codebook entries in shared memory, a lookup per code, no conversion."""
+
+    def ops(self, fmt, bits):
+        return SMEM_LOOKUP_OPS / max(fmt.vq_dims, 1)
+
+    def codebook_bytes(self, fmt):
+        return fmt.vq_entries * fmt.vq_dims * 2
+
+
+CODES: dict[str, Codes] = {"int": IntCodes(), "fp8": Fp8Codes(), "vq": VqCodes()}
 
 
 @dataclass(frozen=True)
@@ -51,7 +104,7 @@ class KvFormat:
     group_size: int
     scale_format: str
     zero_point: bool
-    element: str                 # "int" (uniform integer codes), "fp8" or "vq"
+    element: str                 # "int" (uniform integer codes), "fp8" or "vq": a kind of CODES
     vq_entries: int = 0
     vq_dims: int = 0
     relayout_ops_subbyte: float = 0.0
@@ -60,10 +113,14 @@ class KvFormat:
     # (bits, ops per element) ascending; a width between two takes the wider one's
     kernel_ops_by_bits: tuple[tuple[float, float], ...] = ()
 
+    @property
+    def codes(self) -> Codes:
+        return CODES[self.element]
+
     # -- bytes ---------------------------------------------------------------------------
     def _meta_bits(self, bits: float) -> float:
         """Scale/zero bits per element for a class stored at `bits` (none at 16 or for fp8)."""
-        if bits >= 16 or self.element == "fp8":
+        if bits >= 16 or not self.codes.scaled:
             return 0.0
         per_group = SCALE_BYTES[self.scale_format] * (2 if self.zero_point else 1) * 8
         return per_group / self.group_size
@@ -108,19 +165,7 @@ class KvFormat:
 
     # -- dequantization work -------------------------------------------------------------
     def _ops(self, bits: float) -> float:
-        if bits >= 16:      # read as is; a family counted per width charges its loop over bf16 too
-            return dict(self.kernel_ops_by_bits).get(16.0, 0.0) if self.element == "int" else 0.0
-        if self.element == "fp8":
-            return FP8_CVT_OPS
-        if self.element == "vq":   # fp16 codebook entries in shared memory: a lookup, no conversion
-            return SMEM_LOOKUP_OPS / max(self.vq_dims, 1)
-        if self.kernel_ops_by_bits:
-            return next((ops for width, ops in self.kernel_ops_by_bits if width >= bits),
-                        self.kernel_ops_by_bits[-1][1])
-        subbyte = bits < 8
-        ops = I2F_OPS + FMA_OPS + F2H_OPS
-        ops += (UNPACK_OPS + self.relayout_ops_subbyte) if subbyte else self.relayout_ops_byte
-        return ops
+        return self.codes.full_width_ops(self) if bits >= 16 else self.codes.ops(self, bits)
 
     def dequant_ops_per_element(self, context: int) -> float:
         """Average software-dequant ALU ops (int32-lane equivalents) per cached element read."""
@@ -146,7 +191,7 @@ class KvFormat:
         return (self._class_bits(self.routine.key_bits) + self._class_bits(self.routine.value_bits)) / 2
 
     def codebook_bytes(self) -> int:
-        return self.vq_entries * self.vq_dims * 2 if self.element == "vq" else 0
+        return self.codes.codebook_bytes(self)
 
 
 def max_context_fitting(free_bytes: float, batch: int, layers: int, elements_per_token: int,
@@ -165,22 +210,23 @@ def max_context_fitting(free_bytes: float, batch: int, layers: int, elements_per
 
 
 def from_config(kv, kernel=None) -> KvFormat:
-    """KvFormat from a validated `kv_cache` scenario block (hwsim.config.scenario.KvCache), its
-    software dequant costed by `kernel` (a hwsim.model.dequant_kernels.KvKernel; None: the
-    block's relayout keys, the naive fit). The block's relayout keys, set to other than their
-    default (the H200 fit), override the naive family's (a value, not whether it was written:
-    sweeps and what-ifs re-validate whole scenarios)."""
-    costs = {"relayout_ops_subbyte": kv.relayout_ops_subbyte, "relayout_ops_byte": kv.relayout_ops_byte}
+    """KvFormat from a validated `kv_cache` scenario block (hwsim.config.scenario.KvCache: one
+    kind, the keys it lacks at their defaults), its software dequant costed by `kernel` (a
+    hwsim.model.dequant_kernels.KvKernel; None: the block's relayout keys, the naive fit). The
+    block's relayout keys, set to other than their default (the H200 fit), override the naive
+    family's (a value, not whether it was written: sweeps and what-ifs re-validate whole scenarios)."""
+    keys = kv.every_key()
+    costs = {k: keys[k] for k in ("relayout_ops_subbyte", "relayout_ops_byte")}
     if kernel is not None:
-        costs = {k: v if v != type(kv).model_fields[k].default else getattr(kernel, k) for k, v in costs.items()}
+        costs = {k: v if v != kv.BAG[k] else getattr(kernel, k) for k, v in costs.items()}
         costs["kernel_ops_by_bits"] = kernel.ops_by_bits
     return KvFormat(
         routine=ClassWidth(*kv.widths()[:2]),
         sinks=kv.sinks.tokens, sink_bits=kv.sinks.bits,
         outlier_fraction=kv.outliers.fraction, outlier_bits=kv.outliers.bits,
         recent=kv.recent.tokens, recent_bits=kv.recent.bits,
-        group_size=kv.group_size, scale_format=kv.scale_format, zero_point=kv.zero_point,
-        element=kv.element, vq_entries=kv.vq.entries, vq_dims=kv.vq.dims,
+        group_size=keys["group_size"], scale_format=keys["scale_format"], zero_point=keys["zero_point"],
+        element=keys["element"], vq_entries=keys["vq"].entries, vq_dims=keys["vq"].dims,
         **costs,
     )
 
