@@ -3,6 +3,8 @@ for sm_90a without a GPU, for every set of three segment-slot widths and token b
 table hwsim's occupancy of the fast family reads (hwsim/model/fast_kv_occupancy.py, issue 44).
 
     python calibration/fast_occupancy.py            # prints the table as a Python literal
+    python calibration/fast_occupancy.py --measured calibration/data/h100_fast_kernels_lean.jsonl
+                                                    # the device's own compile: MEASURED's literal
 
 Triton compiles to a cubin on a machine with no GPU (its own ptxas): `metadata.shared` is the
 shared memory a program allocates, and cuobjdump's resource usage gives its registers per
@@ -15,7 +17,9 @@ This machine runs Triton 3.6, the version the H100 call ran (calibration/data/h1
 
 from __future__ import annotations
 
+import argparse
 import itertools
+import json
 import os
 import re
 import sys
@@ -48,7 +52,49 @@ def compiled(bits3: tuple[int, int, int], block: int = 128, warps: int = 4, stag
             "stack": int(re.search(r"STACK:(\d+)", usage).group(1))}
 
 
+def measured_key(row: dict) -> tuple:
+    """(slot widths ascending, block, inline-PTX) of a timed kv row's launch: one slot per width its
+    classes with tokens store, the rest empty at 16 bits (at the first width for `_lean` rows)."""
+    from hwsim.model.fast_kv_occupancy import slot_widths
+    impl = row["impl"]
+    widths = [bits for tokens, bits in row["classes"].values() if tokens]
+    return slot_widths(widths, lean="_lean" in impl), row["block"], impl.endswith("_asm")
+
+
+def measured_table(rows: list[dict]) -> dict[tuple, tuple[int, int, int]]:
+    """{key: (shared memory bytes, registers per thread, threads)} of the timed kv rows that
+    recorded their compiled program (measure_fast_kernels.py since session 19). Only `kv` rows:
+    the device checks launch at L = 1000, whose lengths specialise otherwise (fast4_lean_asm 166
+    registers there, 153 in every timed row). Rows of one key that disagree are an error."""
+    table: dict[tuple, tuple[int, int, int]] = {}
+    for r in rows:
+        if r.get("part") != "kv" or "regs" not in r or "classes" not in r:
+            continue
+        got = (r["smem_bytes"], r["regs"], r["warps"] * 32)
+        old = table.setdefault(measured_key(r), got)
+        if old != got:
+            raise SystemExit(f"{r['impl']} B={r['B']} L={r['L']}: program {got}, other rows {old}")
+    return table
+
+
+def print_measured(path: str):
+    rows = [json.loads(line) for line in open(path) if line.strip()]
+    meta = next((r for r in rows if r.get("part") == "meta"), {})
+    print(f"# {path}: {meta.get('device')}, Triton {meta.get('triton')}: (slot widths ascending, block, asm)"
+          " -> (shared memory bytes, registers per thread, threads)")
+    print("MEASURED = {")
+    for k, v in sorted(measured_table(rows).items()):
+        print(f"    {k}: {v},")
+    print("}")
+
+
 def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--measured", help="a measure_fast_kernels.py JSONL: print the programs its timed rows ran")
+    args = ap.parse_args()
+    if args.measured:
+        print_measured(args.measured)
+        return
     print(f"# Triton {triton.__version__}, sm_90a, 4 warps, 2 stages: (slot widths ascending, block, asm)"
           " -> (shared memory bytes, registers per thread)")
     print("COMPILED = {")
