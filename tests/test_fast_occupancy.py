@@ -75,12 +75,14 @@ def _attention_us(program, chip):
 
 
 def test_a_latency_bound_loop_runs_faster_with_more_resident_programs():
-    """The same work, chain and lanes, in whole waves: two resident programs take about half the
-    time of one."""
+    """The same work, chain 10 and lanes 3.34 an element, in whole waves: the programs an SM holds
+    overlap the chain's stalls (6.66), not the lanes' issue, so two take (3.34 + 6.66 / 2) / 10 of
+    one's time and three (3.34 + 6.66 / 3) / 10, not 1/2 and 1/3."""
     chip = _chip()
     one = _attention_us(fko.Program(128, 168, 131072), chip)
     two = _attention_us(fko.Program(128, 188, 17408), chip)
-    assert 0.45 < two / one < 0.6
+    three = _attention_us(fko.Program(128, 168, 17408), chip)
+    assert 0.62 < two / one < 0.70 and 0.52 < three / one < 0.59
 
 
 def test_tile_fidelity_overlaps_the_chain_alike():
@@ -92,4 +94,4 @@ def test_tile_fidelity_overlaps_the_chain_alike():
                                   program=program, lane_ops_per_token_head=256 * 3.34)
         _, records = mb.time_kernels(chip, ks[:1], fidelity="tile")
         out.append(sum(r.t_end - r.t_start for r in records))
-    assert 0.45 < out[1] / out[0] < 0.6
+    assert 0.58 < out[1] / out[0] < 0.70     # the default fidelity's 0.66, within a tenth
