@@ -30,6 +30,7 @@ import triton  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fast_kv_attn as kv  # noqa: E402
 from fast_sass import compile_and_dump  # noqa: E402
+from fast_programs import measured_table  # noqa: E402
 
 CONTAINER = {2: "*u8", 4: "*i16", 8: "*i32", 16: "*fp16"}
 WIDTHS = (2, 4, 8, 16)
@@ -50,31 +51,6 @@ def compiled(bits3: tuple[int, int, int], block: int = 128, warps: int = 4, stag
                                      {"a_stride", "b_stride", "c_stride"}, "--dump-resource-usage")
     return {"smem": kernel.metadata.shared, "regs": int(re.search(r"REG:(\d+)", usage).group(1)),
             "stack": int(re.search(r"STACK:(\d+)", usage).group(1))}
-
-
-def measured_key(row: dict) -> tuple:
-    """(slot widths ascending, block, inline-PTX) of a timed kv row's launch: one slot per width its
-    classes with tokens store, the rest empty at 16 bits (at the first width for `_lean` rows)."""
-    from hwsim.model.fast_kv_occupancy import slot_widths
-    impl = row["impl"]
-    widths = [bits for tokens, bits in row["classes"].values() if tokens]
-    return slot_widths(widths, lean="_lean" in impl), row["block"], impl.endswith("_asm")
-
-
-def measured_table(rows: list[dict]) -> dict[tuple, tuple[int, int, int]]:
-    """{key: (shared memory bytes, registers per thread, threads)} of the timed kv rows that
-    recorded their compiled program (measure_fast_kernels.py since session 19). Only `kv` rows:
-    the device checks launch at L = 1000, whose lengths specialise otherwise (fast4_lean_asm 166
-    registers there, 153 in every timed row). Rows of one key that disagree are an error."""
-    table: dict[tuple, tuple[int, int, int]] = {}
-    for r in rows:
-        if r.get("part") != "kv" or "regs" not in r or "classes" not in r:
-            continue
-        got = (r["smem_bytes"], r["regs"], r["warps"] * 32)
-        old = table.setdefault(measured_key(r), got)
-        if old != got:
-            raise SystemExit(f"{r['impl']} B={r['B']} L={r['L']}: program {got}, other rows {old}")
-    return table
 
 
 def print_measured(path: str):

@@ -162,7 +162,8 @@ def held_out_table(before: dict, after: dict) -> list[str]:
     cell = lambda e: f"{statistics.mean(e):+.1%} ({max(map(abs, e)):.1%})"  # noqa: E731
     out = ["| kernel | context | before: mean signed (max abs) | after | rows |", "|---|---:|---:|---:|---:|"]
     for impl, L in sorted(before, key=lambda k: (k[0], k[1])):
-        out.append(f"| {impl} | {L // 1024}k | {cell(before[impl, L])} | {cell(after[impl, L])} | {len(after[impl, L])} |")
+        out.append(f"| {impl} | {L // 1024}k | {cell(before[impl, L])} | {cell(after[impl, L])} "
+                   f"| {len(after[impl, L])} |")
     for impl in sorted({i for i, _ in before}):
         b = [e for (i, _), v in before.items() if i == impl for e in v]
         a = [e for (i, _), v in after.items() if i == impl for e in v]
@@ -200,7 +201,8 @@ def main():
         if not args.kv_only:
             print(variant, "W4A16", json.dumps(fit_w4(chip, measured, variant)))
     if held:
-        print(f"held out ({args.held_out}, lean kernels): before = " + (f"{args.before} (written before measuring)" if args.before else "the profile's counts") + ", after = the fitted asm counts")
+        said = f"{args.before} (written before measuring)" if args.before else "the profile's counts"
+        print(f"held out ({args.held_out}, lean kernels): before = {said}, after = the fitted asm counts")
         print("\n".join(held_out_table(before, held_out(chip, dict(fp.SASS_KV["asm"]), held))))
 
 

@@ -41,7 +41,7 @@ def test_the_device_records_come_before_this_hosts_compile():
     """The H100's own compile (calibration/data/h100_fast_kernels_lean.jsonl) is the table's
     MEASURED, every timed row's program, and program() takes it where this host compiled otherwise."""
     sys.path.insert(0, str(ROOT / "calibration"))
-    from fast_occupancy import measured_table
+    from fast_programs import measured_table
     path = ROOT / "calibration/data/h100_fast_kernels_lean.jsonl"
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     assert measured_table(rows) == fko.MEASURED

@@ -53,7 +53,8 @@ COMPILED = {
 # thread, threads): the device's own compile, recorded by every timed kv row of
 # calibration/data/h100_fast_kernels_lean.jsonl (H100, Triton 3.6; `python calibration/fast_occupancy.py
 # --measured` on it prints this), taken before COMPILED: this host's compile differs for three
-# (fast2_lean 188 registers, adaptive-2 asm 181, fast4_lean asm 166). No H200 has recorded its
+# (fast2_lean 188 registers, adaptive-2 asm 181, fast4_lean asm 166), compiled without the launch's
+# specialisations (lengths divisible by 16, split counts of 1; with them: 193, 168, 153). No H200 has recorded its
 # programs: it is compute capability 9.0 as the H100 (CUDA C++ Programming Guide, "Compute
 # Capabilities"), so Triton builds the same sm_90a cubin for it and these rows serve both chips.
 MEASURED = {
