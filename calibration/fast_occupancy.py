@@ -3,6 +3,8 @@ for sm_90a without a GPU, for every set of three segment-slot widths and token b
 table hwsim's occupancy of the fast family reads (hwsim/model/fast_kv_occupancy.py, issue 44).
 
     python calibration/fast_occupancy.py            # prints the table as a Python literal
+    python calibration/fast_occupancy.py --measured calibration/data/h100_fast_kernels_lean.jsonl
+                                                    # the device's own compile: MEASURED's literal
 
 Triton compiles to a cubin on a machine with no GPU (its own ptxas): `metadata.shared` is the
 shared memory a program allocates, and cuobjdump's resource usage gives its registers per
@@ -15,7 +17,9 @@ This machine runs Triton 3.6, the version the H100 call ran (calibration/data/h1
 
 from __future__ import annotations
 
+import argparse
 import itertools
+import json
 import os
 import re
 import sys
@@ -26,6 +30,7 @@ import triton  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fast_kv_attn as kv  # noqa: E402
 from fast_sass import compile_and_dump  # noqa: E402
+from fast_programs import measured_table  # noqa: E402
 
 CONTAINER = {2: "*u8", 4: "*i16", 8: "*i32", 16: "*fp16"}
 WIDTHS = (2, 4, 8, 16)
@@ -48,7 +53,24 @@ def compiled(bits3: tuple[int, int, int], block: int = 128, warps: int = 4, stag
             "stack": int(re.search(r"STACK:(\d+)", usage).group(1))}
 
 
+def print_measured(path: str):
+    rows = [json.loads(line) for line in open(path) if line.strip()]
+    meta = next((r for r in rows if r.get("part") == "meta"), {})
+    print(f"# {path}: {meta.get('device')}, Triton {meta.get('triton')}: (slot widths ascending, block, asm)"
+          " -> (shared memory bytes, registers per thread, threads)")
+    print("MEASURED = {")
+    for k, v in sorted(measured_table(rows).items()):
+        print(f"    {k}: {v},")
+    print("}")
+
+
 def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--measured", help="a measure_fast_kernels.py JSONL: print the programs its timed rows ran")
+    args = ap.parse_args()
+    if args.measured:
+        print_measured(args.measured)
+        return
     print(f"# Triton {triton.__version__}, sm_90a, 4 warps, 2 stages: (slot widths ascending, block, asm)"
           " -> (shared memory bytes, registers per thread)")
     print("COMPILED = {")

@@ -186,10 +186,10 @@ def profile_counts(profile) -> dict[int, float]:
     return {b: getattr(f, f"ops_per_element_{b}bit").value for b in (2, 4, 8, 16)}
 
 
-def lean_predictions(chip, counts: dict[int, float]) -> list[dict]:
-    """The lean kernels' kv rows (issue 44: empty slots at the layout's width, no 16-bit code),
-    costed by the family's fitted counts (`counts`, both dequant variants: only the inline-PTX
-    rows were fitted) over each variant's compiled program (its own registers)."""
+def lean_predictions(chip, counts: dict[int, float], names=LEAN, lean: bool = True) -> list[dict]:
+    """The kv rows of `names` (default: the lean kernels, issue 44: empty slots at the layout's
+    width, no 16-bit code), costed by the family's fitted counts (`counts`, both dequant variants:
+    only the inline-PTX rows were fitted) over each variant's compiled program (its own registers)."""
     H, KVH, D = GQA["H"], GQA["KVH"], GQA["D"]
     saved = {v: dict(t) for v, t in SASS_KV.items()}
     rows = []
@@ -198,11 +198,14 @@ def lean_predictions(chip, counts: dict[int, float]) -> list[dict]:
             table.update(counts)
         for B in BATCHES:
             for L in CONTEXTS:
-                for name in LEAN:
-                    p = kv_predict(chip, name, B, L, H, KVH, D, lean=True)
+                for name in names:
+                    p = kv_predict(chip, name, B, L, H, KVH, D, lean=lean)
+                    impl = (name if name.startswith("fast") else f"fast_{name}") + ("_lean" if lean else "")
                     for variant, suffix in (("portable", ""), ("asm", "_asm")):
+                        if suffix and name == "fast16":
+                            continue
                         rows.append({"part": "kv", "B": B, "L": L, "H": H, "KVH": KVH, "D": D,
-                                     "impl": f"{name}_lean{suffix}", "us": p[f"{variant}_us"],
+                                     "impl": impl + suffix, "us": p[f"{variant}_us"],
                                      "ops_per_element": p[f"{variant}_ops_per_element"],
                                      "resident": p[f"{variant}_resident"], "bytes": p["bytes"],
                                      "splits": p["splits"], "naive_us": p["naive_us"], "ideal_us": p["ideal_us"]})
@@ -276,13 +279,17 @@ def main():
     ap.add_argument("--hardware", default="h200-sxm", help="the profile to predict for (a call may get an H100)")
     ap.add_argument("--lean-jsonl", help="write only the lean kernels' rows here, costed by the profile's "
                     "fitted fast counts (issue 44)")
+    ap.add_argument("--fitted-jsonl", help="write every fast kv row (the layouts and the lean kernels) here, "
+                    "costed by the profile's fitted fast counts (issue 44, session 20)")
     args = ap.parse_args()
     profile = load_profile(args.hardware)
     chip = ChipSpec.from_profile(profile)
-    if args.lean_jsonl:
+    if args.lean_jsonl or args.fitted_jsonl:
         rows = lean_predictions(chip, profile_counts(profile))
-        Path(args.lean_jsonl).write_text("".join(json.dumps(r) + "\n" for r in rows))
-        print(f"{len(rows)} lean rows on {args.hardware}, counts {profile_counts(profile)}")
+        if args.fitted_jsonl:
+            rows = lean_predictions(chip, profile_counts(profile), list(LAYOUTS), lean=False) + rows
+        Path(args.lean_jsonl or args.fitted_jsonl).write_text("".join(json.dumps(r) + "\n" for r in rows))
+        print(f"{len(rows)} fast kv rows on {args.hardware}, counts {profile_counts(profile)}")
         return
     rows = predict_all(chip)
     if args.jsonl:

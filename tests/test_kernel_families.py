@@ -14,7 +14,7 @@ from hwsim.config.load import load_profile, load_scenario
 from hwsim.config.scenario import IntKv, kv_cache
 from hwsim.hw.chip import ChipSpec
 from hwsim.metrics import Component
-from hwsim.model import dequant_kernels, weight_format
+from hwsim.model import dequant_kernels, fast_kv_occupancy, weight_format
 from hwsim.model.fast_gemm import fast_weight_only_gemm
 from hwsim.operators import device_time_s
 from hwsim.run import run_scenario
@@ -36,22 +36,28 @@ def families(name="h200-sxm"):
     return dequant_kernels.from_profile(load_profile(name))
 
 
-def fitted_counts() -> dict:
-    """calibration/data/fit_fast_kernels_h100.txt: calibration/fit_fast_kernels.py's output on the H100 rows."""
+def fitted_counts(name: str = "fit_fast_kernels_h100.txt") -> dict:
+    """calibration/data/fit_fast_kernels_h100*.txt: calibration/fit_fast_kernels.py's output on the
+    H100 rows (session 18's; `_occupancy`: the KV refit under occupancy of session 20)."""
     out = {}
-    for line in (ROOT / "calibration" / "data" / "fit_fast_kernels_h100.txt").read_text().splitlines()[1:]:
-        variant, part, body = line.split(" ", 2)
-        out[(variant, part)] = json.loads(body)
+    for line in (ROOT / "calibration" / "data" / name).read_text().splitlines()[1:]:
+        if line.startswith(("portable ", "asm ")):
+            variant, part, body = line.split(" ", 2)
+            out[(variant, part)] = json.loads(body)
     return out
 
 
 @pytest.mark.parametrize("profile", ["h100-sxm", "h200-sxm", "h200-decoder"])
 def test_the_fast_family_is_the_h100_fit_of_the_inline_ptx_kernels(profile):
     """Issue 44: the counts fitted to the H100's rows, measured, the same on every Hopper profile
-    (machine-code counts); the 8-bit count, not fixed by the rows, is the 4-bit one."""
+    (machine-code counts); the 8-bit count, not fixed by the rows, is the 4-bit one; KV refit under
+    occupancy (session 20), where the 16-bit count, at or below the loop's SASS lanes, is charged
+    the lanes (any such count costs alike), W4A16 as fitted in session 18 (no occupancy)."""
     f, fit = families(profile), fitted_counts()
-    kv = fit[("asm", "KV")]["ops_per_element"]
-    assert dict(f.kv["fast"].ops_by_bits) == {2.0: kv["2"], 4.0: kv["4"], 8.0: kv["4"], 16.0: kv["16"]}
+    kv = fitted_counts("fit_fast_kernels_h100_occupancy.txt")[("asm", "KV")]["ops_per_element"]
+    lanes16 = fast_kv_occupancy.LANE_OPS[16]
+    assert kv["16"] <= lanes16
+    assert dict(f.kv["fast"].ops_by_bits) == {2.0: kv["2"], 4.0: kv["4"], 8.0: kv["4"], 16.0: lanes16}
     w = f.weights["fast"]
     lo, hi = fit[("asm", "W4A16")]["ops_per_weight_16_64"]
     assert w.ops(16) == pytest.approx(lo) and w.ops(64) == pytest.approx(hi)

@@ -146,8 +146,8 @@ def three_x():
     by = h["attention_speedup_by_kernel"]
     return ('In-register dequant, "3x effective bandwidth"', cmd("kv-quant-sweep-base.yaml", "kv_cache.kernel=fast"),
             f"{h['byte_ratio']:.1f}x fewer bytes; KV attention {by['naive']:.2f}x bf16 with the naive kernel "
-            f"(measured), {by['fast']:.2f}x with the fast kernel (H100-fitted family, occupancy from the "
-            f"compiled kernel: adaptive-2 runs 2 programs per SM; the adaptive-2 kernel measured "
+            f"(measured), {by['fast']:.2f}x with the fast kernel (H100-fitted family, occupancy of the "
+            f"kernel as the H100 compiled it: adaptive-2 runs 3 programs per SM; the adaptive-2 kernel measured "
             f"{FAST_ADAPTIVE2_H100}x bf16 on an H100 at >= 32k)",
             f"h200-decoder: {d['attention_speedup_by_kernel']['native-decoder']:.2f}x with the native decoder; "
             f"b200: {b['attention_speedup_by_kernel']['naive']:.2f}x (naive kernel only)",

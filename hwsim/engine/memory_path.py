@@ -75,14 +75,21 @@ class MemoryPath:
 
     # -- compute of one tile --------------------------------------------------------------
     def tile_compute_s(self, k: Kernel) -> float:
-        """Seconds of SM compute one tile takes of its SM's pipes: its lanes, or a latency-bound
-        loop's chain shared by the programs the SM holds at once (k.chain_ops), whichever is more."""
+        """Seconds of SM compute one tile takes of its SM's pipes: its lanes, and of a latency-bound
+        loop (k.chain_ops) its chain's stalls shared by the programs the SM holds at once."""
         return self.sms.compute_time(k.tensor_flops, k.vector_flops, self.int_ops(k), k.dtype,
                                      k.decoder_elements, k.mma_sync)
 
     def int_ops(self, k: Kernel) -> float:
-        """Integer ops one tile charges its SM's ALU: its lanes, or its chain's share (k.chain_ops)."""
-        return max(k.int_ops, k.chain_ops / self.slots_per_sm(k)) if k.chain_ops else k.int_ops
+        """Integer ops one tile charges its SM's ALU: its lanes, which the SM issues one program at a
+        time, plus its chain's stalls beyond them (k.chain_ops - lanes), which the programs it holds
+        at once overlap. Issue 44, chosen on the fit's rows alone (H100, inline-PTX, no lean row):
+        this form fits them at 6.2% median, stalls and issue both overlapped (the least time,
+        max(lanes, chain / resident)) at 9.4%: adaptive-2's three programs an SM took 0.58x fast2's
+        one's time at >= 32k, not 1/3 (validation/fast_kernels_measured.md section 3d)."""
+        if not k.chain_ops:
+            return k.int_ops
+        return k.int_ops + max(0.0, k.chain_ops - k.int_ops) / self.slots_per_sm(k)
 
     def chain_floor_s(self, k: Kernel, ntiles: float) -> float:
         """The least time an SM's ntiles tiles of a latency-bound loop take: a round of its

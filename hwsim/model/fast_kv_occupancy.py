@@ -49,6 +49,22 @@ COMPILED = {
     ((2, 2, 2), 64, False): (9216, 156),
     ((2, 16, 16), 64, False): (65536, 148),
 }
+# (slot widths ascending, token block, inline-PTX dequant) -> (shared memory bytes, registers per
+# thread, threads): the device's own compile, recorded by every timed kv row of
+# calibration/data/h100_fast_kernels_lean.jsonl (H100, Triton 3.6; `python calibration/fast_occupancy.py
+# --measured` on it prints this), taken before COMPILED: this host's compile differs for three
+# (fast2_lean 188 registers, adaptive-2 asm 181, fast4_lean asm 166), compiled without the launch's
+# specialisations (lengths divisible by 16, split counts of 1; with them: 193, 168, 153). No H200 has recorded its
+# programs: it is compute capability 9.0 as the H100 (CUDA C++ Programming Guide, "Compute
+# Capabilities"), so Triton builds the same sm_90a cubin for it and these rows serve both chips.
+MEASURED = {
+    ((2, 2, 2), 128, False): (17408, 193, 128),
+    ((2, 2, 2), 128, True): (17408, 168, 128),
+    ((2, 4, 8), 128, True): (37632, 168, 128),
+    ((2, 16, 16), 128, False): (131072, 168, 128),
+    ((2, 16, 16), 128, True): (131072, 168, 128),
+    ((4, 4, 4), 128, True): (33792, 153, 128),
+}
 # lanes per element of each width's loop, the throughput bound under its latency: SASS counts
 # of the inline-PTX loop at block 128 (calibration/fast_sass.py, calibration/data/fast_kernels_sass.txt)
 LANE_OPS = {2: 3.34, 4: 2.41, 8: 2.59, 16: 0.78}
@@ -88,11 +104,18 @@ def slot_widths(widths, lean: bool = False) -> tuple[int, ...]:
 
 def program(widths, group: int, asm: bool = True, lean: bool = False) -> Program | None:
     """The compiled program for a cache of these class widths and K group (None: not compiled;
-    the engine's default occupancy then). Block: min(128, group), as FastKVAttention takes it."""
+    the engine's default occupancy then). Block: min(128, group), as FastKVAttention takes it.
+    The device's record first (MEASURED), else this host's compile; a missing inline-PTX entry
+    falls back to the portable one."""
     block = max((b for b in BLOCKS if b <= group), default=BLOCKS[0])
     slots = slot_widths(widths, lean)
-    got = COMPILED.get((slots, block, asm)) or COMPILED.get((slots, block, False))
-    return Program(THREADS, got[1], got[0], block) if got else None
+    for key in ((slots, block, asm), (slots, block, False)):
+        if key in MEASURED:
+            smem, regs, threads = MEASURED[key]
+            return Program(threads, regs, smem, block)
+        if key in COMPILED:
+            return Program(THREADS, COMPILED[key][1], COMPILED[key][0], block)
+    return None
 
 
 def class_widths(fmt) -> list[float]:

@@ -63,10 +63,11 @@ class Kernel:               # of them; nothing mutates a Kernel after the schedu
                                     # block_threads), tiles per SM follow CUDA occupancy
                                     # (hwsim/hw/occupancy.py: warps, registers, shared memory)
     chain_ops: float = 0.0          # integer ops per tile of a latency-bound loop (issue 44): one
-                                    # program alone takes chain_ops of its SM's ALU time (its chain's
-                                    # stalls); the programs the SM holds at once (occupancy) overlap
-                                    # theirs, so a tile costs at least chain_ops / resident of the
-                                    # ALU, and no round of resident tiles ends before one chain
+                                    # program alone takes chain_ops of its SM's ALU time (its lanes'
+                                    # issue and its chain's stalls); the programs the SM holds at once
+                                    # (occupancy) overlap the stalls, not the issue, so a tile costs
+                                    # int_ops + (chain_ops - int_ops) / resident of the ALU, and no
+                                    # round of resident tiles ends before one chain
     alu_chain: float = 1.0          # a block alone takes this many times its share of its SM's ALU
                                     # time: its integer work is a dependent chain whose gaps only
                                     # other resident blocks fill (PyTorch's strided element-wise)
