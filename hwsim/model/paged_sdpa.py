@@ -88,9 +88,12 @@ def _memory(sched, name: str, layer: int, read: float, write: float, *, cache: b
 
 def sdpa(name: str, layer: int, p: PackedShape, heads: int, head_dim: int, chip) -> Kernel:
     """SDPA over the packed q x k with a bias, not causal: a tile per (block of ATTN_BLOCK_M query
-    rows, head), each streaming its head's K and V and its rows of the bias. Rows are padded to the
-    MMA's. What the tiles read first comes from HBM where it is larger than half the L2 (K and V at
-    the query heads, as repeat_kv wrote them; the bias), the tiles' re-reads from L2."""
+    rows, head), each streaming its head's K and V and its rows of the bias; rows padded to the
+    MMA's. Its work is spread over every SM (`balanced`), as its share of the tensor peak was
+    profiled: the whole batch's SDPA time against the whole chip's peak (cuDNN splits the keys of
+    a small grid over the SMs: its lean_reduction_kernel, calibration/data/h200_attention_backends.jsonl).
+    What the tiles read first comes from HBM where it is larger than half the L2 (K and V at the
+    query heads, as repeat_kv wrote them; the bias), the tiles' re-reads from L2."""
     ab = ops.ACT_BYTES
     q_blocks = math.ceil(p.q / ops.ATTN_BLOCK_M)
     tiles = q_blocks * heads
@@ -99,11 +102,12 @@ def sdpa(name: str, layer: int, p: PackedShape, heads: int, head_dim: int, chip)
     first = (kv if _in_hbm(chip, kv) else 0.0) + (bias if _in_hbm(chip, bias) else 0.0)
     tile_bytes = rows * head_dim * ab + p.k * 2 * head_dim * ab + rows * p.k * ab     # Q, K and V, bias
     return Kernel(
-        name=name, layer=layer, tiles=tiles, hbm_read=first / tiles, l2_read=tile_bytes - first / tiles,
-        l2_write=rows * head_dim * ab,
+        name=name, layer=layer, tiles=tiles, balanced=True, hbm_read=first / tiles,
+        l2_read=tile_bytes - first / tiles, l2_write=rows * head_dim * ab,
         tensor_flops=2.0 * rows * p.k * 2 * head_dim, tensor_share=p.share,
         vector_flops=(ops.SOFTMAX_OPS + 1) * rows * p.k,                  # the bias added, then softmax
         smem_bytes=(ops.ATTN_BLOCK_M * head_dim + 2 * ops.ATTN_BLOCK_N * 2 * head_dim) * ab // 2,
         round_trips=ops.ATTN_ROUND_TRIPS, data=Component.KV_READ, compute=Component.ATTENTION_COMPUTE,
         item=ir.Attention("packed", 1, heads, heads, head_dim, p.q, p.k, "sdpa"),
     )
+

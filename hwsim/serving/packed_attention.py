@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import math
 
+from hwsim.model.ops import MMA_M
 from hwsim.model.paged_sdpa import PackedShape, layer_kernels
 from hwsim.model.schedule import StepShape
 
-GRID = {"q": (16, 2), "k": (256, 2)}     # (first point, ratio): q from the MMA's 16 rows
+GRID = {"q": (MMA_M, 2), "k": (256, 2)}     # (first point, ratio): q from the MMA's rows
 
 
 def pad_to_interval(size: int, interval: int, cap: int) -> int:
@@ -74,5 +75,6 @@ class PackedStreams:
         if exact:
             return [(1.0, self.stream(p))]
         from hwsim.serving.step_clock import _around
+        rows = -(-p.q // MMA_M) * MMA_M          # the SDPA's rows as its MMAs pad them: its flops are linear in them
         return [(wq * wk, self.stream(PackedShape(q, k, p.gathers, p.share)))
-                for q, wq in _around(p.q, *GRID["q"]) for k, wk in _around(p.k, *GRID["k"])]
+                for q, wq in _around(rows, *GRID["q"]) for k, wk in _around(p.k, *GRID["k"])]
