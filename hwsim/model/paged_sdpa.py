@@ -93,7 +93,9 @@ def sdpa(name: str, layer: int, p: PackedShape, heads: int, head_dim: int, chip)
     profiled: the whole batch's SDPA time against the whole chip's peak (cuDNN splits the keys of
     a small grid over the SMs: its lean_reduction_kernel, calibration/data/h200_attention_backends.jsonl).
     What the tiles read first comes from HBM where it is larger than half the L2 (K and V at the
-    query heads, as repeat_kv wrote them; the bias), the tiles' re-reads from L2."""
+    query heads, as repeat_kv wrote them; the bias), the tiles' re-reads from L2. A tile loads a
+    block of ATTN_BLOCK_N keys' K and V while it computes on the last (cp.async into shared
+    memory, as FlashAttention's and cutlass's kernels): those bytes are in flight."""
     ab = ops.ACT_BYTES
     q_blocks = math.ceil(p.q / ops.ATTN_BLOCK_M)
     tiles = q_blocks * heads
@@ -107,6 +109,7 @@ def sdpa(name: str, layer: int, p: PackedShape, heads: int, head_dim: int, chip)
         tensor_flops=2.0 * rows * p.k * 2 * head_dim, tensor_share=p.share,
         vector_flops=(ops.SOFTMAX_OPS + 1) * rows * p.k,                  # the bias added, then softmax
         smem_bytes=(ops.ATTN_BLOCK_M * head_dim + 2 * ops.ATTN_BLOCK_N * 2 * head_dim) * ab // 2,
+        inflight_bytes=ops.ATTN_BLOCK_N * 2 * head_dim * ab,             # its next K and V blocks
         round_trips=ops.ATTN_ROUND_TRIPS, data=Component.KV_READ, compute=Component.ATTENTION_COMPUTE,
         item=ir.Attention("packed", 1, heads, heads, head_dim, p.q, p.k, "sdpa"),
     )
