@@ -76,7 +76,7 @@ def test_the_steps_attention_is_the_engines_kernels_in_the_pass(built):
     t = clock.time(batch)
     packed = packed_shape(batch, 0.124)
     rest = clock.corner(30, 1024 if StepBatch.of(batch).mean_context > 256 else 256, 8162, 1, apart=True)
-    stream_corners = clock.attention.corners(packed, exact=False)
+    stream_corners = clock.attention_corners(packed, exact=False)
     assert stream_corners and all(s.breakdown_s["attention_compute"] > 0 for _, s in stream_corners)
     stream = sum(w * s.duration_s for w, s in stream_corners)
     assert t.breakdown_s["attention_compute"] == pytest.approx(
@@ -92,8 +92,8 @@ def test_the_steps_attention_is_the_engines_kernels_in_the_pass(built):
 
 def test_prompts_in_one_step_attend_to_each_other(built):
     clock, _ = packed_clock(built, eff=0.3)
-    one = clock.attention.corners(packed_shape([(2000, 0)], 0.3), exact=True)[0][1]
-    two = clock.attention.corners(packed_shape([(2000, 0), (2000, 0)], 0.3), exact=True)[0][1]
+    one = clock.attention_corners(packed_shape([(2000, 0)], 0.3), exact=True)[0][1]
+    two = clock.attention_corners(packed_shape([(2000, 0), (2000, 0)], 0.3), exact=True)[0][1]
     assert two.breakdown_s["attention_compute"] == pytest.approx(4 * one.breakdown_s["attention_compute"], rel=0.05)
 
 
@@ -103,8 +103,8 @@ def test_the_attention_grid_interpolates_the_exact_stream(built):
     clock, _ = packed_clock(built, eff=0.18)
     for batch in ([(1, 700)] * 37, [(1, 900)] * 5 + [(1500, 0)], [(3000, 2500)]):
         p = packed_shape(batch, 0.18)
-        exact = clock.attention.corners(p, exact=True)[0][1].duration_s
-        grid = sum(w * s.duration_s for w, s in clock.attention.corners(p, exact=False))
+        exact = clock.attention_corners(p, exact=True)[0][1].duration_s
+        grid = sum(w * s.duration_s for w, s in clock.attention_corners(p, exact=False))
         assert grid == pytest.approx(exact, rel=0.03), batch
 
 

@@ -8,8 +8,9 @@ channels as every other kernel, in place of the pass's own per-sequence attentio
 times a step as the rest of its pass (its (decodes, context, prompt tokens) grid) and this stream:
 the two depend on different sizes of the batch. The attention's flops and bias are q x k, which
 the rest's grid cannot interpolate (a prompt's q^2 between grid points 4x apart was 36-51% high),
-so this stream has a grid of its own on (q, k), where the work is bilinear: interpolated
-bilinearly between the four streams around the step's shape, each simulated once. With CUDA
+so this stream has a grid of its own on (q, k) (GRID), where the work is bilinear: the clock
+interpolates between the four streams around the step's shape (StepClock.attention_corners),
+each simulated once. With CUDA
 graphs the library pads q and the KV read (a handful of shapes a run): each padded shape exactly.
 """
 
@@ -69,12 +70,3 @@ class PackedStreams:
             shape = StepShape("prefill", 1, p.q, 0, packed=p)
             hit = self.cache[p] = b.gpus.simulate(b, shape, -1, None, False, plan, False)
         return hit
-
-    def corners(self, p: PackedShape, exact: bool) -> list[tuple[float, object]]:
-        """[(weight, stream)]: `p` itself (`exact`: a padded shape), or the grid's streams around it."""
-        if exact:
-            return [(1.0, self.stream(p))]
-        from hwsim.serving.step_clock import _around
-        rows = -(-p.q // MMA_M) * MMA_M          # the SDPA's rows as its MMAs pad them: its flops are linear in them
-        return [(wq * wk, self.stream(PackedShape(q, k, p.gathers, p.share)))
-                for q, wq in _around(rows, *GRID["q"]) for k, wk in _around(p.k, *GRID["k"])]

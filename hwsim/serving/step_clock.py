@@ -40,9 +40,10 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from hwsim.hw.power import Activity
-from hwsim.model.paged_sdpa import APART
+from hwsim.model.ops import MMA_M
+from hwsim.model.paged_sdpa import APART, PackedShape
 from hwsim.serving.loop import StepOracle
-from hwsim.serving.packed_attention import PackedStreams, packed_shape
+from hwsim.serving.packed_attention import GRID, PackedStreams, packed_shape
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,13 +119,23 @@ class StepClock:
         corners = [(wd * wc * wp, self.corner(d, c, p, sb.prefill_sequences, packed is not None))
                    for d, wd in dec for c, wc in ctx for p, wp in pre]
         if packed is not None:
-            corners += self.attention.corners(packed, exact)
+            corners += self.attention_corners(packed, exact)
         secs, parts = 0.0, {}
         for w, step in corners:
             secs += w * (step.host.device_busy_s or step.duration_s)
             for k, v in step.breakdown_s.items():
                 parts[k] = parts.get(k, 0.0) + w * v
         return secs, parts, corners[0][1] if len(corners) == 1 else _blend(corners, dict(parts))
+
+    def attention_corners(self, p: PackedShape, exact: bool) -> list[tuple[float, object]]:
+        """[(weight, stream)] of the engine's attention: `p`'s own (`exact`: a padded shape), or
+        the (q, k) grid's streams around it, q as the SDPA's MMAs pad its rows (its flops are
+        linear in them: hwsim/serving/packed_attention.py)."""
+        if exact:
+            return [(1.0, self.attention.stream(p))]
+        rows = -(-p.q // MMA_M) * MMA_M
+        return [(wq * wk, self.attention.stream(PackedShape(q, k, p.gathers, p.share)))
+                for q, wq in _around(rows, *GRID["q"]) for k, wk in _around(p.k, *GRID["k"])]
 
     def packed(self, batch) -> tuple:
         """(the step's packed attention shape or None, whether it is exact: a padded shape)."""
