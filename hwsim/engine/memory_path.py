@@ -78,7 +78,7 @@ class MemoryPath:
         """Seconds of SM compute one tile takes of its SM's pipes: its lanes, or a latency-bound
         loop's chain shared by the programs the SM holds at once (k.chain_ops), whichever is more."""
         return self.sms.compute_time(k.tensor_flops, k.vector_flops, self.int_ops(k), k.dtype,
-                                     k.decoder_elements, k.mma_sync)
+                                     k.decoder_elements, k.mma_sync, k.tensor_share)
 
     def int_ops(self, k: Kernel) -> float:
         """Integer ops one tile charges its SM's ALU: its lanes, or its chain's share (k.chain_ops)."""
@@ -205,7 +205,7 @@ class MemoryPath:
         if (k.int_ops or k.decoder_elements) and k.data is Component.KV_READ:
             sms = self.sms
             dequant = sms.compute_time(0, 0, self.int_ops(k), k.dtype, k.decoder_elements)
-            if dequant >= sms.compute_time(k.tensor_flops, k.vector_flops, 0, k.dtype, 0.0, k.mma_sync):
+            if dequant >= sms.compute_time(k.tensor_flops, k.vector_flops, 0, k.dtype, 0.0, k.mma_sync, k.tensor_share):
                 return Component.DEQUANT
         return k.compute
 
