@@ -1,13 +1,16 @@
-"""HF paged|sdpa attention is one SDPA over the whole packed (with CUDA graphs, padded) batch, and
-a CUDA-graph capture runs the forward once and records it once, synchronously (issue 43: TTFT)."""
+"""HF paged|sdpa attention is one SDPA over the whole packed (with CUDA graphs, padded) batch, run as
+the engine's own kernels through the simulated chip in place of the pass's per-sequence attention,
+and a CUDA-graph capture runs the forward once and records it once, synchronously (issue 43: TTFT)."""
 
 import pytest
 
 from hwsim.build import build
 from hwsim.config.load import load_scenario
+from hwsim.metrics import Component
+from hwsim.model.paged_sdpa import APART, PackedShape, layer_kernels
 from hwsim.serving.engine_host import EngineHost, load_engine_host
-from hwsim.serving.packed_attention import PackedAttention, PackedShape
-from hwsim.serving.step_clock import StepClock
+from hwsim.serving.packed_attention import packed_shape
+from hwsim.serving.step_clock import StepClock, StepBatch
 
 PAD = (64, 16384, 8192, 1345 * 256)         # the H100 graphs run's q / KV intervals, budget, pages
 
@@ -19,18 +22,90 @@ def built():
 
 def test_packed_shape_is_the_whole_batch_and_padded_with_graphs():
     batch = [(1, 999), (1, 1999), (300, 0)]
-    assert PackedAttention.shape(batch) == PackedShape(302, 302 + 2998, True)
-    assert PackedAttention.shape([(500, 0)]) == PackedShape(500, 500, False)     # no cache read: no gather
+    assert packed_shape(batch, 0.2) == PackedShape(302, 302 + 2998, True, 0.2)
+    assert packed_shape([(500, 0)], 0.2) == PackedShape(500, 500, False, 0.2)     # no cache read: no gather
     # maybe_pad_inputs: q to 64, the KV read to 16384 (an empty read to one interval)
-    assert PackedAttention.shape([(500, 0)], PAD) == PackedShape(512, 512 + 16384, True)
-    assert PackedAttention.shape(batch, PAD) == PackedShape(320, 320 + 16384, True)
+    assert packed_shape([(500, 0)], 0.2, PAD) == PackedShape(512, 512 + 16384, True, 0.2)
+    assert packed_shape(batch, 0.2, PAD) == PackedShape(320, 320 + 16384, True, 0.2)
+
+
+def test_the_layers_kernels_move_the_engines_bytes_and_flops(built):
+    """Llama-3.1-8B (32 heads, 8 KV heads, head_dim 128), q 512 x k 4096 read from the cache."""
+    p = PackedShape(512, 4096, True, 0.18)
+    ks = layer_kernels(built.schedule, 3, p)
+    assert [k.name for k in ks] == [f"L3.{n}" for n in ("k_write", "v_write", "k_gather", "v_gather", "k_repeat",
+                                                        "v_repeat", "q_copy", "sdpa", "attn_out_copy")]
+    by = {k.name.split(".")[1]: k for k in ks}
+    kv, rep = 4096 * 8 * 128 * 2, 4096 * 32 * 128 * 2                 # bytes of K (or V): cache heads, query heads
+    g = by["k_gather"]
+    assert g.tiles * g.hbm_read == pytest.approx(kv) and g.data is Component.KV_READ    # from the cache
+    r = by["k_repeat"]
+    assert r.item.read_bytes == kv and r.item.write_bytes == rep and not r.item.vectorized
+    s = by["sdpa"]
+    assert s.tiles == 4 * 32 and s.tensor_share == 0.18 and s.compute is Component.ATTENTION_COMPUTE
+    assert s.tiles * s.tensor_flops == pytest.approx(4 * 512 * 4096 * 128 * 32)
+    assert s.tiles * (s.hbm_read + s.l2_read) == pytest.approx(     # Q, K and V per (q block, head), the bias rows
+        32 * 512 * 128 * 2 + 4 * 2 * rep + 32 * 512 * 4096 * 2)
+    first = 2 * rep + 512 * 4096 * 2                                    # 64 MB of K and V: from HBM; the 4 MB bias too
+    assert s.tiles * s.hbm_read == pytest.approx(first if 512 * 4096 * 2 > built.chip.l2_bytes / 2 else 2 * rep)
+    assert [k.name for k in layer_kernels(built.schedule, 3, PackedShape(512, 512, False, 0.18))][:4] == \
+        ["L3.k_write", "L3.v_write", "L3.k_repeat", "L3.v_repeat"]      # nothing read from the cache: no gather
+    assert layer_kernels(built.schedule, 3, APART) == []
+
+
+def test_a_kernels_tensor_share_is_its_compute_rate(built):
+    """Kernel.tensor_share (the SDPA backend's profiled share of the peak) sets its MMAs' rate; 0
+    keeps the chip's tensor efficiency."""
+    from hwsim.hw.sm import SmArray
+    sm, c = SmArray(built.chip), built.chip
+    assert sm.compute_time(1e9, 0, 0, "bf16", share=0.18) == pytest.approx(1e9 / (c.tensor_flops["bf16"] * 0.18 / c.sms))
+    assert sm.compute_time(1e9, 0, 0, "bf16") == pytest.approx(1e9 / (c.tensor_flops["bf16"] * c.tensor_efficiency / c.sms))
+
+
+def packed_clock(built, cuda_graph=False, async_batching=False, eff=0.124, packed=True):
+    host = packed_host(cuda_graph, async_batching, eff)
+    return StepClock(built, host=host, packed=packed), host
+
+
+def test_the_steps_attention_is_the_engines_kernels_in_the_pass(built):
+    """The step's pass leaves its per-sequence attention out and runs the engine's kernels: its
+    device time is the rest of the pass and the attention's stream, both simulated, and the
+    breakdown's attention is the stream's."""
+    clock, _ = packed_clock(built)
+    batch = [(1, 800)] * 30 + [(8162, 0)]
+    t = clock.time(batch)
+    packed = packed_shape(batch, 0.124)
+    rest = clock.corner(30, 1024 if StepBatch.of(batch).mean_context > 256 else 256, 8162, 1, apart=True)
+    stream_corners = clock.attention_corners(packed, exact=False)
+    assert stream_corners and all(s.breakdown_s["attention_compute"] > 0 for _, s in stream_corners)
+    stream = sum(w * s.duration_s for w, s in stream_corners)
+    assert t.breakdown_s["attention_compute"] == pytest.approx(
+        sum(w * s.breakdown_s["attention_compute"] for w, s in stream_corners))
+    assert t.kernels > 32 * 9                          # the attention's nine kernels a layer are the pass's
+    # the rest of the pass has no attention kernel: its attention_compute is none
+    assert rest.breakdown_s["attention_compute"] == 0.0
+    plain = StepClock(built, host=packed_host()).time(batch)
+    own = plain.breakdown_s["attention_compute"]
+    assert t.device_s > plain.device_s - own + 0.9 * stream    # 8192 x 32,192 dense, not 8162^2 / 2 causal
+    assert t.device_s > 2 * plain.device_s
 
 
 def test_prompts_in_one_step_attend_to_each_other(built):
-    att = PackedAttention.of(built.model, built.chip)
-    one = att.seconds(att.shape([(2000, 0)]), 0.3)
-    two = att.seconds(att.shape([(2000, 0), (2000, 0)]), 0.3)
-    assert two == pytest.approx(4 * one, rel=0.05)          # dense q x k: 4x, not the 2x of two attentions
+    clock, _ = packed_clock(built, eff=0.3)
+    one = clock.attention_corners(packed_shape([(2000, 0)], 0.3), exact=True)[0][1]
+    two = clock.attention_corners(packed_shape([(2000, 0), (2000, 0)], 0.3), exact=True)[0][1]
+    assert two.breakdown_s["attention_compute"] == pytest.approx(4 * one.breakdown_s["attention_compute"], rel=0.05)
+
+
+def test_the_attention_grid_interpolates_the_exact_stream(built):
+    """Eager shapes are timed between the (q, k) grid's streams: within a few percent of the
+    shape's own stream (work bilinear in q and k: 1.6% at most over 40 random steps)."""
+    clock, _ = packed_clock(built, eff=0.18)
+    for batch in ([(1, 700)] * 37, [(1, 900)] * 5 + [(1500, 0)], [(3000, 2500)]):
+        p = packed_shape(batch, 0.18)
+        exact = clock.attention_corners(p, exact=True)[0][1].duration_s
+        grid = sum(w * s.duration_s for w, s in clock.attention_corners(p, exact=False))
+        assert grid == pytest.approx(exact, rel=0.03), batch
 
 
 def packed_host(cuda_graph=False, async_batching=False, eff=0.124):
@@ -42,23 +117,8 @@ def packed_host(cuda_graph=False, async_batching=False, eff=0.124):
     return host
 
 
-def test_a_long_prefill_costs_its_packed_attention(built):
-    plain = StepClock(built, host=EngineHost(load_engine_host("hf-transformers-h200"), 32))
-    host = packed_host()
-    host.attention = PackedAttention.of(built.model, built.chip)
-    packed = StepClock(built, host=host)
-    batch = [(1, 800)] * 30 + [(8162, 0)]
-    t0, t1 = plain.time(batch), packed.time(batch)
-    dense = host.attention.seconds(host.attention.shape(batch), 0.124)
-    own = t0.breakdown_s["attention_compute"] + t0.breakdown_s["kv_read"]
-    assert t1.device_s == pytest.approx(t0.device_s - own + dense)
-    assert t1.device_s > 2 * t0.device_s                     # 8192 x 32,192 dense, not 8162^2 / 2 causal
-
-
 def test_graphs_first_prefill_of_a_new_padded_shape_costs_a_capture(built):
-    host = packed_host(cuda_graph=True)
-    host.attention = PackedAttention.of(built.model, built.chip)
-    clock = StepClock(built, host=host)
+    clock, host = packed_clock(built, cuda_graph=True)
     eager = (46 * 32 + 26) * 45.6e-6
     first = clock.time([(700, 0)])
     again = clock.time([(690, 0)])                           # pads to the same 704 x 16,384: replayed

@@ -4,9 +4,9 @@ H100 serving runs and reports the rest as held out.
     python validation/fit_hf_attention.py [--fit light past] [--held near burst]
 
 transformers 5.17's paged|sdpa attention is one SDPA over the whole packed (with CUDA graphs,
-padded) batch (hwsim/serving/packed_attention.py); its time is the roofline of its flops at a
-share of the chip's bf16 peak and its bytes. That share is the one number not read off the
-library or the chip: `packed_sdpa_efficiency` (eager: cuDNN SDPA) and
+padded) batch (hwsim/model/paged_sdpa.py: the library's kernels in the pass since s20; s19 timed
+it by the roofline of its flops at a share of the chip's bf16 peak and its bytes). That share,
+the SDPA kernel's, is the one number not read off the library or the chip: `packed_sdpa_efficiency` (eager: cuDNN SDPA) and
 `packed_sdpa_efficiency_graphs` (the graphs runs: cuDNN off, PyTorch's memory-efficient kernel).
 Each is the value on a log grid that minimizes the mean |log(TTFT p50 hwsim / measured)| over
 the fit loads of its config (validation/data/hf_serving/h100_call_s18/summary.jsonl), the runs

@@ -66,9 +66,9 @@ def read_runs(tar: Path) -> dict:
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tar", type=Path, default=TAR)
-    ap.add_argument("--device-ms", type=float, default=14.1, help="hwsim's graphs decode step on the h100 with the "
-                    "packed SDPA (hwsim/serving/packed_attention.py) at the runs' usual padded KV read of 16,384: "
-                    "4-12 sequences of 600-700 tokens, 14.07-14.18 ms (s18, before the packed SDPA: 6.9)")
+    ap.add_argument("--device-ms", type=float, default=17.0, help="hwsim's graphs decode step on the h100 with the "
+                    "engine's attention kernels in the pass (s20, hwsim/model/paged_sdpa.py) at the runs' usual padded KV "
+                    "read of 16,384: 4-12 sequences of 650 tokens, 16.99-17.01 ms (s19's roofline: 14.1; s18, none: 6.9)")
     args = ap.parse_args()
     runs = read_runs(args.tar)
     for config in ("defaults", "graphs"):

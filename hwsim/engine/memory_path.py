@@ -78,7 +78,7 @@ class MemoryPath:
         """Seconds of SM compute one tile takes of its SM's pipes: its lanes, and of a latency-bound
         loop (k.chain_ops) its chain's stalls shared by the programs the SM holds at once."""
         return self.sms.compute_time(k.tensor_flops, k.vector_flops, self.int_ops(k), k.dtype,
-                                     k.decoder_elements, k.mma_sync)
+                                     k.decoder_elements, k.mma_sync, k.tensor_share)
 
     def int_ops(self, k: Kernel) -> float:
         """Integer ops one tile charges its SM's ALU: its lanes, which the SM issues one program at a
@@ -212,7 +212,7 @@ class MemoryPath:
         if (k.int_ops or k.decoder_elements) and k.data is Component.KV_READ:
             sms = self.sms
             dequant = sms.compute_time(0, 0, self.int_ops(k), k.dtype, k.decoder_elements)
-            if dequant >= sms.compute_time(k.tensor_flops, k.vector_flops, 0, k.dtype, 0.0, k.mma_sync):
+            if dequant >= sms.compute_time(k.tensor_flops, k.vector_flops, 0, k.dtype, 0.0, k.mma_sync, k.tensor_share):
                 return Component.DEQUANT
         return k.compute
 

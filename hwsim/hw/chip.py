@@ -113,10 +113,11 @@ class ChipSpec:
             gemm_min_k_per_split=self.gemm_min_k_per_split, tensor_dtypes=frozenset(self.tensor_flops),
             eviction_latency_ratio=self.miss_latency_s / self.hit_latency_s)
 
-    def tensor_rate_per_sm(self, dtype: str, mma_sync: bool = False) -> float:
-        """Sustained tensor flop/s of one SM; dtypes without native support run at bf16 rate."""
+    def tensor_rate_per_sm(self, dtype: str, mma_sync: bool = False, share: float = 0.0) -> float:
+        """Sustained tensor flop/s of one SM; dtypes without native support run at bf16 rate.
+        `share`: a kernel's own measured share of the peak (Kernel.tensor_share), 0: the chip's."""
         peak = self.tensor_flops.get(dtype) or self.tensor_flops["bf16"]
-        return peak * (self.mma_sync_efficiency if mma_sync else self.tensor_efficiency) / self.sms
+        return peak * (share or (self.mma_sync_efficiency if mma_sync else self.tensor_efficiency)) / self.sms
 
     def at_sm_clock(self, clock_hz: float) -> "ChipSpec":
         """The chip with its SMs at `clock_hz` (a power-capped clock, hwsim/hw/power.py): their

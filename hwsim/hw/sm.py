@@ -59,11 +59,12 @@ class SmArray:
         return c.hit_latency_s * (trips - misses) + c.miss_latency_s * misses
 
     def compute_time(self, tensor_flops: float, vector_flops: float, int_ops: float, dtype: str,
-                     decoder_elements: float = 0.0, mma_sync: bool = False) -> float:
+                     decoder_elements: float = 0.0, mma_sync: bool = False, share: float = 0.0) -> float:
         """Seconds of SM compute for one tile. Tensor MMAs, the ALUs and a native decoder are
-        separate pipes that overlap; vector and integer work share the ALU issue slots."""
+        separate pipes that overlap; vector and integer work share the ALU issue slots. `share`:
+        the kernel's own share of the tensor peak (Kernel.tensor_share; 0: the chip's)."""
         c = self.chip
-        tensor = tensor_flops / c.tensor_rate_per_sm(dtype, mma_sync) if tensor_flops else 0.0
+        tensor = tensor_flops / c.tensor_rate_per_sm(dtype, mma_sync, share) if tensor_flops else 0.0
         alu = 0.0
         if vector_flops:
             alu += vector_flops / (c.vector_flops / c.sms)

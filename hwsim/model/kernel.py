@@ -53,6 +53,10 @@ class Kernel:               # of them; nothing mutates a Kernel after the schedu
     sram_read: float = 0.0          # of l2_read, bytes per tile of weights read from on-chip SRAM
                                     # (experts or a router resident there: hwsim/hw/units.py Sram)
     tensor_flops: float = 0.0       # tensor-core flops per tile (padded to the MMA shape)
+    tensor_share: float = 0.0       # of the chip's tensor peak its MMAs sustain, where a profile
+                                    # measured the kernel's own (a serving engine's SDPA backend:
+                                    # hwsim/model/paged_sdpa.py); 0: the chip's tensor or mma.sync
+                                    # efficiency
     vector_flops: float = 0.0       # fp32 vector-ALU ops per tile (softmax, norms, SiLU)
     int_ops: float = 0.0            # integer/logic ops per tile (unpacking sub-byte data)
     decoder_elements: float = 0.0   # elements per tile expanded by a native sub-byte decoder
@@ -138,6 +142,7 @@ def _copy_fields(k: Kernel) -> Kernel:
     new.name, new.layer, new.tiles = k.name, k.layer, k.tiles
     new.hbm_read, new.l2_read, new.hbm_write, new.l2_write = k.hbm_read, k.l2_read, k.hbm_write, k.l2_write
     new.l2_atomic, new.tensor_flops, new.vector_flops = k.l2_atomic, k.tensor_flops, k.vector_flops
+    new.tensor_share = k.tensor_share
     new.sram_read = k.sram_read
     new.int_ops, new.decoder_elements, new.smem_bytes = k.int_ops, k.decoder_elements, k.smem_bytes
     new.block_threads, new.alu_chain, new.address, new.dtype = k.block_threads, k.alu_chain, k.address, k.dtype

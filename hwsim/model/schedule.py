@@ -20,12 +20,13 @@ from hwsim.config import dequant as dequant_type
 from hwsim.hw.chip import ChipSizes, ChipSpec
 from hwsim.metrics import Component
 from hwsim.model import ir
-from hwsim.model import fast_kv_occupancy, moe_kernels, ops
+from hwsim.model import fast_kv_occupancy, moe_kernels, ops, paged_sdpa
 from hwsim.model.blocks import DENSE_FFN, attention_kernel as attention_block, moe_schedule as moe_block
 from hwsim.model.fast_gemm import fast_weight_only_gemm
 from hwsim.model.kernel import ExpertBlock, Kernel, Role, StreamItem, copy_kernel, relocated, timing_of
 from hwsim.model.l2_residency import L2Residency
 from hwsim.model.onchip import OnChipState
+from hwsim.model.paged_sdpa import PackedShape
 from hwsim.model.memory_map import MemoryMap, aligned
 from hwsim.model.moe_dispatch import FROM_HBM
 from hwsim.model.shapes import MlaAttention, ModelShape
@@ -108,6 +109,8 @@ class StepShape:
     prefill_sequences: int = 0  # mixed: prompts whose last chunk is in this pass (LM head rows)
     queries: int = 1           # query tokens per decoding sequence: a speculative step verifies its
                                # drafted tokens and its own next one (hwsim/speculative.py)
+    packed: PackedShape | None = None   # a serving engine's one attention over the packed batch in
+                               # place of the per-sequence one (hwsim/model/paged_sdpa.py)
 
     @property
     def decodes(self) -> int:
@@ -442,9 +445,11 @@ class Schedule:
                                    writes=(which,)))
             ks.append(self._head_norm(which, layer, t * heads))
         (qk_dim, v_dim), kv_heads = a.dims, a.cached_heads
-        if s.decodes:
+        if s.packed is not None:
+            ks += paged_sdpa.layer_kernels(self, layer, s.packed)
+        elif s.decodes:
             ks += self.kv_path(layer, s)
-        if s.prompt_tokens:
+        if s.prompt_tokens and s.packed is None:
             ks.append(ops.prefill_attention(f"L{layer}.prefill_attention" if s.decodes else
                                             f"L{layer}.attention", layer, s.prompt_tokens, a.heads,
                                             kv_heads, qk_dim, v_dim, self.chip))

@@ -23,8 +23,9 @@ How it meets the device (the engine decides, as HF's ContinuousBatchingManager d
   step: `h2d_bytes` at `h2d_GBps`), so that copy stays on the critical path.
 `cpu_speed` (a what-if) divides every host number (not the PCIe copy): the host and the chip change
 separately. The device side the engine adds: paged|sdpa attends the whole packed (graphs: padded)
-batch in one SDPA (hwsim/serving/packed_attention.py), which replaces the pass's per-sequence
-attention (`packed_sdpa_efficiency`, `_graphs`: the SDPA backend's share of the tensor peak).
+batch in one SDPA, whose kernels replace the pass's per-sequence attention (hwsim/model/paged_sdpa.py,
+on the step clock: hwsim/serving/packed_attention.py); `packed_sdpa_efficiency`, `_graphs`: the
+SDPA backend's share of the tensor peak, the SDPA kernel's own (sdpa_share).
 """
 
 from __future__ import annotations
@@ -80,7 +81,6 @@ class HostStep:
     wall_s: float                   # the step's wall time, device included
     parts_s: dict = field(default_factory=dict)
     plan_built: bool = False
-    attention_s: float = 0.0        # the device time the packed SDPA adds to hwsim's pass (packed_attention.py)
 
 
 class EngineHost:
@@ -99,7 +99,6 @@ class EngineHost:
         self.padding = (64, 16384, 1 << 62, 1 << 62)   # q, kv intervals; max batch tokens, pages (the engine's)
         self.graphs: set = set()        # captured graph keys, per IO pair
         self.pair = 0                   # async batching alternates two IO pairs
-        self.attention = None           # PackedAttention of the served model on the chip (run.py sets it)
         self.layer_scale = 1.0          # the served model's ops per layer over the profile's model's (run.py)
 
     def graph_key(self, batch) -> tuple:
@@ -130,28 +129,18 @@ class EngineHost:
         runs = p.graph_capture_forwards.value
         return runs * eager, max(eager, device_s) + max(0.0, runs - 1) * eager, True
 
-    def packed_attention(self, batch, parts: dict | None) -> float:
-        """Seconds the step's device time gains when its attention is the library's one SDPA over
-        the packed (graphs: padded) batch instead of hwsim's per-sequence attention (0 when the
-        profile or the model's dims are not given)."""
-        p = self.p
-        eff = p.packed_sdpa_efficiency_graphs if self.cuda_graph else p.packed_sdpa_efficiency
-        if self.attention is None or eff is None:
-            return 0.0
-        shape = self.attention.shape(batch, self.padding if self.cuda_graph else None)
-        own = sum((parts or {}).get(k, 0.0) for k in ("attention_compute", "kv_read"))
-        return self.attention.seconds(shape, eff.value) - own
+    def sdpa_share(self) -> float | None:
+        """The packed SDPA's share of the tensor peak in the engine's launch mode (None: not profiled)."""
+        eff = self.p.packed_sdpa_efficiency_graphs if self.cuda_graph else self.p.packed_sdpa_efficiency
+        return None if eff is None else eff.value
 
     def kernels(self) -> float:
         p = self.p
         return p.kernels_per_layer.value * self.layer_scale * self.layers + p.kernels_fixed.value
 
-    def step(self, batch, sb, kernels: int, device_s: float, parts: dict | None = None) -> HostStep:
-        """The host's side of a step of `batch` (StepBatch `sb`) whose kernels take `device_s`
-        (`parts`: their breakdown, whose attention the packed SDPA replaces)."""
+    def step(self, batch, sb, kernels: int, device_s: float) -> HostStep:
+        """The host's side of a step of `batch` (StepBatch `sb`) whose kernels take `device_s`."""
         p, speed = self.p, self.p.cpu_speed.value
-        attention = self.packed_attention(batch, parts)
-        device_s = max(0.0, device_s + attention)
         per_seq = p.schedule_us_per_seq.value + p.mask_us_per_seq.value
         schedule = (p.schedule_us.value + per_seq * len(batch)) * 1e-6 / speed
         sample = p.sample_us.value * 1e-6 / speed
@@ -177,7 +166,7 @@ class EngineHost:
         capture = issue if captured else 0.0
         parts = {"schedule": schedule, "launch": issue, "plan": plan, "sample": sample, "h2d": h2d,
                  "capture": capture, "device_wait": max(0.0, wall - busy - h2d)}
-        return HostStep(busy, wall, parts, new, attention)
+        return HostStep(busy, wall, parts, new)
 
 
 def async_stamps(steps) -> dict[float, float]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 
 import simpy
@@ -99,10 +99,12 @@ class StepOracle:
             self.cache[key] = self.simulate(key)
         return self.cache[key]
 
-    def simulate(self, key: tuple):
+    def simulate(self, key: tuple, packed=None):
+        """The pass of a shape key; `packed` (hwsim/model/paged_sdpa.py PackedShape): the engine's
+        attention over the packed batch in place of the pass's per-sequence attention."""
         b = self.built
         b.env.run()
-        shape = pass_shape(key)
+        shape = pass_shape(key) if packed is None else replace(pass_shape(key), packed=packed)
         # one GPU's schedule reads only how many tokens each expert got: drawn directly (issue
         # 33: per-token top-k over every prompt token was 56% of a long-prompt trace)
         plan = b.gpus.plan(b, shape, self.simulated, counts_only=True)      # several GPUs: None

@@ -1,30 +1,28 @@
-"""paged|sdpa attention as transformers 5.17 continuous batching runs it: one dense SDPA over the
-whole packed batch, not one attention per sequence.
+"""paged|sdpa attention as transformers 5.17 continuous batching runs it, on the step clock: the
+packed batch's shape (the library's padding rules) and its kernels' stream, simulated on the
+scenario's built system and cached by shape.
 
-The library packs every sequence of a step into one row of `q` query tokens and reads `k` keys
-(input_outputs.ContinuousBatchingIOs.get_model_kwargs: the mask is `[..., :q_size, :kv_size]`,
-kv_size = max_kv_read + num_q_tokens), and sdpa_paged.sdpa_attention_paged_forward hands SDPA
-the whole q x k block with a block-diagonal bias (utils.build_attention_mask), `is_causal=False`:
-every query meets every key of the step, its own sequence's or not. Per decoder layer:
-- keys gathered from the paged cache (cache.PagedAttentionCache.update: `index_select` of K and
-  V over the read index, kv_size rows) unless the step reads no cache (first-chunk prefills only);
-- K and V repeated to the query heads and made contiguous (sdpa_paged.repeat_kv);
-- SDPA over q x k with the q x k bias: 4 q k head_dim flops per head.
-With CUDA graphs (or compile) the library pads first (model_runner.ModelRunner.maybe_pad_inputs:
-q to `q_padding_interval_size`, the KV read to `kv_padding_interval_size`, an empty read to one
-interval), and the padded sizes run.
-
-Its time per layer is the roofline of the flops at `efficiency` of the chip's bf16 tensor peak
-and the bytes at its HBM read rate. hwsim's own pass times attention per sequence (flash-like);
-the engine host replaces that part of the step by this one.
+The kernels are the engine's per layer (hwsim/model/paged_sdpa.py: the K/V writes and gathers,
+repeat_kv's copies, the SDPA over q x k with its bias); they run through the same SMs, L2 and HBM
+channels as every other kernel, in place of the pass's own per-sequence attention. The step clock
+times a step as the rest of its pass (its (decodes, context, prompt tokens) grid) and this stream:
+the two depend on different sizes of the batch. The attention's flops and bias are q x k, which
+the rest's grid cannot interpolate (a prompt's q^2 between grid points 4x apart was 36-51% high),
+so this stream has a grid of its own on (q, k) (GRID), where the work is bilinear: the clock
+interpolates between the four streams around the step's shape (StepClock.attention_corners),
+each simulated once. With CUDA
+graphs the library pads q and the KV read (a handful of shapes a run): each padded shape exactly.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
-DTYPE_BYTES = 2          # bf16 activations, cache and mask (the served model's dtype)
+from hwsim.model.ops import MMA_M
+from hwsim.model.paged_sdpa import PackedShape, layer_kernels
+from hwsim.model.schedule import StepShape
+
+GRID = {"q": (MMA_M, 2), "k": (256, 2)}     # (first point, ratio): q from the MMA's rows
 
 
 def pad_to_interval(size: int, interval: int, cap: int) -> int:
@@ -34,52 +32,41 @@ def pad_to_interval(size: int, interval: int, cap: int) -> int:
     return min(math.ceil(size / interval) * interval if size > 0 else interval, cap)
 
 
-@dataclass(frozen=True, slots=True)
-class PackedShape:
-    q: int              # query rows SDPA runs
-    k: int              # key columns (cached reads + the step's own tokens)
-    gathers: bool       # keys read back from the paged cache (index_select)
+def packed_shape(batch, share: float, padding: tuple | None = None) -> PackedShape:
+    """The SDPA's q x k for `batch` [(query, cached)] (ContinuousBatchingIOs.get_model_kwargs:
+    kv_size = max_kv_read + num_q_tokens); `padding` (q interval, kv interval, max batch tokens,
+    pages) when the engine pads (CUDA graphs: ModelRunner.maybe_pad_inputs)."""
+    q = sum(n for n, _ in batch)
+    cached = sum(c for _, c in batch)
+    if padding is None:
+        return PackedShape(q, q + cached, cached > 0, share)
+    q_int, kv_int, max_tokens, pages = padding
+    q_pad = pad_to_interval(q, q_int, max_tokens)
+    return PackedShape(q_pad, q_pad + pad_to_interval(cached, kv_int, pages), True, share)
 
 
-@dataclass(frozen=True, slots=True)
-class PackedAttention:
-    """The model's attention dims and the chip's rates; `efficiency` the masked SDPA's share of the
-    tensor peak (the engine host profile's, per SDPA backend)."""
-    layers: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    tensor_flops: float
-    hbm_bytes_s: float
+class PackedStreams:
+    """The engine's attention kernels of every layer as one stream on `built` (one GPU), per
+    packed shape: simulated once, from an empty L2, and kept for the run."""
 
-    @classmethod
-    def of(cls, model, chip) -> "PackedAttention":
-        a = model.attention
-        return cls(model.layers, a.heads, a.kv_heads or a.heads, a.head_dim,
-                   chip.tensor_flops["bf16"], chip.hbm_read_bytes_s)
+    def __init__(self, built):
+        self.built = built
+        self.cache: dict[PackedShape, object] = {}
 
-    @staticmethod
-    def shape(batch, padding: tuple | None = None) -> PackedShape:
-        """The SDPA's q x k for `batch` [(query, cached)]; `padding` (q interval, kv interval,
-        max batch tokens, pages) when the engine pads (CUDA graphs)."""
-        q = sum(n for n, _ in batch)
-        cached = sum(c for _, c in batch)
-        if padding is None:
-            return PackedShape(q, q + cached, cached > 0)
-        q_int, kv_int, max_tokens, pages = padding
-        q_pad = pad_to_interval(q, q_int, max_tokens)
-        return PackedShape(q_pad, q_pad + pad_to_interval(cached, kv_int, pages), True)
+    @property
+    def simulated(self) -> int:
+        return len(self.cache)
 
-    def layer_bytes(self, s: PackedShape) -> float:
-        kv = s.k * self.kv_heads * self.head_dim * DTYPE_BYTES * 2           # K and V, cache heads
-        rep = s.k * self.heads * self.head_dim * DTYPE_BYTES * 2             # K and V, query heads
-        gather = 2 * kv if s.gathers else 0.0                                # index_select: read, write
-        repeat = kv + rep if self.heads != self.kv_heads else 0.0            # repeat_kv: read, write
-        q_out = 2 * s.q * self.heads * self.head_dim * DTYPE_BYTES           # Q in, output out
-        return gather + repeat + rep + q_out + s.q * s.k * DTYPE_BYTES       # + SDPA's K, V and the bias
-
-    def seconds(self, s: PackedShape, efficiency: float) -> float:
-        """The step's attention over all layers."""
-        flops = 4.0 * s.q * s.k * self.head_dim * self.heads
-        per_layer = max(flops / (self.tensor_flops * efficiency), self.layer_bytes(s) / self.hbm_bytes_s)
-        return per_layer * self.layers
+    def stream(self, p: PackedShape):
+        """The simulated stream (hwsim.step.StepResult) of shape `p`."""
+        hit = self.cache.get(p)
+        if hit is None:
+            from hwsim.step import PassPlan
+            b = self.built
+            b.env.run()
+            sched = b.schedule
+            items = [k for layer in range(sched.model.layers) for k in layer_kernels(sched, layer, p)]
+            plan = PassPlan({}, sched._walked(items, sched.cold_state().l2))
+            shape = StepShape("prefill", 1, p.q, 0, packed=p)
+            hit = self.cache[p] = b.gpus.simulate(b, shape, -1, None, False, plan, False)
+        return hit

@@ -27,6 +27,11 @@ a 40-token chunk timed as 128 tokens).
 Device time is the pass's kernels (their busy union, without hwsim's own launch model: the
 engine's host is timed apart, hwsim/serving/engine_host.py). Host time and how it overlaps
 the device are the engine host's; with no host model the step takes the device time alone.
+
+An engine whose attention is one SDPA over the packed batch (HF's paged|sdpa: `packed`) runs
+its own attention kernels in place of the pass's per-sequence ones (hwsim/model/paged_sdpa.py):
+the grid's passes leave attention out (paged_sdpa.APART), and the attention's kernels run as a
+stream of their own on the same system, on their own (q, k) grid (hwsim/serving/packed_attention.py).
 """
 
 from __future__ import annotations
@@ -35,7 +40,10 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from hwsim.hw.power import Activity
+from hwsim.model.ops import MMA_M
+from hwsim.model.paged_sdpa import APART, PackedShape
 from hwsim.serving.loop import StepOracle
+from hwsim.serving.packed_attention import GRID, PackedStreams, packed_shape
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,44 +81,69 @@ class StepTime:
 
 
 class StepClock:
-    """Step times from the scenario's built system; `host` an EngineHost (or None: device only)."""
+    """Step times from the scenario's built system; `host` an EngineHost (or None: device only);
+    `packed`: the engine attends the packed batch in one SDPA (the host's profile gives its share
+    of the tensor peak), one GPU."""
 
-    def __init__(self, built, host=None, oracle: StepOracle | None = None):
+    def __init__(self, built, host=None, oracle: StepOracle | None = None, packed: bool = False):
         self.built = built
         self.host = host
         self.oracle = oracle or StepOracle(built)
+        self.attention = PackedStreams(built) if packed and host is not None else None
         self.steps = 0
 
     @property
     def shapes_simulated(self) -> int:
-        return self.oracle.simulated
+        return self.oracle.simulated + (self.attention.simulated if self.attention else 0)
 
-    def corner(self, decodes: int, context: int, prefill: int, prompts: int):
-        """The simulated pass of one grid shape (hwsim.step.StepResult), simulated once."""
+    def corner(self, decodes: int, context: int, prefill: int, prompts: int, apart: bool = False):
+        """The simulated pass of one grid shape (hwsim.step.StepResult), simulated once;
+        `apart`: without attention (the engine's runs in its own stream)."""
         key = (decodes, context if decodes else 0, prefill, prompts if prefill else 0)
         cache = self.oracle.cache
+        if apart:
+            key = (*key, APART)
         if key not in cache:
-            cache[key] = self.oracle.simulate(key)
+            cache[key] = self.oracle.simulate(key[:4], APART if apart else None)
         return cache[key]
 
-    def device(self, sb: StepBatch) -> tuple[float, dict, object]:
+    def device(self, sb: StepBatch, packed=None, exact: bool = False) -> tuple[float, dict, object]:
         """The step's device time, its breakdown, and its pass: the grid passes around it
-        blended with the interpolation's weights (one pass where the step is on the grid)."""
+        blended with the interpolation's weights (one pass where the step is on the grid);
+        `packed` (a PackedShape): with the engine's attention stream of that shape (`exact`:
+        that shape's own, else its grid's around it) in place of the passes' attention."""
         grid = GRIDS["mixed" if sb.prefill_tokens else "decode"]
         dec = _around(sb.decodes, *grid["decodes"]) if sb.decodes else ((0, 1.0),)
         ctx = _around(sb.mean_context, *grid["context"]) if sb.decodes else ((0, 1.0),)
         pre = _around(sb.prefill_tokens, *GRIDS["prefill"]) if sb.prefill_tokens else ((0, 1.0),)
-        secs, parts, corners = 0.0, {}, []
-        for d, wd in dec:
-            for c, wc in ctx:
-                for p, wp in pre:
-                    w = wd * wc * wp
-                    step = self.corner(d, c, p, sb.prefill_sequences)
-                    secs += w * (step.host.device_busy_s or step.duration_s)
-                    for k, v in step.breakdown_s.items():
-                        parts[k] = parts.get(k, 0.0) + w * v
-                    corners.append((w, step))
+        corners = [(wd * wc * wp, self.corner(d, c, p, sb.prefill_sequences, packed is not None))
+                   for d, wd in dec for c, wc in ctx for p, wp in pre]
+        if packed is not None:
+            corners += self.attention_corners(packed, exact)
+        secs, parts = 0.0, {}
+        for w, step in corners:
+            secs += w * (step.host.device_busy_s or step.duration_s)
+            for k, v in step.breakdown_s.items():
+                parts[k] = parts.get(k, 0.0) + w * v
         return secs, parts, corners[0][1] if len(corners) == 1 else _blend(corners, dict(parts))
+
+    def attention_corners(self, p: PackedShape, exact: bool) -> list[tuple[float, object]]:
+        """[(weight, stream)] of the engine's attention: `p`'s own (`exact`: a padded shape), or
+        the (q, k) grid's streams around it, q as the SDPA's MMAs pad its rows (its flops are
+        linear in them: hwsim/serving/packed_attention.py)."""
+        if exact:
+            return [(1.0, self.attention.stream(p))]
+        rows = -(-p.q // MMA_M) * MMA_M
+        return [(wq * wk, self.attention.stream(PackedShape(q, k, p.gathers, p.share)))
+                for q, wq in _around(rows, *GRID["q"]) for k, wk in _around(p.k, *GRID["k"])]
+
+    def packed(self, batch) -> tuple:
+        """(the step's packed attention shape or None, whether it is exact: a padded shape)."""
+        share = self.host.sdpa_share() if self.attention is not None else None
+        if share is None:
+            return None, False
+        graphs = self.host.cuda_graph
+        return packed_shape(batch, share, self.host.padding if graphs else None), graphs
 
     def time(self, batch: list[tuple[int, int]], padding: tuple = ()) -> StepTime:
         """The step of `batch`: [(query tokens, cached KV tokens)] per sequence; `padding`: rows
@@ -118,16 +151,13 @@ class StepClock:
         if not batch:
             raise ValueError("a step needs at least one sequence")
         sb = StepBatch.of([*batch, *padding])
-        device_s, parts, step = self.device(sb)
+        device_s, parts, step = self.device(sb, *self.packed(batch))
         self.steps += 1
         parts.pop("launch_overhead", None)       # the engine's host launches, timed below
         parts.pop("host", None)
         if self.host is None:
             return StepTime(device_s, 0.0, device_s, parts, step.kernels, step)
-        host = self.host.step(batch, sb, step.kernels, device_s, parts)
-        if host.attention_s:                      # the engine's own attention (engine_host.py)
-            device_s += host.attention_s
-            parts["packed_attention"] = host.attention_s
+        host = self.host.step(batch, sb, step.kernels, device_s)
         parts.update({f"host_{k}": v for k, v in host.parts_s.items()})
         return StepTime(device_s, host.busy_s, host.wall_s, parts, step.kernels, step)
 

@@ -51,7 +51,6 @@ def serve_with_engine(cfg, b):
     engine steps, inter-token gaps in ms, tokens), what hwsim/run.py makes a serving result of."""
     from hwsim.rng import RandomStreams
     from hwsim.serving.engines import hf
-    from hwsim.serving.packed_attention import PackedAttention
     from hwsim.serving.requests import open_loop_requests
     from hwsim.serving.step_clock import StepClock
 
@@ -59,9 +58,10 @@ def serve_with_engine(cfg, b):
     host, host_name = engine_host(cfg, b)
     if e.kind == SGLANG:
         return _serve_sglang(cfg, b, StepClock(b, host=host), host_name)
-    if host is not None:        # HF's paged|sdpa runs one dense SDPA over the packed batch
-        host.attention = PackedAttention.of(b.model, b.chip)
-    clock = StepClock(b, host=host)
+    # HF's paged|sdpa runs one dense SDPA over the packed batch: its kernels, on one GPU (several
+    # plan their own passes) for a model of grouped-query heads (MLA's latent cache is not paged so)
+    packed = b.gpus.plans_ahead and not b.model.attention.latent
+    clock = StepClock(b, host=host, packed=packed)
     try:
         engine = hf.HfEngine(b.model, clock, dict(e.config), available_bytes(b))
     except hf.EngineError as exc:

@@ -1,0 +1,120 @@
+"""Hugging Face transformers 5.17's paged|sdpa attention as the kernels it launches per decoder
+layer: one dense SDPA over the whole packed batch, not one attention per sequence.
+
+Continuous batching packs every sequence of a step into one row of `q` query tokens that reads
+`k` keys (input_outputs.ContinuousBatchingIOs.get_model_kwargs: kv_size = max_kv_read +
+num_q_tokens), and integrations/sdpa_paged.sdpa_attention_paged_forward runs, per layer:
+- cache.PagedAttentionCache.update: `index_copy_` of the step's K and V into the paged cache
+  (q rows each), then, unless the step reads no cache (first-chunk prefills only), `index_select`
+  of K and V over the read index (k rows each): a gather of the cache into a new tensor;
+- repeat_kv: K and V expanded to the query heads and reshaped, a strided copy each (with one
+  query head a KV head, the `.contiguous()` before SDPA copies the transposed view the same way);
+- `query.contiguous()`: the query, a transposed view after the rotary embedding, copied;
+- SDPA over q x k with the q x k bias (utils.build_attention_mask's block-diagonal mask),
+  `is_causal=False`: every query meets every key of the step, 4 q k head_dim flops a head;
+- `attn_output.transpose(1, 2).contiguous()`: the output copied back to token-major.
+With CUDA graphs the library pads q and the KV read first (hwsim/serving/packed_attention.py).
+
+The SDPA backend's MMAs sustain `PackedShape.share` of the chip's tensor peak: the engine host
+profile's packed_sdpa_efficiency (cuDNN, eager) or packed_sdpa_efficiency_graphs (PyTorch's
+memory-efficient kernel), each sourced there. A tensor larger than half the L2 streams from (to)
+HBM, as hwsim/ktrace/lower.py rules for a traced kernel's; a smaller one stays in L2.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from hwsim.metrics import Component
+from hwsim.model import ir, ops
+from hwsim.model.kernel import Kernel, copy_kernel
+
+L2_RESIDENT_SHARE = 0.5      # hwsim/ktrace/lower.py's rule (imported from there it would be circular)
+INDEX_TRIPS = 2              # a gather loads its index before the rows it points at (as the schedule's)
+
+
+@dataclass(frozen=True, slots=True)
+class PackedShape:
+    """The packed batch's attention: `q` query rows, `k` key columns (cached reads and the step's
+    own tokens), whether the keys are gathered from the paged cache, and the SDPA backend's share
+    of the tensor peak. q = 0: none in this pass (the step clock runs it in its own stream)."""
+    q: int
+    k: int
+    gathers: bool
+    share: float = 0.0
+
+
+APART = PackedShape(0, 0, False)
+
+
+def layer_kernels(sched, layer: int, p: PackedShape) -> list[Kernel]:
+    """The engine's attention kernels of `layer` for the packed shape `p` (between the QKV
+    projection and o_proj), for `sched` (a Schedule: the model, the chip's sizes, the cache)."""
+    if not p.q:
+        return []
+    a, chip, ab = sched.model.attention, sched.chip, ops.ACT_BYTES
+    heads, kv_heads, hd = a.heads, a.kv_heads or a.heads, a.head_dim
+    cache = sched._kv_addr(layer)
+    kv_elems, rep_elems = p.k * kv_heads * hd, p.k * heads * hd
+    ks = [ops.kv_append(f"L{layer}.{w}_write", layer, p.q, kv_heads * hd, ab, cache, chip) for w in "kv"]
+    if p.gathers:
+        ks += [_memory(sched, f"L{layer}.{w}_gather", layer, kv_elems * ab, kv_elems * ab, cache=True,
+                       trips=INDEX_TRIPS, data=Component.KV_READ) for w in "kv"]
+    # repeat_kv's copy reads an expanded (stride-0) view, which PyTorch runs in its strided
+    # elementwise kernel; but its rows are head_dim-contiguous and it streams near the HBM rate:
+    # the measured graphs decode steps grow 7.2 ms per 16,384 more padded keys on the H100
+    # (Llama-3.1-8B, docs/serving.md s19), the gather + repeat + SDPA bytes of those keys at the
+    # full rate (~7 ms); at the strided kernel's rate they would take ~15 ms
+    ks += [_memory(sched, f"L{layer}.{w}_repeat", layer, kv_elems * ab, rep_elems * ab) for w in "kv"]
+    q_bytes = p.q * heads * hd * ab
+    ks.append(_memory(sched, f"L{layer}.q_copy", layer, q_bytes, q_bytes, vectorized=False))
+    ks.append(sdpa(f"L{layer}.sdpa", layer, p, heads, hd, chip))
+    ks.append(_memory(sched, f"L{layer}.attn_out_copy", layer, q_bytes, q_bytes, vectorized=False))
+    return ks
+
+
+def _in_hbm(chip, nbytes: float) -> bool:
+    return nbytes > chip.l2_bytes * L2_RESIDENT_SHARE
+
+
+def _memory(sched, name: str, layer: int, read: float, write: float, *, cache: bool = False,
+            vectorized: bool = True, trips: float = 1, data: Component = Component.ACTIVATION_IO) -> Kernel:
+    """A copy of `read` bytes into `write` bytes: from the KV cache (`cache`: HBM at any size) or
+    an activation (HBM past half the L2), written to L2 or, past half of it, to HBM."""
+    chip = sched.chip
+    from_hbm = read if cache or _in_hbm(chip, read) else 0.0
+    addr = sched._kv_addr(layer) if cache else sched.activation_address
+    k = ops.elementwise(name, layer, read - from_hbm, write, 0.0, chip, weight_bytes=from_hbm, weight_addr=addr,
+                        component=data, round_trips=trips, vectorized=vectorized)
+    return copy_kernel(k, hbm_write=k.l2_write, l2_write=0.0) if _in_hbm(chip, write) else k
+
+
+def sdpa(name: str, layer: int, p: PackedShape, heads: int, head_dim: int, chip) -> Kernel:
+    """SDPA over the packed q x k with a bias, not causal: a tile per (block of ATTN_BLOCK_M query
+    rows, head), each streaming its head's K and V and its rows of the bias; rows padded to the
+    MMA's. Its work is spread over every SM (`balanced`), as its share of the tensor peak was
+    profiled: the whole batch's SDPA time against the whole chip's peak (cuDNN splits the keys of
+    a small grid over the SMs: its lean_reduction_kernel, calibration/data/h200_attention_backends.jsonl).
+    What the tiles read first comes from HBM where it is larger than half the L2 (K and V at the
+    query heads, as repeat_kv wrote them; the bias), the tiles' re-reads from L2. A tile loads a
+    block of ATTN_BLOCK_N keys' K and V while it computes on the last (cp.async into shared
+    memory, as FlashAttention's and cutlass's kernels): those bytes are in flight."""
+    ab = ops.ACT_BYTES
+    q_blocks = math.ceil(p.q / ops.ATTN_BLOCK_M)
+    tiles = q_blocks * heads
+    rows = math.ceil(p.q / ops.MMA_M) * ops.MMA_M / q_blocks            # a tile's mean rows, padded
+    kv, bias = heads * p.k * 2 * head_dim * ab, p.q * p.k * ab
+    first = (kv if _in_hbm(chip, kv) else 0.0) + (bias if _in_hbm(chip, bias) else 0.0)
+    tile_bytes = rows * head_dim * ab + p.k * 2 * head_dim * ab + rows * p.k * ab     # Q, K and V, bias
+    return Kernel(
+        name=name, layer=layer, tiles=tiles, balanced=True, hbm_read=first / tiles,
+        l2_read=tile_bytes - first / tiles, l2_write=rows * head_dim * ab,
+        tensor_flops=2.0 * rows * p.k * 2 * head_dim, tensor_share=p.share,
+        vector_flops=(ops.SOFTMAX_OPS + 1) * rows * p.k,                  # the bias added, then softmax
+        smem_bytes=(ops.ATTN_BLOCK_M * head_dim + 2 * ops.ATTN_BLOCK_N * 2 * head_dim) * ab // 2,
+        inflight_bytes=ops.ATTN_BLOCK_N * 2 * head_dim * ab,             # its next K and V blocks
+        round_trips=ops.ATTN_ROUND_TRIPS, data=Component.KV_READ, compute=Component.ATTENTION_COMPUTE,
+        item=ir.Attention("packed", 1, heads, heads, head_dim, p.q, p.k, "sdpa"),
+    )
+
