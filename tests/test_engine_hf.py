@@ -53,7 +53,8 @@ def test_unknown_config_field_is_refused():
 
 
 def test_wrong_version_is_refused(monkeypatch):
-    monkeypatch.setattr(transformers, "__version__", "5.18.0")
+    # the module imported now: building a model (hf_ops counts its ops) rebinds sys.modules' entry
+    monkeypatch.setattr(sys.modules["transformers"], "__version__", "5.18.0")
     with pytest.raises(hf.EngineError, match="pinned to transformers==5.17.0; 5.18.0 is installed"):
         hf.check_version()
 

@@ -40,7 +40,7 @@ def test_the_layers_kernels_move_the_engines_bytes_and_flops(built):
     g = by["k_gather"]
     assert g.tiles * g.hbm_read == pytest.approx(kv) and g.data is Component.KV_READ    # from the cache
     r = by["k_repeat"]
-    assert r.item.read_bytes == kv and r.item.write_bytes == rep and not r.item.vectorized
+    assert r.item.read_bytes == kv and r.item.write_bytes == rep and r.item.vectorized   # streams (paged_sdpa.py)
     s = by["sdpa"]
     assert s.tiles == 4 * 32 and s.tensor_share == 0.18 and s.compute is Component.ATTENTION_COMPUTE
     assert s.tiles * s.tensor_flops == pytest.approx(4 * 512 * 4096 * 128 * 32)
