@@ -61,7 +61,6 @@ HOOKS = (
     (f"{CB}.initialization", "resolve_continuous_batching_config"),
     (f"{CB}.model_runner", "ModelRunner.maybe_pad_inputs"),
 )
-CUDA_CONTEXT_BYTES = 0.5 * 2**30   # HF's cache.py comment: the CUDA context and driver take ~0.5 GiB
 
 
 class VirtualClock:

@@ -25,9 +25,16 @@ def engine_host(cfg, b):
 
 
 def available_bytes(b) -> float:
-    """What torch.cuda.mem_get_info leaves free to the engine once the weights are loaded."""
-    from hwsim.serving.engines.hf import CUDA_CONTEXT_BYTES
-    return b.chip.hbm_capacity_bytes - b.schedule.weight_bytes_total() - CUDA_CONTEXT_BYTES
+    """SGLang's view of what is free once the weights are loaded: the nominal capacity less
+    hwsim's resident bytes and a 0.5 GiB context (the HF engine's: hf_memory.free_bytes)."""
+    from hwsim.serving.engines.hf_memory import HF_CONTEXT_BYTES
+    return b.chip.hbm_capacity_bytes - b.schedule.weight_bytes_total() - HF_CONTEXT_BYTES
+
+
+def hf_free_bytes(b) -> float:
+    """What torch.cuda.mem_get_info leaves free to the HF engine when it sizes its cache."""
+    from hwsim.serving.engines.hf_memory import free_bytes
+    return free_bytes(b.chip, b.model)
 
 
 def serve_with_engine(cfg, b):
@@ -47,7 +54,7 @@ def serve_with_engine(cfg, b):
         host.attention = PackedAttention.of(b.model, b.chip)
     clock = StepClock(b, host=host)
     try:
-        engine = hf.HfEngine(b.model, clock, dict(e.config), available_bytes(b))
+        engine = hf.HfEngine(b.model, clock, dict(e.config), hf_free_bytes(b))
     except hf.EngineError as exc:
         raise ConfigError(str(exc), key="workload.engine") from exc
     run = engine.serve(open_loop_requests(w, RandomStreams(cfg.seed)))
