@@ -80,3 +80,15 @@ def test_num_blocks_is_the_engines_on_the_h100(model, config, num_blocks, after,
     device = hf.on_device(shape, hf.cb_config(dict(cfg.workload.engine.config)))
     free = hf_free_bytes(b) - (LEFTOVER_MIB * MIB if after else 0)
     assert hf.cache_size(shape, device, free) == (8192, num_blocks)
+
+
+def test_weights_that_leave_no_cache_are_one_clear_error():
+    pytest.importorskip("transformers", reason="the hf-engine extra (transformers==5.17.0) is not installed")
+    from hwsim.build import build
+    from hwsim.config.load import load_scenario
+    from hwsim.errors import ConfigError
+    from hwsim.serving.engines.run import serve_with_engine
+    cfg = load_scenario(ROOT / "scenarios" / "engines" / "hf-llama-chat.yaml",
+                        ["model=mixtral-8x22b", "hardware=h100-sxm", "parallel.allow_overcommit=true"])
+    with pytest.raises(ConfigError, match="leave no memory on h100-sxm for the HF engine's KV cache"):
+        serve_with_engine(cfg, build(cfg))

@@ -35,35 +35,34 @@ def parameter_bytes(model, dtype_bytes: float = 2.0) -> list[int]:
     or its MoE block with the experts fused into two 3-D tensors, as transformers 5 holds them,
     then two norms), the final norm and an untied LM head (ModelShape carries no tying). Biases
     are left out (each under 1 MiB: they share the small pool's segments)."""
-    h, a, moe = model.hidden, model.attention, model.moe
-    e = lambda n: int(n * dtype_bytes)      # noqa: E731
-    out = [e(model.vocab * h)]
+    h, moe = model.hidden, model.moe
+    elements = [model.vocab * h]
     for layer in range(model.layers):
-        out += _attention(a, h, e)
+        elements += _attention(model.attention, h)
         if model.is_moe_layer(layer):
-            out += [e(moe.experts * 2 * moe.expert_ffn * h), e(moe.experts * h * moe.expert_ffn),
-                    e(moe.experts * h)]                                   # gate_up, down, router
+            elements += [moe.experts * 2 * moe.expert_ffn * h, moe.experts * h * moe.expert_ffn,
+                         moe.experts * h]                                 # gate_up, down, router
             if moe.shared_width:
-                out += [e(h * moe.shared_width)] * 3 + ([e(h)] if moe.shared_expert_gate else [])
+                elements += [h * moe.shared_width] * 3 + ([h] if moe.shared_expert_gate else [])
         else:
-            out += [e(h * model.ffn)] * 3                                 # gate, up, down
-        out += [e(h), e(h)]                                               # input / post-attention norms
-    return out + [e(h), e(model.vocab * h)]
+            elements += [h * model.ffn] * 3                               # gate, up, down
+        elements += [h, h]                                                # input / post-attention norms
+    return [int(n * dtype_bytes) for n in elements + [h, model.vocab * h]]
 
 
-def _attention(a, h: int, e) -> list[int]:
-    """One attention block's parameters in creation order (GQA: q, k, v, o, QK norms; MLA: its
-    low-rank projections with their norms, then o)."""
+def _attention(a, h: int) -> list[int]:
+    """One attention block's parameter elements in creation order (GQA: q, k, v, o, QK norms;
+    MLA: its low-rank projections with their norms, then o)."""
     if not a.latent:
         kv = a.kv_heads * a.head_dim
-        norms = [e(a.head_dim)] * 2 if a.qk_norm else []
-        return [e(a.heads * a.head_dim * h), e(kv * h), e(kv * h), e(a.o_proj_in * h), *norms]
+        norms = [a.head_dim] * 2 if a.qk_norm else []
+        return [a.heads * a.head_dim * h, kv * h, kv * h, a.o_proj_in * h, *norms]
     out = []
     for name, k, n, _ in a.projections(h):
-        out.append(e(k * n))
+        out.append(k * n)
         if name in ("q_a", "kv_a"):                      # q_a_layernorm, kv_a_layernorm
-            out.append(e(a.q_lora_rank if name == "q_a" else a.kv_lora_rank))
-    return out + [e(a.o_proj_in * h)]
+            out.append(a.q_lora_rank if name == "q_a" else a.kv_lora_rank)
+    return out + [a.o_proj_in * h]
 
 
 def reserved_bytes(sizes: list[int]) -> int:

@@ -53,8 +53,12 @@ def serve_with_engine(cfg, b):
     if host is not None:        # HF's paged|sdpa runs one dense SDPA over the packed batch
         host.attention = PackedAttention.of(b.model, b.chip)
     clock = StepClock(b, host=host)
+    free = hf_free_bytes(b)
+    if free <= 0 and "num_blocks" not in e.config:
+        raise ConfigError(f"{b.model.name}'s weights leave no memory on {b.chip.name} for the HF engine's "
+                          f"KV cache ({free / 2**30:.1f} GiB free after the weights and the CUDA context)", key="model")
     try:
-        engine = hf.HfEngine(b.model, clock, dict(e.config), hf_free_bytes(b))
+        engine = hf.HfEngine(b.model, clock, dict(e.config), free)
     except hf.EngineError as exc:
         raise ConfigError(str(exc), key="workload.engine") from exc
     run = engine.serve(open_loop_requests(w, RandomStreams(cfg.seed)))
