@@ -92,3 +92,17 @@ def test_weights_that_leave_no_cache_are_one_clear_error():
                         ["model=mixtral-8x22b", "hardware=h100-sxm", "parallel.allow_overcommit=true"])
     with pytest.raises(ConfigError, match="leave no memory on h100-sxm for the HF engine's KV cache"):
         serve_with_engine(cfg, build(cfg))
+
+
+def test_a_context_as_large_as_the_memory_is_refused(tmp_path):
+    import yaml
+    from typer.testing import CliRunner
+    from hwsim.cli import app
+    prof = yaml.safe_load((ROOT / "hardware_profiles" / "h100-sxm.yaml").read_text())
+    prof["cuda"]["context_mib"]["value"] = 90_000
+    (tmp_path / "big-context.yaml").write_text(yaml.safe_dump(prof))
+    res = CliRunner().invoke(app, ["run", "--out", str(tmp_path / "out"), "--no-plots", "--set",
+                                   f"model={ROOT / 'tests' / 'data' / 'tiny-moe.yaml'}", "--set",
+                                   f"hardware={tmp_path / 'big-context.yaml'}", "--set", "workload.decode_steps=1"])
+    assert res.exit_code == 2 and "cuda.context_mib" in res.stderr and "big-context.yaml" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
