@@ -2,7 +2,7 @@
 and what the step clock's shape buckets cost in accuracy.
 
     python benchmarks/bench_serving_engine.py [--scenario scenarios/engines/hf-llama-chat.yaml]
-        [--requests 200] [--set KEY=VALUE ...] [--bucket-error 60] [--builtin]
+        [--requests 200] [--set KEY=VALUE ...] [--bucket-error 60] [--builtin] [--light 0.1]
 
 Prints, for HF transformers continuous batching (workload.engine.kind hf-transformers):
 - startup: importing torch and transformers (paid once per process);
@@ -12,6 +12,9 @@ Prints, for HF transformers continuous batching (workload.engine.kind hf-transfo
 - speed: simulated seconds per wall second (makespan / wall), without and with the imports, and
   per CPU second (steadier on a shared machine) (target: >= 100x, issue 43 item 6);
 - `--builtin`: the same requests through hwsim's own loop (workload.engine.kind hwsim), its speed;
+- `--light R`: the same number of requests at R req/s, a light, mostly idle load (a chat service
+  at night): the share of the makespan the engine has work (its steps' walls over the makespan)
+  and the speed; the engine's clock jumps over idle gaps, so idle time costs no wall time;
 - `--bucket-error N`: N steps of the run, each timed as the step clock times it (interpolated
   between grid passes, hwsim/serving/step_clock.py), as the built-in loop's bucket would (rounded
   up), and from its exact shape (a pass of those very decodes, context and prompt tokens): the
@@ -33,6 +36,8 @@ def main(argv=None) -> int:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--bucket-error", type=int, default=0, metavar="N")
     ap.add_argument("--builtin", action="store_true", help="also time hwsim's own serving loop")
+    ap.add_argument("--light", type=float, default=0.0, metavar="RATE",
+                    help="also time the same requests at RATE req/s (a light, mostly idle load)")
     args = ap.parse_args(argv)
 
     t0 = time.perf_counter()
@@ -63,7 +68,28 @@ def main(argv=None) -> int:
         bucket_error(cfg, result, args.bucket_error)
     if args.builtin:
         builtin(args)
+    if args.light:
+        light(args)
     return 0
+
+
+def light(args) -> None:
+    """The scenario's requests at a light rate: how much of the makespan the engine is busy, and
+    how much faster than real time the run is when most of it is idle."""
+    from hwsim.config.load import load_scenario
+    from hwsim.run import run_scenario
+    cfg = load_scenario(args.scenario, [f"workload.arrivals.requests={args.requests}", *args.set,
+                                        f"workload.arrivals.rate_per_s={args.light}"])
+    t1, c1 = time.perf_counter(), time.process_time()
+    result = run_scenario(cfg)
+    wall, cpu = time.perf_counter() - t1, time.process_time() - c1
+    s = result.run_summary
+    makespan = s.serving.makespan_s
+    busy = sum(it.duration_s for it in result.iterations)
+    print(f"light load: the same {args.requests} requests at {args.light:g} req/s:")
+    print(f"  run_scenario: {wall:.2f} s wall ({cpu:.2f} s CPU), {s.serving.engine.steps} engine steps; "
+          f"makespan {makespan:.1f} s, the engine busy {busy:.1f} s of it ({busy / makespan:.0%})")
+    print(f"  speed: {makespan / wall:.1f}x real time ({makespan / cpu:.1f}x per CPU second)")
 
 
 def builtin(args) -> None:

@@ -131,6 +131,11 @@ def profile_problems(data: dict):
     if l2 is not None and hbm_gb is not None and l2 * 2**20 > hbm_gb * 1e9:
         yield "l2.capacity_mib", (f"an L2 of {l2:g} MiB is larger than its HBM ({hbm_gb:g} GB): a cache "
                                   f"of the memory it caches is smaller than it")
+    cuda = data.get("cuda") or {}
+    total, context = _value(cuda, "total_memory_mib"), _value(cuda, "context_mib")
+    if total is not None and context is not None and context >= total:
+        yield "cuda.context_mib", (f"a context of {context:g} MiB is not below the {total:g} MiB CUDA "
+                                   "reports in all: it would leave nothing for the weights")
     hbm = data.get("hbm") or {}
     try:
         channels = hbm["stacks"]["value"] * hbm["channels_per_stack"]["value"]

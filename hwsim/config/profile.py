@@ -63,6 +63,16 @@ class Hbm(Strict):
     interleave_bytes: Count = Field(description="address-interleave granule across channels")
 
 
+class CudaRuntime(Strict):
+    """The device memory as the CUDA runtime shows it to a process (an engine sizes its KV cache
+    from it: hwsim/serving/engines/hf_memory.py)."""
+
+    total_memory_mib: Positive = Field(description="the total torch.cuda.mem_get_info reports (cudaMemGetInfo): "
+                                                   "below the nominal capacity, which counts memory the driver keeps")
+    context_mib: Positive = Field(description="what a serving process holds outside torch's allocator when "
+                                              "its engine sizes the cache: the CUDA context, the driver, loaded kernels")
+
+
 class Bus(Strict):
     """The on-chip network between HBM controllers, L2 slices and SMs."""
 
@@ -144,5 +154,7 @@ class HardwareProfile(Strict):
         default=None, description="software dequant cost per kernel family (no block: the H200's naive "
                                   "fit, hwsim.model.dequant_kernels.NAIVE)")
     interconnect: Interconnect | None = None
+    cuda: CudaRuntime | None = Field(default=None, description="no block: engines see the nominal capacity "
+                                     "and HF's 0.5 GiB context")
     power: Power | None = Field(default=None, description="no block: the SMs always run at their "
                                 "maximum clock and runs report no power")

@@ -84,6 +84,8 @@ class ChipSpec:
     scaleup_latency_s: float = 0.0
     scaleout_bytes_s: float | None = None     # per direction (NIC)
     scaleout_latency_s: float = 0.0
+    cuda_total_bytes: float | None = None     # what cudaMemGetInfo reports as the device's total
+    cuda_context_bytes: float | None = None   # a serving process's memory outside torch's allocator
     tensor_clock_hz: float | None = None   # the clock tensor-core work runs at most (its own limiter,
                                            # hwsim/hw/power.py); the calibrated tensor rates are at it
 
@@ -182,4 +184,6 @@ class ChipSpec:
             scaleout_latency_s=(net.scaleout_latency_us.value * 1e-6
                                 if net and net.scaleout_latency_us else 0.0),
             tensor_clock_hz=p.power.tensor_clock_mhz.value * 1e6 if p.power else None,
+            cuda_total_bytes=p.cuda.total_memory_mib.value * 2**20 if p.cuda else None,
+            cuda_context_bytes=p.cuda.context_mib.value * 2**20 if p.cuda else None,
         )

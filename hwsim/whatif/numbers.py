@@ -28,7 +28,7 @@ from hwsim.pipeline import LoadedScenario
 # cover every what-if of docs/whatif.md and keep a runaway bracket to a few runs
 SEARCH_DECADES = 2.0
 PROFILE_BLOCKS = ("sm", "l2", "hbm", "bus", "launch", "kernel", "gemm", "decoder", "dequant_kernels",
-                  "interconnect", "power")
+                  "interconnect", "power", "cuda")
 
 
 @dataclass(frozen=True)

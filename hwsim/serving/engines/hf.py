@@ -11,8 +11,9 @@ replaced by that clock, so the engine's own records are the simulated times.
 
 No weights: the model is a config built from hwsim's model shape (attention dims, layers,
 vocabulary) and an empty module. The KV cache is sized as the library sizes it on the GPU: its
-PagedAttentionMemoryHandler solves for blocks and batch tokens from the memory the chip leaves
-beside the weights (the one call answered from hwsim instead of torch.cuda). CUDA graphs and
+PagedAttentionMemoryHandler solves for blocks and batch tokens from the memory torch would see
+free once the weights are loaded (hwsim/serving/engines/hf_memory.py; the one call answered from
+hwsim instead of torch.cuda). CUDA graphs and
 async batching are decided by the library's own rules as on a CUDA device (they change the
 engine's host timing, hwsim/serving/engine_host.py); on CPU the loop runs synchronously.
 
@@ -61,7 +62,6 @@ HOOKS = (
     (f"{CB}.initialization", "resolve_continuous_batching_config"),
     (f"{CB}.model_runner", "ModelRunner.maybe_pad_inputs"),
 )
-CUDA_CONTEXT_BYTES = 0.5 * 2**30   # HF's cache.py comment: the CUDA context and driver take ~0.5 GiB
 
 
 class VirtualClock:

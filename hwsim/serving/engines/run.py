@@ -43,9 +43,16 @@ def _layer_scale(host, model) -> str:
 
 
 def available_bytes(b) -> float:
-    """What torch.cuda.mem_get_info leaves free to the engine once the weights are loaded."""
-    from hwsim.serving.engines.hf import CUDA_CONTEXT_BYTES
-    return b.chip.hbm_capacity_bytes - b.schedule.weight_bytes_total() - CUDA_CONTEXT_BYTES
+    """SGLang's view of what is free once the weights are loaded: the nominal capacity less
+    hwsim's resident bytes and a 0.5 GiB context (the HF engine's: hf_memory.free_bytes)."""
+    from hwsim.serving.engines.hf_memory import HF_CONTEXT_BYTES
+    return b.chip.hbm_capacity_bytes - b.schedule.weight_bytes_total() - HF_CONTEXT_BYTES
+
+
+def hf_free_bytes(b) -> float:
+    """What torch.cuda.mem_get_info leaves free to the HF engine when it sizes its cache."""
+    from hwsim.serving.engines.hf_memory import free_bytes
+    return free_bytes(b.chip, b.model)
 
 
 def serve_with_engine(cfg, b):
@@ -64,8 +71,12 @@ def serve_with_engine(cfg, b):
     # plan their own passes) for a model of grouped-query heads (MLA's latent cache is not paged so)
     packed = b.gpus.plans_ahead and not b.model.attention.latent
     clock = StepClock(b, host=host, packed=packed)
+    free = hf_free_bytes(b)
+    if free <= 0 and "num_blocks" not in e.config:
+        raise ConfigError(f"{b.model.name}'s weights leave no memory on {b.chip.name} for the HF engine's "
+                          f"KV cache ({free / 2**30:.1f} GiB free after the weights and the CUDA context)", key="model")
     try:
-        engine = hf.HfEngine(b.model, clock, dict(e.config), available_bytes(b))
+        engine = hf.HfEngine(b.model, clock, dict(e.config), free)
     except hf.EngineError as exc:
         raise ConfigError(str(exc), key="workload.engine") from exc
     run = engine.serve(open_loop_requests(w, RandomStreams(cfg.seed)))
