@@ -97,7 +97,7 @@ def test_async_copy_of_the_host_io_stays_on_the_critical_path(built):
     p = load_engine_host("hf-transformers-h200")
     host = EngineHost(p, 32, cuda_graph=True, async_batching=True)
     host.h2d_bytes = io_copy_bytes(8192, 1345 * 256)
-    clock = StepClock(built, host=host)
+    clock = StepClock(built, host=host, packed=True)      # the engine's attention kernels, as engines/run.py
     walls = []
     for n in (1, 48):
         batch = [(1, 1000)] * n
@@ -106,7 +106,9 @@ def test_async_copy_of_the_host_io_stays_on_the_critical_path(built):
         walls.append(t.total_s)
         assert t.breakdown_s["host_h2d"] == pytest.approx(5.779e9 / (p.h2d_GBps.value * 1e9), rel=1e-3)
         assert t.total_s == pytest.approx(t.breakdown_s["host_h2d"] + 9.85e-6 + t.device_s)
-    assert 0.100 < walls[0] <= walls[1] < 0.125       # flat in the batch, as measured (110-118 ms)
+    # near flat in the batch, as measured: ~111 ms at a 16,384-key padded read, 117.8 ms at 49,152
+    # (48 x 1,000 here), H100 (docs/serving.md); within 10%
+    assert 0.100 < walls[0] <= walls[1] and walls[1] == pytest.approx(0.1178, rel=0.10)
 
 
 def test_host_what_if_leaves_the_chip(built):
