@@ -2,6 +2,7 @@
 engine (transformers or sglang) and a misplaced key are each one clear refusal."""
 
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -72,3 +73,19 @@ def test_engine_host_and_host_trace_choose_the_hosts_numbers(tmp_path):
     _burst(trace)
     traced, traced_name = engine_host(load_scenario(None, [*hf, f"workload.engine.host_trace={trace}"]), b)
     assert traced_name == f"host_trace {trace}" and traced.p.plan_ms.value == pytest.approx(40.0)
+
+
+def test_the_hf_engine_runs_the_pass_as_the_library_does_unless_runtime_says():
+    """transformers 5.17 runs MoE experts with grouped_mm and launches eagerly unless its config turns
+    CUDA graphs on (config/scenario.py _hf_engine_runtime); the scenario's own runtime keys win, and
+    no other engine is touched."""
+    hf = Path(__file__).resolve().parents[1] / "scenarios" / "engines" / "hf-llama-chat.yaml"  # no runtime keys
+    eager = load_scenario(hf).runtime
+    graphs = load_scenario(hf, ["workload.engine.config.use_cuda_graph=true"]).runtime
+    pinned = load_scenario(hf, ["workload.engine.config.use_cuda_graph=true", "runtime.launch=eager",
+                                "runtime.moe_schedule=fused"]).runtime
+    built_in = load_scenario(None, SERVE).runtime          # the default scenario writes launch: graph
+    assert (eager.launch, eager.moe_schedule) == ("eager", "grouped")
+    assert (graphs.launch, graphs.moe_schedule) == ("graph", "grouped")
+    assert (pinned.launch, pinned.moe_schedule) == ("eager", "fused")
+    assert (built_in.launch, built_in.moe_schedule) == ("graph", "per-expert")
