@@ -617,6 +617,20 @@ class Parallel(Strict):
         return self
 
 
+def _workload_block(data) -> dict:
+    """The raw (pre-validation) workload block of a scenario's data, {} where there is none."""
+    workload = data.get("workload") if isinstance(data, dict) else None
+    return workload if isinstance(workload, dict) else {}
+
+
+def _runtime_defaults(data: dict, defaults: dict) -> dict:
+    """`data` with `defaults` under runtime wherever the scenario's own runtime leaves them unset."""
+    runtime = data.get("runtime") or {}
+    if not isinstance(runtime, dict):
+        return data
+    return {**data, "runtime": {**defaults, **runtime}}
+
+
 class Scenario(Strict):
     name: SafeName = Field("scenario", description="the bundle folder name under reports/ (one path component)")
     description: str = ""
@@ -640,12 +654,9 @@ class Scenario(Strict):
     def _trace_launch(cls, data):
         """An imported trace's host issues its kernels as it did when traced (eager launches, or
         its own cudaGraphLaunch calls), unless runtime.launch says graph: the host off the path."""
-        if isinstance(data, dict) and isinstance((data.get("workload") or {}), dict) \
-                and (data.get("workload") or {}).get("kernel_trace") is not None:
-            runtime = data.get("runtime") or {}
-            if isinstance(runtime, dict) and "launch" not in runtime:
-                data = {**data, "runtime": {**runtime, "launch": "eager"}}
-        return data
+        if _workload_block(data).get("kernel_trace") is None:
+            return data
+        return _runtime_defaults(data, {"launch": "eager"})
 
     @model_validator(mode="before")
     @classmethod
@@ -654,17 +665,13 @@ class Scenario(Strict):
         (PreTrainedModel.get_correct_experts_implementation's default on CUDA) and launches its
         forward eagerly unless its config turns CUDA graphs on (then replays): so the pass is
         timed, unless runtime says otherwise."""
-        engine = (data.get("workload") or {}).get("engine") if isinstance(data, dict) \
-            and isinstance(data.get("workload") or {}, dict) else None
+        engine = _workload_block(data).get("engine")
         if not isinstance(engine, dict) or engine.get("kind") != "hf-transformers":
             return data
-        runtime = data.get("runtime") or {}
-        if not isinstance(runtime, dict):
-            return data
-        graphs = (engine.get("config") or {}).get("use_cuda_graph") if isinstance(engine.get("config"), dict) else None
+        config = engine.get("config") if isinstance(engine.get("config"), dict) else {}
+        graphs = config.get("use_cuda_graph")
         graphs = any(graphs) if isinstance(graphs, (list, tuple)) else bool(graphs)
-        resolved = {"launch": "graph" if graphs else "eager", "moe_schedule": "grouped"}
-        return {**data, "runtime": {**resolved, **runtime}}
+        return _runtime_defaults(data, {"launch": "graph" if graphs else "eager", "moe_schedule": "grouped"})
 
     @model_validator(mode="before")
     @classmethod

@@ -46,7 +46,7 @@ def architecture(model) -> dict:
     if m is None:
         return {**kw, "model_type": "qwen3" if getattr(a, "qk_norm", False) else "llama"}
     moe = {"num_experts": m.experts, "num_experts_per_tok": m.top_k, "moe_intermediate_size": 8,
-           "norm_topk_prob": True, "decoder_sparse_step": 1, "mlp_only_layers": []}
+           "norm_topk_prob": True}          # every layer sparse: the families' defaults
     if m.shared_experts:
         return {**kw, **moe, "model_type": "qwen2_moe", "shared_expert_intermediate_size": 8}
     if getattr(a, "qk_norm", False):
@@ -117,14 +117,12 @@ class CountError(Exception):
 def ops_per_layer(model) -> float:
     """ATen ops the engine dispatches per decoder layer in a decode step of `model` (median over
     the decode steps of a 2-layer less a 1-layer copy). CountError where the engine cannot run it."""
-    arch = architecture(model)
-    return _count(tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in arch.items())))
+    return _count(tuple(sorted(architecture(model).items())))
 
 
 # Process-wide by decision: a pure function of the layer's structure and the pinned library (no
 # run owns it), 3-10 s a count, asked again by every HF run of a sweep or a prediction grid.
 @functools.lru_cache(maxsize=16)
 def _count(arch: tuple) -> float:
-    kw = {k: list(v) if isinstance(v, tuple) else v for k, v in arch}
-    one, two = _decode_steps(kw, 1), _decode_steps(kw, 2)
+    one, two = _decode_steps(dict(arch), 1), _decode_steps(dict(arch), 2)
     return float(statistics.median(b - a for a, b in list(zip(one, two))[1:]))

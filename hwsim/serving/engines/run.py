@@ -34,9 +34,7 @@ def _layer_scale(host, model) -> str:
         return ""
     try:
         ops = hf_ops.ops_per_layer(model)
-    except hf_ops.CountError as exc:
-        return f" (kernels per layer as profiled: {exc})"
-    except ImportError as exc:          # no engine to count with (the engine's own run checks its install)
+    except (hf_ops.CountError, ImportError) as exc:   # a layer it cannot run; no engine installed to count
         return f" (kernels per layer as profiled: {exc})"
     host.layer_scale = ops / reference.value
     return f" (kernels per layer x{host.layer_scale:.3f}: {ops:g} ATen ops a layer against the profile's {reference.value:g})"
