@@ -3,6 +3,7 @@ written down before anything is measured, and their errors once it is.
 
     python validation/predict_spec_grid.py > validation/spec_grid.md      # the predictions
     python validation/predict_spec_grid.py --compare $OUT/h200_spec_steps.csv
+    python validation/predict_spec_grid.py --compare $OUT/h200_spec_steps.csv --predictions validation/spec_grid_s21.md
 
 A verification step of B sequences x Q query tokens is predicted as the verification pass of a
 workload.speculative run (method mtp, K = Q - 1 drafted tokens, acceptance 0 so the context
@@ -57,9 +58,9 @@ def write_predictions() -> None:
               f"{p['verify_ms'] / plain['verify_ms']:.2f} | {p['experts']:.1f} |", flush=True)
 
 
-def compare(measured_csv: Path) -> None:
+def compare(measured_csv: Path, predictions: Path = HERE / "spec_grid.md") -> None:
     predicted = {}
-    for line in (HERE / "spec_grid.md").read_text().splitlines():
+    for line in predictions.read_text().splitlines():
         cells = [c.strip() for c in line.strip("|").split("|")]
         if len(cells) == 8 and cells[0].endswith("-graph"):
             predicted[cells[0]] = float(cells[4])
@@ -81,5 +82,7 @@ def compare(measured_csv: Path) -> None:
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--compare", type=Path, help="a measured CSV of measure_steps.py --spec")
+    ap.add_argument("--predictions", type=Path, default=HERE / "spec_grid.md",
+                    help="the predictions to score (default: the first ones, validation/spec_grid.md)")
     args = ap.parse_args()
-    compare(args.compare) if args.compare else write_predictions()
+    compare(args.compare, args.predictions) if args.compare else write_predictions()

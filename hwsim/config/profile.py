@@ -12,7 +12,7 @@ from typing import Literal
 from pydantic import Field
 
 from hwsim.config.dequant_kernels import DequantKernels
-from hwsim.config.sourced import Count, Fraction, Positive
+from hwsim.config.sourced import Count, Fraction, NonNegativeCount, Positive
 from hwsim.config.strict import Strict
 
 TensorDtype = Literal["bf16", "fp16", "fp8", "int8", "fp4"]
@@ -97,6 +97,9 @@ class GemmLibrary(Strict):
     tile_n: Count = Field(description="weight rows (output columns) per tile for skinny GEMMs")
     split_k_min_k: Count = Field(description="split-K is used only when K is at least this")
     min_k_per_split: Count = Field(description="split-K never cuts K finer than this")
+    narrow_n_blocks: NonNegativeCount = Field(
+        description="blocks the library's narrow-N decode GEMMs spread N over (a few rows, a few "
+                    "column tiles, K under split_k_min_k); 0: the library picks its base tile there")
 
 
 class SubByteDecoder(Strict):

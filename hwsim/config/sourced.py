@@ -29,3 +29,7 @@ class Fraction(_Sourced):
 
 class Count(_Sourced):
     value: int = Field(ge=1)
+
+
+class NonNegativeCount(_Sourced):
+    value: int = Field(ge=0)

@@ -33,6 +33,8 @@ class ChipSizes:
     gemm_min_k_per_split: int
     tensor_dtypes: frozenset[str]             # the tensor cores' native input types
     eviction_latency_ratio: float             # miss over hit latency (the L2 walk's weight)
+    gemm_narrow_n_blocks: int = 0             # blocks the library's narrow-N decode GEMMs spread N
+                                              # over (hwsim/model/ops.py NARROW_*), 0: it has none
 
     @property
     def sizes(self) -> "ChipSizes":
@@ -77,6 +79,7 @@ class ChipSpec:
     gemm_tile_n: int
     gemm_split_k_min_k: int
     gemm_min_k_per_split: int
+    gemm_narrow_n_blocks: int
     decoder_elements_per_clk: float | None
     decoder_latency_s: float
     decoder_formats: tuple[str, ...]
@@ -113,7 +116,8 @@ class ChipSpec:
             hbm_capacity_bytes=self.hbm_capacity_bytes, gemm_tile_m=self.gemm_tile_m,
             gemm_tile_n=self.gemm_tile_n, gemm_split_k_min_k=self.gemm_split_k_min_k,
             gemm_min_k_per_split=self.gemm_min_k_per_split, tensor_dtypes=frozenset(self.tensor_flops),
-            eviction_latency_ratio=self.miss_latency_s / self.hit_latency_s)
+            eviction_latency_ratio=self.miss_latency_s / self.hit_latency_s,
+            gemm_narrow_n_blocks=self.gemm_narrow_n_blocks)
 
     def tensor_rate_per_sm(self, dtype: str, mma_sync: bool = False, share: float = 0.0) -> float:
         """Sustained tensor flop/s of one SM; dtypes without native support run at bf16 rate.
@@ -174,6 +178,7 @@ class ChipSpec:
             gemm_tile_n=p.gemm.tile_n.value,
             gemm_split_k_min_k=p.gemm.split_k_min_k.value,
             gemm_min_k_per_split=p.gemm.min_k_per_split.value,
+            gemm_narrow_n_blocks=p.gemm.narrow_n_blocks.value,
             decoder_elements_per_clk=d.elements_per_clk.value if d else None,
             decoder_latency_s=d.latency_ns.value * 1e-9 if d else 0.0,
             decoder_formats=tuple(d.formats) if d else (),

@@ -34,11 +34,12 @@ CLUSTER_MULTICAST = 2    # Hopper GEMMs load shared operand tiles once per 2-CTA
 # (k=2048, n=768 and 1536: calibration/data/h200_gemm_kernels.jsonl; Qwen3's gate+up GEMM in every
 # profiled step, validation/data/h200_kernels*.csv). They take 6.5-7.5 us, 2.5-3 us more than their
 # bytes need. Modelled as an MMA of 64 rows x NARROW_MMA_N columns per block whatever the 8-16 columns
-# it keeps (the width fitted to those 6 isolated rows: 6.7 us against 6.5-7.5 measured).
+# it keeps (the width fitted to those 6 isolated rows: 6.7 us against 6.5-7.5 measured). The
+# block count is the chip's (gemm.narrow_n_blocks): cuBLAS on the H100 keeps its base 64x8
+# kernel (24 blocks) for the same GEMM (validation/data/harness_traces_h100), so its profile has 0.
 NARROW_MAX_ROWS = 8
 NARROW_MIN_TILES = 8
 NARROW_MAX_TILES = 32
-NARROW_BLOCKS = 96
 NARROW_MMA_N = 80
 # For more rows than one base tile, cuBLAS's sm90 kernels (nvjet) size the tile to the problem:
 # every recorded mid-size grid is one wave of 88-132 blocks, with tile sides such as 48, 80, 96,
@@ -146,10 +147,11 @@ def gemm_tiling(m: int, k: int, n: int, chip: ChipSizes) -> GemmTiling:
     m_tiles, n_tiles = math.ceil(m / tile_m), math.ceil(n / tile_n)
     base = m_tiles * n_tiles
     mma_m, mma_n = min(_roundup(min(m, tile_m), MMA_M), tile_m), tile_n
-    if m <= NARROW_MAX_ROWS and k < chip.gemm_split_k_min_k and NARROW_MIN_TILES <= base < NARROW_MAX_TILES:
-        # cuBLAS's narrow-N kernels: N spread over NARROW_BLOCKS blocks of 8-16 columns, each
-        # paying a wide MMA per K step
-        tile_n = max(8, n // NARROW_BLOCKS)
+    narrow = chip.gemm_narrow_n_blocks
+    if narrow and m <= NARROW_MAX_ROWS and k < chip.gemm_split_k_min_k and NARROW_MIN_TILES <= base < NARROW_MAX_TILES:
+        # cuBLAS's narrow-N kernels: N spread over the chip's narrow_n_blocks blocks of 8-16
+        # columns, each paying a wide MMA per K step
+        tile_n = max(8, n // narrow)
         base = math.ceil(n / tile_n)            # one M tile: m <= 8 rows
         mma_m, mma_n = tile_m, NARROW_MMA_N     # the rows sit on wgmma's 64-row side (TNN)
     split = 1
