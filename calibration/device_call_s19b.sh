@@ -3,6 +3,7 @@
 # needs the H200's memory; predictions committed before: validation/spec_grid.md) and the fast
 # low-bit kernels (predictions: calibration/data/h200_fast_kernels_predicted.jsonl; the lean kernels
 # without empty 16-bit slots: *_fast_kernels_lean_predicted.jsonl, with each kernel's smem/registers).
+# Session 21: the spec grid re-predicted (FA2 Q>1 per query head, before measuring): validation/spec_grid_s21.md.
 # Session 20: the same fast kv rows predicted under the device's programs and the refit under occupancy:
 # calibration/data/h200_fast_kernels_fitted_predicted_s20.jsonl (compare_fast_kernels.py against it too).
 #   run(needs_h200=true): bash calibration/device_call_s19b.sh
