@@ -44,3 +44,19 @@ def test_thread_sampler_records_nothing_without_proc(tmp_path):
     s = ThreadSampler(tmp_path / "no-such-dir")
     s.sample(0.0)
     assert s.rows == []
+
+
+def test_engine_thread_share_and_moves_by_speed():
+    # thread 2 (the engine) runs flat out on CPU 3 in the first step, then at half share and moved
+    # to CPU 9 in the second; thread 1 (the submitting loop) barely runs
+    samples = [{"t": t, "tid": 1, "name": "py", "cpu": 0, "cpu_s": 0.01 * i} for i, t in enumerate((0.0, 0.05, 0.1, 0.15, 0.2))]
+    samples += [{"t": 0.0, "tid": 2, "name": "py", "cpu": 3, "cpu_s": 1.0},
+                {"t": 0.05, "tid": 2, "name": "py", "cpu": 3, "cpu_s": 1.05},
+                {"t": 0.1, "tid": 2, "name": "py", "cpu": 3, "cpu_s": 1.1},
+                {"t": 0.15, "tid": 2, "name": "py", "cpu": 9, "cpu_s": 1.125},
+                {"t": 0.2, "tid": 2, "name": "py", "cpu": 9, "cpu_s": 1.15}]
+    th = hs.engine_thread(samples)
+    assert [round(x["share"], 2) for x in th] == [1.0, 1.0, 0.5, 0.5] and [x["moved"] for x in th] == [False, False, True, False]
+    steps = [{"t": 0.1, "gap_s": 0.1}, {"t": 0.2, "gap_s": 0.1}]
+    assert hs.threads_by_mode(steps, [False, True], samples) == (
+        "fast: CPU share 1.00, moves 0 in 2 samples; slow: CPU share 0.50, moves 1 in 2 samples")

@@ -53,10 +53,14 @@ def engine_steps(records: list[dict]) -> list[dict]:
     return out
 
 
+def decode_steps(steps: list[dict]) -> list[dict]:
+    """The steps that ended no prompt, idle gaps left out."""
+    return [s for s in steps if s["gap_s"] is not None and not s["prompts"] and s["gap_s"] < IDLE_S]
+
+
 def decode_only(steps: list[dict]) -> list[tuple[int, float]]:
-    """(sequences, ms) of the steps that ended no prompt, idle gaps left out."""
-    return [(s["decodes"], s["gap_s"] * 1e3) for s in steps
-            if s["gap_s"] is not None and not s["prompts"] and s["gap_s"] < IDLE_S]
+    """(sequences, ms) of the decode-only steps."""
+    return [(s["decodes"], s["gap_s"] * 1e3) for s in decode_steps(steps)]
 
 
 def host_modes(points: list[tuple[int, float]], split_ms: float = 20.0) -> dict:
@@ -78,24 +82,57 @@ def host_modes(points: list[tuple[int, float]], split_ms: float = 20.0) -> dict:
             "slow_flags": (~fast).tolist()}
 
 
-def read_runs(tar: Path) -> dict:
-    """{(model, config, load): records} of a measured call's tar."""
+def engine_thread(samples: list[dict]) -> list[dict]:
+    """The busiest thread's samples (the engine loop's; host_threads.py rows) as [{t, share, cpu,
+    moved}]: its CPU seconds per wall second since the sample before, the CPU it last ran on, and
+    whether that CPU changed."""
+    used: dict[int, float] = {}
+    for r in samples:
+        used[r["tid"]] = max(used.get(r["tid"], 0.0), r["cpu_s"])
+    first = {}
+    for r in samples:
+        first.setdefault(r["tid"], r["cpu_s"])
+    tid = max(used, key=lambda k: used[k] - first[k])
+    rows = [r for r in samples if r["tid"] == tid]
+    return [{"t": b["t"], "share": (b["cpu_s"] - a["cpu_s"]) / (b["t"] - a["t"]), "cpu": b["cpu"],
+             "moved": b["cpu"] != a["cpu"]} for a, b in zip(rows, rows[1:]) if b["t"] > a["t"]]
+
+
+def read_runs(tar: Path, suffix: str = ".requests.jsonl") -> dict:
+    """{(model, config, load): rows} of a measured call's tar: its request records, or with
+    suffix ".threads.jsonl" its thread samples."""
     runs = {}
     with tarfile.open(fileobj=lzma.open(tar)) as tf:
         for m in tf.getmembers():
-            if m.name.endswith(".requests.jsonl"):
+            if m.name.endswith(suffix):
                 *_, model, config, name = m.name.split("/")
                 lines = tf.extractfile(m).read().splitlines()
                 runs[(model, config, name.split(".")[0])] = [json.loads(x) for x in lines if x.strip()]
     return runs
 
 
-def report(runs: dict, split_ms: float) -> list[str]:
-    """Per model's eager runs: the fast line and slow offset over all its runs, each run's slow share."""
+def threads_by_mode(steps: list[dict], slow: list[bool], samples: list[dict]) -> str:
+    """The engine thread's median CPU share and CPU moves during the run's fast and slow decode-only
+    steps (each step takes the thread's samples that fall inside it)."""
+    th = engine_thread(samples)
+    out = []
+    for mode in (False, True):
+        spans = [(s["t"] - s["gap_s"], s["t"]) for s, f in zip(steps, slow) if f == mode]
+        inside = [x for x in th if any(a < x["t"] <= b for a, b in spans)]
+        share = statistics.median(x["share"] for x in inside) if inside else float("nan")
+        out.append(f"{'slow' if mode else 'fast'}: CPU share {share:.2f}, moves {sum(x['moved'] for x in inside)}"
+                   f" in {len(inside)} samples")
+    return "; ".join(out)
+
+
+def report(runs: dict, split_ms: float, threads: dict | None = None) -> list[str]:
+    """Per model's eager runs: the fast line and slow offset over all its runs, each run's slow
+    share (and, where `threads` has the run's samples, the engine thread's by speed)."""
     lines = []
     for model in sorted({k[0] for k in runs}):
         keys = [k for k in runs if k[0] == model and k[1] == "defaults"]
-        points = {k: decode_only(engine_steps(runs[k])) for k in keys}
+        steps = {k: decode_steps(engine_steps(runs[k])) for k in keys}
+        points = {k: [(s["decodes"], s["gap_s"] * 1e3) for s in steps[k]] for k in keys}
         if not keys:
             continue
         m = host_modes([p for k in keys for p in points[k]], split_ms)
@@ -107,6 +144,8 @@ def report(runs: dict, split_ms: float) -> list[str]:
             ms = [p[1] for p in points[k]]
             lines.append(f"  {k[2]:6s} {len(ms):4d} steps, slow {sum(slow) / max(1, len(slow)):6.1%}, "
                          f"median step {statistics.median(ms):6.1f} ms")
+            if threads and threads.get(k):
+                lines.append("         engine thread " + threads_by_mode(steps[k], slow, threads[k]))
     return lines
 
 
@@ -116,7 +155,7 @@ def main():
     ap.add_argument("--split-ms", type=float, default=20.0, help="a step this far above the fast line is slow")
     args = ap.parse_args()
     for tar in args.tars:
-        print("\n".join(report(read_runs(tar), args.split_ms)))
+        print("\n".join(report(read_runs(tar), args.split_ms, read_runs(tar, ".threads.jsonl"))))
 
 
 if __name__ == "__main__":
