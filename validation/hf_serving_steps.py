@@ -85,7 +85,8 @@ def host_modes(points: list[tuple[int, float]], split_ms: float = 20.0) -> dict:
 def engine_thread(samples: list[dict]) -> list[dict]:
     """The busiest thread's samples (the engine loop's; host_threads.py rows) as [{t, share, cpu,
     moved}]: its CPU seconds per wall second since the sample before, the CPU it last ran on, and
-    whether that CPU changed."""
+    whether that CPU changed. CPU time comes in clock ticks (10 ms at USER_HZ 100): one share is
+    coarse at <= 50 ms between samples, a median over a stretch's samples is not."""
     used: dict[int, float] = {}
     for r in samples:
         used[r["tid"]] = max(used.get(r["tid"], 0.0), r["cpu_s"])
