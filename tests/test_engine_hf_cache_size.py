@@ -106,3 +106,22 @@ def test_a_context_as_large_as_the_memory_is_refused(tmp_path):
                                    f"hardware={tmp_path / 'big-context.yaml'}", "--set", "workload.decode_steps=1"])
     assert res.exit_code == 2 and "cuda.context_mib" in res.stderr and "big-context.yaml" in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_a_tied_lm_head_is_not_reserved_twice(tmp_path):
+    """tie_word_embeddings: transformers ties the head to the embedding table in post_init and the
+    engine empties torch's cache before it reads the reservation, so one vocab x hidden table is
+    reserved, not two; the same config untied reserves the head's own segment more."""
+    from hwsim.model.hf_import import load
+    cfg = json.loads((ROOT / "tests" / "data" / "hf_configs" / "granite-3.0-3b-a800m.json").read_text())
+    assert cfg["tie_word_embeddings"] is True
+    untied_path = tmp_path / "untied.json"
+    untied_path.write_text(json.dumps(dict(cfg, tie_word_embeddings=False)))
+    tied, untied = load(str(ROOT / "tests" / "data" / "hf_configs" / "granite-3.0-3b-a800m.json")), load(str(untied_path))
+    assert (tied.tied_embeddings, untied.tied_embeddings) == (True, False)
+    head = cfg["vocab_size"] * cfg["hidden_size"] * 2
+    assert hm.parameter_bytes(untied)[:-1] == hm.parameter_bytes(tied)
+    assert hm.parameter_bytes(untied)[-1] == head
+    # the head (>= 10 MiB) gets a segment of its own, rounded to 2 MiB
+    extra = hm.reserved_bytes(hm.parameter_bytes(untied)) - hm.reserved_bytes(hm.parameter_bytes(tied))
+    assert extra == -(-head // (2 * MIB)) * 2 * MIB

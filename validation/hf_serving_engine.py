@@ -25,6 +25,7 @@ import transformers
 from transformers import ContinuousBatchingConfig, GenerationConfig
 
 from hf_serving_trace import TraceRow, make_trace
+from host_threads import ThreadSampler
 
 ENGINE_KEYS = ("block_size", "num_blocks", "max_batch_tokens", "max_requests_per_batch",
                "max_blocks_per_request", "use_cuda_graph", "use_async_batching", "scheduler_type",
@@ -138,8 +139,10 @@ class Engine:
         os.remove(raw)
         return {**info, "trace": str(path), "bytes": path.stat().st_size}
 
-    def serve(self, rows: list[TraceRow], seed: int, timeout_s: float) -> tuple[list[dict], dict]:
-        """Submit each request at its arrival time; collect every request's token times."""
+    def serve(self, rows: list[TraceRow], seed: int, timeout_s: float,
+              threads: ThreadSampler | None = None) -> tuple[list[dict], dict]:
+        """Submit each request at its arrival time; collect every request's token times; `threads`:
+        sampled at each turn of this loop (at most 50 ms apart)."""
         mgr, n = self.mgr, len(rows)
         if not mgr.is_running():
             mgr.start()
@@ -152,6 +155,8 @@ class Engine:
         i = 0
         while len(outs) < n and time.perf_counter() < deadline:
             now = time.perf_counter() - t0
+            if threads is not None:
+                threads.sample(now)
             while i < n and rows[i].arrival_s <= now:
                 mgr.add_request(prompts[i], request_id=ids[i], max_new_tokens=rows[i].output_tokens,
                                 record_timestamps=True, eos_token_id=-1)

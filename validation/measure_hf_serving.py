@@ -28,6 +28,8 @@ overrides). Lengths: validation/hf_serving_trace.py.
 Out (--out DIR), written as each run ends:
   <model>/<config>/<load>.trace.jsonl    the request trace (hwsim's workload.arrivals trace reader)
   <model>/<config>/<load>.requests.jsonl one record per request (times in s from the run's start)
+  <model>/<config>/<load>.threads.jsonl  the process's threads sampled during the run (host_threads.py:
+                                         CPU last run on, CPU seconds used; --no-thread-samples: none)
   <model>/<config>/profile_burst.json.gz the profiled burst (hwsim's workload.engine.host_trace)
   summary.jsonl                          one line per run (and per engine: build/warm-up times)
 A failing run is recorded (error) and the next one runs; --budget-s stops starting new runs.
@@ -46,6 +48,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from hf_serving_engine import Engine, build_model, describe_env  # noqa: E402
+from host_threads import ThreadSampler  # noqa: E402
 from hf_serving_stats import summarize  # noqa: E402
 from hf_serving_trace import LOADS, load_seed, make_trace, write_trace  # noqa: E402
 
@@ -86,10 +89,14 @@ def one_run(engine: Engine, model: str, config: str, load: str, sat: float, args
             "rate_per_s": rate, "requests": n, "seed": seed, "trace": str(trace_path),
             "saturation_req_s": round(sat, 3)}
     log(f"{model} {config} {load}: {n} requests, rate {rate if rate is None else round(rate, 2)} req/s")
-    records, info = engine.serve(rows, seed, args.run_timeout_s)
+    threads = None if args.no_thread_samples else ThreadSampler()
+    records, info = engine.serve(rows, seed, args.run_timeout_s, threads)
     with open(folder / f"{load}.requests.jsonl", "w") as fh:
         for r in records:
             fh.write(json.dumps(r) + "\n")
+    if threads is not None:
+        with open(folder / f"{load}.threads.jsonl", "w") as fh:
+            fh.writelines(json.dumps(r) + "\n" for r in threads.rows)
     return {**head, **info, **summarize(records)}
 
 
@@ -180,6 +187,8 @@ def parse_args(argv=None):
     p.add_argument("--profile-tokens", type=int, default=32, help="reply tokens of the profiled burst")
     p.add_argument("--phase", default="all", choices=["all", "runs", "profile"],
                    help="all: a process per model for the runs, then one for the profiled bursts")
+    p.add_argument("--no-thread-samples", action="store_true",
+                   help="do not sample the process's threads during the runs (host_threads.py)")
     p.add_argument("--device", default="cuda")
     p.add_argument("--quick", action="store_true", help="one tiny burst per config: a smoke test")
     p.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "/tmp")) / "hf_serving")

@@ -181,6 +181,8 @@ class ModelShape(Strict):
     ffn: int = Field(0, ge=0, description="dense FFN intermediate size (dense layers)")
     moe: Moe | None = None
     weight_bytes: float = Field(2.0, gt=0, description="bytes per weight element (2 = bf16)")
+    tied_embeddings: bool = Field(False, description="the LM head is the embedding table itself (config.json's "
+                                  "tie_word_embeddings): one vocab x hidden tensor in memory, not two")
     weights: dict[Literal["experts", "attention", "embeddings"], TensorWeights] = Field(
         default_factory=dict, description="the checkpoint's own weight formats per tensor class "
                                           "(a scenario's weights: block overrides them; default bf16)")

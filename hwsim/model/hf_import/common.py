@@ -20,6 +20,8 @@ def base(cfg: HfConfig, m: Mapped, name: str, kind: str) -> tuple[int, int, int]
     m.put("vocab", cfg.count("vocab_size"), "vocab_size")
     m.extras.per_layer += 2 * hidden                       # input and post-attention norms
     m.extras.tied = cfg.flag("tie_word_embeddings", False)
+    if m.extras.tied:                                      # kept off the shape of an untied model
+        m.put("tied_embeddings", True, "tie_word_embeddings")
     cfg.choice("hidden_act", GATED_ACTIVATIONS, "silu")
     cfg.get("torch_dtype")
     return layers, hidden, cfg.count("max_position_embeddings", 1 << 30)

@@ -33,8 +33,11 @@ def parameter_bytes(model, dtype_bytes: float = 2.0) -> list[int]:
     """Bytes of each parameter a transformers decoder of `model`'s shape (hwsim's ModelShape) makes,
     in the order its modules create them: the embedding table, each layer (attention, then its MLP
     or its MoE block with the experts fused into two 3-D tensors, as transformers 5 holds them,
-    then two norms), the final norm and an untied LM head (ModelShape carries no tying). Biases
-    are left out (each under 1 MiB: they share the small pool's segments)."""
+    then two norms), the final norm and the LM head, unless it is tied to the embedding table
+    (`tied_embeddings`: transformers ties it in post_init, and the engine's
+    get_device_and_memory_breakdown empties torch's cache before it reads the reservation, so the
+    untied head's freed segment of its own is gone). Biases are left out (each under 1 MiB: they
+    share the small pool's segments)."""
     h, moe = model.hidden, model.moe
     elements = [model.vocab * h]
     for layer in range(model.layers):
@@ -47,7 +50,8 @@ def parameter_bytes(model, dtype_bytes: float = 2.0) -> list[int]:
         else:
             elements += [h * model.ffn] * 3                               # gate, up, down
         elements += [h, h]                                                # input / post-attention norms
-    return [int(n * dtype_bytes) for n in elements + [h, model.vocab * h]]
+    head = [] if model.tied_embeddings else [model.vocab * h]
+    return [int(n * dtype_bytes) for n in elements + [h, *head]]
 
 
 def _attention(a, h: int) -> list[int]:
