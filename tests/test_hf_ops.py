@@ -77,3 +77,13 @@ def test_the_count_frees_the_engine_without_collecting_the_whole_heap(monkeypatc
     monkeypatch.setattr(gc, "collect", lambda *args: collected.append(args) or 0)
     arch = tuple(sorted(hf_ops.architecture(load_model("llama-3.1-8b")).items()))
     assert hf_ops._count.__wrapped__(arch) == 42 and collected == []
+
+
+def test_a_profile_naming_an_unknown_counted_model_says_so_in_one_line():
+    from hwsim.errors import ConfigError
+    from hwsim.serving.engines.run import _profiled_count
+    profile = load_engine_host("hf-transformers-h200").model_copy(update={"ops_per_layer_model": "no-such-model"})
+    with pytest.raises(ConfigError) as err:
+        _profiled_count(profile, load_model("llama-3.1-8b"))
+    assert err.value.key == "workload.engine.host" and "ops_per_layer_model" in str(err.value)
+    assert "no-such-model" in str(err.value) and "\n" not in str(err.value)

@@ -48,7 +48,12 @@ def _profiled_count(profile, model) -> float | None:
     from hwsim.serving.engines import hf_ops
     if profile.ops_per_layer_model is None:
         return None
-    if hf_ops.architecture(model) != hf_ops.architecture(load_model(profile.ops_per_layer_model)):
+    try:
+        counted = load_model(profile.ops_per_layer_model)
+    except ConfigError as exc:
+        raise ConfigError(f"engine host profile '{profile.name}': ops_per_layer_model: {exc.message}",
+                          key="workload.engine.host") from exc
+    if hf_ops.architecture(model) != hf_ops.architecture(counted):
         return None
     return float(profile.ops_per_layer_reference.value)
 
