@@ -23,9 +23,9 @@ Prints, for HF transformers continuous batching (workload.engine.kind hf-transfo
 Not a pass/fail test: it prints numbers (the machine's speed moves 10-30% between runs).
 
 Measured (s21, this 2-core CPU shared, load 4-6; docs/serving.md "Speed"): the default 200
-requests at 2 req/s, first run: 0.76-0.89 s CPU for 113.4 s of serving, 128-149x per CPU second
-(2.32-3.17 s, 36-49x, before s21 removed the per-layer op count from the run); wall 1.4-2.1 s
-at that load (53-83x), 0.87 s on a quiet machine (130x). 4 req/s: 65-85x per CPU second;
+requests at 2 req/s, first run: 0.57-0.89 s CPU for 113.4 s of serving, 128-200x per CPU second
+(2.32-3.17 s, 36-49x, before s21 removed the per-layer op count from the run); wall 1.2-2.1 s
+at that load (53-95x), 0.87 s on a quiet machine (130x). 4 req/s: 65-85x per CPU second;
 8 req/s: 51-69x; imports 4.6-12 s once per process, not counted in those.
 """
 
