@@ -19,7 +19,14 @@ Prints, for HF transformers continuous batching (workload.engine.kind hf-transfo
   between grid passes, hwsim/serving/step_clock.py), as the built-in loop's bucket would (rounded
   up), and from its exact shape (a pass of those very decodes, context and prompt tokens): the
   device time's relative error, and the step wall's.
+- `--repeat N`: the run N times in the process: the first, and the best of the others.
 Not a pass/fail test: it prints numbers (the machine's speed moves 10-30% between runs).
+
+Measured (s21, this 2-core CPU shared, load 4-6; docs/serving.md "Speed"): the default 200
+requests at 2 req/s, first run: 0.57-0.89 s CPU for 113.4 s of serving, 128-200x per CPU second
+(2.32-3.17 s, 36-49x, before s21 removed the per-layer op count from the run); wall 1.2-2.1 s
+at that load (53-95x), 0.87 s on a quiet machine (130x). 4 req/s: 65-85x per CPU second;
+8 req/s: 51-69x; imports 4.6-12 s once per process, not counted in those.
 """
 
 from __future__ import annotations
@@ -38,6 +45,9 @@ def main(argv=None) -> int:
     ap.add_argument("--builtin", action="store_true", help="also time hwsim's own serving loop")
     ap.add_argument("--light", type=float, default=0.0, metavar="RATE",
                     help="also time the same requests at RATE req/s (a light, mostly idle load)")
+    ap.add_argument("--repeat", type=int, default=1, metavar="N",
+                    help="run the scenario N times in the process: the first, and the best of the others "
+                         "(a sweep's later runs; the best wall is the least disturbed on a shared machine)")
     args = ap.parse_args(argv)
 
     t0 = time.perf_counter()
@@ -48,9 +58,7 @@ def main(argv=None) -> int:
     from hwsim.config.load import load_scenario
     from hwsim.run import run_scenario
     cfg = load_scenario(args.scenario, [f"workload.arrivals.requests={args.requests}", *args.set])
-    t1, c1 = time.perf_counter(), time.process_time()
-    result = run_scenario(cfg)
-    wall, cpu = time.perf_counter() - t1, time.process_time() - c1
+    result, wall, cpu = timed(run_scenario, cfg)
     s = result.run_summary
     e = s.serving.engine
     makespan = s.serving.makespan_s
@@ -64,6 +72,12 @@ def main(argv=None) -> int:
           f"with the imports {makespan / (wall + imports):.1f}x")
     print(f"  TTFT p50 {s.ttft_ms['p50']:.1f} ms, ITL p50 {s.itl_ms['p50']:.1f} ms, "
           f"E2E mean {s.serving.e2e_ms['mean']:.0f} ms, {s.serving.throughput_tok_s:.1f} tok/s")
+    print(f"  engine host: {e.host}")
+    if args.repeat > 1:
+        again = [timed(run_scenario, cfg)[1:] for _ in range(args.repeat - 1)]
+        w, c = min(w for w, _ in again), min(c for _, c in again)
+        print(f"  again in this process, best of {len(again)}: {w:.2f} s wall ({c:.2f} s CPU), "
+              f"{makespan / w:.1f}x real time ({makespan / c:.1f}x per CPU second)")
     if args.bucket_error:
         bucket_error(cfg, result, args.bucket_error)
     if args.builtin:
@@ -71,6 +85,13 @@ def main(argv=None) -> int:
     if args.light:
         light(args)
     return 0
+
+
+def timed(run, cfg):
+    """(run(cfg), its wall seconds, its CPU seconds)."""
+    t, c = time.perf_counter(), time.process_time()
+    out = run(cfg)
+    return out, time.perf_counter() - t, time.process_time() - c
 
 
 def light(args) -> None:

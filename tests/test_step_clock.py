@@ -149,3 +149,23 @@ def test_grid_holds_the_exact_shapes_device_time(built):
     errs.sort()
     assert errs[len(errs) // 2] < 0.03 and errs[-1] < 0.08
     assert clock.shapes_simulated < 50                 # the finer grid before: 50 passes for them
+
+
+def test_a_blended_pass_is_each_figure_its_corners_weighted_sum_in_their_order(built):
+    import dataclasses
+    from hwsim.serving.step_clock import _blend
+    clock = StepClock(built)
+    corners = [(0.375, clock.corner(4, 256, 64, 1)), (0.125, clock.corner(4, 256, 256, 1)),
+               (0.5, clock.corner(4, 1024, 64, 1))]
+    step = _blend(corners, {"x": 1.0})
+
+    def weighted(get):                          # the blend's definition, to the last bit
+        return sum(w * get(s) for w, s in corners)
+    assert step.duration_s == weighted(lambda s: s.duration_s) and step.breakdown_s == {"x": 1.0}
+    for f in dataclasses.fields(step.host):
+        assert getattr(step.host, f.name) == weighted(lambda s: getattr(s.host, f.name)), f.name
+    assert step.bytes == {k: weighted(lambda s: s.bytes.get(k, 0.0)) for k in corners[0][1].bytes}
+    assert (step.kernels, step.tokens) == (weighted(lambda s: s.kernels), weighted(lambda s: s.tokens))
+    assert step.activity.hbm_bytes == weighted(lambda s: s.activity.hbm_bytes)
+    assert step.activity.tensor_flops == weighted(lambda s: s.activity.tensor_flops)
+    assert step.active_weight_fraction == weighted(lambda s: s.active_weight_fraction)

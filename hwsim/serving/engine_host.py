@@ -54,6 +54,9 @@ class EngineHostProfile(Strict):
                                                      "layer of the model kernels_per_layer was measured on "
                                                      "(hwsim/serving/engines/hf_ops.py): another model's layer "
                                                      "scales kernels_per_layer by its own count over this")
+    ops_per_layer_model: str | None = Field(None, description="the model (models/) whose layer "
+                                            "ops_per_layer_reference counts: a served model of the same layer "
+                                            "structure takes that count without running the engine to count it")
     plan_ms: NonNegative = Field(description="eager: building one attention plan for a shape not seen before")
     mask_us_per_seq: NonNegative = Field(description="building the step's attention mask, per sequence (paged eager/sdpa)")
     h2d_GBps: Positive = Field(description="async batching: host-to-device copy rate of the host IO's static buffers")

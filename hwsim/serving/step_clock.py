@@ -167,18 +167,22 @@ def _blend(corners: list, breakdown: dict):
     breakdown, bytes, kernels, work and host figures), each figure its corners' weighted sum.
     Its upper corner alone put the 200-request run's mean device_busy_ms at 8.28 ms, where the
     steps' own device time averages 7.36 ms (a chunk's prompt tokens rounded up)."""
-    def mix(get):
-        return sum(w * get(s) for w, s in corners)
-    first = corners[0][1]
-    host = {f.name: mix(lambda s, n=f.name: getattr(s.host, n)) for f in dataclasses.fields(first.host)}
+    weights = [w for w, _ in corners]
+    steps = [s for _, s in corners]
+
+    def mix(values: list) -> float:     # the corners' values, in their order: sum's order as ever
+        return sum([w * v for w, v in zip(weights, values)])
+    first, hosts = steps[0], [s.host for s in steps]
+    host = {f.name: mix([getattr(h, f.name) for h in hosts]) for f in dataclasses.fields(first.host)}
+    act = [s.activity for s in steps]
     return dataclasses.replace(
-        first, t_start=0.0, t_end=mix(lambda s: s.duration_s), breakdown_s=breakdown,
-        bytes={k: mix(lambda s, k=k: s.bytes.get(k, 0.0)) for k in first.bytes},
-        kernels=mix(lambda s: s.kernels), tokens=mix(lambda s: s.tokens),
-        active_experts_per_layer=mix(lambda s: s.active_experts_per_layer),
-        active_weight_fraction=mix(lambda s: s.active_weight_fraction),
-        activity=Activity(mix(lambda s: s.activity.tensor_flops), mix(lambda s: s.activity.l2_bytes),
-                          mix(lambda s: s.activity.hbm_bytes)),
+        first, t_start=0.0, t_end=mix([s.duration_s for s in steps]), breakdown_s=breakdown,
+        bytes={k: mix([s.bytes.get(k, 0.0) for s in steps]) for k in first.bytes},
+        kernels=mix([s.kernels for s in steps]), tokens=mix([s.tokens for s in steps]),
+        active_experts_per_layer=mix([s.active_experts_per_layer for s in steps]),
+        active_weight_fraction=mix([s.active_weight_fraction for s in steps]),
+        activity=Activity(mix([a.tensor_flops for a in act]), mix([a.l2_bytes for a in act]),
+                          mix([a.hbm_bytes for a in act])),
         host=dataclasses.replace(first.host, **host))
 
 

@@ -33,11 +33,29 @@ def _layer_scale(host, model) -> str:
     if reference is None:
         return ""
     try:
-        ops = hf_ops.ops_per_layer(model)
+        ops = _profiled_count(host.p, model) or hf_ops.ops_per_layer(model)
     except (hf_ops.CountError, ImportError) as exc:   # a layer it cannot run; no engine installed to count
         return f" (kernels per layer as profiled: {exc})"
     host.layer_scale = ops / reference.value
     return f" (kernels per layer x{host.layer_scale:.3f}: {ops:g} ATen ops a layer against the profile's {reference.value:g})"
+
+
+def _profiled_count(profile, model) -> float | None:
+    """The profile's own count where `model`'s layer structure is the one it was counted on
+    (ops_per_layer_model; tests/test_hf_ops.py holds the two equal): the count runs the engine on
+    two tiny copies and imports the model's HF module, 2-3 s of a 1 s serving run; else None."""
+    from hwsim.config.files import load_model
+    from hwsim.serving.engines import hf_ops
+    if profile.ops_per_layer_model is None:
+        return None
+    try:
+        counted = load_model(profile.ops_per_layer_model)
+    except ConfigError as exc:
+        raise ConfigError(f"engine host profile '{profile.name}': ops_per_layer_model: {exc.message}",
+                          key="workload.engine.host") from exc
+    if hf_ops.architecture(model) != hf_ops.architecture(counted):
+        return None
+    return float(profile.ops_per_layer_reference.value)
 
 
 def available_bytes(b) -> float:
