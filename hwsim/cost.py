@@ -248,12 +248,11 @@ def _serving_rehearsed(cfg, model, build) -> Cost:
     to all of them (voice-agent, 10,000 requests: about 400 shapes estimated, 216 simulated);
     each shape priced as its own pass."""
     from hwsim.serving.rehearse import rehearse
-    from hwsim.speculative_serving import ServingSpeculation
 
     if build is None:
         raise ValueError("a serving run this large is priced by rehearsing it on a built system: "
                          "pass build= (hwsim/pipeline.py cost does)")
-    r = rehearse(cfg, build, speculation=ServingSpeculation if cfg.workload.speculative is not None else None)
+    r = rehearse(cfg, build)
     requests = cfg.workload.arrivals.requests
     if isinstance(cfg.workload.arrivals, TraceArrivals) and r.requests < min(requests, r.limit):
         requests = r.requests                  # the trace's window holds no more

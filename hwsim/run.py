@@ -255,14 +255,6 @@ def _kept_plan(plans: dict | None, b: Built, shape: StepShape, step: int) -> Pas
     return kept[0]
 
 
-def _serving_speculation(cfg: Scenario):
-    """The serving loop's speculation (drafts and verification every iteration), or None."""
-    if cfg.workload.speculative is None:
-        return None
-    from hwsim.speculative_serving import ServingSpeculation
-    return ServingSpeculation
-
-
 def _run_serving(cfg: Scenario, b: Built, wall0: float, progress) -> RunResult:
     if not cfg.workload.engine.builtin:       # a real engine's scheduler (hwsim/serving/engines/)
         from hwsim.serving.engines.run import serve_with_engine
@@ -270,7 +262,7 @@ def _run_serving(cfg: Scenario, b: Built, wall0: float, progress) -> RunResult:
     from hwsim.serving.disaggregation import serving_loop
     from hwsim.serving.metrics import request_rows, serving_summary
 
-    loop = serving_loop(b, progress, speculation=_serving_speculation(cfg))
+    loop = serving_loop(b, progress)
     loop.run()
     served = serving_summary(loop, cfg.budget_ms)
     if not loop.iterations:

@@ -117,3 +117,12 @@ def test_hwsim_imports_nothing_back_up_the_layers():
     for name, mod in modules.items():
         if name.startswith("hwsim.hw."):
             assert not [t for t in mod.imports if t.startswith(("hwsim.engine", "hwsim.model"))], name
+
+
+def test_the_config_walk_never_climbs_to_a_higher_layer():
+    """Issue 42 (session 21): the serving loop's speculation is the serving layer's own
+    (serving/speculation.py), on a step's drafts and verification that sit below serving
+    (hwsim/speculative.py): no call of a run climbs into a higher layer's file."""
+    walk = architecture.scenario_walk(architecture.load_modules())
+    assert walk["climbs_list"] == []
+    assert architecture.layer_of("hwsim.speculative") < architecture.layer_of("hwsim.serving.loop")

@@ -120,7 +120,7 @@ class ServingLoop:
         self.cfg = built.scenario
         self.w = self.cfg.workload
         # workload.speculative: its drafts' and verification's oracle, each sequence's accepted
-        # tokens (hwsim/speculative_serving.py; serving_loop gives it)
+        # tokens (hwsim/serving/speculation.py; serving_loop gives it)
         self.spec = spec
         self.oracle = oracle or StepOracle(built)     # a stand-in: tests, hwsim.serving.rehearse
         self.env = env or simpy.Environment()        # shared by the instances of a disaggregated run

@@ -67,8 +67,7 @@ def rehearsal_scenario(cfg: Scenario, limit: int) -> Scenario:
     return cfg.model_copy(update={"workload": cfg.workload.model_copy(update={"arrivals": arrivals})})
 
 
-def rehearse(cfg: Scenario, build: Callable[[Scenario], Built], limit: int | None = None,
-             speculation=None) -> Rehearsal:
+def rehearse(cfg: Scenario, build: Callable[[Scenario], Built], limit: int | None = None) -> Rehearsal:
     """The first `limit` requests of `cfg` (REHEARSE_REQUESTS) served on a system `build` makes
     (the pipeline's), every iteration timed by a StandInOracle."""
     limit = limit or REHEARSE_REQUESTS
@@ -80,7 +79,7 @@ def rehearse(cfg: Scenario, build: Callable[[Scenario], Built], limit: int | Non
         if done * 2 >= total and not half:
             half.update(done=done, shapes=len(oracle.keys))
 
-    loop = serving_loop(built, progress=progress, oracle=oracle, speculation=speculation)
+    loop = serving_loop(built, progress=progress, oracle=oracle)
     finished = loop.run()
     done = len(finished)
     growth = len(oracle.keys) - half["shapes"] if half and done > half["done"] else 0
