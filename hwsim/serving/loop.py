@@ -136,7 +136,7 @@ class ServingLoop:
         self.rejected: list[Request] = []
         self.progress = progress
         self._arrived = self.env.event()
-        self._kv_capacity = built.chip.hbm_capacity_bytes - built.schedule.weight_bytes_total()
+        self._kv_capacity = built.memory.kv_room      # one GPU's, resolved once by build
         self._reserved = 0.0          # KV bytes running requests hold outside shared prefix blocks
         self.preemptions = 0
         self.prefix = PrefixCache()
