@@ -311,7 +311,7 @@ def weights_summary(b: Built) -> WeightsSummary:
 
 def expert_kernel_summary(b: Built) -> dict:
     """The spread of the experts' GEMM speed over dequant kernel families (issue 31)."""
-    families = dequant_kernels.from_profile(b.profile)
+    families = b.families
     by = expert_gemm_speedup_by_kernel(b.schedule, b.chip, b.scenario.workload.batch_size, families)
     basis = {f: dequant_kernels.basis(families, f) for f, v in (by or {}).items()
              if f in dequant_kernels.FAMILIES and v is not None}
@@ -390,11 +390,11 @@ def kv_summary(cfg: Scenario, b: Built) -> KVSummary:
     bits = fmt.bits_per_element(context)
     a = b.schedule.model.attention
     batch = max(b.gpus.layout.tokens_per_group(cfg.workload.batch_size))
-    free = b.chip.hbm_capacity_bytes - b.memory.weights
+    free = b.memory.kv_room
     heads = a.cached_heads
     stored = b.schedule.kv_token_bytes(context)
     bf16 = BF16_KV.bytes_per_token(a.kv_elements_per_token(), heads, context)
-    families = dequant_kernels.from_profile(b.profile)
+    families = b.families
     variants = dequant_kernels.kv_variants(cfg.kv_cache, families, b.chip.decoder_formats)
     speedup, by_kernel = attention_speedups(b.schedule, b.chip, batch, context, variants)
     return KVSummary(
