@@ -64,10 +64,11 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("parallel", ("hwsim.parallel",)),                 # StepResult; a trace's collectives are
     ("trace import", ("hwsim.ktrace",)),               # re-timed with parallel's kernels
     ("build", ("hwsim.build", "hwsim.checks", "hwsim.summary", "hwsim.results", "hwsim.operators")),
+    ("speculation", ("hwsim.speculative",)),           # a step's drafts and verification, on a
+                                                       # Built: fixed-batch runs and serving ask it
     ("writers", ("hwsim.io", "hwsim.plots", "hwsim.report")),
     ("serving", ("hwsim.serving",)),
-    ("run", ("hwsim.run", "hwsim.speculative", "hwsim.speculative_serving", "hwsim.cost", "hwsim.speedups",
-             "hwsim.pipeline")),
+    ("run", ("hwsim.run", "hwsim.cost", "hwsim.speedups", "hwsim.pipeline")),
     ("what-if", ("hwsim.whatif",)),
     ("sweep and validation", ("hwsim.sweep", "hwsim.validate")),
     ("command line", ("hwsim.cli", "hwsim.launch")),

@@ -56,6 +56,7 @@ class Built:
     router: Router | None
     warnings: list[str]
     gpus: OneGpu | ParallelRun  # the layout over the devices, and how a pass runs on them
+    families: dequant_kernels.Families    # the profile's dequant kernel families, made once (issue 31)
 
     @property
     def memory(self) -> GpuMemory:
@@ -137,7 +138,8 @@ def build(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelSha
     warnings = _warnings(cfg, model, schedule, unmeasured, sram_bytes, chip, mem,
                          f"{p.gpus} x {profile.name}" if several else profile.name)
     gpus = _gpus(p, layout, topology, streams, onchips, experts, mem)
-    return Built(cfg, profile, model, chip, cluster, streams[0], schedule, onchips[0], router, warnings, gpus)
+    return Built(cfg, profile, model, chip, cluster, streams[0], schedule, onchips[0], router, warnings, gpus,
+                 families)
 
 
 def _chip_at_clock(cfg: Scenario, profile: HardwareProfile, sm_clock_hz: float | None) -> ChipSpec:

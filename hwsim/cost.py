@@ -112,8 +112,9 @@ def _pass_s(fidelity: Fidelity, kernels: float, tokens: int, context: int, layer
     return s
 
 
-def estimate(cfg, model) -> Cost:
-    """The cost of simulating scenario `cfg` (a Scenario) of model shape `model`."""
+def estimate(cfg, model, build=None) -> Cost:
+    """The cost of simulating scenario `cfg` (a Scenario) of model shape `model`; `build` makes
+    the system a large serving run's rehearsal runs on (hwsim/pipeline.py cost gives its own)."""
     w, fidelity = cfg.workload, Fidelity(cfg.runtime.fidelity)
     extra_bytes = _routing_trace_bytes(cfg)
     if w.serving:
@@ -131,7 +132,7 @@ def estimate(cfg, model) -> Cost:
         memory = (requests * (BYTES_PER_REQUEST + 8 * out_tokens) + iterations * BYTES_PER_ITERATION
                   + users * BYTES_PER_USER + extra_bytes)
         if wall > REHEARSE_ABOVE_S:
-            cost = _serving_rehearsed(cfg, model)
+            cost = _serving_rehearsed(cfg, model, build)
             return Cost(cost.wall_s + users * S_PER_USER,
                         cost.memory_gb + (users * BYTES_PER_USER + extra_bytes) / 1e9,
                         cost.passes, cost.kernels_per_pass, cost.iterations)
@@ -242,14 +243,16 @@ def _routing_trace_bytes(cfg) -> float:
         return 0.0                    # reported when it is read
 
 
-def _serving_rehearsed(cfg, model) -> Cost:
+def _serving_rehearsed(cfg, model, build) -> Cost:
     """Distinct shapes and iterations counted on a rehearsal of the first requests, extrapolated
     to all of them (voice-agent, 10,000 requests: about 400 shapes estimated, 216 simulated);
     each shape priced as its own pass."""
     from hwsim.serving.rehearse import rehearse
-    from hwsim.speculative_serving import ServingSpeculation
 
-    r = rehearse(cfg, speculation=ServingSpeculation if cfg.workload.speculative is not None else None)
+    if build is None:
+        raise ValueError("a serving run this large is priced by rehearsing it on a built system: "
+                         "pass build= (hwsim/pipeline.py cost does)")
+    r = rehearse(cfg, build)
     requests = cfg.workload.arrivals.requests
     if isinstance(cfg.workload.arrivals, TraceArrivals) and r.requests < min(requests, r.limit):
         requests = r.requests                  # the trace's window holds no more
@@ -289,12 +292,13 @@ def limits_from_env() -> tuple[float, float]:
 
 
 def check_cost(cfg, model, max_wall_s: float | None = None, max_gb: float | None = None,
-               source: str | None = None) -> Cost:
-    """Refuse (ConfigError, exit 2) a run estimated above the limits; returns the estimate."""
+               source: str | None = None, build=None) -> Cost:
+    """Refuse (ConfigError, exit 2) a run estimated above the limits; returns the estimate
+    (`build`: estimate's)."""
     env_wall, env_gb = limits_from_env()
     max_wall_s = env_wall if max_wall_s is None else max_wall_s
     max_gb = env_gb if max_gb is None else max_gb
-    cost = estimate(cfg, model)
+    cost = estimate(cfg, model, build)
     key = _biggest_key(cfg)
     if cost.wall_s > max_wall_s:
         raise ConfigError(f"this run is estimated to take {cost.describe()}, over the limit of "

@@ -91,9 +91,12 @@ def check(loaded: LoadedScenario) -> None:
 
 def cost(loaded: LoadedScenario, limits: tuple[float | None, float | None] = (None, None)) -> Cost:
     """The run's estimated cost (hwsim/cost.py), refused above `limits` (max wall s, max GB;
-    None: the default or the environment's) at the scenario's line of the key."""
+    None: the default or the environment's) at the scenario's line of the key. A large serving
+    run is rehearsed (hwsim/serving/rehearse.py) on a system this pipeline builds."""
+    def rehearsal_system(cfg: Scenario):
+        return build(from_config(cfg, loaded.profile, loaded.model))
     try:
-        return check_cost(loaded.cfg, loaded.model, *limits)
+        return check_cost(loaded.cfg, loaded.model, *limits, build=rehearsal_system)
     except ConfigError as exc:
         if exc.file is not None:        # a file it read (a kernel trace, priced) names itself
             raise

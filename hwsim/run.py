@@ -255,14 +255,6 @@ def _kept_plan(plans: dict | None, b: Built, shape: StepShape, step: int) -> Pas
     return kept[0]
 
 
-def _serving_speculation(cfg: Scenario):
-    """The serving loop's speculation (drafts and verification every iteration), or None."""
-    if cfg.workload.speculative is None:
-        return None
-    from hwsim.speculative_serving import ServingSpeculation
-    return ServingSpeculation
-
-
 def _run_serving(cfg: Scenario, b: Built, wall0: float, progress) -> RunResult:
     if not cfg.workload.engine.builtin:       # a real engine's scheduler (hwsim/serving/engines/)
         from hwsim.serving.engines.run import serve_with_engine
@@ -270,7 +262,7 @@ def _run_serving(cfg: Scenario, b: Built, wall0: float, progress) -> RunResult:
     from hwsim.serving.disaggregation import serving_loop
     from hwsim.serving.metrics import request_rows, serving_summary
 
-    loop = serving_loop(b, progress, speculation=_serving_speculation(cfg))
+    loop = serving_loop(b, progress)
     loop.run()
     served = serving_summary(loop, cfg.budget_ms)
     if not loop.iterations:
@@ -319,7 +311,7 @@ def weights_summary(b: Built) -> WeightsSummary:
 
 def expert_kernel_summary(b: Built) -> dict:
     """The spread of the experts' GEMM speed over dequant kernel families (issue 31)."""
-    families = dequant_kernels.from_profile(b.profile)
+    families = b.families
     by = expert_gemm_speedup_by_kernel(b.schedule, b.chip, b.scenario.workload.batch_size, families)
     basis = {f: dequant_kernels.basis(families, f) for f, v in (by or {}).items()
              if f in dequant_kernels.FAMILIES and v is not None}
@@ -398,11 +390,11 @@ def kv_summary(cfg: Scenario, b: Built) -> KVSummary:
     bits = fmt.bits_per_element(context)
     a = b.schedule.model.attention
     batch = max(b.gpus.layout.tokens_per_group(cfg.workload.batch_size))
-    free = b.chip.hbm_capacity_bytes - b.memory.weights
+    free = b.memory.kv_room
     heads = a.cached_heads
     stored = b.schedule.kv_token_bytes(context)
     bf16 = BF16_KV.bytes_per_token(a.kv_elements_per_token(), heads, context)
-    families = dequant_kernels.from_profile(b.profile)
+    families = b.families
     variants = dequant_kernels.kv_variants(cfg.kv_cache, families, b.chip.decoder_formats)
     speedup, by_kernel = attention_speedups(b.schedule, b.chip, batch, context, variants)
     return KVSummary(

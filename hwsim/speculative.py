@@ -20,7 +20,7 @@ Tokens a step yields, with a_j the chance draft token j is accepted given every 
     E = 1 + sum_{j=1..K} prod_{i<=j} a_i        (one rate a: (1 - a^(K+1)) / (1 - a)).
 Sequences grow by E tokens a step (their context at step i is context_tokens + round(i E)).
 In serving runs (workload.arrivals) each iteration composes these passes for its own decodes and
-prefill chunk, and draws each sequence's accepted tokens: hwsim/speculative_serving.py.
+prefill chunk, and draws each sequence's accepted tokens: hwsim/serving/speculation.py.
 """
 
 from __future__ import annotations

@@ -419,7 +419,7 @@ class SpeculativeSummary(Part):
 
 @part
 class ServingSpeculativeSummary(Part):
-    """Speculative decoding or MTP in a serving run (hwsim.speculative_serving.ServingSpeculation
+    """Speculative decoding or MTP in a serving run (hwsim.serving.speculation.ServingSpeculation
     .summary): what the iterations' verifications accepted, against what was configured, and the
     draft work's share of the iterations' time. Its ITL per accepted token is the run's itl_ms."""
     method: str

@@ -239,13 +239,18 @@ def validate_rows(rows: list[dict], sets: list[str] | None = None, workers: int 
     return report
 
 
+def _system(cfg: Scenario):
+    """A scenario made in code, built by the pipeline (a large serving row's cost rehearses on it)."""
+    return pipeline.build(pipeline.from_config(cfg))
+
+
 def _row_cost(row: dict, sets: list[str] | None) -> float:
     """The row's estimated wall seconds (hwsim.cost), to start the costliest rows
     first; a row that cannot be set up costs nothing here (it fails where it runs)."""
     try:
         cfg, shape = _row_scenario(row, sets)
         passes = ROUTING_DRAWS if shape.phase == "decode" else 1
-        return passes * estimate(cfg, load_model(cfg.model)).wall_s
+        return passes * estimate(cfg, load_model(cfg.model), _system).wall_s
     except Exception:            # noqa: BLE001 - reported by _predict_entry
         return 0.0
 

@@ -74,3 +74,44 @@ def test_a_weights_class_resolves_over_the_model_default():
     int4 = Weights(experts=TensorWeights(format="int4")).resolved("experts", fp8)
     assert (int4.format, int4.group_size, int4.dequant_choice) == ("int4", None, "software")   # fp8's group dropped
     assert Weights(kernel="native-decoder", format="int4").resolved("experts").dequant_choice == "decoder"
+
+
+def test_every_weight_format_of_the_schema_is_a_type_that_says_what_it_stores():
+    """Session 21: the weights' format is a type (config/weight_storage.py); the schema's names
+    are its registry's, and the bytes and defaults are the schemes' own (docs/weights.md)."""
+    from hwsim.config import weight_storage as ws
+    from hwsim.model.weight_format import WeightFormat, decoder_takes, from_config
+
+    assert _names(TensorWeights.model_fields["format"].annotation) == set(ws.FORMATS)
+    assert _names(Weights.model_fields["format"].annotation) == set(ws.FORMATS)
+    defaults = {n: (f.default_group, f.default_scale, f.has_zero) for n, f in ws.FORMATS.items()}
+    assert defaults == {"bf16": (0, "bf16", False), "fp8": (0, "fp32", False), "int4": (128, "bf16", True),
+                        "int3": (128, "bf16", True), "int2": (128, "bf16", True),
+                        "mxfp4": (32, "e8m0", False), "nvfp4": (16, "fp8", False)}
+    assert from_config(TensorWeights(format="int4")).bits_per_weight == 4 + 2 * 16 / 128
+    assert from_config(TensorWeights(format="nvfp4")).bits_per_weight == 4 + 8 / 16
+    assert TensorWeights(format="fp8").dequant_choice == "native"
+    assert TensorWeights(format="int3").dequant_choice == "software"
+    assert decoder_takes(["int4"], "mxfp4") and not decoder_takes(["int4"], "int2")
+    # the tensor core takes fp8 as stored, fp4 only on a chip that multiplies it
+    assert WeightFormat("fp8", dequant="native").tensor_dtype({"bf16", "fp8"}) == "fp8"
+    assert WeightFormat("nvfp4", dequant="native").tensor_dtype({"bf16", "fp8"}) == "bf16"
+    assert WeightFormat("nvfp4", dequant="native").tensor_dtype({"bf16", "fp4"}) == "fp4"
+    assert WeightFormat("int4", dequant="software").tensor_dtype({"bf16", "fp8", "fp4"}) == "bf16"
+
+
+def test_a_weight_format_asked_native_where_no_tensor_core_takes_it_is_one_problem_at_its_dequant():
+    from types import SimpleNamespace
+
+    from hwsim.model.weight_format import WeightFormat, WeightPlan, problems
+    h200 = SimpleNamespace(name="h200", decoder=None, sm=SimpleNamespace(tensor_tflops={"bf16": 1, "fp8": 2}))
+    plan = WeightPlan(experts=WeightFormat("int4", 128, dequant="native"),
+                      attention=WeightFormat("mxfp4", 32, "e8m0", dequant="native"),
+                      embeddings=WeightFormat("fp8", dequant="native"))
+    assert problems(plan, h200) == [
+        ("weights.experts.dequant", "no tensor core multiplies int4 weights natively: use dequant: software or decoder"),
+        ("weights.attention.dequant", "profile 'h200' has no FP4 tensor rate: mxfp4 needs dequant: software "
+                                      "(or decoder on a what-if chip)")]
+    sram = SimpleNamespace(name="sram-chip", decoder=None, sm=SimpleNamespace(tensor_tflops={"bf16": 1}))
+    assert problems(WeightPlan(experts=WeightFormat("fp8", dequant="native")), sram) == [
+        ("weights.experts.dequant", "profile 'sram-chip' has no FP8 tensor rate")]

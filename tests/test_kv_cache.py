@@ -128,3 +128,17 @@ def test_bad_kv_input_in_a_file_names_the_line(tmp_path):
     with pytest.raises(ConfigError) as e:
         load_scenario(p)
     assert (e.value.file, e.value.line, e.value.key) == (str(p), 5, "kv_cache.dequant")
+
+
+def test_the_dequant_kernel_families_are_made_once_by_build(monkeypatch):
+    """Session 21 (issue 42, components built once): the KV and expert summaries read the
+    families the build made (Built.families), not the profile again."""
+    from hwsim.build import build
+    from hwsim.model import dequant_kernels
+    made, real = [], dequant_kernels.from_profile
+    monkeypatch.setattr(dequant_kernels, "from_profile", lambda p: made.append(p) or real(p))
+    cfg = load_scenario(None, ["kv_cache.bits=4", "weights.experts.format=int4", "workload.decode_steps=1"])
+    b = build(cfg)
+    summary = run_scenario(cfg, b, intervals=False).run_summary
+    assert len(made) == 1 and b.families == real(b.profile)
+    assert summary.kv.kernel is not None and summary.weights is not None

@@ -109,3 +109,12 @@ def test_preemptions_reported_in_the_serving_summary(small_hbm):
     assert s["preemptions"] == sum(q["preemptions"] for q in r.requests) > 0
     assert s["requests_completed"] == len(r.requests) == 8
     assert run_scenario(crowded("whole")).summary["serving"]["preemptions"] == 0
+
+
+def test_the_loop_admits_into_the_hbm_its_build_left_for_kv_caches():
+    """Session 21: the KV room is resolved once, by build (GpuMemory.kv_room), not asked of the
+    schedule again by every loop, tier and engine: HBM less the weights and activations region."""
+    b = build(load_scenario(None, [f"model={TINY}", *MOONCAKE]))
+    room = b.chip.hbm_capacity_bytes - b.schedule.weight_bytes_total()
+    assert b.memory.kv_room == room and ServingLoop(b)._kv_capacity == room
+    assert 0 < room < b.chip.hbm_capacity_bytes

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from hwsim import pipeline
 from hwsim.build import build
-from hwsim.cost import check_cost
 from hwsim.config.load import load_model, load_scenario
 from hwsim.errors import ConfigError
 from hwsim.serving.loop import ServingLoop, StepOracle, shape_key
@@ -107,7 +107,7 @@ def test_shape_reuse_stays_close_when_every_iteration_redraws_its_routing(reused
 
 def test_rehearsal_counts_about_the_shapes_the_run_simulates(reused_300):
     loop, _ = reused_300
-    r = rehearse(voice_like(300))
+    r = rehearse(voice_like(300), build)
     assert r.requests == 300
     assert 0.5 * loop.oracle.simulated <= len(r.shapes) <= 2 * loop.oracle.simulated
     assert 0.5 * len(loop.iterations) <= r.iterations <= 2 * len(loop.iterations)
@@ -118,14 +118,14 @@ def test_a_rehearsal_of_the_first_requests_extrapolates_to_the_rest(reused_300, 
     from hwsim.serving import rehearse as rehearse_module
     loop, _ = reused_300
     monkeypatch.setattr(rehearse_module, "REHEARSE_REQUESTS", 100)
-    cost = cost_module._serving_rehearsed(voice_like(300), load_model(TINY))
+    cost = cost_module._serving_rehearsed(voice_like(300), load_model(TINY), build)
     assert cost.iterations == pytest.approx(len(loop.iterations), rel=0.5)
     assert 0.6 * loop.oracle.simulated <= cost.passes <= 3 * loop.oracle.simulated
 
 
 def test_ten_thousand_voice_agent_requests_are_priced_by_their_shapes():
     cfg = load_scenario("scenarios/voice-agent.yaml", ["workload.arrivals.requests=10000"])
-    cost = check_cost(cfg, load_model(cfg.model))          # within the default limits
+    cost = pipeline.cost(pipeline.from_config(cfg))          # within the default limits
     assert cost.iterations > 30_000 and cost.passes < 1_000
     assert cost.wall_s < 600 and cost.memory_gb < 2
 
@@ -133,7 +133,7 @@ def test_ten_thousand_voice_agent_requests_are_priced_by_their_shapes():
 def test_a_truly_huge_serving_run_is_still_refused():
     cfg = load_scenario("scenarios/voice-agent.yaml", ["workload.arrivals.requests=10000000"])
     with pytest.raises(ConfigError) as e:
-        check_cost(cfg, load_model(cfg.model))
+        pipeline.cost(pipeline.from_config(cfg))
     assert e.value.key == "workload.arrivals.requests"
 
 
@@ -150,3 +150,17 @@ def test_progress_bar_appears_only_after_a_couple_of_seconds(monkeypatch):
         update(2, 10)
         update(3, 10)
     assert "simulating" in out.getvalue()
+
+
+def test_a_large_serving_run_is_rehearsed_on_a_system_the_pipeline_builds(monkeypatch):
+    """Issue 42 (item 4): the rehearsal builds through hwsim/pipeline.py, on the loaded profile and
+    model, as every other caller does; priced without a builder it says what it lacks."""
+    from hwsim.cost import check_cost
+    from hwsim.serving.rehearse import REHEARSE_REQUESTS
+    cfg = load_scenario("scenarios/voice-agent.yaml", ["workload.arrivals.requests=10000"])
+    built, real = [], pipeline.build
+    monkeypatch.setattr(pipeline, "build", lambda loaded, **o: built.append(loaded) or real(loaded, **o))
+    pipeline.cost(pipeline.from_config(cfg))
+    assert [b.cfg.workload.arrivals.requests for b in built] == [REHEARSE_REQUESTS]
+    with pytest.raises(ValueError, match="pass build="):
+        check_cost(cfg, load_model(cfg.model))

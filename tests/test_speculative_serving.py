@@ -12,7 +12,7 @@ from hwsim.config.load import load_scenario
 from hwsim.run import run_scenario
 from hwsim.serving.loop import PREFILL_BUCKET, StepOracle
 from hwsim.speculative import expected_tokens
-from hwsim.speculative_serving import Acceptance, ServingSpeculation
+from hwsim.serving.speculation import Acceptance, ServingSpeculation
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "validation"))
 from speculative_crossover import closed_form  # noqa: E402

@@ -12,6 +12,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from hwsim.cli import _progress, app
+from hwsim.build import build
 from hwsim.cost import estimate
 from hwsim.config.load import load_model, load_scenario
 
@@ -24,7 +25,7 @@ def closed_loop(users: int, requests: int):
                                "workload.max_batch_size=8",
                                f"workload.arrivals.users={users}", f"workload.arrivals.requests={requests}",
                                "workload.prompt.tokens=16", "workload.output.tokens=4"])
-    return cfg, load_model(cfg.model)
+    return cfg, load_model(cfg.model), build      # a large one is rehearsed on a system built by `build`
 
 
 def test_the_estimate_counts_closed_loop_users():
@@ -35,10 +36,9 @@ def test_the_estimate_counts_closed_loop_users():
 
 
 def test_users_past_the_requests_are_never_started():
-    from hwsim.build import build
     from hwsim.serving.disaggregation import serving_loop
 
-    cfg, _ = closed_loop(100_000, 3)
+    cfg, _, _ = closed_loop(100_000, 3)
     loop = serving_loop(build(cfg))
     finished = loop.run()
     assert len(finished) == 3

@@ -2,7 +2,7 @@
 
     python validation/speculative_crossover.py            # both tables, markdown (~1 min)
 
-1. The serving loop's step (hwsim/speculative_serving.py, SpeculativeOracle) at D
+1. The serving loop's step (hwsim/serving/speculation.py, SpeculativeOracle) at D
    decoding sequences of 512 tokens of context, MTP with K drafted tokens at acceptance 0.8:
    its ms per accepted token over the plain step's, hwsim's and a closed-form count's
    (closed_form below; tests/test_speculative_serving.py holds hwsim to it).
@@ -23,7 +23,7 @@ from hwsim.config.load import load_scenario  # noqa: E402
 from hwsim.run import run_scenario  # noqa: E402
 from hwsim.serving.loop import StepOracle  # noqa: E402
 from hwsim.speculative import expected_tokens  # noqa: E402
-from hwsim.speculative_serving import ServingSpeculation  # noqa: E402
+from hwsim.serving.speculation import ServingSpeculation  # noqa: E402
 
 MODEL = ["model=llama-3.1-8b", "workload.arrivals.kind=poisson", "runtime.sm_clock=max",
          "workload.max_batch_size=512", "workload.token_budget=8192"]

@@ -63,7 +63,7 @@ def check_sglang() -> None:
     if v != SGLANG_PINNED:
         raise EngineError(f"workload.engine.kind sglang is pinned to sglang=={SGLANG_PINNED}; {v} is "
                           f"installed ({SGLANG_INSTALL})")
-    from hwsim.serving.engines.sglang_stubs import install_stubs
+    from hwsim.config.sglang_stubs import install_stubs
     install_stubs()
     import warnings
     try:

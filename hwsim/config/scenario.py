@@ -13,13 +13,14 @@ from typing import Annotated, ClassVar, Literal
 import numpy as np
 from pydantic import Field, PlainValidator, model_validator
 
-from hwsim.config import dequant as dequant_type
+from hwsim.config import dequant as dequant_type, weight_storage
 from hwsim.config.dequant import KernelFamilyName as KernelFamily, kernel_dequant
 from hwsim.config.kv_cache import (  # noqa: F401  (the kv_cache block, re-exported for its readers)
     KV_PRESETS, AnyKvCache, Bf16Kv, Fp8Kv, IntKv, KvCache, QuantizedKv, VqKv, kv_cache)
 from hwsim.config.names import SafeName
 from hwsim.config.strict import Strict
 from hwsim.config.variants import Variant, one_of, one_of_modes
+from hwsim.config.weight_storage import WeightFormatName
 from hwsim.model.blocks import ATTENTION_KERNELS, MOE_SCHEDULES
 
 
@@ -495,7 +496,6 @@ AnyPrefetch = one_of(OraclePrefetch, PreviousLayerPrefetch, PreviousTokenPrefetc
 
 
 TENSOR_CLASSES = ("experts", "attention", "embeddings")
-WeightFormatName = Literal["bf16", "fp8", "int4", "int3", "int2", "mxfp4", "nvfp4"]
 
 
 class TensorWeights(Strict):
@@ -518,7 +518,7 @@ class TensorWeights(Strict):
     @property
     def quantized(self) -> bool:
         """Stored in a format other than bf16 (an unset format is the model's: resolved() fills it)."""
-        return self.format not in (None, "bf16")
+        return self.format is not None and weight_storage.of(self.format).quantized
 
     @property
     def dequant_choice(self) -> str:
@@ -527,7 +527,9 @@ class TensorWeights(Strict):
         if self.dequant is not None:
             return self.dequant
         fam = dequant_type.family(self.kernel)
-        return "native" if self.format in ("bf16", "fp8") else fam.is_dequant if fam and fam.is_dequant else "software"
+        if self.format is not None and weight_storage.of(self.format).native_unless_told:
+            return "native"
+        return fam.is_dequant if fam and fam.is_dequant else "software"
 
 
 class Weights(Strict):

@@ -15,22 +15,18 @@ A tensor class (experts, attention, embeddings and LM head) is stored in one for
             measured on the H200 (calibration/data/h200_moe_kernels.jsonl, tinygemm int4)
   decoder   a native sub-byte decoder in the load path (what-if profiles with a `decoder:`
             block, the same unit the KV cache uses) expands them on the way into the SM
+What each format is (code bits, its scheme's group and scales, the tensor-core input that takes
+it) is its type's: hwsim/config/weight_storage.py; the choice of who expands: config/dequant.py.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hwsim.config import dequant as dequant_type
+from hwsim.config import dequant as dequant_type, weight_storage
 from hwsim.config.scenario import TENSOR_CLASSES, Weights
 
-CODE_BITS = {"bf16": 16, "fp8": 8, "int4": 4, "int3": 3, "int2": 2, "mxfp4": 4, "nvfp4": 4}
 SCALE_BITS = {"bf16": 16, "fp16": 16, "fp32": 32, "fp8": 8, "e8m0": 8}
-# Group defaults per format (the scheme's own block): AWQ/GPTQ 128, MX 32, NVFP4 16, FP8 per tensor
-DEFAULT_GROUP = {"bf16": 0, "fp8": 0, "int4": 128, "int3": 128, "int2": 128, "mxfp4": 32, "nvfp4": 16}
-DEFAULT_SCALE = {"bf16": "bf16", "fp8": "fp32", "int4": "bf16", "int3": "bf16", "int2": "bf16",
-                 "mxfp4": "e8m0", "nvfp4": "fp8"}
-HAS_ZERO = {"int4", "int3", "int2"}          # asymmetric integer codes carry a zero point
 
 # Software dequantization inside a weight-only GEMM on the H200, in integer-lane ops (64 per
 # SM per clock). PyTorch's int4 kernel (tinygemm, torch._weight_int4pack_mm, group 128) on
@@ -43,7 +39,6 @@ DEQUANT_OPS_PER_WEIGHT = 3.05
 DEQUANT_OPS_PER_WEIGHT_ROW = 0.987
 DEQUANT_TILE_ROWS = 16
 DEQUANT_TILE_N = 8                         # tinygemm: one block per 8 output columns
-FP4_FORMATS = ("mxfp4", "nvfp4")
 
 
 @dataclass(frozen=True)
@@ -55,8 +50,13 @@ class WeightFormat:
     kernel: object = None      # software: its hwsim.model.dequant_kernels.WeightKernel (None: naive's fit)
 
     @property
+    def stored(self) -> type[weight_storage.StoredFormat]:
+        """The stored format as its type (hwsim/config/weight_storage.py)."""
+        return weight_storage.of(self.format)
+
+    @property
     def is_bf16(self) -> bool:
-        return self.format == "bf16"
+        return not self.stored.quantized
 
     # who expands the codes for the MMA (the module's docstring): each asked here, nowhere else
     @property
@@ -80,9 +80,10 @@ class WeightFormat:
     @property
     def bits_per_weight(self) -> float:
         """Stored bits per weight, scales and zero points included."""
-        bits = float(CODE_BITS[self.format])
-        if self.format != "bf16" and self.group_size:
-            meta = SCALE_BITS[self.scale_format] * (2 if self.format in HAS_ZERO else 1)
+        stored = self.stored
+        bits = float(stored.code_bits)
+        if stored.quantized and self.group_size:
+            meta = SCALE_BITS[self.scale_format] * (2 if stored.has_zero else 1)
             bits += meta / self.group_size
         return bits
 
@@ -91,12 +92,10 @@ class WeightFormat:
         return self.bits_per_weight / 8
 
     def tensor_dtype(self, chip_dtypes) -> str:
-        """The tensor-core input type its MMAs run at."""
-        if self.format == "fp8" and self.native:
-            return "fp8"
-        if self.format in FP4_FORMATS and self.native and "fp4" in chip_dtypes:
-            return "fp4"
-        return "bf16"
+        """The tensor-core input type its MMAs run at: the stored format's own where the tensor
+        core takes it (fp8; fp4 on a chip that multiplies it), else bf16 (expanded codes)."""
+        native_input = self.stored.tensor_input
+        return native_input if self.native and native_input in chip_dtypes else "bf16"
 
     @property
     def kernel_family(self) -> str | None:
@@ -119,8 +118,9 @@ def from_config(block, families=None) -> WeightFormat:
     a software one costed by its kernel family of `families` (hwsim.model.dequant_kernels; None:
     the naive fit)."""
     fmt = block.format
-    group = block.group_size if block.group_size is not None else DEFAULT_GROUP[fmt]
-    scale = block.scale_format or DEFAULT_SCALE[fmt]
+    stored = weight_storage.of(fmt)
+    group = block.group_size if block.group_size is not None else stored.default_group
+    scale = block.scale_format or stored.default_scale
     dequant = block.dequant_choice
     costs = None
     if dequant_type.of(dequant).on_sm and families is not None:
@@ -152,7 +152,7 @@ def plan(cfg_weights, model_defaults: dict | None = None, families=None) -> Weig
 def decoder_takes(formats, fmt: str) -> bool:
     """Whether a decoder listing `formats` expands weights stored in `fmt` (its int4 path takes
     the 4-bit float formats too)."""
-    return fmt in formats or (fmt in FP4_FORMATS and "int4" in formats)
+    return weight_storage.of(fmt).decoded_by(formats)
 
 
 def problems(p: WeightPlan, profile) -> list[tuple[str, str]]:
@@ -169,12 +169,19 @@ def problems(p: WeightPlan, profile) -> list[tuple[str, str]]:
                                               f"profile with a decoder (h200-decoder)"))
             elif not decoder_takes(profile.decoder.formats, f.format):
                 out.append((f"{key}.format", f"the decoder of '{profile.name}' supports {profile.decoder.formats}"))
-        if f.native and f.format in FP4_FORMATS and "fp4" not in dtypes:
-            out.append((f"{key}.dequant", f"profile '{profile.name}' has no FP4 tensor rate: {f.format} "
-                                          f"needs dequant: software (or decoder on a what-if chip)"))
-        if f.native and f.format in ("int4", "int3", "int2"):
-            out.append((f"{key}.dequant", f"no tensor core multiplies {f.format} weights natively: "
-                                          f"use dequant: software or decoder"))
-        if f.native and f.format == "fp8" and "fp8" not in dtypes:
-            out.append((f"{key}.dequant", f"profile '{profile.name}' has no FP8 tensor rate"))
+        if f.native:
+            out += [(f"{key}.dequant", problem) for problem in _native_problems(f, profile, dtypes)]
     return out
+
+
+def _native_problems(f: WeightFormat, profile, dtypes: set[str]) -> list[str]:
+    """Why the tensor cores of `profile` cannot take `f` as stored (dequant native), if they cannot."""
+    native_input = f.stored.tensor_input
+    if not f.stored.quantized:                 # the baseline every profile's rates are of
+        return []
+    if native_input is None:
+        return [f"no tensor core multiplies {f.format} weights natively: use dequant: software or decoder"]
+    if native_input not in dtypes:
+        hint = f": {f.format} {f.stored.no_rate_hint}" if f.stored.no_rate_hint else ""
+        return [f"profile '{profile.name}' has no {native_input.upper()} tensor rate{hint}"]
+    return []

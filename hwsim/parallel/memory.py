@@ -39,6 +39,11 @@ class GpuMemory:
     def fits(self) -> bool:
         return self.total <= self.capacity
 
+    @property
+    def kv_room(self) -> float:
+        """HBM the weights (and activations) leave for KV caches: what a serving loop admits into."""
+        return self.capacity - self.weights
+
 
 def per_gpu(model: ModelShape, *, gpus: int, tp: int, ep: int, dp_attention: bool,
             batch: int, context: int, capacity_bytes: float, kv_bytes_per_element: float = 2.0,

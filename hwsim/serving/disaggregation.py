@@ -21,6 +21,7 @@ from hwsim.build import Built
 from hwsim.serving.kv_transfer import KvFabric
 from hwsim.serving.loop import ServingLoop, StepOracle
 from hwsim.serving.requests import Request
+from hwsim.serving.speculation import ServingSpeculation
 from hwsim.serving.tiers import DecodeInstance, PrefillInstance
 
 
@@ -116,13 +117,12 @@ class DisaggregatedLoop(ServingLoop):
         return hits / prompts if prompts else 0.0
 
 
-def serving_loop(built: Built, progress=None, oracle=None, speculation=None) -> ServingLoop:
-    """The run's loop: one colocated instance, or the disaggregated tiers. `speculation`
-    (hwsim.speculative_serving.ServingSpeculation, given by the run level that owns speculation)
-    makes it draft and verify in every iteration."""
+def serving_loop(built: Built, progress=None, oracle=None) -> ServingLoop:
+    """The run's loop: one colocated instance, or the disaggregated tiers. Under
+    workload.speculative it drafts and verifies in every iteration (serving/speculation.py)."""
     if built.scenario.workload.disaggregation:
         return DisaggregatedLoop(built, progress, oracle)
-    if speculation is not None:
-        spec = speculation(built)
+    if built.scenario.workload.speculative is not None:
+        spec = ServingSpeculation(built)
         return ServingLoop(built, progress, oracle or spec.oracle(built), spec=spec)
     return ServingLoop(built, progress, oracle)

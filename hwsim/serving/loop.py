@@ -120,7 +120,7 @@ class ServingLoop:
         self.cfg = built.scenario
         self.w = self.cfg.workload
         # workload.speculative: its drafts' and verification's oracle, each sequence's accepted
-        # tokens (hwsim/speculative_serving.py; serving_loop gives it)
+        # tokens (hwsim/serving/speculation.py; serving_loop gives it)
         self.spec = spec
         self.oracle = oracle or StepOracle(built)     # a stand-in: tests, hwsim.serving.rehearse
         self.env = env or simpy.Environment()        # shared by the instances of a disaggregated run
@@ -136,7 +136,7 @@ class ServingLoop:
         self.rejected: list[Request] = []
         self.progress = progress
         self._arrived = self.env.event()
-        self._kv_capacity = built.chip.hbm_capacity_bytes - built.schedule.weight_bytes_total()
+        self._kv_capacity = built.memory.kv_room      # one GPU's, resolved once by build
         self._reserved = 0.0          # KV bytes running requests hold outside shared prefix blocks
         self.preemptions = 0
         self.prefix = PrefixCache()

@@ -6,14 +6,17 @@ on the arrivals, lengths and batching. So the rehearsal runs the serving loop it
 first requests (at most REHEARSE_REQUESTS) with a stand-in oracle: it records the shape keys
 the real oracle would simulate, and times each iteration by interpolating three passes
 simulated by the engine (a batch-1 decode, a full-batch decode, a full-budget prefill). It
-runs on a build of its own, so the real run's random streams are untouched.
+runs on a build of its own, so the real run's random streams are untouched: made by the
+pipeline's build (hwsim/pipeline.py cost hands it `build`), as every other system is.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from hwsim.build import build
+from hwsim.build import Built
+from hwsim.config.scenario import Scenario
 from hwsim.serving.disaggregation import serving_loop
 from hwsim.serving.loop import CONTEXT_BUCKET, PREFILL_BUCKET, StepOracle, shape_key
 
@@ -57,13 +60,18 @@ class StandInOracle:
         return _Timed(t + max(0.0, self.tp - self.t1) * pre / self.budget)
 
 
-def rehearse(cfg, limit: int | None = None, speculation=None) -> Rehearsal:
-    limit = limit or REHEARSE_REQUESTS
+def rehearsal_scenario(cfg: Scenario, limit: int) -> Scenario:
+    """The scenario a rehearsal runs: `cfg` cut to its first `limit` requests."""
     a = cfg.workload.arrivals
-    n = min(a.requests, limit)
-    arrivals = a.model_copy(update={"requests": n})
-    small = cfg.model_copy(update={"workload": cfg.workload.model_copy(update={"arrivals": arrivals})})
-    built = build(small)
+    arrivals = a.model_copy(update={"requests": min(a.requests, limit)})
+    return cfg.model_copy(update={"workload": cfg.workload.model_copy(update={"arrivals": arrivals})})
+
+
+def rehearse(cfg: Scenario, build: Callable[[Scenario], Built], limit: int | None = None) -> Rehearsal:
+    """The first `limit` requests of `cfg` (REHEARSE_REQUESTS) served on a system `build` makes
+    (the pipeline's), every iteration timed by a StandInOracle."""
+    limit = limit or REHEARSE_REQUESTS
+    built = build(rehearsal_scenario(cfg, limit))
     oracle = StandInOracle(built)
     half = {}
 
@@ -71,7 +79,7 @@ def rehearse(cfg, limit: int | None = None, speculation=None) -> Rehearsal:
         if done * 2 >= total and not half:
             half.update(done=done, shapes=len(oracle.keys))
 
-    loop = serving_loop(built, progress=progress, oracle=oracle, speculation=speculation)
+    loop = serving_loop(built, progress=progress, oracle=oracle)
     finished = loop.run()
     done = len(finished)
     growth = len(oracle.keys) - half["shapes"] if half and done > half["done"] else 0

@@ -85,7 +85,7 @@ class DecodeInstance:
         self.gpu = gpu
         self.decoded = decoded               # the coordinator takes a request whose reply is done
         self.max_batch = built.scenario.workload.max_batch_size
-        self.kv_capacity = built.chip.hbm_capacity_bytes - built.schedule.weight_bytes_total()
+        self.kv_capacity = built.memory.kv_room     # one GPU's, resolved once by build
         self.reserved = 0.0                  # KV bytes of the running and incoming requests
         self.incoming = 0                    # requests whose KV is on its way
         self.running: list[Request] = []

@@ -58,25 +58,36 @@ def read_trace(path: Path, *, start: float = 0.0, duration: float | None = None,
                rate_scale: float = 1.0, limit: int = MAX_TRACE_REQUESTS) -> list[TraceRequest]:
     """The trace's requests in the window, at most `limit` of them, in arrival order."""
     path = Path(path)
-    window = _Window(path, start, duration, rate_scale, min(limit, MAX_TRACE_REQUESTS))
-    with open_text(path, LIMITS["request trace"], key=KEY, encoding="utf-8-sig", newline="") as fh:
-        first = fh.readline(MAX_LINE_CHARS)
-        if first.lstrip().startswith("{"):
-            _read_mooncake(path, first, fh, window)
-        else:
-            _read_csv(path, first, fh, window)
-    if not window.rows:
-        raise ConfigError("request trace has no requests" + (" in the start/duration window"
-                                                             if window.windowed else ""),
-                          file=str(path), line=1 if not window.windowed else None, key=KEY)
+    window = _Window(start, duration, rate_scale, min(limit, MAX_TRACE_REQUESTS))
+    try:
+        with open_text(path, LIMITS["request trace"], key=KEY, encoding="utf-8-sig", newline="") as fh:
+            first = fh.readline(MAX_LINE_CHARS)
+            if first.lstrip().startswith("{"):
+                _read_mooncake(first, fh, window)
+            else:
+                _read_csv(first, fh, window)
+        if not window.rows:
+            raise _Bad("request trace has no requests" + (" in the start/duration window"
+                                                          if window.windowed else ""),
+                       line=1 if not window.windowed else None)
+    except _Bad as bad:                # located once, here: the file the scenario's key names
+        raise ConfigError(bad.message, file=str(path), line=bad.line, key=bad.key) from None
     return window.rows
+
+
+class _Bad(Exception):
+    """What is wrong with the trace, at a line and a column or key of it (read_trace adds the file)."""
+
+    def __init__(self, message: str, line: int | None = None, key: str = KEY):
+        super().__init__(message)
+        self.message, self.line, self.key = message, line, key
 
 
 class _Window:
     """Keeps the requests in [start, start + duration) of trace time, in order, up to a limit."""
 
-    def __init__(self, path: Path, start: float, duration: float | None, rate_scale: float, limit: int):
-        self.path, self.start, self.rate_scale, self.limit = path, start, rate_scale, limit
+    def __init__(self, start: float, duration: float | None, rate_scale: float, limit: int):
+        self.start, self.rate_scale, self.limit = start, rate_scale, limit
         self.end = start + duration if duration is not None else math.inf
         self.windowed = start > 0 or duration is not None
         self.rows: list[TraceRequest] = []
@@ -85,10 +96,9 @@ class _Window:
     def add(self, line: int, t: float, prompt: int, output: int, hash_ids=()) -> bool:
         """Keep one request; False once the window or the limit is passed (stop reading)."""
         if not math.isfinite(t):
-            raise ConfigError(f"arrival time {t!r} is not a finite number", file=str(self.path),
-                              line=line, key=KEY)
+            raise _Bad(f"arrival time {t!r} is not a finite number", line)
         if t < self.last:
-            raise ConfigError("arrivals must be in time order", file=str(self.path), line=line, key=KEY)
+            raise _Bad("arrivals must be in time order", line)
         self.last = t
         if t >= self.end:
             return False
@@ -98,83 +108,76 @@ class _Window:
         return len(self.rows) < self.limit
 
 
-def _layout(header: list[str], path: Path) -> tuple[str, list[int]]:
+def _layout(header: list[str]) -> tuple[str, list[int]]:
     names = [h.strip().lower() for h in header]
     for layout, columns in CSV_LAYOUTS.items():
         if all(c in names for c in columns):
             return layout, [names.index(c) for c in columns]
-    raise ConfigError("request trace header is none of the known layouts: hwsim's "
-                      "(arrival_s, prompt_tokens, output_tokens), Azure LLM inference (TIMESTAMP, "
-                      "ContextTokens, GeneratedTokens), BurstGPT (Timestamp, Request tokens, "
-                      "Response tokens) or Mooncake JSONL", file=str(path), line=1, key=KEY)
+    raise _Bad("request trace header is none of the known layouts: hwsim's "
+               "(arrival_s, prompt_tokens, output_tokens), Azure LLM inference (TIMESTAMP, "
+               "ContextTokens, GeneratedTokens), BurstGPT (Timestamp, Request tokens, "
+               "Response tokens) or Mooncake JSONL", line=1)
 
 
-def _read_csv(path: Path, first: str, fh, window: _Window) -> None:
+def _read_csv(first: str, fh, window: _Window) -> None:
     try:
         header = next(csv.reader([first]), [])
-        layout, cols = _layout(header, path)
+        layout, cols = _layout(header)
         names = [header[i].strip() for i in cols]
         azure_t0 = None
         for line, row in enumerate(csv.reader(fh), start=2):
             if not row or all(not cell.strip() for cell in row):
                 continue
             if len(row) <= max(cols):
-                raise ConfigError(f"{len(row)} fields, the header has {len(header)}", file=str(path),
-                                  line=line, key=names[min(len(row), len(names) - 1)])
+                raise _Bad(f"{len(row)} fields, the header has {len(header)}", line,
+                           names[min(len(row), len(names) - 1)])
             t_text, p_text, o_text = (row[i].strip() for i in cols)
             if layout == "azure":
-                when = _datetime(t_text, path, line, names[0])
+                when = _datetime(t_text, line, names[0])
                 azure_t0 = when if azure_t0 is None else azure_t0
                 if (when.tzinfo is None) != (azure_t0.tzinfo is None):
-                    raise ConfigError("a date-time with a time zone mixed with ones without",
-                                      file=str(path), line=line, key=names[0])
+                    raise _Bad("a date-time with a time zone mixed with ones without", line, names[0])
                 t = (when - azure_t0).total_seconds()     # exact to the microsecond
             else:
-                t = _number(t_text, path, line, names[0])
-            prompt = _count(p_text, path, line, names[1])
-            output = _count(o_text, path, line, names[2])
+                t = _number(t_text, line, names[0])
+            prompt = _count(p_text, line, names[1])
+            output = _count(o_text, line, names[2])
             if prompt < 1 or output < 1:
                 if layout == "hwsim":
-                    raise ConfigError("token counts must be positive", file=str(path), line=line,
-                                      key=names[1] if prompt < 1 else names[2])
+                    raise _Bad("token counts must be positive", line, names[1] if prompt < 1 else names[2])
                 continue                    # a failed request in a production trace
             if not window.add(line, t, prompt, output):
                 return
     except csv.Error as exc:
-        raise ConfigError(f"malformed CSV: {exc}", file=str(path), key=KEY) from None
+        raise _Bad(f"malformed CSV: {exc}") from None
 
 
-def _read_mooncake(path: Path, first: str, fh, window: _Window) -> None:
+def _read_mooncake(first: str, fh, window: _Window) -> None:
     for line, text in enumerate(_lines(first, fh), start=1):
         if not text.strip():
             continue
         if len(text) >= MAX_LINE_CHARS:
-            raise ConfigError(f"line longer than {MAX_LINE_CHARS} characters", file=str(path), line=line,
-                              key=KEY)
+            raise _Bad(f"line longer than {MAX_LINE_CHARS} characters", line)
         try:
             obj = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise ConfigError(f"not a JSON object: {exc.msg} (column {exc.colno})", file=str(path),
-                              line=line, key=KEY) from None
+            raise _Bad(f"not a JSON object: {exc.msg} (column {exc.colno})", line) from None
         if not isinstance(obj, dict):
-            raise ConfigError("expected one JSON object a line", file=str(path), line=line, key=KEY)
+            raise _Bad("expected one JSON object a line", line)
         missing = [k for k in MOONCAKE_KEYS if k not in obj]
         if missing:
-            raise ConfigError(f"missing key(s) {', '.join(missing)}", file=str(path), line=line,
-                              key=missing[0])
+            raise _Bad(f"missing key(s) {', '.join(missing)}", line, missing[0])
         t_ms = obj["timestamp"]
         if isinstance(t_ms, bool) or not isinstance(t_ms, (int, float)):
-            raise ConfigError(f"expected a number of milliseconds, got {t_ms!r}", file=str(path),
-                              line=line, key="timestamp")
-        prompt = _json_count(obj["input_length"], path, line, "input_length")
-        output = _json_count(obj["output_length"], path, line, "output_length")
+            raise _Bad(f"expected a number of milliseconds, got {t_ms!r}", line, "timestamp")
+        prompt = _json_count(obj["input_length"], line, "input_length")
+        output = _json_count(obj["output_length"], line, "output_length")
         hash_ids = obj.get("hash_ids", [])
         if not isinstance(hash_ids, list) or not all(type(h) is int for h in hash_ids):
-            raise ConfigError("expected a list of integers", file=str(path), line=line, key="hash_ids")
+            raise _Bad("expected a list of integers", line, "hash_ids")
         if len(hash_ids) > -(-prompt // BLOCK_TOKENS):       # one id a block of the prompt, the last partial
-            raise ConfigError(f"{len(hash_ids)} block ids for a prompt of {prompt} tokens (at most "
-                              f"{-(-prompt // BLOCK_TOKENS)}: one a {BLOCK_TOKENS}-token block)",
-                              file=str(path), line=line, key="hash_ids")
+            raise _Bad(f"{len(hash_ids)} block ids for a prompt of {prompt} tokens (at most "
+                       f"{-(-prompt // BLOCK_TOKENS)}: one a {BLOCK_TOKENS}-token block)", line, "hash_ids")
         if prompt < 1 or output < 1:
             continue
         if not window.add(line, t_ms / 1e3, prompt, output, hash_ids):
@@ -190,15 +193,14 @@ def _lines(first: str, fh):
         yield text
 
 
-def _number(text: str, path: Path, line: int, column: str) -> float:
+def _number(text: str, line: int, column: str) -> float:
     try:
         return float(text)
     except ValueError:
-        raise ConfigError(f"expected a number of seconds, got {text[:40]!r}", file=str(path), line=line,
-                          key=column) from None
+        raise _Bad(f"expected a number of seconds, got {text[:40]!r}", line, column) from None
 
 
-def _datetime(text: str, path: Path, line: int, column: str) -> datetime:
+def _datetime(text: str, line: int, column: str) -> datetime:
     """Azure's TIMESTAMP: '2023-11-16 18:15:46.6805900' (7 fraction digits) or with '+00:00'."""
     head, dot, rest = text.partition(".")
     if dot:                                    # datetime takes at most 6 fraction digits
@@ -207,29 +209,27 @@ def _datetime(text: str, path: Path, line: int, column: str) -> datetime:
     try:
         when = datetime.fromisoformat(head + dot + rest if dot else head)
     except ValueError:
-        raise ConfigError(f"expected a date-time like 2023-11-16 18:15:46.680, got {text[:40]!r}",
-                          file=str(path), line=line, key=column) from None
+        raise _Bad(f"expected a date-time like 2023-11-16 18:15:46.680, got {text[:40]!r}", line,
+                   column) from None
     return when
 
 
-def _count(text: str, path: Path, line: int, column: str) -> int:
+def _count(text: str, line: int, column: str) -> int:
     value = text[:-2] if text.endswith(".0") else text       # 472.0 from a float-typed export
     if not (value.isascii() and value.isdigit()) or len(value) > 9:
-        raise ConfigError(f"expected a whole number of tokens, got {text[:40]!r}", file=str(path),
-                          line=line, key=column)
-    return _bounded(int(value), path, line, column)
+        raise _Bad(f"expected a whole number of tokens, got {text[:40]!r}", line, column)
+    return _bounded(int(value), line, column)
 
 
-def _json_count(value, path: Path, line: int, key: str) -> int:
+def _json_count(value, line: int, key: str) -> int:
     if type(value) is not int or not 0 <= value < 10**9:
-        raise ConfigError(f"expected a whole number of tokens, got {value!r}", file=str(path),
-                          line=line, key=key)
-    return _bounded(value, path, line, key)
+        raise _Bad(f"expected a whole number of tokens, got {value!r}", line, key)
+    return _bounded(value, line, key)
 
 
-def _bounded(tokens: int, path: Path, line: int, key: str) -> int:
+def _bounded(tokens: int, line: int, key: str) -> int:
     """A row's token count, refused at its row (not later, at the scenario's lengths) past any
     model's context window (hwsim.config.limits: the scenario's own length bound)."""
     if tokens > MAX_TOKENS:
-        raise ConfigError(f"{tokens:,} tokens: {MAX_TOKENS_WHY}", file=str(path), line=line, key=key)
+        raise _Bad(f"{tokens:,} tokens: {MAX_TOKENS_WHY}", line, key)
     return tokens

@@ -62,7 +62,7 @@ def available_bytes(b) -> float:
     """SGLang's view of what is free once the weights are loaded: the nominal capacity less
     hwsim's resident bytes and a 0.5 GiB context (the HF engine's: hf_memory.free_bytes)."""
     from hwsim.serving.engines.hf_memory import HF_CONTEXT_BYTES
-    return b.chip.hbm_capacity_bytes - b.schedule.weight_bytes_total() - HF_CONTEXT_BYTES
+    return b.memory.kv_room - HF_CONTEXT_BYTES
 
 
 def hf_free_bytes(b) -> float:

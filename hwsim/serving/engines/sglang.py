@@ -31,7 +31,7 @@ from unittest import mock
 
 from hwsim.config.engine_install import SGLANG_PINNED, EngineError, check_sglang, server_args_fields  # noqa: F401
 from hwsim.serving.engines.results import EngineRun
-from hwsim.serving.engines.sglang_stubs import STUBBED, install_stubs  # noqa: F401
+from hwsim.config.sglang_stubs import STUBBED, install_stubs  # noqa: F401
 
 SM = "sglang.srt.managers"
 # (module, attribute) the adapter reaches into; each must exist in the pinned version

@@ -1,6 +1,7 @@
 """What SGLang 0.5.4 needs to import on a CPU-only install: its CUDA-kernel package stood in by an
 empty module (imported at load, never called by the scheduler), its logging kept to warnings.
-Apart from the adapter (hwsim/serving/engines/sglang.py) so the install check imports it too."""
+Apart from the adapter (hwsim/serving/engines/sglang.py), with the schemas beside the install check
+(config/engine_install.py) that imports it: it imports nothing of hwsim, so the check stays on the ground."""
 
 from __future__ import annotations
 
