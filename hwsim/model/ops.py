@@ -439,7 +439,8 @@ def decode_attention(name: str, layer: int, batch: int, heads: int, kv_heads: in
                      decoder_elements_per_token_head: float = 0.0,
                      splits: int | None = None, block_m: int | None = None,
                      library: str = "flash", program=None,
-                     lane_ops_per_token_head: float = 0.0) -> list[Kernel]:
+                     lane_ops_per_token_head: float = 0.0,
+                     segments: tuple[tuple[int, int], ...] = ()) -> list[Kernel]:
     """One query token per sequence attending over `context` cached tokens (GQA-packed).
 
     Each program owns one (sequence, KV head) pair and one slice of the context; the query
@@ -452,6 +453,8 @@ def decode_attention(name: str, layer: int, batch: int, heads: int, kv_heads: in
     `program` (hwsim/model/fast_kv_occupancy.py Program: threads, registers, shared memory as
     compiled): the dequant ops are a latency-bound loop's chain (Kernel.chain_ops), overlapped by
     as many programs as the SM holds, the loop's lanes (`lane_ops_per_token_head`) its bound.
+    `segments` (with a program): the (tokens, splits) of each storage segment one launch runs
+    (calibration/fast_kv_attn.py); default one segment of the whole context.
     """
     cudnn = library == "cudnn"
     if cudnn:
@@ -466,9 +469,8 @@ def decode_attention(name: str, layer: int, batch: int, heads: int, kv_heads: in
     block_n = fa2_split_block_n(qk_dim) if splits > 1 else FA2_BLOCK_N
     live = splits
     work = chunk                 # tokens the longest program iterates over
-    if program is not None:      # whole token blocks a split (fast_kv_attn._segment): the last may be empty
-        work = math.ceil(chunk / program.block) * program.block
-        live = math.ceil(context / work)
+    if program is not None:
+        work, live = fast_programs(segments or ((context, splits),), program.block)
         chunk = context / live
     tiles = batch * kv_heads * live
     sm = dict(int_ops=dequant_ops_per_token_head * chunk,
@@ -500,6 +502,18 @@ def decode_attention(name: str, layer: int, batch: int, heads: int, kv_heads: in
                           SOFTMAX_OPS / ACC_BYTES, chip, component=Component.ATTENTION_COMPUTE,
                           round_trips=trips)
     return [main, combine]
+
+
+def fast_programs(segments: tuple[tuple[int, int], ...], block: int) -> tuple[int, int]:
+    """(tokens a program runs, programs a row) of the fast KV kernel's launch, in the wave model's
+    equal tiles: the largest segment's splits. Each split takes whole token blocks
+    (fast_kv_attn._segment: cdiv(cdiv(L, n), BLOCK) * BLOCK), so a segment's last splits may be
+    empty (they end at once); the other segments' programs (a sink's few tokens, kivi-2's
+    128-token window, adaptive-2's outliers) are short and run in the slots the long ones leave,
+    adding their bytes to the tiles, not rounds."""
+    tokens, n = max(segments)
+    work = math.ceil(math.ceil(tokens / n) / block) * block
+    return work, math.ceil(tokens / work)
 
 
 def one_shot_combine(name: str, layer: int, query_rows: int, splits: int, v_dim: int) -> Kernel:
