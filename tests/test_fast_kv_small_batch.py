@@ -74,6 +74,18 @@ def test_splits_take_whole_blocks_and_the_empty_ones_do_not_run(chip):
     assert len(ks[1:]) == 1 and ks[1].tiles == 4 * 32 and ks[1].l2_read == pytest.approx(17 * 130 * 4)
 
 
+def test_a_small_segments_programs_add_bytes_not_rounds(chip):
+    """kivi-2 at B = 4, 16k: 16 splits of the 2-bit tokens (1024 each, block 32) and one of the
+    128-token bf16 window a row; the window's 32 short programs do not make the 512 long ones a
+    second round on 132 SMs x 4 slots (measured 110 us; counted as 544 equal tiles, 190 us)."""
+    program = fko.program([2, 16], 32, asm=True)
+    ks = ops.decode_attention("a", 0, 4, 32, 8, 128, 128, 16384, 70.0, 0, chip, splits=17, block_m=ops.MMA_M,
+                              dequant_ops_per_token_head=2560.0, program=program, lane_ops_per_token_head=855.0,
+                              segments=((16256, 16), (128, 1)))
+    assert ks[0].tiles == 4 * 8 * 16 and ks[0].chain_ops == pytest.approx(2560.0 * 1024 * 4)   # block 32: 4x chain
+    assert ks[0].tiles * ks[0].hbm_read == pytest.approx(4 * 8 * 16384 * 70.0)
+
+
 def _rows(name: str) -> list[dict]:
     return [json.loads(x) for x in (ROOT / "calibration" / "data" / name).read_text().splitlines() if x.strip()]
 
@@ -106,3 +118,20 @@ def test_the_measured_rows_within_the_bound_under_the_profiles_counts(chip):
     for impl, (median, most) in BOUNDS.items():
         errs = by[impl]
         assert len(errs) == 16 and statistics.median(errs) < median and max(errs) < most, (impl, errs)
+
+
+@pytest.mark.parametrize("name", ["fast2", "fast4", "adaptive2", "kivi2"])
+def test_the_simulators_split_plan_is_the_launchers(name):
+    """hwsim/model/fast_kv_grid.py plans a KvFormat's segments as calibration/fast_grid.py
+    plan_splits plans the measured layouts (same segments, tokens and splits at every shape)."""
+    from fast_grid import BATCHES, CONTEXTS, KV_BLOCK, SMS, layout, plan_splits, segment_widths
+    from hwsim.config.scenario import kv_cache
+    from hwsim.model import fast_kv_grid
+    from hwsim.workload.kv_format import from_config
+    fmt = from_config(kv_cache(fp.PRESET[name]))
+    for b in BATCHES:
+        for n in CONTEXTS:
+            classes, gk, _ = layout(name, n, 128)
+            widths = segment_widths(classes)
+            want = tuple((tokens, k) for (_, tokens), k in zip(widths, plan_splits(widths, b * 8, min(KV_BLOCK, gk))))
+            assert fast_kv_grid.segments(fmt, n, b * 8, min(KV_BLOCK, gk), SMS) == want, (name, b, n)
