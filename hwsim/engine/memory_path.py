@@ -86,7 +86,10 @@ class MemoryPath:
         at once overlap. Issue 44, chosen on the fit's rows alone (H100, inline-PTX, no lean row):
         this form fits them at 6.2% median, stalls and issue both overlapped (the least time,
         max(lanes, chain / resident)) at 9.4%: adaptive-2's three programs an SM took 0.58x fast2's
-        one's time at >= 32k, not 1/3 (validation/fast_kernels_measured.md section 3d)."""
+        one's time at >= 32k, not 1/3 (validation/fast_kernels_measured.md section 3d). `present`: the
+        programs its SM holds in this wave (a wave timer's tiles an SM; 0: its slots): fewer than the
+        slots overlap fewer stalls (issue 44, session 21: two programs on a 3-slot SM take chain +
+        lanes, not less than the chain one of them runs alone; section 3e)."""
         if not k.chain_ops:
             return k.int_ops
         together = self.slots_per_sm(k)
