@@ -76,7 +76,8 @@ def kv_predict(chip, name, B, L, H, KVH, D, lean: bool = False) -> dict:
     classes, gk, gv = layout(name, L, D)
     widths = segment_widths(classes)
     rows = B * KVH
-    splits = sum(plan_splits(widths, rows, min(KV_BLOCK, gk)))
+    planned = plan_splits(widths, rows, min(KV_BLOCK, gk))
+    splits = sum(planned)
     nbytes = sum(segment_bytes(bits, n, rows, D, gk, gv) for bits, n in widths)
     per_token_head = nbytes / (rows * L)
     out = {"bytes": nbytes + B * H * D * 2, "splits": splits}
@@ -91,6 +92,7 @@ def kv_predict(chip, name, B, L, H, KVH, D, lean: bool = False) -> dict:
                                                       program.regs, program.smem)
         ks = ops.decode_attention("attention", 0, B, H, KVH, D, D, L, per_token_head, ADDR, chip,
                                   splits=splits, block_m=ops.MMA_M,     # tl.dot pads the group to 16 rows
+                                  segments=tuple((n, k) for (_, n), k in zip(widths, planned)),
                                   dequant_ops_per_token_head=2 * D * per_elem, **occ)
         out[f"{cost}_us"] = mb.device_time_s(chip, ks) * 1e6
         out[f"{cost}_ops_per_element"] = round(per_elem, 3)

@@ -51,10 +51,11 @@ def fitted_counts(name: str = "fit_fast_kernels_h100.txt") -> dict:
 def test_the_fast_family_is_the_h100_fit_of_the_inline_ptx_kernels(profile):
     """Issue 44: the counts fitted to the H100's rows, measured, the same on every Hopper profile
     (machine-code counts); the 8-bit count, not fixed by the rows, is the 4-bit one; KV refit under
-    occupancy (session 20), where the 16-bit count, at or below the loop's SASS lanes, is charged
+    occupancy (session 20) and again under the kernel's own combine and split plan (session 21:
+    the same counts), where the 16-bit count, at or below the loop's SASS lanes, is charged
     the lanes (any such count costs alike), W4A16 as fitted in session 18 (no occupancy)."""
     f, fit = families(profile), fitted_counts()
-    kv = fitted_counts("fit_fast_kernels_h100_occupancy.txt")[("asm", "KV")]["ops_per_element"]
+    kv = fitted_counts("fit_fast_kernels_h100_s21.txt")[("asm", "KV")]["ops_per_element"]
     lanes16 = fast_kv_occupancy.LANE_OPS[16]
     assert kv["16"] <= lanes16
     assert dict(f.kv["fast"].ops_by_bits) == {2.0: kv["2"], 4.0: kv["4"], 8.0: kv["4"], 16.0: lanes16}

@@ -74,22 +74,28 @@ class MemoryPath:
         return slots
 
     # -- compute of one tile --------------------------------------------------------------
-    def tile_compute_s(self, k: Kernel) -> float:
+    def tile_compute_s(self, k: Kernel, present: float = 0) -> float:
         """Seconds of SM compute one tile takes of its SM's pipes: its lanes, and of a latency-bound
         loop (k.chain_ops) its chain's stalls shared by the programs the SM holds at once."""
-        return self.sms.compute_time(k.tensor_flops, k.vector_flops, self.int_ops(k), k.dtype,
+        return self.sms.compute_time(k.tensor_flops, k.vector_flops, self.int_ops(k, present), k.dtype,
                                      k.decoder_elements, k.mma_sync, k.tensor_share)
 
-    def int_ops(self, k: Kernel) -> float:
+    def int_ops(self, k: Kernel, present: float = 0) -> float:
         """Integer ops one tile charges its SM's ALU: its lanes, which the SM issues one program at a
         time, plus its chain's stalls beyond them (k.chain_ops - lanes), which the programs it holds
         at once overlap. Issue 44, chosen on the fit's rows alone (H100, inline-PTX, no lean row):
         this form fits them at 6.2% median, stalls and issue both overlapped (the least time,
         max(lanes, chain / resident)) at 9.4%: adaptive-2's three programs an SM took 0.58x fast2's
-        one's time at >= 32k, not 1/3 (validation/fast_kernels_measured.md section 3d)."""
+        one's time at >= 32k, not 1/3 (validation/fast_kernels_measured.md section 3d). `present`: the
+        programs its SM holds in this wave (a wave timer's tiles an SM; 0: its slots): fewer than the
+        slots overlap fewer stalls (issue 44, session 21: two programs on a 3-slot SM take chain +
+        lanes, not less than the chain one of them runs alone; section 3e)."""
         if not k.chain_ops:
             return k.int_ops
-        return k.int_ops + max(0.0, k.chain_ops - k.int_ops) / self.slots_per_sm(k)
+        together = self.slots_per_sm(k)
+        if present:
+            together = max(1, min(together, math.ceil(present - 1e-9)))
+        return k.int_ops + max(0.0, k.chain_ops - k.int_ops) / together
 
     def chain_floor_s(self, k: Kernel, ntiles: float) -> float:
         """The least time an SM's ntiles tiles of a latency-bound loop take: a round of its
@@ -190,7 +196,7 @@ class MemoryPath:
         latency = self.sms.trips_latency(k.hbm_read, k.miss_trips, trips)
         if fill and k.decoder_elements:
             latency += self.chip.decoder_latency_s
-        compute_s = ntiles * self.tile_compute_s(k)
+        compute_s = ntiles * self.tile_compute_s(k, ntiles if wave_tiles else 0)
         if wave_tiles:
             mem_done = self.wave_memory_done(now, k, ntiles, wave_tiles, first_tile)
             compute_done = now + max(compute_s, self.chain_floor_s(k, ntiles))

@@ -123,12 +123,11 @@ class KernelTimer:
         chip, path = self.chip, self.path
         if walk[0][0] > chip.kernel_fixed_s or (k.data is k.compute and k.data is Component.KV_READ):
             return None       # walked at a lower clock (its fixed cost longer), or charged by its clock
-        per_tile = path.tile_compute_s(k)
         t = chip.kernel_fixed_s
         parts = {Component.KERNEL_OVERHEAD: t}
         retimed = []
         for _, per_sm, fill, latency, body, component in walk:
-            compute_s = per_sm * per_tile
+            compute_s = per_sm * path.tile_compute_s(k, per_sm)
             compute_done = t + max(compute_s, path.chain_floor_s(k, per_sm))
             if fill and k.alu_chain > 1.0:
                 compute_done = max(compute_done, t + k.alu_chain * compute_s / per_sm)

@@ -76,6 +76,7 @@ COMBINE_ROUND_TRIPS = 8  # split-KV combine: its fixed chain of dependent loads 
                          # 2 splits less the per-split loop (calibration/data/h200_small_kernels.jsonl)
 COMBINE_TRIPS_PER_SPLIT = 1.35   # and one loop iteration per split: 0.20 us per split measured (flash
                                  # combine kernel, 2-65 splits, calibration/data/h200_small_kernels.jsonl)
+FAST_COMBINE_THREADS = 128   # the fast KV kernel's combine: num_warps=4 (calibration/fast_kv_attn.py)
 ATTN_ROUND_TRIPS = 8     # FlashAttention tile: Q, K block, softmax, V block, partial output and LSE stores
                          # in sequence: 4.7 us for one tiny split-KV tile (h200_small_kernels.jsonl B=1 L=128)
 # FlashAttention-2 decode (PyTorch SDPA, flash backend). With one query per sequence and GQA the
@@ -440,7 +441,8 @@ def decode_attention(name: str, layer: int, batch: int, heads: int, kv_heads: in
                      decoder_elements_per_token_head: float = 0.0,
                      splits: int | None = None, block_m: int | None = None,
                      library: str = "flash", program=None,
-                     lane_ops_per_token_head: float = 0.0) -> list[Kernel]:
+                     lane_ops_per_token_head: float = 0.0,
+                     segments: tuple[tuple[int, int], ...] = ()) -> list[Kernel]:
     """One query token per sequence attending over `context` cached tokens (GQA-packed).
 
     Each program owns one (sequence, KV head) pair and one slice of the context; the query
@@ -453,6 +455,8 @@ def decode_attention(name: str, layer: int, batch: int, heads: int, kv_heads: in
     `program` (hwsim/model/fast_kv_occupancy.py Program: threads, registers, shared memory as
     compiled): the dequant ops are a latency-bound loop's chain (Kernel.chain_ops), overlapped by
     as many programs as the SM holds, the loop's lanes (`lane_ops_per_token_head`) its bound.
+    `segments` (with a program): the (tokens, splits) of each storage segment one launch runs
+    (calibration/fast_kv_attn.py); default one segment of the whole context.
     """
     cudnn = library == "cudnn"
     if cudnn:
@@ -465,20 +469,25 @@ def decode_attention(name: str, layer: int, batch: int, heads: int, kv_heads: in
         block_m = FA2_SPLIT_BLOCK_M if splits > 1 else FA2_BLOCK_M
     rows = max(_roundup(group, MMA_M), block_m)
     block_n = fa2_split_block_n(qk_dim) if splits > 1 else FA2_BLOCK_N
-    tiles = batch * kv_heads * splits
+    live = splits
+    work = chunk                 # tokens the longest program iterates over
+    if program is not None:
+        work, live = fast_programs(segments or ((context, splits),), program.block)
+        chunk = context / live
+    tiles = batch * kv_heads * live
     sm = dict(int_ops=dequant_ops_per_token_head * chunk,
               smem_bytes=(block_n * (qk_dim + v_dim) + rows * qk_dim) * ACT_BYTES)
     if program is not None:      # as compiled; its dequant a chain that resident programs overlap
         sm = dict(block_threads=program.threads, regs_per_thread=program.regs, smem_bytes=program.smem,
-                  chain_ops=dequant_ops_per_token_head * chunk * program.chain_scale,
-                  int_ops=lane_ops_per_token_head * chunk)
+                  chain_ops=dequant_ops_per_token_head * work * program.chain_scale,
+                  int_ops=lane_ops_per_token_head * work)
     main = Kernel(
         name=name, layer=layer, tiles=tiles,
         hbm_read=chunk * kv_bytes_per_token_head,
         l2_read=group * qk_dim * ACT_BYTES,
         l2_write=group * (v_dim + 2) * ACC_BYTES,
-        tensor_flops=2.0 * rows * chunk * (qk_dim + v_dim),
-        vector_flops=SOFTMAX_OPS * group * chunk,
+        tensor_flops=2.0 * rows * work * (qk_dim + v_dim),
+        vector_flops=SOFTMAX_OPS * group * work,
         decoder_elements=decoder_elements_per_token_head * chunk,
         address=cache_addr, data=Component.KV_READ, compute=Component.ATTENTION_COMPUTE,
         round_trips=ATTN_ROUND_TRIPS, mma_sync=True,
@@ -487,12 +496,38 @@ def decode_attention(name: str, layer: int, batch: int, heads: int, kv_heads: in
     )
     if splits == 1:
         return [main]
+    if program is not None:
+        return [main, one_shot_combine(f"{name}.combine", layer, batch * heads, splits, v_dim)]
     partial = batch * heads * splits * (v_dim + 2) * ACC_BYTES
     trips = CUDNN_REDUCE_ROUND_TRIPS if cudnn else COMBINE_ROUND_TRIPS + COMBINE_TRIPS_PER_SPLIT * splits
     combine = elementwise(f"{name}.combine", layer, partial, batch * heads * v_dim * ACT_BYTES,
                           SOFTMAX_OPS / ACC_BYTES, chip, component=Component.ATTENTION_COMPUTE,
                           round_trips=trips)
     return [main, combine]
+
+
+def fast_programs(segments: tuple[tuple[int, int], ...], block: int) -> tuple[int, int]:
+    """(tokens a program runs, programs a row) of the fast KV kernel's launch, in the wave model's
+    equal tiles: the largest segment's splits. Each split takes whole token blocks
+    (fast_kv_attn._segment: cdiv(cdiv(L, n), BLOCK) * BLOCK), so a segment's last splits may be
+    empty (they end at once); the other segments' programs (a sink's few tokens, kivi-2's
+    128-token window, adaptive-2's outliers) are short and run in the slots the long ones leave,
+    adding their bytes to the tiles, not rounds."""
+    tokens, n = max(segments)
+    work = math.ceil(math.ceil(tokens / n) / block) * block
+    return work, math.ceil(tokens / work)
+
+
+def one_shot_combine(name: str, layer: int, query_rows: int, splits: int, v_dim: int) -> Kernel:
+    """The fast KV kernel's combine (calibration/fast_kv_attn.py `_combine`): one program a query
+    head loads every split's maximum, sum and accumulator at once ([splits] and [splits, D] tiles),
+    so it has the fixed chain of a split-KV combine (COMBINE_ROUND_TRIPS) and no per-split loop
+    (FlashAttention-2's, COMBINE_TRIPS_PER_SPLIT)."""
+    partial = splits * (v_dim + 2) * ACC_BYTES
+    return Kernel(name=name, layer=layer, tiles=query_rows, l2_read=partial, l2_write=v_dim * ACT_BYTES,
+                  vector_flops=SOFTMAX_OPS * partial / ACC_BYTES, block_threads=FAST_COMBINE_THREADS,
+                  data=Component.ATTENTION_COMPUTE, compute=Component.ATTENTION_COMPUTE,
+                  round_trips=COMBINE_ROUND_TRIPS)
 
 
 def unfused_dequant(name: str, layer: int, packed_bytes: float, elements: float, ops_per_element: float,

@@ -20,7 +20,7 @@ from hwsim.config import dequant as dequant_type
 from hwsim.hw.chip import ChipSizes, ChipSpec
 from hwsim.metrics import Component
 from hwsim.model import ir
-from hwsim.model import fast_kv_occupancy, moe_kernels, ops, paged_sdpa
+from hwsim.model import fast_kv_grid, fast_kv_occupancy, moe_kernels, ops, paged_sdpa
 from hwsim.model.blocks import DENSE_FFN, attention_kernel as attention_block, moe_schedule as moe_block
 from hwsim.model.fast_gemm import fast_weight_only_gemm
 from hwsim.model.kernel import ExpertBlock, Kernel, Role, StreamItem, copy_kernel, relocated, timing_of
@@ -624,6 +624,10 @@ class Schedule:
             if program is not None:
                 kw["program"] = program
                 kw["lane_ops_per_token_head"] = elems * fast_kv_occupancy.lane_ops_per_element(self.kv, context)
+                # its launcher's own split plan, a segment a storage width (not FlashAttention-2's)
+                kw["segments"] = fast_kv_grid.segments(self.kv, context, s.batch * kv_heads, program.block,
+                                                       self.chip.sms)
+                kw["splits"] = sum(n for _, n in kw["segments"])
         elif d.by_decoder:
             kw["decoder_elements_per_token_head"] = elems * self.kv.quantized_fraction(context)
             kw["block_m"] = ops.MMA_M
