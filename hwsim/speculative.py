@@ -4,9 +4,9 @@ A step drafts K tokens per sequence, then the model verifies them and the sequen
 token in one pass of K+1 query tokens per sequence (StepShape.queries): every GEMM and every
 routed expert sees B (K+1) token rows, routing drawn per token (so the union of experts a
 layer touches grows), the KV cache gets K+1 rows per sequence, and the attention reads each
-sequence's cache for its K+1 queries as its library does (FlashAttention-2: a program per query
-head, hwsim/model/multi_query_attention.py; cuDNN, fused low-bit kernels, MLA: packed beside the
-query heads). The draft work runs first, on the same chip:
+sequence's cache for its K+1 queries as its library does (FlashAttention-2 and cuDNN: a program
+per query head, hwsim/model/multi_query_attention.py; fused low-bit kernels, MLA: packed beside
+the query heads). The draft work runs first, on the same chip:
 - mtp: the model's multi-token-prediction module, once per drafted token, batch B: two RMSNorms
   (of the hidden state and of the embedded token), the projection of their concatenation
   (2d -> d), one transformer layer of the model's own shape (a MoE layer where the model's

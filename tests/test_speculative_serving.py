@@ -97,8 +97,12 @@ def test_speculation_lowers_itl_at_batch_1_and_raises_it_at_a_saturated_batch(de
         assert cf_ratio < 0.6 and hwsim_ratio < 0.6
     else:
         assert cf_ratio > 1.1 and hwsim_ratio > 1.0
-        # the GEMMs' flops are what grows: hwsim's tensor work is the count's (MMA padding aside)
-        assert spec_step.activity.tensor_flops == pytest.approx(flops_spec, rel=0.1)
+        # the GEMMs' flops are what grows: hwsim's tensor work is the count's (GEMM padding aside)
+        # plus cuDNN's verification attention, a 64-row tile per (sequence, query head) over the
+        # keys (hwsim/model/multi_query_attention.py: the traced sm90 kernel)
+        m = spec_b.model
+        attention = m.layers * decodes * m.attention.heads * 2 * 64 * (ctx + 1) * 2 * m.attention.head_dim
+        assert spec_step.activity.tensor_flops == pytest.approx(flops_spec + attention, rel=0.05)
     # weights and KV are the count's (hwsim adds the activations' spills: 16 GB at 512 x 8 rows,
     # which only make the verification costlier)
     for step, count in ((spec_step, bytes_spec), (plain_step, bytes_plain)):

@@ -1,5 +1,5 @@
 """Issue 45: the kernels of a verification step (Q > 1 query tokens a sequence) as the libraries
-launch them: FlashAttention-2 unpacked (hwsim/model/multi_query_attention.py) and cuBLAS's
+launch them: FlashAttention-2 and cuDNN unpacked (hwsim/model/multi_query_attention.py) and cuBLAS's
 narrow-N decode GEMMs per chip (gemm.narrow_n_blocks)."""
 
 import json
@@ -12,7 +12,7 @@ from hwsim import operators as mb
 from hwsim.config.load import load_profile
 from hwsim.hw.chip import ChipSpec
 from hwsim.model import ops
-from hwsim.model.multi_query_attention import fa2_multi_query, fa2_splits
+from hwsim.model.multi_query_attention import fa2_multi_query, fa2_splits, multi_query_attention
 
 ROOT = Path(__file__).resolve().parents[1]
 KV = 2 * 128 * 2          # K and V bytes a token and KV head, head dim 128, bf16
@@ -59,20 +59,48 @@ def test_fa2_verification_costs_what_its_padded_tiles_cost(chips):
     assert mb.device_time_s(chip, attention(chip, 1, 8)) < t[8] / 4
 
 
-def test_verification_step_uses_the_unpacked_kernel_with_flash_only():
-    """A workload.speculative step's attention: FA2 unpacked (a program per query head), the
-    cuDNN kernel still packed (its Q > 1 kernel is not modelled apart: docs/whatif.md)."""
+def test_verification_step_uses_the_unpacked_kernel_of_either_library():
+    """A workload.speculative step's attention: FA2 and cuDNN both unpacked (a program per query
+    head: 8 x 32), cuDNN's unsplit (no reduction kernel after it)."""
     from hwsim.build import build
     from hwsim.config.load import load_scenario
     from hwsim.model.schedule import StepShape
     sets = ["model=qwen3-30b-a3b", "workload.batch_size=8", "workload.context_tokens=4096"]
-    for kernel, tiles in (("flash", 8 * 32), ("cudnn", None)):
+    for kernel in ("flash", "cudnn"):
         b = build(load_scenario(None, sets + [f"runtime.attention_kernel={kernel}"]))
         shape = StepShape("decode", 8, 8 * 4, 4096, queries=4)
-        att = [k for k in b.schedule._decode_attention(0, shape, 4, 128, 128) if k.name == "L0.attention"][0]
-        assert att.item.q_len == (4 if kernel == "flash" else 1)
-        if tiles:
-            assert att.tiles == tiles
+        ks = b.schedule._decode_attention(0, shape, 4, 128, 128)
+        att = [k for k in ks if k.name == "L0.attention"][0]
+        assert att.item.q_len == 4 and att.item.backend == kernel and att.tiles == 8 * 32
+        if kernel == "cudnn":
+            assert [k.name for k in ks] == ["L0.attention"]
+
+
+def cudnn(chip, batch, queries, context=4096, heads=32, kv_heads=8):
+    return multi_query_attention("a", 0, batch, heads, kv_heads, queries, 128, 128, context, KV, 0,
+                                 chip.sizes, "cudnn")
+
+
+def test_cudnn_verification_is_the_traced_grid(chips):
+    """The H100 assisted-generation trace (Llama-8B, batch 1, Q = 5, 517 keys, K and V expanded to
+    32 heads): cuDNN's sm90 forward kernel on a grid of 32 x 1 x 1, no reduction kernel; the
+    packed model split it over 256 blocks and merged them."""
+    chip = chips["h100-sxm"]
+    [k] = cudnn(chip, 1, 5, context=517, kv_heads=32)
+    assert k.tiles == 32 and k.hbm_read == pytest.approx(517 * KV)
+    assert k.tensor_flops == pytest.approx(2 * 64 * 517 * 256)
+    packed = ops.decode_attention("a", 0, 1, 32 * 5, 32, 128, 128, 517, KV, 0, chip.sizes, library="cudnn")
+    assert packed[0].tiles == 256 and len(packed) == 2
+    assert mb.device_time_s(chip, [k]) > mb.device_time_s(chip, packed)
+    assert len(cudnn(chip, 1, 65)) == 1 and cudnn(chip, 1, 65)[0].tiles == 32 * 2   # a second 64-row block
+
+
+def test_cudnn_verification_holds_one_program_an_sm(chips):
+    """The traced program (384 threads, 168 registers, 232,448 B of shared memory) fills an SM:
+    128 programs (batch 4) run in one wave of the H100's 132 SMs, 256 (batch 8) in two."""
+    chip = chips["h100-sxm"]
+    t4, t8 = (mb.device_time_s(chip, cudnn(chip, b, 4, context=2048)) for b in (4, 8))
+    assert t8 > 1.8 * t4
 
 
 def test_narrow_n_gemms_are_the_h200s_not_the_h100s(chips):

@@ -258,8 +258,9 @@ def _attention(name: str, ts: list, point: Point) -> ir.Attention | None:
     else:
         b, sq, h, d = q
         sk, hkv = k[1], k[2]
-    if sk == point.context + 1 or sk > point.context + 1:   # a preallocated (static) cache attends
-        sk = max(1, min(sk, point.context + 1))             # over its filled part (mask)
+    filled = point.context + (sq if sq <= 8 else 1)     # the cache and this step's tokens (a verification: Q)
+    if sk >= filled:                                      # a preallocated (static) cache attends
+        sk = max(1, min(sk, filled))                      # over its filled part (mask)
     phase = "decode" if sq <= 8 and sk > sq else "prefill"
     return ir.Attention(phase, b, h, hkv, d, sq, sk, backend)
 

@@ -58,7 +58,9 @@ class Lowering:
         if isinstance(item, ir.Attention):
             a = model.attention
             if item.phase == "decode":
-                shape = StepShape("decode", item.batch, item.batch, max(0, item.kv_len - 1))
+                # the traced query tokens a sequence (a verification step: Q > 1), keys as traced
+                q = max(1, item.q_len)
+                shape = StepShape("decode", item.batch, item.batch * q, max(0, item.kv_len - 1), queries=q)
                 qk, v = a.dims
                 return [copy_kernel(k, name=f"{name}{k.name[len('L0.attention'):]}")
                         for k in s._decode_attention(0, shape, item.kv_heads, qk, v)]

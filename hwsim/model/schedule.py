@@ -29,7 +29,7 @@ from hwsim.model.onchip import OnChipState
 from hwsim.model.paged_sdpa import PackedShape
 from hwsim.model.memory_map import MemoryMap, aligned
 from hwsim.model.moe_dispatch import FROM_HBM
-from hwsim.model.multi_query_attention import fa2_multi_query
+from hwsim.model.multi_query_attention import multi_query_attention
 from hwsim.model.shapes import MlaAttention, ModelShape
 from hwsim.model.weight_format import BF16, WeightPlan
 from hwsim.workload.kv_format import BF16_KV, KvFormat
@@ -638,12 +638,14 @@ class Schedule:
             per_token_head = elems * ops.ACT_BYTES
         if "block_m" not in kw:      # a bf16 cache (or one expanded to bf16 first)
             kw["library"] = self.attention.library
-            if s.queries > 1 and kw["library"] == "flash" and not isinstance(a, MlaAttention):
-                # FA2 packs the GQA group for one query only (an MLA latent is packed: FlashMLA)
-                return ks + fa2_multi_query(f"L{layer}.attention", layer, s.batch, a.heads, kv_heads, s.queries,
-                                            qk_dim, v_dim, context, per_token_head, addr, self.chip)
-        # several query tokens of a sequence are packed as rows beside its query heads (cuDNN,
-        # the fused low-bit kernels)
+            if s.queries > 1 and kw["library"] in ("flash", "cudnn") and not isinstance(a, MlaAttention):
+                # FA2 packs the GQA group for one query only, cuDNN splits only its one-query kernel
+                # (an MLA latent is packed: FlashMLA)
+                return ks + multi_query_attention(f"L{layer}.attention", layer, s.batch, a.heads, kv_heads,
+                                                  s.queries, qk_dim, v_dim, context, per_token_head, addr,
+                                                  self.chip, kw["library"])
+        # several query tokens of a sequence are packed as rows beside its query heads (the fused
+        # low-bit kernels)
         ks += ops.decode_attention(f"L{layer}.attention", layer, s.batch, a.heads * s.queries, kv_heads, qk_dim,
                                    v_dim, context, per_token_head, addr, self.chip, **kw)
         return ks
