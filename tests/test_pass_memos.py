@@ -4,11 +4,15 @@ counts kept on their assignments are the counts counted back; the direct count d
 one-expert-at-a-time loop it was; the per-stack expert bytes of experts all streamed from HBM
 add up as the per-plan loop did, to the bit."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from hwsim.build import build
 from hwsim.config.load import load_scenario
+from hwsim.model.kernel import timing_of
+from hwsim.model.paged_sdpa import PackedShape, layer_kernels, stack_kernels
 from hwsim.model.moe_dispatch import FROM_HBM, DispatchStats, ExpertDispatch, ExpertPlan
 from hwsim.model.schedule import StepShape
 from hwsim.model.shapes import Moe
@@ -95,3 +99,20 @@ def test_a_pass_on_warm_memos_is_the_pass_of_a_fresh_schedule(model):
     for other in (StepShape("decode", 8, 8, 1024), StepShape("mixed", 8, 72, 2048, 64, 1), shape):
         _pass(warm, other, routing(other.tokens, 1))       # warms every memo, this shape's too
     assert _pass(warm, shape, routing(shape.tokens, 2)) == _pass(fresh, shape, routing(shape.tokens, 2))
+
+
+@pytest.mark.parametrize("p", [PackedShape(72, 72 + 3000, True, 0.5), PackedShape(8, 8, False, 0.5),
+                               PackedShape(4096, 90_000, True, 0.4)])
+def test_the_packed_attention_of_every_layer_is_each_layers_own_build(p):
+    """paged_sdpa.stack_kernels relocates the first layer's kernels: each is the kernel that
+    layer's own build makes (every field, its timing fields' values included)."""
+    sched = build(load_scenario("scenarios/engines/hf-llama-chat.yaml", [])).schedule
+    own = [k for layer in range(sched.model.layers) for k in layer_kernels(sched, layer, p)]
+    stacked = stack_kernels(sched, p)
+    assert len(stacked) == len(own) > sched.model.layers
+    assert [_fields(k) for k in stacked] == [_fields(k) for k in own]
+    assert len({k.address for k in stacked}) > 2          # the layers' caches: not all one address
+
+
+def _fields(k):
+    return (*(getattr(k, f.name) for f in dataclasses.fields(k) if f.init), timing_of(k).values)
