@@ -27,6 +27,8 @@ requests at 2 req/s, first run: 0.57-0.89 s CPU for 113.4 s of serving, 128-200x
 (2.32-3.17 s, 36-49x, before s21 removed the per-layer op count from the run); wall 1.2-2.1 s
 at that load (53-95x), 0.87 s on a quiet machine (130x). 4 req/s: 65-85x per CPU second;
 8 req/s: 51-69x; imports 4.6-12 s once per process, not counted in those.
+s21's second part (grid pass cheaper, results byte-identical), load 8-10: 2 req/s 145-225x,
+4 req/s 96-139x, 8 req/s 57-102x per CPU second; `--set model=qwen3-30b-a3b` 28-36x (was 22-30x).
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from hwsim.metrics import Component
 from hwsim.model import ir, ops
-from hwsim.model.kernel import Kernel, copy_kernel
+from hwsim.model.kernel import Kernel, copy_kernel, relocated
 
 L2_RESIDENT_SHARE = 0.5      # hwsim/ktrace/lower.py's rule (imported from there it would be circular)
 INDEX_TRIPS = 2              # a gather loads its index before the rows it points at (as the schedule's)
@@ -72,6 +72,22 @@ def layer_kernels(sched, layer: int, p: PackedShape) -> list[Kernel]:
     ks.append(sdpa(f"L{layer}.sdpa", layer, p, heads, hd, chip))
     ks.append(_memory(sched, f"L{layer}.attn_out_copy", layer, q_bytes, q_bytes, vectorized=False))
     return ks
+
+
+def stack_kernels(sched, p: PackedShape) -> list[Kernel]:
+    """layer_kernels of every layer, in layer order: the first layer's built, each other's its
+    relocated copies (renamed, and at that layer's KV cache where they touch it), which share
+    their timing: the kernels of one shape differ between layers by name, layer and cache address
+    only (tests/test_pass_memos.py holds them equal to each layer's own build). The step clock
+    makes a stream of them for every packed shape it meets."""
+    first = layer_kernels(sched, 0, p)
+    cache0 = sched._kv_addr(0)
+    out = list(first)
+    for layer in range(1, sched.model.layers):
+        cache, prefix = sched._kv_addr(layer), f"L{layer}."
+        out += [relocated(k, prefix + k.name[len("L0."):], layer, cache if k.address == cache0 else k.address)
+                for k in first]
+    return out
 
 
 def _in_hbm(chip, nbytes: float) -> bool:

@@ -658,19 +658,26 @@ class Schedule:
         m, d, t = self.model, self.model.hidden, s.tokens
         dispatch = state.dispatch
         if not m.is_moe_layer(layer):
-            ks = [self._norm("ffn_norm", layer, t), *DENSE_FFN.kernels(self, layer, t)]
-        else:
-            moe = m.moe
-            ks = list(self._moe_head(layer, t, state.router_on_chip))
-            counts = tokens_per_expert(choice, moe.experts)
-            experts = np.flatnonzero(counts).tolist()
-            plans = dispatch.plan_layer(layer, experts) if dispatch else [FROM_HBM] * len(experts)
-            ks += self.ffn.routed(self, layer, t, counts, experts, plans)
-            if dispatch:
-                dispatch.account(layer, plans)
+            return self._dense_block(layer, t)
+        ks = list(self._moe_head(layer, t, state.router_on_chip))
+        counts = tokens_per_expert(choice, m.moe.experts)
+        experts = np.flatnonzero(counts).tolist()
+        plans = dispatch.plan_layer(layer, experts) if dispatch else [FROM_HBM] * len(experts)
+        ks += self.ffn.routed(self, layer, t, counts, experts, plans)
+        if dispatch:
+            dispatch.account(layer, plans)
         ks.append(self._ew("ffn_residual_add", layer, 2 * t * d * ops.ACT_BYTES, t * d * ops.ACT_BYTES,
                            reads=("acc", "x"), writes=("x",), role=Role.FFN_RESIDUAL))
         return ks
+
+    @_memo
+    def _dense_block(self, layer: int, t: int) -> list[Kernel]:
+        """A dense layer's FFN block (norm, MLP, residual add), memoised whole as the attention
+        block is: one look-up a layer for a pass of t tokens, not one a kernel."""
+        d = self.model.hidden
+        return [self._norm("ffn_norm", layer, t), *DENSE_FFN.kernels(self, layer, t),
+                self._ew("ffn_residual_add", layer, 2 * t * d * ops.ACT_BYTES, t * d * ops.ACT_BYTES,
+                         reads=("acc", "x"), writes=("x",), role=Role.FFN_RESIDUAL)]
 
     @_memo
     def _moe_head(self, layer: int, t: int, router_on_chip: bool) -> list[Kernel]:
@@ -845,9 +852,34 @@ class Schedule:
         """torchtitan's MoE on torch._grouped_mm: the routing bookkeeping all on the GPU
         (top-k, a stable argsort of the expert ids, counts by scatter-add, int32 offsets by
         cumsum, token ids by division), one gather, two grouped GEMMs with a SiLU and a
-        multiply between them, the router-weight scale and one index_add_."""
+        multiply between them, the router-weight scale and one index_add_. Only the grouped
+        GEMMs and their prepare kernels depend on the routing: the rest is memoised by tokens
+        (a pass's routing is new in every layer)."""
+        moe, d = self.model.moe, self.model.hidden
+        ff = moe.expert_ffn
+        ks = list(self._grouped_routing(layer, t))
+        fmt_b = self.wb_cls["experts"]
+        dtype = self.wplan.experts.tensor_dtype(self.chip.tensor_dtypes)
+        for proj, (k, nn), out in (("gate_up", (d, 2 * ff), ("gate", "up")), ("down", (ff, d), ("down",))):
+            ks.append(self._small(f"experts.{proj}.prepare", layer, len(counts) * 4, len(counts) * 64,
+                                  trips=PREPARE_TRIPS, component=Component.EXPERT_READ, role=ROUTED))
+            ks.append(routed(moe_kernels.grouped_gemm(f"L{layer}.experts.{proj}", layer, list(counts), k, nn,
+                                               self.chip, weight_addr=self._w(layer, f"expert0.{proj}"),
+                                               weight_bytes=fmt_b, data=Component.EXPERT_READ,
+                                               writes=out, dtype=dtype, dequant=self._expert_dequant(),
+                                               kernel=self.wplan.experts.kernel, on_chip=on_chip),
+                              ir.GroupedGemm(counts, nn, k, dtype)))
+            if proj == "gate_up":     # SiLU of the strided gate half, times the strided up half
+                ks += self._grouped_activation(layer, t)
+        ks += self._grouped_combine(layer, t)
+        return ks
+
+    @_memo
+    def _grouped_routing(self, layer: int, t: int) -> list[Kernel]:
+        """_grouped_moe's kernels before its first grouped GEMM: top-k, the sort, the counts
+        and offsets, the token ids and the gather."""
         moe, d, ab = self.model.moe, self.model.hidden, ops.ACT_BYTES
-        ff, n = moe.expert_ffn, t * moe.top_k
+        n = t * moe.top_k
         i64 = 8
         ks = self._topk(layer, t)
         ks.append(self._small("argsort_iota", layer, 0, n * i64))
@@ -863,27 +895,31 @@ class Schedule:
         ks.append(self._ew("experts.gather", layer, n * d * ab, n * d * ab,
                            round_trips=1 + INDEX_SELECT_TRIPS_PER_ROW * n if small else 2,
                            input_trips=n if small else 1, reads=("h",), writes=("xe",), role=ROUTED))
-        fmt_b = self.wb_cls["experts"]
-        dtype = self.wplan.experts.tensor_dtype(self.chip.tensor_dtypes)
-        for proj, (k, nn), out in (("gate_up", (d, 2 * ff), ("gate", "up")), ("down", (ff, d), ("down",))):
-            ks.append(self._small(f"experts.{proj}.prepare", layer, len(counts) * 4, len(counts) * 64,
-                                  trips=PREPARE_TRIPS, component=Component.EXPERT_READ, role=ROUTED))
-            ks.append(routed(moe_kernels.grouped_gemm(f"L{layer}.experts.{proj}", layer, list(counts), k, nn,
-                                               self.chip, weight_addr=self._w(layer, f"expert0.{proj}"),
-                                               weight_bytes=fmt_b, data=Component.EXPERT_READ,
-                                               writes=out, dtype=dtype, dequant=self._expert_dequant(),
-                                               kernel=self.wplan.experts.kernel, on_chip=on_chip),
-                              ir.GroupedGemm(counts, nn, k, dtype)))
-            if proj == "gate_up":     # SiLU of the strided gate half, times the strided up half
-                ks.append(self._ew("experts.silu", layer, n * ff * ab, n * ff * ab, SILU_OPS_PER_BYTE,
-                                   vectorized=False, reads=("gate",), writes=("gate_act",), role=ROUTED))
-                ks.append(self._ew("experts.mul", layer, 2 * n * ff * ab, n * ff * ab, vectorized=False,
-                                   reads=("gate_act", "up"), writes=("ffn_act",), role=ROUTED))
-        ks.append(self._small("experts.route_weights", layer, n * (i64 + ab), n * ab, trips=2, vectorized=False,
-                              role=ROUTED))
-        ks.append(self._ew("experts.scale", layer, n * d * ab, n * d * ab, vectorized=False,
-                           reads=("down",), writes=("scaled",), role=ROUTED))
-        ks.append(self._ew("moe_zero", layer, 0, t * d * ab, writes=("acc",), role=ROUTED))
+        return ks
+
+    @_memo
+    def _grouped_activation(self, layer: int, t: int) -> list[Kernel]:
+        """_grouped_moe's SiLU of the strided gate half, times the strided up half."""
+        ff, ab = self.model.moe.expert_ffn, ops.ACT_BYTES
+        n = t * self.model.moe.top_k
+        return [self._ew("experts.silu", layer, n * ff * ab, n * ff * ab, SILU_OPS_PER_BYTE,
+                         vectorized=False, reads=("gate",), writes=("gate_act",), role=ROUTED),
+                self._ew("experts.mul", layer, 2 * n * ff * ab, n * ff * ab, vectorized=False,
+                         reads=("gate_act", "up"), writes=("ffn_act",), role=ROUTED)]
+
+    @_memo
+    def _grouped_combine(self, layer: int, t: int) -> list[Kernel]:
+        """_grouped_moe's kernels after its down GEMM: the router weights, the scale, the
+        zeroed sum and the index_add_ into it."""
+        moe, d, ab = self.model.moe, self.model.hidden, ops.ACT_BYTES
+        n = t * moe.top_k
+        i64 = 8
+        small = n <= SMALL_INDEX_ROWS
+        ks = [self._small("experts.route_weights", layer, n * (i64 + ab), n * ab, trips=2, vectorized=False,
+                          role=ROUTED),
+              self._ew("experts.scale", layer, n * d * ab, n * d * ab, vectorized=False,
+                       reads=("down",), writes=("scaled",), role=ROUTED),
+              self._ew("moe_zero", layer, 0, t * d * ab, writes=("acc",), role=ROUTED)]
         atomics = 0 if small else n * d * ops.L2_ATOMIC_BYTES
         ks.append(self._ew("experts.scatter_add", layer, 2 * n * d * ab, n * d * ab,
                            round_trips=1 + INDEX_ADD_TRIPS_PER_ROW * n if small else 2,

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 
 from hwsim.model.ops import MMA_M
-from hwsim.model.paged_sdpa import PackedShape, layer_kernels
+from hwsim.model.paged_sdpa import PackedShape, stack_kernels
 from hwsim.model.schedule import StepShape
 
 GRID = {"q": (MMA_M, 2), "k": (256, 2)}     # (first point, ratio): q from the MMA's rows
@@ -65,7 +65,7 @@ class PackedStreams:
             b = self.built
             b.env.run()
             sched = b.schedule
-            items = [k for layer in range(sched.model.layers) for k in layer_kernels(sched, layer, p)]
+            items = stack_kernels(sched, p)
             plan = PassPlan({}, sched._walked(items, sched.cold_state().l2))
             shape = StepShape("prefill", 1, p.q, 0, packed=p)
             hit = self.cache[p] = b.gpus.simulate(b, shape, -1, None, False, plan, False)

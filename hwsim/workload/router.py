@@ -54,21 +54,37 @@ def uniform_topk_counts(rng: np.random.Generator, tokens: int, moe: Moe, layers:
     k, experts = moe.top_k, moe.experts
     left = np.zeros((layers, k + 1), dtype=np.int64)       # tokens by picks left, per layer
     left[:, k] = tokens
-    picks = np.arange(1, k + 1)
-    counts = np.empty((layers, experts), dtype=np.int64)
+    have, less = left[:, 1:], left[:, :-1]                 # views: tokens with r >= 1 left, and r - 1
+    # every expert's chance for each r (r > experts left: certain), worked out in one go; the
+    # draws go one expert at a time (each reads the tokens the ones before left) and are summed
+    # over r at the end (integers: the same counts as summing each draw)
+    chance = np.minimum(np.arange(1, k + 1) / (experts - np.arange(experts))[:, None], 1.0)
+    took = np.empty((experts, layers, k), dtype=np.int64)
     for j in range(experts):
-        took = rng.binomial(left[:, 1:], np.minimum(picks / (experts - j), 1.0))   # r > left: none
-        counts[:, j] = took.sum(axis=1)
-        left[:, 1:] -= took
-        left[:, :-1] += took
-    return counts
+        drawn = took[j] = rng.binomial(have, chance[j])
+        have -= drawn
+        less += drawn
+    return np.ascontiguousarray(took.sum(axis=2).T)
+
+
+class Assignments(np.ndarray):
+    """assignments()' array, which keeps the per-expert counts it was made of (`counts`):
+    tokens_per_expert and experts_chosen take them instead of counting the array back (every
+    MoE layer of every pass). A view or a slice of it is a plain array of ids (no `counts`)."""
 
 
 def assignments(counts: np.ndarray, top_k: int) -> np.ndarray:
     """Expert ids of every (token, expert) assignment, in rows of top_k: what tokens_per_expert
     and experts_chosen read back as `counts`. Rows are not tokens (an expert can repeat in a
     row): for consumers of per-expert counts only (one GPU's schedule, serving shapes)."""
-    return np.repeat(np.arange(len(counts)), counts).reshape(-1, top_k)
+    out = np.repeat(np.arange(len(counts)), counts).reshape(-1, top_k).view(Assignments)
+    out.counts = counts
+    return out
+
+
+def _kept_counts(choice: np.ndarray):
+    """The counts an Assignments was made of (read-only), or None."""
+    return choice.__dict__.get("counts") if type(choice) is Assignments else None
 
 
 def weighted_topk(rng: np.random.Generator, tokens: int, k: int, probs: np.ndarray,
@@ -199,11 +215,17 @@ class Router:
 def experts_chosen(choice: np.ndarray) -> int:
     """How many distinct experts a layer's tokens chose (dropped assignments, -1, aside):
     np.unique's count without its sort, for every layer of every pass."""
+    counts = _kept_counts(choice)
+    if counts is not None:
+        return int(np.count_nonzero(counts))
     return int(np.count_nonzero(np.bincount(choice[choice >= 0].ravel())))
 
 
 def tokens_per_expert(choice: np.ndarray, experts: int) -> np.ndarray:
     """Tokens routed to each expert; dropped assignments (-1) are not counted."""
+    counts = _kept_counts(choice)
+    if counts is not None and len(counts) == experts:
+        return counts
     kept = choice[choice >= 0]
     return np.bincount(kept.ravel(), minlength=experts)
 
