@@ -28,6 +28,7 @@ from hwsim.config.profile import HardwareProfile
 from hwsim.config.scenario import Scenario
 from hwsim.cost import Cost, check_cost
 from hwsim.errors import ConfigError
+from hwsim.model.blocks import moe_schedule_problems
 from hwsim.model.shapes import ModelShape
 from hwsim.provenance import provenance
 
@@ -83,8 +84,11 @@ def problems(loaded: LoadedScenario):
 
 
 def check(loaded: LoadedScenario) -> None:
-    """The system checks of a loaded scenario (the loader made the others): the first problem
-    as a ConfigError at the scenario's line of its key (or --set)."""
+    """The system checks of a loaded scenario (the loader made the others; a scenario made in
+    code, which no loader saw, has its MoE schedule checked here too): the first problem as a
+    ConfigError at the scenario's line of its key (or --set). build() checks nothing again."""
+    for key, problem in moe_schedule_problems(loaded.cfg):
+        raise loaded._at(ConfigError(problem, key=key))
     for key, problem in checks.problems(loaded.cfg, loaded.profile, loaded.model):
         raise loaded._at(ConfigError(problem, key=key))
 
@@ -94,7 +98,7 @@ def cost(loaded: LoadedScenario, limits: tuple[float | None, float | None] = (No
     None: the default or the environment's) at the scenario's line of the key. A large serving
     run is rehearsed (hwsim/serving/rehearse.py) on a system this pipeline builds."""
     def rehearsal_system(cfg: Scenario):
-        return build(from_config(cfg, loaded.profile, loaded.model))
+        return checked_build(from_config(cfg, loaded.profile, loaded.model))
     try:
         return check_cost(loaded.cfg, loaded.model, *limits, build=rehearsal_system)
     except ConfigError as exc:
@@ -109,11 +113,33 @@ def build(loaded: LoadedScenario, **options):
     return build_system(loaded.cfg, loaded.profile, loaded.model, **options)
 
 
+def checked_build(loaded: LoadedScenario, **options):
+    """The check stage, then the build (a scenario no command checked: a sweep point's, a
+    what-if's changed one, a validation row's, a rehearsal's)."""
+    check(loaded)
+    return build(loaded, **options)
+
+
 def run(loaded: LoadedScenario, built=None, **options):
     """The simulation (hwsim/run.py run_scenario; `options`: progress, every_interval,
-    intervals, plans), on `built` or a system built for it."""
+    intervals, plans), on `built` or a system checked and built for it."""
     from hwsim.run import run_scenario
-    return run_scenario(loaded.cfg, built if built is not None else build(loaded), **options)
+    return run_scenario(loaded.cfg, built if built is not None else checked_build(loaded), **options)
+
+
+def system(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelShape | None = None,
+           **options):
+    """A scenario made in code, loaded (from_config), checked and built: its refusals are
+    ConfigErrors naming the key, as the checks word them."""
+    return checked_build(from_config(cfg, profile, model), **options)
+
+
+def run_config(cfg: Scenario, built=None, **options):
+    """A scenario made in code run: on `built`, or on a system checked and built for it."""
+    if built is not None:
+        from hwsim.run import run_scenario
+        return run_scenario(cfg, built, **options)
+    return run(from_config(cfg), **options)
 
 
 def summary(loaded: LoadedScenario, plans: dict | None = None) -> dict:

@@ -62,12 +62,12 @@ def test_fa2_verification_costs_what_its_padded_tiles_cost(chips):
 def test_verification_step_uses_the_unpacked_kernel_with_flash_only():
     """A workload.speculative step's attention: FA2 unpacked (a program per query head), the
     cuDNN kernel still packed (its Q > 1 kernel is not modelled apart: docs/whatif.md)."""
-    from hwsim.build import build
+    from hwsim.pipeline import system
     from hwsim.config.load import load_scenario
     from hwsim.model.schedule import StepShape
     sets = ["model=qwen3-30b-a3b", "workload.batch_size=8", "workload.context_tokens=4096"]
     for kernel, tiles in (("flash", 8 * 32), ("cudnn", None)):
-        b = build(load_scenario(None, sets + [f"runtime.attention_kernel={kernel}"]))
+        b = system(load_scenario(None, sets + [f"runtime.attention_kernel={kernel}"]))
         shape = StepShape("decode", 8, 8 * 4, 4096, queries=4)
         att = [k for k in b.schedule._decode_attention(0, shape, 4, 128, 128) if k.name == "L0.attention"][0]
         assert att.item.q_len == (4 if kernel == "flash" else 1)
