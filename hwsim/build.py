@@ -56,6 +56,7 @@ class Built:
     warnings: list[str]
     gpus: OneGpu | ParallelRun  # the layout over the devices, and how a pass runs on them
     families: dequant_kernels.Families    # the profile's dequant kernel families, made once (issue 31)
+    draft: ModelShape | None = None       # a speculative draft's model, read when loaded (pipeline.py)
 
     @property
     def memory(self) -> GpuMemory:
@@ -75,7 +76,7 @@ class Built:
         the SMs at `clock_hz`: what a power governor probes (hwsim/hw/power.py)."""
         if clock_hz == self.chip.clock_hz:
             return self
-        slower = build(self.scenario, self.profile, self.model, sm_clock_hz=clock_hz,
+        slower = build(self.scenario, self.profile, self.model, draft=self.draft, sm_clock_hz=clock_hz,
                        weights_layout=self.schedule.layout)
         book = self.stream.replay.book if self.stream.replay else None
         if book is not None and clock_hz < self.chip.clock_hz:
@@ -84,7 +85,7 @@ class Built:
         return slower
 
 
-def build(cfg: Scenario, profile: HardwareProfile, model: ModelShape,
+def build(cfg: Scenario, profile: HardwareProfile, model: ModelShape, draft: ModelShape | None = None,
           sm_clock_hz: float | None = None, weights_layout: WeightLayout | None = None) -> Built:
     """The simulated system of a scenario; `sm_clock_hz` runs its SMs below their maximum clock
     (the clock a power limit settles them at: hwsim/hw/power.py), as a number in
@@ -133,7 +134,7 @@ def build(cfg: Scenario, profile: HardwareProfile, model: ModelShape,
                          f"{p.gpus} x {profile.name}" if several else profile.name)
     gpus = _gpus(p, layout, topology, streams, onchips, experts, mem)
     return Built(cfg, profile, model, chip, cluster, streams[0], schedule, onchips[0], router, warnings, gpus,
-                 families)
+                 families, draft)
 
 
 def _chip_at_clock(cfg: Scenario, profile: HardwareProfile, sm_clock_hz: float | None) -> ChipSpec:

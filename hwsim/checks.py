@@ -21,10 +21,10 @@ from hwsim.model.shapes import ModelShape
 from hwsim.parallel import draft_checks, tiers
 
 
-def problems(cfg: Scenario, profile: HardwareProfile, model: ModelShape):
+def problems(cfg: Scenario, profile: HardwareProfile, model: ModelShape, draft: ModelShape | None = None):
     """(key, message) of each way the scenario's system cannot be built as asked."""
     yield from weight_format.problems(weight_format.plan(cfg.weights, model.weights), profile)
     yield from tiers.problems(cfg, profile.name)     # tiers that do not fit their topology
     yield from engine_install.problems(cfg)               # a real engine not installed, or misconfigured
-    yield from draft_checks.problems(cfg, profile, model)   # a speculative draft that cannot be one
+    yield from draft_checks.problems(cfg, profile, model, draft)   # a speculative draft that cannot be one
 

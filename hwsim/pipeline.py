@@ -17,13 +17,13 @@ sweep_manifest) and written by one writer (hwsim/io/bundle.py write_manifest).
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from hwsim import checks
 from hwsim.config.fingerprint import fingerprint
-from hwsim.config.load import (ScenarioSource, apply_hardware_overrides, cross_checks, load_model,
-                               load_profile, read_scenario, scenario_path)
+from hwsim.config.load import (ScenarioSource, apply_hardware_overrides, cross_checks, draft_model,
+                               load_model, load_profile, read_scenario, scenario_path)
 from hwsim.config.profile import HardwareProfile
 from hwsim.config.scenario import Scenario
 from hwsim.cost import Cost, check_cost
@@ -44,6 +44,15 @@ class LoadedScenario:
     file: str = ""                       # the scenario file as a manifest names it ("": made in code)
     sets: tuple[str, ...] = ()           # the --set overrides it was loaded with
     source: ScenarioSource | None = None     # where its keys are written (None: made in code)
+    # its speculative draft model, read once here (None: no draft model): build and run open no
+    # file by name (session 21)
+    draft: ModelShape | None = field(default=None, init=False)
+
+    def __post_init__(self):
+        try:
+            object.__setattr__(self, "draft", draft_model(self.cfg))
+        except ConfigError as exc:
+            raise self.locate(exc) from None
 
     def locate(self, exc: ConfigError) -> ConfigError:
         """`exc` (found after loading, naming a key alone) at this scenario's file and line."""
@@ -80,7 +89,7 @@ def problems(loaded: LoadedScenario):
     """(key, message) of each way the scenario cannot run: against its profile's and model's
     numbers (the loader's cross-checks), then as a system (hwsim/checks.py)."""
     yield from cross_checks(loaded.cfg, loaded.profile, loaded.model)
-    yield from checks.problems(loaded.cfg, loaded.profile, loaded.model)
+    yield from checks.problems(loaded.cfg, loaded.profile, loaded.model, loaded.draft)
 
 
 def check(loaded: LoadedScenario) -> None:
@@ -89,7 +98,7 @@ def check(loaded: LoadedScenario) -> None:
     ConfigError at the scenario's line of its key (or --set). build() checks nothing again."""
     for key, problem in moe_schedule_problems(loaded.cfg):
         raise loaded._at(ConfigError(problem, key=key))
-    for key, problem in checks.problems(loaded.cfg, loaded.profile, loaded.model):
+    for key, problem in checks.problems(loaded.cfg, loaded.profile, loaded.model, loaded.draft):
         raise loaded._at(ConfigError(problem, key=key))
 
 
@@ -110,7 +119,7 @@ def cost(loaded: LoadedScenario, limits: tuple[float | None, float | None] = (No
 def build(loaded: LoadedScenario, **options):
     """The simulated system (hwsim/build.py build; `options`: sm_clock_hz, weights_layout)."""
     from hwsim.build import build as build_system
-    return build_system(loaded.cfg, loaded.profile, loaded.model, **options)
+    return build_system(loaded.cfg, loaded.profile, loaded.model, draft=loaded.draft, **options)
 
 
 def checked_build(loaded: LoadedScenario, **options):

@@ -91,6 +91,20 @@ def test_a_scenario_made_in_code_is_refused_by_the_check_stage_not_by_build(tmp_
     build(bad, loaded.profile, loaded.model)       # construction alone: no check re-run
 
 
+def test_the_draft_model_is_read_once_at_load_and_a_bad_name_said_at_its_line(tmp_path):
+    """Session 21: a speculative draft's model is read by the load stage (LoadedScenario.draft)
+    and handed to build; a bad name is the loader's error at the key's file and line."""
+    text = f"hardware: h200-sxm\nmodel: {TINY}\nworkload:\n  speculative:\n    method: draft\n    tokens: 1\n"
+    good = pipeline.load(_scenario(tmp_path, "g.yaml", text + f"    draft: {TINY}\n"))
+    assert good.draft is not None and good.draft.name == good.model.name
+    assert pipeline.build(good).draft is good.draft
+    bad = _scenario(tmp_path, "b.yaml", text + "    draft: no-such-model\n")
+    with pytest.raises(ConfigError) as info:
+        pipeline.load(bad)
+    assert (info.value.file, info.value.line, info.value.key) == (str(bad), 7, "workload.speculative.draft")
+    assert "unknown model 'no-such-model'" in info.value.message
+
+
 def test_one_manifest_writer_replaces_the_file_whole(tmp_path):
     write_manifest(tmp_path, {"a": 1})
     path = write_manifest(tmp_path, {"b": [1, 2]})
