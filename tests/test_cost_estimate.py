@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from hwsim.pipeline import system
+from hwsim.pipeline import run_config, system
 from hwsim.cost import BYTES_PER_RECORD, estimate
 from hwsim.config.load import load_model, load_scenario
-from hwsim.pipeline import run_config
 
 
 def ep(gpus: int, steps: int = 4):

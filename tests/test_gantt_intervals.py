@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from hwsim.pipeline import system
+from hwsim.pipeline import run_config, system
 from hwsim.config.load import load_scenario
-from hwsim.pipeline import run_config
 from hwsim.run import drawn_step
 
 PREFETCH = ["moe.prefetch.enabled=true", "moe.prefetch.predictor=oracle", "moe.cache.pin_router=true"]

@@ -5,7 +5,7 @@ they test the mechanism, never accuracy."""
 import pytest
 import yaml
 
-from hwsim.pipeline import system
+from hwsim.pipeline import run_config, system
 from hwsim.config.load import load_scenario
 from hwsim.engine.host import HeldWork
 from hwsim.errors import ConfigError
@@ -13,7 +13,6 @@ from hwsim.ktrace import synthetic
 from hwsim.model.schedule import StepShape
 from hwsim.parallel import collectives as col
 from hwsim.parallel.topology import load_topology, topology_path
-from hwsim.pipeline import run_config
 
 MODEL, LAYERS, CONTEXT = "llama-3.1-8b", 2, 1024
 HIDDEN_BYTES = 4096 * 2               # llama-3.1-8b's hidden state of one token, bf16

@@ -9,13 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hwsim.pipeline import system
+from hwsim.pipeline import run_config, system
 from hwsim.config.load import load_scenario
 from hwsim.errors import ConfigError
 from hwsim.parallel import collectives, layout as lay
 from hwsim.parallel.comm_kernels import NCCL_ALL_TO_ALL
 from hwsim.parallel.topology import load_topology
-from hwsim.pipeline import run_config
 
 REPO = Path(__file__).resolve().parents[1]
 KEYS = {"gpus", "tp", "ep", "dp_attention", "per_gpu_memory_gb", "fits", "comm_ms_per_step", "all_to_all_ms",

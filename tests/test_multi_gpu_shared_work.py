@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from hwsim.pipeline import system
+from hwsim.pipeline import run_config, system
 from hwsim.config.load import load_scenario
 from hwsim.engine.stream import Stream
-from hwsim.pipeline import run_config
 
 REPO = Path(__file__).resolve().parents[1]
 VOLATILE = {"wall_s"}

@@ -5,11 +5,10 @@ time and parts (to a rounding), the same demand of every unit."""
 
 import pytest
 
-from hwsim.pipeline import system
+from hwsim.pipeline import run_config, system
 from hwsim.config.load import load_scenario
 from hwsim.engine.timer import KernelTimer
 from hwsim.hw.device import Device
-from hwsim.pipeline import run_config
 
 SETS = ["workload.batch_size=256", "workload.context_tokens=1024", "workload.decode_steps=1"]
 

@@ -5,10 +5,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hwsim.pipeline import system
+from hwsim.pipeline import run_config, system
 from hwsim.config.load import load_scenario
 from hwsim.model.schedule import StepShape
-from hwsim.pipeline import run_config
 from hwsim.step import simulate_pass
 
 TINY = str(Path(__file__).parent / "data" / "tiny-moe.yaml")

@@ -8,14 +8,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hwsim.pipeline import system
+from hwsim.pipeline import run_config, system
 from hwsim import pipeline
 from hwsim.config.load import load_model, load_scenario
 from hwsim.config.scenario import Disaggregation
 from hwsim.errors import ConfigError
 from hwsim.io.tables import rows_to_columns, write_parquet
 from hwsim.parallel.topology import load_topology
-from hwsim.pipeline import run_config
 from hwsim.serving.disaggregation import DisaggregatedLoop
 from hwsim.serving.kv_transfer import KV_SEND, KvFabric
 

@@ -5,9 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from hwsim.pipeline import system
+from hwsim.pipeline import run_config, system
 from hwsim.config.load import load_scenario
-from hwsim.pipeline import run_config
 from hwsim.serving.loop import ServingLoop, StepOracle
 from hwsim.serving.metrics import request_rows
 from hwsim.serving.prefix_cache import PrefixCache

@@ -4,10 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from hwsim.pipeline import system
+from hwsim.pipeline import run_config, system
 from hwsim.config.load import load_scenario
 from hwsim.errors import ConfigError
-from hwsim.pipeline import run_config
 from hwsim.speculative import expected_tokens
 
 

@@ -7,9 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hwsim.pipeline import system
+from hwsim.pipeline import run_config, system
 from hwsim.config.load import load_scenario
-from hwsim.pipeline import run_config
 from hwsim.serving.loop import PREFILL_BUCKET, StepOracle
 from hwsim.speculative import expected_tokens
 from hwsim.serving.speculation import Acceptance, ServingSpeculation

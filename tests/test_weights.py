@@ -7,13 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from hwsim.pipeline import system
+from hwsim.pipeline import run_config, system
 from hwsim import pipeline
 from hwsim.config.load import load_model, load_scenario
 from hwsim.config.scenario import TensorWeights
 from hwsim.errors import ConfigError
 from hwsim.model.weight_format import from_config
-from hwsim.pipeline import run_config
 
 ROOT = Path(__file__).resolve().parent.parent
 STEPS = ROOT / "validation" / "data" / "h200_steps.csv"

@@ -15,10 +15,9 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from hwsim.pipeline import system
+from hwsim.pipeline import run_config, system
 from hwsim.config.load import load_scenario
 from hwsim.model import ir
-from hwsim.pipeline import run_config
 
 BASE = Path(__file__).resolve().parent.parent / "scenarios" / "kernel-trace.yaml"
 

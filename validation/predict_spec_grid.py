@@ -20,9 +20,8 @@ import statistics
 import sys
 from pathlib import Path
 
-from hwsim.pipeline import system
+from hwsim.pipeline import run_config, system
 from hwsim.config.load import load_scenario
-from hwsim.pipeline import run_config
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
