@@ -105,14 +105,15 @@ def test_a_probe_that_keeps_the_memory_totals_draws_the_watts_of_a_run_locked_at
     maximum clock's run's, and its watts those of a run locked at its clock, which counts its
     own (were the probe's work read off its own units, its HBM and L2 bytes would be 0)."""
     import hwsim.run as run
+    from hwsim.pipeline import run_config
 
     kept = []
     keep = run._memory_totals_kept
     monkeypatch.setattr(run, "_memory_totals_kept", lambda *a: kept.append(keep(*a)) or kept[-1])
     sets = ["workload.batch_size=256", "workload.context_tokens=1024", "workload.decode_steps=2"]
-    settled = run.run_scenario(load_scenario(None, sets), intervals=False).summary["power"]
+    settled = run_config(load_scenario(None, sets), intervals=False).summary["power"]
     assert settled["throttled"] and kept == [True]
-    locked = run.run_scenario(load_scenario(None, sets + [f"runtime.sm_clock={settled['sm_clock_mhz']}"]),
-                              intervals=False).summary["power"]
+    locked = run_config(load_scenario(None, sets + [f"runtime.sm_clock={settled['sm_clock_mhz']}"]),
+                        intervals=False).summary["power"]
     assert settled["watts"] == pytest.approx(locked["watts"], rel=1e-9)
     assert settled["joules_per_token"] == pytest.approx(locked["joules_per_token"], rel=1e-9)
