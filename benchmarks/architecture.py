@@ -17,7 +17,9 @@ rules are counted by importing hwsim.config.inert, the config choices by importi
 - the pipeline written out: calls of its stages (load, system checks, cost, build, run; PIPELINE_STAGES)
   made outside hwsim/pipeline.py and the stages' own modules, by function; and the functions that
   write a manifest.json themselves (hwsim/io/bundle.py write_manifest is the one writer);
-- the config walk: start at run_scenario's `cfg` and follow every call that hands the config on:
+- the config walk: start at build's and run_scenario's `cfg` (the pipeline builds the system, then
+  runs it: session 21 took the build out of run_scenario, and the walk keeps both, so that the
+  measure stays the run's) and follow every call that hands the config on:
   an argument that reads it or anything derived from it (`rt = cfg.runtime`, `b = build(cfg)`,
   `self.schedule = Schedule(cfg, ...)`), and a method called on such a value (`b.gpus.simulate()`,
   `self.schedule.step()`: the method is entered with its `self` carrying the config). A callee is
@@ -43,7 +45,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "hwsim"
 LONG_FUNCTION_LINES = 60
-WALK_START = ("hwsim.run", "run_scenario", "cfg")
+WALK_START = (("hwsim.build", "build", "cfg"), ("hwsim.run", "run_scenario", "cfg"))
 
 # The layers, ground first: a module belongs to the layer of its longest prefix listed here.
 # An import from a module to one of a higher layer runs back up (lazy imports counted: a lazy
@@ -578,9 +580,10 @@ def _handed(call: ast.Call, callee: Fn, names: set[str]) -> frozenset[str]:
 
 
 def scenario_walk(modules: dict[str, Module], start=WALK_START) -> dict:
+    """The walk from `start`: one (module, function, parameter), or several walked as one."""
     index = Index(modules)
-    mod = modules[start[0]]
-    pending = [(Fn(mod, "", mod.functions[start[1]]), frozenset([start[2]]))]
+    starts = start if isinstance(start[0], tuple) else (start,)
+    pending = [(Fn(modules[m], "", modules[m].functions[f]), frozenset([arg])) for m, f, arg in starts]
     seen: dict[Fn, set[str]] = {}
     edges: set[tuple[Fn, Fn]] = set()
     while pending:
@@ -610,7 +613,8 @@ def _walk_report(start, seen: dict, edges: set) -> dict:
     climbs = sorted({f"{a.mod.rel} -> {b.mod.rel}" for a, b in crossing
                      if layer_of(b.mod.name) > layer_of(a.mod.name)})
     most = sorted(((len(v), k) for k, v in entered.items()), reverse=True)[:6]
-    return {"start": ":".join(start), "files": len({f.mod.rel for f in seen}),
+    starts = start if isinstance(start[0], tuple) else (start,)
+    return {"start": " + ".join(":".join(s) for s in starts), "files": len({f.mod.rel for f in seen}),
             "functions": len(seen), "entries": len(crossing),
             "re_entries": sum(len(v) - 1 for v in entered.values()),
             "climbs": len(climbs), "climbs_list": climbs,

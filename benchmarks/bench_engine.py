@@ -32,7 +32,7 @@ from pathlib import Path
 import simpy
 
 from hwsim.config.load import load_scenario
-from hwsim.run import run_scenario
+from hwsim.pipeline import run_config
 
 
 def simpy_raw_rate(n: int = 200_000) -> float:
@@ -91,7 +91,7 @@ def measure(args) -> dict:
     wall = float("inf")
     for _ in range(max(1, args.repeat)):
         t0 = time.perf_counter()
-        result = run_scenario(cfg)
+        result = run_config(cfg)
         wall = min(wall, time.perf_counter() - t0)
     s = result.summary
     return {"scenario": f"{cfg.name} ({cfg.model} on {cfg.hardware}, batch {cfg.workload.batch_size}, "

@@ -40,10 +40,10 @@ POWER = ["workload.context_tokens=1024"]
 
 def one_run(scenario: str | None, sets: list[str]) -> dict:
     from hwsim.config.load import load_scenario
-    from hwsim.run import run_scenario
+    from hwsim.pipeline import run_config
     cfg = load_scenario(scenario, sets)
     t0 = time.process_time()
-    s = run_scenario(cfg, intervals=False).summary
+    s = run_config(cfg, intervals=False).summary
     out = {"cpu_s": time.process_time() - t0, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
            "itl_ms": s["itl_ms"], "power": s.get("power")}
     if s.get("ttft_ms"):

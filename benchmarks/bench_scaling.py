@@ -28,7 +28,7 @@ import yaml
 
 from _trees import measure_in, worktree
 from hwsim.config.load import load_scenario
-from hwsim.run import run_scenario
+from hwsim.pipeline import run_config
 
 BASE = {"name": "scale", "source": "benchmark shape", "layers": 8, "hidden": 2048, "vocab": 32000,
         "attention": {"kind": "gqa", "heads": 16, "kv_heads": 4, "head_dim": 128},
@@ -41,7 +41,7 @@ def step_cost(model: dict, *sets: str) -> tuple[float, int]:
         path.write_text(yaml.safe_dump(model))
         cfg = load_scenario(None, [f"model={path}", "workload.decode_steps=4", *sets])
         t0 = time.perf_counter()
-        s = run_scenario(cfg).summary
+        s = run_config(cfg).summary
         return (time.perf_counter() - t0) / 4 * 1e3, s["kernels_per_step"]
 
 
@@ -53,7 +53,7 @@ def gpu_sets(gpus: int, steps: int) -> list[str]:
 def one_gpu_run(gpus: int, steps: int) -> dict:
     cfg = load_scenario("scenarios/deepseek-v3-ep8.yaml", gpu_sets(gpus, steps))
     t0 = time.process_time()
-    s = run_scenario(cfg, intervals=False).summary
+    s = run_config(cfg, intervals=False).summary
     return {"cpu_s": time.process_time() - t0, "itl_ms": s["itl_ms"], "events": s["sim"]["events"]}
 
 

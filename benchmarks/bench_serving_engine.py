@@ -58,7 +58,7 @@ def main(argv=None) -> int:
     import transformers.generation.continuous_batching.continuous_api  # noqa: F401
     imports = time.perf_counter() - t0
     from hwsim.config.load import load_scenario
-    from hwsim.run import run_scenario
+    from hwsim.pipeline import run_config
     cfg = load_scenario(args.scenario, [f"workload.arrivals.requests={args.requests}", *args.set])
     result, wall, cpu = timed(run_scenario, cfg)
     s = result.run_summary
@@ -100,11 +100,11 @@ def light(args) -> None:
     """The scenario's requests at a light rate: how much of the makespan the engine is busy, and
     how much faster than real time the run is when most of it is idle."""
     from hwsim.config.load import load_scenario
-    from hwsim.run import run_scenario
+    from hwsim.pipeline import run_config
     cfg = load_scenario(args.scenario, [f"workload.arrivals.requests={args.requests}", *args.set,
                                         f"workload.arrivals.rate_per_s={args.light}"])
     t1, c1 = time.perf_counter(), time.process_time()
-    result = run_scenario(cfg)
+    result = run_config(cfg)
     wall, cpu = time.perf_counter() - t1, time.process_time() - c1
     s = result.run_summary
     makespan = s.serving.makespan_s
@@ -119,11 +119,11 @@ def builtin(args) -> None:
     """The scenario's requests through hwsim's own serving loop (its vLLM-like policy, the
     built-in buckets): no engine to import."""
     from hwsim.config.load import load_scenario
-    from hwsim.run import run_scenario
+    from hwsim.pipeline import run_config
     cfg = load_scenario(args.scenario, [f"workload.arrivals.requests={args.requests}", *args.set,
                                         "workload.engine.kind=hwsim"])
     t1, c1 = time.perf_counter(), time.process_time()
-    s = run_scenario(cfg).run_summary
+    s = run_config(cfg).run_summary
     wall, cpu = time.perf_counter() - t1, time.process_time() - c1
     makespan = s.serving.makespan_s
     print(f"hwsim's own loop (workload.engine.kind hwsim), the same {args.requests} requests:")
@@ -136,11 +136,11 @@ def bucket_error(cfg, result, n: int) -> None:
     """Steps of the run timed as the step clock times them (interpolated between grid passes)
     and from their exact shape (a pass of that very shape), and as the built-in loop's bucket
     (rounded up: hwsim/serving/loop.py shape_key) for comparison."""
-    from hwsim.build import build
+    from hwsim.pipeline import system
     from hwsim.serving.loop import StepOracle
     from hwsim.serving.step_clock import StepClock
 
-    b = build(cfg)
+    b = system(cfg)
     clock, bucket = StepClock(b), StepOracle(b)
     its = result.iterations
     pick = its[:: max(1, len(its) // n)][:n]

@@ -50,9 +50,9 @@ def cheap_overrides(path: Path) -> list[str]:
 
 
 def run_scenarios(only: str | None) -> dict:
-    from hwsim.build import build
+    from hwsim.pipeline import system
     from hwsim.config.load import load_scenario
-    from hwsim.run import run_scenario
+    from hwsim.pipeline import run_config
 
     out = {}
     for path in scenario_files():
@@ -62,7 +62,7 @@ def run_scenarios(only: str | None) -> dict:
         sets = cheap_overrides(path)
         try:
             cfg = load_scenario(path, sets)
-            out[path.name] = run_scenario(cfg, build(cfg), every_interval=False, intervals=False).summary
+            out[path.name] = run_config(cfg, system(cfg), every_interval=False, intervals=False).summary
         except Exception as exc:            # noqa: BLE001 - a failure is a result to compare too
             out[path.name] = {"error": f"{type(exc).__name__}: {exc}"}
         print(f"  {path.name} ({' '.join(sets)}): {time.time() - t:.1f} s", file=sys.stderr)

@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from hwsim import operators as mb                            # noqa: E402
 from hwsim import validate as V                              # noqa: E402
-from hwsim.build import build                                # noqa: E402
+from hwsim.pipeline import system                                # noqa: E402
 from hwsim.config.load import load_profile                   # noqa: E402
 from hwsim.hw.chip import ChipSpec                           # noqa: E402
 from hwsim.hw.power import Activity, activity_of             # noqa: E402
@@ -117,12 +117,12 @@ def step_rows() -> list[dict]:
         cfg, shape = V._row_scenario(row, V.row_overrides(row))
         cfg = cfg.model_copy(update={"runtime": cfg.runtime.model_copy(
             update={"kernel_records": 0, "sm_clock": "max"})})
-        max_hz = build(cfg).chip.clock_hz
+        max_hz = system(cfg).chip.clock_hz
         passes = {}
 
         def simulate(x):
             if x not in passes:
-                b = build(cfg, sm_clock_hz=max_hz * x)
+                b = system(cfg, sm_clock_hz=max_hz * x)
                 b.env.run()
                 passes[x] = simulate_pass(b, shape, 0, None)
             return passes[x]

@@ -112,11 +112,11 @@ def dataset(path: Path, keep=None, split: str | None = None) -> dict:
 
 def run(scenario: str | None, sets: list[str] = ()) -> dict:
     """`hwsim run`'s summary of a scenario (None: the default one)."""
-    from hwsim.build import build
+    from hwsim.pipeline import system
     from hwsim.config.load import load_scenario
     from hwsim.run import run_scenario
     cfg = load_scenario(ROOT / "scenarios" / f"{scenario}.yaml" if scenario else None, list(sets))
-    s = run_scenario(cfg, build(cfg)).summary
+    s = run_scenario(cfg, system(cfg)).summary
     out = {"itl_p50_ms": s["itl_ms"]["p50"], "within_budget_pct": 100 * s["within_budget"]}
     if "p90" in s["itl_ms"]:          # a serving run's
         out["itl_p90_ms"] = s["itl_ms"]["p90"]

@@ -5,16 +5,16 @@ GPU's trivial layout, hwsim/parallel/one_gpu.py:OneGpu, or several's,
 hwsim/parallel/multi.py:ParallelRun);
 one GPU's memory is checked here (exit 2 when it does not fit, unless overcommit is allowed).
 
-Everything that can be wrong with a scenario fails here, before simulated time is spent.
+build() constructs only: the profile and model come resolved (hwsim/pipeline.py loads them once)
+and the scenario comes checked (the pipeline's check stage); what only the construction can find
+(a topology's ports, one GPU's memory) is refused here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hwsim import checks
 from hwsim.config.inert import inert_keys
-from hwsim.config.load import apply_hardware_overrides, load_model, load_profile
 from hwsim.config.profile import HardwareProfile
 from hwsim.config.scenario import Scenario
 from hwsim.hw.chip import ChipSpec
@@ -25,7 +25,6 @@ from hwsim.hw.device import Device
 from hwsim.hw.power import clock_choice
 from hwsim.hw.units import Sram
 from hwsim.model import dequant_kernels, weight_format
-from hwsim.model.blocks import moe_schedule_problems
 from hwsim.model.schedule import Schedule, WeightLayout
 from hwsim.model.shapes import ModelShape
 from hwsim.rng import RandomStreams
@@ -57,6 +56,7 @@ class Built:
     warnings: list[str]
     gpus: OneGpu | ParallelRun  # the layout over the devices, and how a pass runs on them
     families: dequant_kernels.Families    # the profile's dequant kernel families, made once (issue 31)
+    draft: ModelShape | None = None       # a speculative draft's model, read when loaded (pipeline.py)
 
     @property
     def memory(self) -> GpuMemory:
@@ -76,7 +76,7 @@ class Built:
         the SMs at `clock_hz`: what a power governor probes (hwsim/hw/power.py)."""
         if clock_hz == self.chip.clock_hz:
             return self
-        slower = build(self.scenario, self.profile, self.model, sm_clock_hz=clock_hz,
+        slower = build(self.scenario, self.profile, self.model, draft=self.draft, sm_clock_hz=clock_hz,
                        weights_layout=self.schedule.layout)
         book = self.stream.replay.book if self.stream.replay else None
         if book is not None and clock_hz < self.chip.clock_hz:
@@ -85,18 +85,13 @@ class Built:
         return slower
 
 
-def build(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelShape | None = None,
+def build(cfg: Scenario, profile: HardwareProfile, model: ModelShape, draft: ModelShape | None = None,
           sm_clock_hz: float | None = None, weights_layout: WeightLayout | None = None) -> Built:
     """The simulated system of a scenario; `sm_clock_hz` runs its SMs below their maximum clock
     (the clock a power limit settles them at: hwsim/hw/power.py), as a number in
     `runtime.sm_clock` (a locked clock, MHz) does. `weights_layout`: the weights' layout of
-    this scenario built before (at another clock), shared rather than laid out again."""
-    for key, problem in moe_schedule_problems(cfg):      # a scenario not loaded from a file (sweeps)
-        raise ConfigError(problem, key=key)
-    profile = profile or apply_hardware_overrides(load_profile(cfg.hardware), cfg.hardware_overrides)
-    model = model or load_model(cfg.model)
-    for key, problem in checks.problems(cfg, profile, model):     # checked when loaded (hwsim run)
-        raise ConfigError(problem, key=key)
+    this scenario built before (at another clock), shared rather than laid out again. The
+    scenario is checked before (hwsim/pipeline.py check); `profile` has its overrides applied."""
     chip = _chip_at_clock(cfg, profile, sm_clock_hz)
     w, p = cfg.workload, cfg.parallel
     layout = lay.from_config(p, model, w.batch_size)      # one GPU: the trivial layout
@@ -139,7 +134,7 @@ def build(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelSha
                          f"{p.gpus} x {profile.name}" if several else profile.name)
     gpus = _gpus(p, layout, topology, streams, onchips, experts, mem)
     return Built(cfg, profile, model, chip, cluster, streams[0], schedule, onchips[0], router, warnings, gpus,
-                 families)
+                 families, draft)
 
 
 def _chip_at_clock(cfg: Scenario, profile: HardwareProfile, sm_clock_hz: float | None) -> ChipSpec:

@@ -17,17 +17,18 @@ sweep_manifest) and written by one writer (hwsim/io/bundle.py write_manifest).
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from hwsim import checks
 from hwsim.config.fingerprint import fingerprint
-from hwsim.config.load import (ScenarioSource, apply_hardware_overrides, cross_checks, load_model,
-                               load_profile, read_scenario, scenario_path)
+from hwsim.config.load import (ScenarioSource, apply_hardware_overrides, cross_checks, draft_model,
+                               load_model, load_profile, read_scenario, scenario_path)
 from hwsim.config.profile import HardwareProfile
 from hwsim.config.scenario import Scenario
 from hwsim.cost import Cost, check_cost
 from hwsim.errors import ConfigError
+from hwsim.model.blocks import moe_schedule_problems
 from hwsim.model.shapes import ModelShape
 from hwsim.provenance import provenance
 
@@ -43,6 +44,15 @@ class LoadedScenario:
     file: str = ""                       # the scenario file as a manifest names it ("": made in code)
     sets: tuple[str, ...] = ()           # the --set overrides it was loaded with
     source: ScenarioSource | None = None     # where its keys are written (None: made in code)
+    # its speculative draft model, read once here (None: no draft model): build and run open no
+    # file by name (session 21)
+    draft: ModelShape | None = field(default=None, init=False)
+
+    def __post_init__(self):
+        try:
+            object.__setattr__(self, "draft", draft_model(self.cfg))
+        except ConfigError as exc:
+            raise self.locate(exc) from None
 
     def locate(self, exc: ConfigError) -> ConfigError:
         """`exc` (found after loading, naming a key alone) at this scenario's file and line."""
@@ -79,13 +89,16 @@ def problems(loaded: LoadedScenario):
     """(key, message) of each way the scenario cannot run: against its profile's and model's
     numbers (the loader's cross-checks), then as a system (hwsim/checks.py)."""
     yield from cross_checks(loaded.cfg, loaded.profile, loaded.model)
-    yield from checks.problems(loaded.cfg, loaded.profile, loaded.model)
+    yield from checks.problems(loaded.cfg, loaded.profile, loaded.model, loaded.draft)
 
 
 def check(loaded: LoadedScenario) -> None:
-    """The system checks of a loaded scenario (the loader made the others): the first problem
-    as a ConfigError at the scenario's line of its key (or --set)."""
-    for key, problem in checks.problems(loaded.cfg, loaded.profile, loaded.model):
+    """The system checks of a loaded scenario (the loader made the others; a scenario made in
+    code, which no loader saw, has its MoE schedule checked here too): the first problem as a
+    ConfigError at the scenario's line of its key (or --set). build() checks nothing again."""
+    for key, problem in moe_schedule_problems(loaded.cfg):
+        raise loaded._at(ConfigError(problem, key=key))
+    for key, problem in checks.problems(loaded.cfg, loaded.profile, loaded.model, loaded.draft):
         raise loaded._at(ConfigError(problem, key=key))
 
 
@@ -94,7 +107,7 @@ def cost(loaded: LoadedScenario, limits: tuple[float | None, float | None] = (No
     None: the default or the environment's) at the scenario's line of the key. A large serving
     run is rehearsed (hwsim/serving/rehearse.py) on a system this pipeline builds."""
     def rehearsal_system(cfg: Scenario):
-        return build(from_config(cfg, loaded.profile, loaded.model))
+        return checked_build(from_config(cfg, loaded.profile, loaded.model))
     try:
         return check_cost(loaded.cfg, loaded.model, *limits, build=rehearsal_system)
     except ConfigError as exc:
@@ -106,14 +119,36 @@ def cost(loaded: LoadedScenario, limits: tuple[float | None, float | None] = (No
 def build(loaded: LoadedScenario, **options):
     """The simulated system (hwsim/build.py build; `options`: sm_clock_hz, weights_layout)."""
     from hwsim.build import build as build_system
-    return build_system(loaded.cfg, loaded.profile, loaded.model, **options)
+    return build_system(loaded.cfg, loaded.profile, loaded.model, draft=loaded.draft, **options)
+
+
+def checked_build(loaded: LoadedScenario, **options):
+    """The check stage, then the build (a scenario no command checked: a sweep point's, a
+    what-if's changed one, a validation row's, a rehearsal's)."""
+    check(loaded)
+    return build(loaded, **options)
 
 
 def run(loaded: LoadedScenario, built=None, **options):
     """The simulation (hwsim/run.py run_scenario; `options`: progress, every_interval,
-    intervals, plans), on `built` or a system built for it."""
+    intervals, plans), on `built` or a system checked and built for it."""
     from hwsim.run import run_scenario
-    return run_scenario(loaded.cfg, built if built is not None else build(loaded), **options)
+    return run_scenario(loaded.cfg, built if built is not None else checked_build(loaded), **options)
+
+
+def system(cfg: Scenario, profile: HardwareProfile | None = None, model: ModelShape | None = None,
+           **options):
+    """A scenario made in code, loaded (from_config), checked and built: its refusals are
+    ConfigErrors naming the key, as the checks word them."""
+    return checked_build(from_config(cfg, profile, model), **options)
+
+
+def run_config(cfg: Scenario, built=None, **options):
+    """A scenario made in code run: on `built`, or on a system checked and built for it."""
+    if built is not None:
+        from hwsim.run import run_scenario
+        return run_scenario(cfg, built, **options)
+    return run(from_config(cfg), **options)
 
 
 def summary(loaded: LoadedScenario, plans: dict | None = None) -> dict:

@@ -8,7 +8,7 @@ import time
 import numpy as np
 
 from hwsim import __version__
-from hwsim.build import Built, build
+from hwsim.build import Built
 from hwsim.config.scenario import Scenario
 from hwsim.errors import ConfigError
 from hwsim.hw.power import Activity, PowerModel, Settled, clock_choice, settle
@@ -35,10 +35,11 @@ def lanes_of(b: Built) -> dict[str, list]:
     return b.gpus.lanes()
 
 
-def run_scenario(cfg: Scenario, built: Built | None = None, progress=None,
+def run_scenario(cfg: Scenario, built: Built, progress=None,
                  every_interval: bool = True, intervals: bool = True,
                  plans: dict | None = None) -> RunResult:
-    """Simulate the scenario: fixed-batch decode steps, or (workload.arrivals) a serving run.
+    """Simulate the scenario on its system `built` (hwsim/pipeline.py builds it: run, run_config):
+    fixed-batch decode steps, or (workload.arrivals) a serving run.
     `progress(done, total)` is called as work completes (requests or steps).
     `every_interval=False`: the units' busy intervals (RunResult.lanes) in full for the step
     the Gantt chart draws only (drawn_step); of the other steps, each item's first run, which
@@ -60,13 +61,13 @@ def drawn_step(cfg: Scenario) -> int:
     return steps - 1 if keep < 0 else min(steps, keep) - 1
 
 
-def _run_scenario(cfg: Scenario, built: Built | None, progress, every_interval: bool,
+def _run_scenario(cfg: Scenario, built: Built, progress, every_interval: bool,
                   intervals: bool, plans: dict | None = None) -> RunResult:
     """The run at the SM clock `runtime.sm_clock` asks for: under `settled`, first at the
     maximum clock, then, if its repeated passes draw more than the power limit, again at the
     clock the limit settles at (hwsim/hw/power.py)."""
     wall0 = time.perf_counter()
-    b = built or build(cfg)            # at a locked runtime.sm_clock, if one is set (build)
+    b = built                          # at a locked runtime.sm_clock, if one is set (build)
     power = power_model(b)
     latest: list[RunResult] = []       # only the last probe's run is kept (a serving run is large):
                                        # settle() always ends on its last probe

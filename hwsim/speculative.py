@@ -69,13 +69,11 @@ class Speculation:
 
     def _draft_model(self, cfg: Scenario, b: Built):
         """The draft's schedule and router: the draft model's, or (mtp) one layer of the model's."""
-        from hwsim.config.load import load_model
         w = cfg.workload
         if isinstance(self.spec, DraftSpeculation):
-            try:
-                model = load_model(self.spec.draft)
-            except ConfigError as exc:
-                raise ConfigError(exc.message, key="workload.speculative.draft") from None
+            model = b.draft              # read when the scenario was loaded (hwsim/pipeline.py)
+            if model is None:
+                raise ValueError("a draft model is read when the scenario is loaded (pipeline.load, from_config)")
             weights = weight_format.plan(Weights(), model.weights)
         else:
             m = b.model

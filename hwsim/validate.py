@@ -194,7 +194,7 @@ def predict_ms(row: dict, sets: list[str] | None = None) -> float:
     loaded = pipeline.from_config(cfg)
     pipeline.cost(loaded)              # a row is one step: refuse one that takes hours
     draws = ROUTING_DRAWS if shape.phase == "decode" else 1
-    built = pipeline.build(loaded)     # at a locked runtime.sm_clock, if one is set (build)
+    built = pipeline.checked_build(loaded)     # at a locked runtime.sm_clock, if one is set
     passes: dict[float, list] = {}
     # each draw's kernels, built at the first clock and replayed at the others: the schedule
     # does not read the clock (plan_pass), and building them was half of every probe
@@ -241,7 +241,7 @@ def validate_rows(rows: list[dict], sets: list[str] | None = None, workers: int 
 
 def _system(cfg: Scenario):
     """A scenario made in code, built by the pipeline (a large serving row's cost rehearses on it)."""
-    return pipeline.build(pipeline.from_config(cfg))
+    return pipeline.system(cfg)
 
 
 def _row_cost(row: dict, sets: list[str] | None) -> float:

@@ -10,7 +10,7 @@ from hwsim.config.load import load_scenario
 from hwsim.io.bundle import breakdown_columns, iterations_columns
 from hwsim.io.tables import records_columns, rows_to_columns, write_csv, write_parquet
 from hwsim.metrics import Component
-from hwsim.run import run_scenario
+from hwsim.pipeline import run_config
 
 TINY = str(Path(__file__).parent / "data" / "tiny-moe.yaml")
 
@@ -42,7 +42,7 @@ def old_breakdown_frame(result) -> pd.DataFrame:
 
 def tables(tmp_path, *sets):
     """The run's tables written as write_bundle writes them (without the plots)."""
-    result = run_scenario(load_scenario(None, list(sets)))
+    result = run_config(load_scenario(None, list(sets)))
     paths = {name: tmp_path / name for name in
              ("events.parquet", "breakdown.csv", "requests.parquet", "iterations.csv")}
     if result.iterations:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from hwsim.build import build
+from hwsim.pipeline import system
 from hwsim.hw.chip import SIZE_FIELDS
 
 
@@ -19,7 +19,7 @@ def test_a_clock_or_a_rate_leaves_the_sizes_equal_and_a_size_does_not(h200):
 
 
 def test_the_schedule_keeps_only_the_sizes(scenario_factory):
-    b = build(scenario_factory())
+    b = system(scenario_factory())
     assert b.schedule.chip == b.chip.sizes
     with pytest.raises(AttributeError):
         b.schedule.chip.clock_hz          # a plan maker cannot read a rate

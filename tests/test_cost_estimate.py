@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from hwsim.build import build
+from hwsim.pipeline import run_config, system
 from hwsim.cost import BYTES_PER_RECORD, estimate
 from hwsim.config.load import load_model, load_scenario
-from hwsim.run import run_scenario
 
 
 def ep(gpus: int, steps: int = 4):
@@ -21,7 +20,7 @@ def ep(gpus: int, steps: int = 4):
 
 def counted_kernels(cfg) -> tuple[int, int]:
     """(kernels the schedule built, passes it built them for) in a run of cfg."""
-    b = build(cfg)
+    b = system(cfg)
     made = []
     step = b.schedule.step
 
@@ -30,7 +29,7 @@ def counted_kernels(cfg) -> tuple[int, int]:
         made.append(sum(len(i.kernels) if hasattr(i, "cut") else 1 for i in items))
         return items
     b.schedule.step = counting
-    run_scenario(cfg, b, intervals=False)
+    run_config(cfg, b, intervals=False)
     return sum(made), len(made)
 
 
@@ -79,7 +78,7 @@ def test_a_serving_estimate_counts_the_shapes_the_run_simulates():
 
     cfg = load_scenario("voice-agent", [])
     cost = estimate(cfg, load_model(cfg.model))
-    b = build(cfg)
+    b = system(cfg)
     simulated = []
     oracle = loop.StepOracle(b)
     real = oracle.simulate

@@ -12,7 +12,7 @@ from hwsim.hw.chip import ChipSpec
 from hwsim.hw.device import Device
 from hwsim.model import ops
 from hwsim.model.kernel import TIMING_FIELDS, Kernel, copy_kernel, relocated
-from hwsim.run import run_scenario
+from hwsim.pipeline import run_config
 
 
 def test_units_the_chip_lacks_do_not_exist(h200):
@@ -51,7 +51,7 @@ def test_gantt_draws_one_bar_per_unit_interval_of_the_step():
 
     from hwsim.plots.gantt import plot_gantt
 
-    result = run_scenario(load_scenario(None, ["workload.decode_steps=1"]))
+    result = run_config(load_scenario(None, ["workload.decode_steps=1"]))
     t0 = result.records[0].t_start
     t1 = max(r.t_end for r in result.records)
     inside = sum(1 for spans in result.lanes.values() for s, e, *_ in spans if e > t0 and s < t1)

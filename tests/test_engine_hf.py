@@ -14,7 +14,7 @@ import pytest
 transformers = pytest.importorskip("transformers", reason="the hf-engine extra (pip install 'hwsim[hf-engine]') "
                                    "is not installed: the HF adapter's tests need transformers==5.17.0")
 
-from hwsim.build import build  # noqa: E402
+from hwsim.pipeline import system  # noqa: E402
 from hwsim.config.load import load_scenario  # noqa: E402
 from hwsim.serving.engine_host import EngineHost, load_engine_host  # noqa: E402
 from hwsim.serving.engines import hf  # noqa: E402
@@ -61,7 +61,7 @@ def test_wrong_version_is_refused(monkeypatch):
 
 @pytest.fixture(scope="module")
 def built():
-    return build(load_scenario(None, ["model=llama-3.1-8b", "workload.arrivals.kind=poisson"]))
+    return system(load_scenario(None, ["model=llama-3.1-8b", "workload.arrivals.kind=poisson"]))
 
 
 def _requests(n, rate, seed=0):

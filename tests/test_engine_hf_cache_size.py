@@ -67,7 +67,7 @@ def test_num_blocks_is_the_engines_on_the_h100(model, config, num_blocks, after,
     pytest.importorskip("transformers", reason="the hf-engine extra (transformers==5.17.0) is not installed")
     sys.path.insert(0, str(ROOT / "validation"))
     from predict_hf_serving import ENGINE, LEFTOVER_MIB, config_without_notes
-    from hwsim.build import build
+    from hwsim.pipeline import system
     from hwsim.config.load import load_scenario
     from hwsim.serving.engines import hf
     from hwsim.serving.engines.run import hf_free_bytes
@@ -75,7 +75,7 @@ def test_num_blocks_is_the_engines_on_the_h100(model, config, num_blocks, after,
     name = model if model == "llama-3.1-8b" else config_without_notes(str(DATA / "configs" / f"{model}.json"), tmp_path)
     cfg = load_scenario(ROOT / "scenarios" / "engines" / "hf-llama-chat.yaml",
                         ["hardware=h100-sxm", f"model={name}", *ENGINE[config]])
-    b = build(cfg)
+    b = system(cfg)
     shape = hf.model_config(b.model)
     device = hf.on_device(shape, hf.cb_config(dict(cfg.workload.engine.config)))
     free = hf_free_bytes(b) - (LEFTOVER_MIB * MIB if after else 0)
@@ -84,14 +84,14 @@ def test_num_blocks_is_the_engines_on_the_h100(model, config, num_blocks, after,
 
 def test_weights_that_leave_no_cache_are_one_clear_error():
     pytest.importorskip("transformers", reason="the hf-engine extra (transformers==5.17.0) is not installed")
-    from hwsim.build import build
+    from hwsim.pipeline import system
     from hwsim.config.load import load_scenario
     from hwsim.errors import ConfigError
     from hwsim.serving.engines.run import serve_with_engine
     cfg = load_scenario(ROOT / "scenarios" / "engines" / "hf-llama-chat.yaml",
                         ["model=mixtral-8x22b", "hardware=h100-sxm", "parallel.allow_overcommit=true"])
     with pytest.raises(ConfigError, match="leave no memory on h100-sxm for the HF engine's KV cache"):
-        serve_with_engine(cfg, build(cfg))
+        serve_with_engine(cfg, system(cfg))
 
 
 def test_a_context_as_large_as_the_memory_is_refused(tmp_path):

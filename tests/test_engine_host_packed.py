@@ -4,7 +4,7 @@ and a CUDA-graph capture runs the forward once and records it once, synchronousl
 
 import pytest
 
-from hwsim.build import build
+from hwsim.pipeline import system
 from hwsim.config.load import load_scenario
 from hwsim.metrics import Component
 from hwsim.model.paged_sdpa import APART, PackedShape, layer_kernels
@@ -17,7 +17,7 @@ PAD = (64, 16384, 8192, 1345 * 256)         # the H100 graphs run's q / KV inter
 
 @pytest.fixture(scope="module")
 def built():
-    return build(load_scenario(None, ["model=llama-3.1-8b", "hardware=h100-sxm", "workload.arrivals.kind=poisson"]))
+    return system(load_scenario(None, ["model=llama-3.1-8b", "hardware=h100-sxm", "workload.arrivals.kind=poisson"]))
 
 
 def test_packed_shape_is_the_whole_batch_and_padded_with_graphs():

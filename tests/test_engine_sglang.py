@@ -73,9 +73,9 @@ def test_unknown_and_fixed_fields_are_refused():
 
 @pytest.fixture(scope="module")
 def built():
-    from hwsim.build import build
+    from hwsim.pipeline import system
     from hwsim.config.load import load_scenario
-    return build(load_scenario(None, ["model=llama-3.1-8b", "workload.arrivals.kind=poisson"]))
+    return system(load_scenario(None, ["model=llama-3.1-8b", "workload.arrivals.kind=poisson"]))
 
 
 def _engine(b, fields, clock=None):
@@ -127,9 +127,9 @@ def test_a_full_kv_pool_retracts_and_keeps_every_token(built):
 def test_a_slower_chip_gives_longer_inter_token_latency(built):
     """The token times are the step clock's: the H100's decode steps (less HBM bandwidth) are
     longer than the H200's, so is every gap."""
-    from hwsim.build import build
+    from hwsim.pipeline import system
     from hwsim.config.load import load_scenario
-    h100 = build(load_scenario(None, ["model=llama-3.1-8b", "hardware=h100-sxm", "workload.arrivals.kind=poisson"]))
+    h100 = system(load_scenario(None, ["model=llama-3.1-8b", "hardware=h100-sxm", "workload.arrivals.kind=poisson"]))
     reqs = [Request(i, 0.0, 200, 16) for i in range(4)]
     gap = {}
     for name, b in (("h200", built), ("h100", h100)):
@@ -142,9 +142,9 @@ def test_a_slower_chip_gives_longer_inter_token_latency(built):
 def test_scenario_reports_engine_latency():
     """workload.engine.kind sglang through run_scenario: the --json fields of issue 43."""
     from hwsim.config.load import load_scenario
-    from hwsim.run import run_scenario
+    from hwsim.pipeline import run_config
     cfg = load_scenario(str(ROOT / "scenarios/engines/sglang-llama-chat.yaml"), ["workload.arrivals.requests=12"])
-    s = run_scenario(cfg).run_summary
+    s = run_config(cfg).run_summary
     assert set(s.ttft_ms) == set(s.itl_ms) == {"p50", "p90", "p99", "mean"}
     assert s.serving.requests_completed == 12 and s.serving.throughput_tok_s > 0
     e = s.serving.engine

@@ -28,7 +28,7 @@ from hwsim.config.inert import inert_keys, rule_for
 from hwsim.config.load import load_model, load_scenario
 from hwsim.config.scenario import Scenario
 from hwsim.errors import ConfigError
-from hwsim.run import run_scenario
+from hwsim.pipeline import run_config
 
 DATA = Path(__file__).parent / "data"
 ROOT = Path(__file__).resolve().parents[1]
@@ -265,7 +265,7 @@ def result(sets: list[str]) -> dict:
     """The run's summary, flattened, less the configuration's echoes and the simulator's
     bookkeeping; a refused scenario's result is its error."""
     try:
-        summary = run_scenario(load_scenario(None, [*BASE, *sets]), intervals=False).summary
+        summary = run_config(load_scenario(None, [*BASE, *sets]), intervals=False).summary
     except ConfigError as exc:
         return {"error": exc.message}
     flat: dict = {}

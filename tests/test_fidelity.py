@@ -3,11 +3,11 @@
 import pytest
 
 from hwsim.config.load import load_scenario
-from hwsim.run import run_scenario
+from hwsim.pipeline import run_config
 
 
 def itl(*sets):
-    s = run_scenario(load_scenario(None, ["workload.decode_steps=1", *sets])).summary
+    s = run_config(load_scenario(None, ["workload.decode_steps=1", *sets])).summary
     return s["itl_ms"]["p50"], s
 
 

@@ -10,7 +10,7 @@ from hwsim import operators as mb
 from hwsim.config.load import load_scenario
 from hwsim.metrics import Component
 from hwsim.model import moe_kernels
-from hwsim.run import run_scenario
+from hwsim.pipeline import run_config
 
 MIXTRAL_DOWN = dict(k=14336, n=4096)
 MIXTRAL_GATE_UP = dict(k=4096, n=28672)
@@ -38,5 +38,5 @@ def test_fused_fp8_step_is_faster_than_fused_bf16():
     """Mixtral b1 (the issue's case: 11.76 against 10.38 ms before)."""
     def itl(*sets):
         cfg = load_scenario(None, ["workload.decode_steps=1", "runtime.moe_schedule=fused", *sets])
-        return run_scenario(cfg, intervals=False).summary["itl_ms"]["mean"]
+        return run_config(cfg, intervals=False).summary["itl_ms"]["mean"]
     assert itl("weights.experts.format=fp8", "weights.attention.format=fp8") < itl()

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from hwsim.build import build
+from hwsim.pipeline import run_config, system
 from hwsim.config.load import load_scenario
-from hwsim.run import drawn_step, run_scenario
+from hwsim.run import drawn_step
 
 PREFETCH = ["moe.prefetch.enabled=true", "moe.prefetch.predictor=oracle", "moe.cache.pin_router=true"]
 
@@ -27,8 +27,8 @@ def chart(result):
 ], ids=["decode", "prefill-prefetch-window", "prefill-drawn"])
 def test_only_the_drawn_step_in_full_draws_the_same_chart(sets):
     cfg = load_scenario(None, sets)
-    full = run_scenario(cfg, build(cfg))
-    lean = run_scenario(cfg, build(cfg), every_interval=False)
+    full = run_config(cfg, system(cfg))
+    lean = run_config(cfg, system(cfg), every_interval=False)
     assert max(r.step for r in full.records) == drawn_step(cfg)
     assert full.summary["itl_ms"] == lean.summary["itl_ms"]
     assert chart(full) == chart(lean) and chart(full)
@@ -41,8 +41,8 @@ def test_a_run_that_draws_nothing_keeps_no_intervals_and_the_same_results(scenar
     """`hwsim run` without --plots or --trace keeps no busy intervals at all (intervals=False):
     nothing reads them, and every result but the lanes is the same."""
     cfg = load_scenario(scenario, ["workload.decode_steps=2"])
-    full = run_scenario(cfg, build(cfg), every_interval=False)
-    bare = run_scenario(cfg, build(cfg), every_interval=False, intervals=False)
+    full = run_config(cfg, system(cfg), every_interval=False)
+    bare = run_config(cfg, system(cfg), every_interval=False, intervals=False)
     assert any(full.lanes.values()) and not any(bare.lanes.values())
     for result in (full, bare):
         result.summary["sim"].pop("wall_s")

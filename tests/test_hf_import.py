@@ -15,7 +15,7 @@ from hwsim.errors import ConfigError
 from hwsim.model import weight_format
 from hwsim.model.hf_import import import_config, load
 from hwsim.model.shapes import builtin_models
-from hwsim.run import run_scenario
+from hwsim.pipeline import run_config
 
 CONFIGS = Path(__file__).parent / "data" / "hf_configs"
 HWSIM = [sys.executable, "-m", "hwsim.cli"]
@@ -37,8 +37,8 @@ def test_shipped_yaml_equals_its_config_json(name):
 @pytest.mark.parametrize("name", ["mixtral-8x7b", "gpt-oss-20b", "deepseek-v2-lite"])
 def test_same_step_time_from_config_json(name):
     sets = ["workload.decode_steps=1", "workload.context_tokens=1024"]
-    by_name = run_scenario(load_scenario(None, [*sets, f"model={name}"]), intervals=False).summary
-    by_json = run_scenario(load_scenario(None, [*sets, f"model={CONFIGS / name}.json"]), intervals=False).summary
+    by_name = run_config(load_scenario(None, [*sets, f"model={name}"]), intervals=False).summary
+    by_json = run_config(load_scenario(None, [*sets, f"model={CONFIGS / name}.json"]), intervals=False).summary
     assert by_json["itl_ms"]["mean"] == pytest.approx(by_name["itl_ms"]["mean"], rel=1e-9, abs=0)
 
 

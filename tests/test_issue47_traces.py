@@ -16,7 +16,7 @@ import pytest
 from hwsim.config.load import load_scenario
 from hwsim.errors import ConfigError
 from hwsim.ktrace import reader, synthetic
-from hwsim.run import run_scenario
+from hwsim.pipeline import run_config
 
 LAUNCH = {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "tid": 1, "ts": 10.0, "dur": 5.0,
           "args": {"External id": 1, "correlation": 7}}
@@ -109,7 +109,7 @@ def _run(path, batch=1, context=128, model="llama-3.1-8b"):
                                f"workload.kernel_trace.batch_size={batch}",
                                f"workload.kernel_trace.context_tokens={context}",
                                f"workload.batch_size={batch}", f"workload.context_tokens={context}"])
-    return run_scenario(cfg, intervals=False).summary
+    return run_config(cfg, intervals=False).summary
 
 
 @pytest.mark.parametrize("shared", [None, 12345])

@@ -17,7 +17,7 @@ from hwsim.metrics import Component
 from hwsim.model import dequant_kernels, fast_kv_occupancy, weight_format
 from hwsim.model.fast_gemm import fast_weight_only_gemm
 from hwsim.operators import device_time_s
-from hwsim.run import run_scenario
+from hwsim.pipeline import run_config
 from hwsim.workload.kv_format import from_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -129,7 +129,7 @@ def test_fast_weights_run_the_predicted_kernel():
 
 
 def run(*sets, path=KV_BASE):
-    return run_scenario(load_scenario(path, [*ONE_STEP, *sets]), intervals=False).summary
+    return run_config(load_scenario(path, [*ONE_STEP, *sets]), intervals=False).summary
 
 
 def test_fast_is_the_default_and_changes_nothing_when_named():

@@ -7,14 +7,14 @@ import pytest
 
 from hwsim.config.load import load_scenario
 from hwsim.model import dequant_kernels as dk
-from hwsim.run import run_scenario
+from hwsim.pipeline import run_config
 
 ROOT = Path(__file__).resolve().parents[1]
 ONE_STEP = ["workload.decode_steps=1"]
 
 
 def run(name, *sets):
-    return run_scenario(load_scenario(ROOT / "scenarios" / name, [*ONE_STEP, *sets]), intervals=False).summary
+    return run_config(load_scenario(ROOT / "scenarios" / name, [*ONE_STEP, *sets]), intervals=False).summary
 
 
 def test_best_measured_is_the_fastest_measured_family_not_the_fastest():

@@ -14,7 +14,7 @@ from hwsim.config.load import load_scenario
 from hwsim.errors import ConfigError
 from hwsim.ktrace import reader, synthetic
 from hwsim.model import ir
-from hwsim.run import run_scenario
+from hwsim.pipeline import run_config
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "validation"))
 from trace_store import trace_path  # noqa: E402  (the measured traces are archived)
@@ -44,7 +44,7 @@ def _run(path, *sets, batch=8, context=4096, model="mixtral-8x7b"):
                                f"workload.kernel_trace.batch_size={batch}",
                                f"workload.kernel_trace.context_tokens={context}",
                                f"workload.batch_size={batch}", f"workload.context_tokens={context}", *sets])
-    return run_scenario(cfg, intervals=False).summary
+    return run_config(cfg, intervals=False).summary
 
 
 def test_wiped_kernel_durations_predict_the_same(tmp_path):
@@ -136,7 +136,7 @@ def test_a_trace_of_another_gpu_warns_and_runs(tmp_path):
 
 
 def test_built_in_schedules_report_device_busy_and_host():
-    s = run_scenario(load_scenario(None, ["workload.decode_steps=1", "runtime.launch=eager"]),
+    s = run_config(load_scenario(None, ["workload.decode_steps=1", "runtime.launch=eager"]),
                      intervals=False).summary
     assert 0 < s["device_busy_ms"] < s["itl_ms"]["mean"]
     assert s["host"]["launches"] == s["kernels_per_step"] and s["host"]["syncs"] == 0
@@ -282,7 +282,7 @@ def _real(trace, model, batch, context, *sets):
         f"model={model}", "hardware=h100-sxm", f"workload.kernel_trace.path={trace}",
         f"workload.kernel_trace.batch_size={batch}", f"workload.kernel_trace.context_tokens={context}",
         f"workload.batch_size={batch}", f"workload.context_tokens={context}", "workload.decode_steps=1", *sets])
-    return run_scenario(cfg, intervals=False).summary
+    return run_config(cfg, intervals=False).summary
 
 
 @pytest.mark.parametrize("trace, model, batch, context", [(H100_LLAMA, "llama-3.1-8b", 1, 1024),
@@ -308,11 +308,11 @@ def test_dynamic_cache_cat_is_latency_bound_and_grows_with_the_context():
     per thread) runs far below the HBM bandwidth a vectorised copy of the same bytes gets, and
     the step's device time grows with the context the trace is retargeted to."""
     from hwsim import operators
-    from hwsim.build import build
+    from hwsim.pipeline import system
     cfg = load_scenario("scenarios/kernel-trace.yaml", [
         "model=llama-3.1-8b", "hardware=h100-sxm", f"workload.kernel_trace.path={H100_LLAMA}",
         "workload.kernel_trace.batch_size=1", "workload.kernel_trace.context_tokens=1024"])
-    b = build(cfg)
+    b = system(cfg)
     cats = [k for k in b.schedule.traced.kernels if isinstance(k.item, ir.Memory) and k.item.kind == "cat"
             and not k.item.vectorized and k.item.per_context]
     assert len(cats) == 64                               # K and V of 32 layers
@@ -329,8 +329,8 @@ def test_a_reduction_on_few_blocks_is_slower_than_on_many():
     """ATen's reduce_kernel sizes its grid by the output's rows: an argmax over a 128k vocabulary
     at batch 1 is one block, which streams its 256 KB far slower than a grid filling the chip."""
     from hwsim import operators
-    from hwsim.build import build
-    chip = build(load_scenario(None, ["model=llama-3.1-8b", "hardware=h100-sxm"])).chip
+    from hwsim.pipeline import system
+    chip = system(load_scenario(None, ["model=llama-3.1-8b", "hardware=h100-sxm"])).chip
     one = operators.device_time_s(chip, [ops_grid(chip, 1)])
     many = operators.device_time_s(chip, [ops_grid(chip, 128)])
     assert one > 4 * many
@@ -413,14 +413,14 @@ def test_a_radix_select_waits_on_a_round_trip_per_digit():
     longer than one pass over the same bytes; a many-block reduce_kernel with fewer outputs than
     blocks reads its partials back."""
     from hwsim import operators
-    from hwsim.build import build
+    from hwsim.pipeline import system
     from hwsim.ktrace.classify import passes_of
     from hwsim.model import ops
     assert passes_of("void at::native::sbtopk::gatherTopK<float, unsigned int, 1, false>(...)", 1, 96) == 17
     assert passes_of("void at::native::sbtopk::gatherTopK<c10::BFloat16, unsigned int, 1, false>(...)", 1, 96) == 9
     assert passes_of("void at::native::reduce_kernel<128, 4, ...>", 4, 16) == 3
     assert passes_of("void at::native::reduce_kernel<512, 1, ...>", 2, 128) == 1
-    chip = build(load_scenario(None, ["model=llama-3.1-8b", "hardware=h100-sxm"])).chip
+    chip = system(load_scenario(None, ["model=llama-3.1-8b", "hardware=h100-sxm"])).chip
     one, radix = (operators.device_time_s(chip, [ops.grid_limited("topk", -1, 512, 96, 1, 128, chip, from_hbm=False,
                                                                   passes=p)]) for p in (1, 17))
     assert radix > one + 16 * 0.1e-6      # at least 0.1 us a further round trip
@@ -502,9 +502,9 @@ def test_an_inductor_kernel_of_many_small_blocks_waits_on_latency_per_wave():
     H200 for 10 MB) the kernel is waves of round trips, far slower than the bytes at the HBM
     rate, while the same bytes in fewer, larger blocks stream faster."""
     from hwsim import operators
-    from hwsim.build import build
+    from hwsim.pipeline import system
     from hwsim.model import ops
-    chip = build(load_scenario("scenarios/default.yaml")).chip
+    chip = system(load_scenario("scenarios/default.yaml")).chip
     many = operators.device_time_s(chip, [ops.pointwise_blocks("x", -1, 2.2e6, 8.9e6, 8704, 256, chip, from_hbm=True)])
     few = operators.device_time_s(chip, [ops.pointwise_blocks("x", -1, 2.2e6, 8.9e6, 1088, 256, chip, from_hbm=True)])
     at_rate = 2.2e6 / chip.hbm_read_bytes_s + 8.9e6 / (chip.hbm_read_bytes_s * 0.711 / 0.9325)
@@ -559,12 +559,12 @@ def test_a_small_index_kernel_chains_a_load_per_index_row():
     count says which kernel runs and how long it waits; past 16 the large-index kernel does
     not wait per row. The per-expert loop's gathers in a real trace carry their rows."""
     from hwsim import operators
-    from hwsim.build import build
+    from hwsim.pipeline import system
     from hwsim.config.load import load_model
     from hwsim.ktrace.classify import Point
     from hwsim.ktrace.timeline import assemble
     from hwsim.ktrace.lower import Lowering
-    b = build(load_scenario(None, ["model=olmoe-1b-7b", "hardware=h100-sxm"]))
+    b = system(load_scenario(None, ["model=olmoe-1b-7b", "hardware=h100-sxm"]))
     low, chip = Lowering(b.schedule), b.chip
 
     def time_us(rows, kind="scatter"):
@@ -585,10 +585,10 @@ def test_a_kernel_after_a_gemm_that_swept_the_l2_reads_from_hbm():
     after a small GEMM from L2; in an experts loop the gather reads rows of the hidden states an
     iteration (an expert's weights) ago."""
     from hwsim import operators
-    from hwsim.build import build
+    from hwsim.pipeline import system
     from hwsim.ktrace.lower import Lowering
     from hwsim.ktrace.schedule import l2_walked, named
-    b = build(load_scenario(None, ["model=mixtral-8x7b", "hardware=h200-sxm"]))
+    b = system(load_scenario(None, ["model=mixtral-8x7b", "hardware=h200-sxm"]))
     base, chip = b.schedule, b.chip
     low = Lowering(base)
     def gemm(n):                                                   # 4096 x n bf16 weights
@@ -628,8 +628,8 @@ def test_a_reduction_of_a_tensor_streamed_from_hbm_spreads_over_the_chip():
     writes: its tiles were counted from its L2 bytes only, one tile for the whole read, 712 us
     a call (the batch-8 trace predicted (64, 1024) at +23%)."""
     from hwsim import operators
-    from hwsim.build import build
-    b = build(load_scenario("scenarios/kernel-trace.yaml", []))
+    from hwsim.pipeline import system
+    b = system(load_scenario("scenarios/kernel-trace.yaml", []))
     low, chip = b.schedule.lowering, b.chip
     nbytes = 64 * 64 * 4104 * 2
     assert low._in_hbm(nbytes)

@@ -5,7 +5,7 @@ they test the mechanism, never accuracy."""
 import pytest
 import yaml
 
-from hwsim.build import build
+from hwsim.pipeline import run_config, system
 from hwsim.config.load import load_scenario
 from hwsim.engine.host import HeldWork
 from hwsim.errors import ConfigError
@@ -13,7 +13,6 @@ from hwsim.ktrace import synthetic
 from hwsim.model.schedule import StepShape
 from hwsim.parallel import collectives as col
 from hwsim.parallel.topology import load_topology, topology_path
-from hwsim.run import run_scenario
 
 MODEL, LAYERS, CONTEXT = "llama-3.1-8b", 2, 1024
 HIDDEN_BYTES = 4096 * 2               # llama-3.1-8b's hidden state of one token, bf16
@@ -31,7 +30,7 @@ def _cfg(tmp_path, *sets, batch=8, all_reduces=True):
 def _all_reduces_s(cfg) -> list[float]:
     """The seconds of the pass's all-reduces, as lowered."""
     w = cfg.workload
-    items = build(cfg).schedule.step(StepShape("decode", w.batch_size, w.batch_size, w.context_tokens), {})
+    items = system(cfg).schedule.step(StepShape("decode", w.batch_size, w.batch_size, w.context_tokens), {})
     return [k.seconds for k in items if isinstance(k, HeldWork) and "AllReduce" in k.name]
 
 
@@ -69,8 +68,8 @@ def test_a_faster_link_shortens_it(tmp_path):
 
 
 def test_the_summary_counts_retimed_and_held_collectives(tmp_path):
-    held = run_scenario(_cfg(tmp_path), intervals=False).summary["trace"]["collectives"]
-    retimed = run_scenario(_cfg(tmp_path, "workload.kernel_trace.group_size=2"), intervals=False).summary
+    held = run_config(_cfg(tmp_path), intervals=False).summary["trace"]["collectives"]
+    retimed = run_config(_cfg(tmp_path, "workload.kernel_trace.group_size=2"), intervals=False).summary
     assert held == {"retimed": 0, "held": 2 * LAYERS, "group_size": 1}
     assert retimed["trace"]["collectives"] == {"retimed": 2 * LAYERS, "held": 0, "group_size": 2}
     assert not any("parallel.topology" in w for w in retimed["warnings"])
@@ -78,7 +77,7 @@ def test_the_summary_counts_retimed_and_held_collectives(tmp_path):
 
 def test_a_topology_of_another_chip_or_none_is_refused(tmp_path):
     with pytest.raises(ConfigError, match="built of h100-sxm"):
-        build(_cfg(tmp_path, "workload.kernel_trace.group_size=2", "parallel.topology=hgx-h100-8"))
+        system(_cfg(tmp_path, "workload.kernel_trace.group_size=2", "parallel.topology=hgx-h100-8"))
     with pytest.raises(ConfigError, match="no topology .* built of mi300x"):
-        build(_cfg(tmp_path, "workload.kernel_trace.group_size=2", "hardware=mi300x"))
-    build(_cfg(tmp_path, "hardware=mi300x"))        # group_size 1 needs no topology
+        system(_cfg(tmp_path, "workload.kernel_trace.group_size=2", "hardware=mi300x"))
+    system(_cfg(tmp_path, "hardware=mi300x"))        # group_size 1 needs no topology

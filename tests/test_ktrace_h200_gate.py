@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from hwsim.config.load import load_scenario
-from hwsim.run import run_scenario
+from hwsim.pipeline import run_config
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "validation"))
@@ -45,7 +45,7 @@ def _predict(model: str, trace: Path, traced: tuple[int, int], point: tuple[int,
         *AS_CAPTURED.get(model, []), f"model={model}", "hardware=h200-sxm", f"workload.kernel_trace.path={trace}",
         f"workload.kernel_trace.batch_size={traced[0]}", f"workload.kernel_trace.context_tokens={traced[1]}",
         f"workload.batch_size={point[0]}", f"workload.context_tokens={point[1]}", "workload.decode_steps=1"])
-    return run_scenario(cfg, intervals=False).summary["device_busy_ms"]
+    return run_config(cfg, intervals=False).summary["device_busy_ms"]
 
 
 def _measured(call: int, model: str, stack: str, batch: int, context: int) -> float:

@@ -9,7 +9,7 @@ from hwsim.config.load import load_profile, load_scenario
 from hwsim.config.scenario import IntKv, kv_cache
 from hwsim.errors import ConfigError
 from hwsim.hw.chip import ChipSpec
-from hwsim.run import run_scenario
+from hwsim.pipeline import run_config
 from hwsim.workload.kv_fidelity import attention_rel_error
 from hwsim.workload.kv_format import from_config
 
@@ -36,7 +36,7 @@ def test_bytes_follow_the_format_arithmetic():
 
 
 def test_simulated_kv_bytes_match_the_format(scenario_factory):
-    s = run_scenario(scenario_factory("kv_cache.bits=2", "workload.decode_steps=1")).summary
+    s = run_config(scenario_factory("kv_cache.bits=2", "workload.decode_steps=1")).summary
     layers, elems, ctx = 32, 2 * 8 * 128, 4096 + 1
     read = layers * ctx * elems * 2.25 / 8
     write = layers * elems * 2.25 / 8
@@ -46,8 +46,8 @@ def test_simulated_kv_bytes_match_the_format(scenario_factory):
 
 
 def test_sixteen_bits_is_the_unquantized_path(scenario_factory):
-    a = run_scenario(scenario_factory()).summary
-    b = run_scenario(scenario_factory("kv_cache.preset=bf16")).summary
+    a = run_config(scenario_factory()).summary
+    b = run_config(scenario_factory("kv_cache.preset=bf16")).summary
     for s in (a, b):
         s["sim"].pop("wall_s")
     assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
@@ -59,7 +59,7 @@ def test_decoder_read_time_scales_with_effective_bits_until_the_mma_binds():
     for bits in (16, 8, 4, 2):
         cfg = load_scenario(None, [*LONG, "hardware=h200-decoder", "kv_cache.dequant=decoder",
                                    f"kv_cache.bits={bits}"])
-        s = summaries[bits] = run_scenario(cfg).summary
+        s = summaries[bits] = run_config(cfg).summary
         per_bit[bits] = s["breakdown_ms"]["kv_read"] / s["kv"]["effective_bits_per_element"]
         assert s["breakdown_ms"]["dequant"] == 0          # an ample decoder never binds
     assert per_bit[8] == pytest.approx(per_bit[16], rel=0.15)
@@ -70,8 +70,8 @@ def test_decoder_read_time_scales_with_effective_bits_until_the_mma_binds():
 
 def test_unfused_is_never_faster_than_software():
     for bits in (8, 4, 2):
-        sw = run_scenario(load_scenario(None, [*LONG, f"kv_cache.bits={bits}"])).summary
-        un = run_scenario(load_scenario(None, [*LONG, f"kv_cache.bits={bits}",
+        sw = run_config(load_scenario(None, [*LONG, f"kv_cache.bits={bits}"])).summary
+        un = run_config(load_scenario(None, [*LONG, f"kv_cache.bits={bits}",
                                                "kv_cache.dequant=unfused"])).summary
         assert un["itl_ms"]["p50"] >= sw["itl_ms"]["p50"]
 
@@ -133,12 +133,12 @@ def test_bad_kv_input_in_a_file_names_the_line(tmp_path):
 def test_the_dequant_kernel_families_are_made_once_by_build(monkeypatch):
     """Session 21 (issue 42, components built once): the KV and expert summaries read the
     families the build made (Built.families), not the profile again."""
-    from hwsim.build import build
+    from hwsim.pipeline import system
     from hwsim.model import dequant_kernels
     made, real = [], dequant_kernels.from_profile
     monkeypatch.setattr(dequant_kernels, "from_profile", lambda p: made.append(p) or real(p))
     cfg = load_scenario(None, ["kv_cache.bits=4", "weights.experts.format=int4", "workload.decode_steps=1"])
-    b = build(cfg)
-    summary = run_scenario(cfg, b, intervals=False).run_summary
+    b = system(cfg)
+    summary = run_config(cfg, b, intervals=False).run_summary
     assert len(made) == 1 and b.families == real(b.profile)
     assert summary.kv.kernel is not None and summary.weights is not None

@@ -4,13 +4,13 @@ printed 6.98 on runs whose KV path is 3.6x slower than over a bf16 cache."""
 import pytest
 
 from hwsim.config.load import load_scenario
-from hwsim.run import run_scenario
+from hwsim.pipeline import run_config
 
 ONE_STEP = ["workload.decode_steps=1"]
 
 
 def kv(path, *sets):
-    s = run_scenario(load_scenario(path, [*ONE_STEP, *sets]), intervals=False).summary
+    s = run_config(load_scenario(path, [*ONE_STEP, *sets]), intervals=False).summary
     return s, s["kv"]
 
 

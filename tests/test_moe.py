@@ -7,7 +7,7 @@ from hwsim.config.load import load_scenario
 from hwsim.config.scenario import UniformRouting, ZipfRouting
 from hwsim.errors import ConfigError
 from hwsim.model.shapes import Moe
-from hwsim.run import run_scenario
+from hwsim.pipeline import run_config
 from hwsim.model.expert_sram import ExpertCache, cache_policy
 from hwsim.workload.router import Router, expected_distinct
 
@@ -15,7 +15,7 @@ QWEN = ["model=qwen3-30b-a3b", "workload.decode_steps=3"]
 
 
 def run(*sets):
-    return run_scenario(load_scenario(None, ["workload.decode_steps=3", *sets])).summary
+    return run_config(load_scenario(None, ["workload.decode_steps=3", *sets])).summary
 
 
 @pytest.mark.parametrize("batch", [1, 4, 16, 64])
@@ -126,10 +126,10 @@ def test_zipf_raises_stack_imbalance_only_under_per_expert_placement():
 def test_a_layer_planned_at_once_is_planned_as_expert_after_expert(placement):
     """ExpertDispatch.plan_layer's shortcut (nothing on chip, nothing in flight) plans and
     counts exactly what plan() does expert by expert, and the per-stack bytes follow."""
-    from hwsim.build import build
+    from hwsim.pipeline import system
 
     def dispatch():
-        return build(load_scenario(None, [*QWEN, f"moe.placement={placement}"])).onchip.dispatch
+        return system(load_scenario(None, [*QWEN, f"moe.placement={placement}"])).onchip.dispatch
     at_once, one_by_one = dispatch(), dispatch()
     experts = [0, 3, 17, 64, 127]
     plans, one_plans = at_once.plan_layer(5, experts), [one_by_one.plan(5, e) for e in experts]
@@ -180,8 +180,8 @@ def test_trace_with_a_bad_expert_id_names_file_and_line(tmp_path):
     trace = tmp_path / "router.csv"
     trace.write_text("step,layer,token,experts\n0,0,0,1 2\n0,1,0,3 99\n")
     with pytest.raises(ConfigError) as e:
-        from hwsim.build import build
-        build(load_scenario(None, ["moe.routing.kind=trace", f"moe.routing.trace={trace}"]))
+        from hwsim.pipeline import system
+        system(load_scenario(None, ["moe.routing.kind=trace", f"moe.routing.trace={trace}"]))
     assert e.value.file == str(trace) and e.value.line == 3 and "out of range" in e.value.message
 
 
@@ -217,14 +217,14 @@ def test_routed_experts_are_recorded_under_their_own_names_and_layers():
     """A routed expert's kernels are shared with every expert routed alike (ExpertBlock), but
     each record names its own: the pass's kernels, named one by one (named_kernels), are the
     records' names and layers in order, and every routed expert the routing chose is there."""
-    from hwsim.build import build
+    from hwsim.pipeline import system
     from hwsim.model.kernel import ExpertBlock, Kernel, named_kernels
     from hwsim.model.schedule import StepShape
     from hwsim.step import plan_pass, simulate_pass
     from hwsim.engine.records import RecordLog
 
     cfg = load_scenario(None, ["model=qwen3-30b-a3b", "workload.batch_size=8"])
-    b = build(cfg)
+    b = system(cfg)
     shape = StepShape("decode", 8, 8, cfg.workload.context_tokens)
     plan = plan_pass(b, shape, 0)
     assert any(type(item) is ExpertBlock for item in plan.items)
@@ -242,11 +242,11 @@ def test_pinned_hot_under_expert_parallelism_pins_each_gpus_own_experts():
     """Each GPU of an EP group keeps the hottest of the experts it holds in its SRAM: pinning
     the hottest of all experts on every GPU (as before) left the GPUs that do not hold them
     an SRAM of experts they never run (qwen3-235b-ep4: only GPU 0 ever hit)."""
-    from hwsim.build import build
+    from hwsim.pipeline import system
     from hwsim.config.load import load_scenario
 
     cfg = load_scenario("qwen3-235b-ep4", ["moe.cache.policy=pinned-hot", "moe.cache.capacity_mib=256"])
-    b = build(cfg)
+    b = system(cfg)
     experts = b.gpus.experts
     pinned = [set(onchip.dispatch.cache.pinned) for onchip in b.gpus.onchips]
     for gpu, keys in enumerate(pinned):
@@ -256,8 +256,8 @@ def test_pinned_hot_under_expert_parallelism_pins_each_gpus_own_experts():
     assert not set.intersection(*pinned)          # contiguous placement: no expert on two GPUs
 
     # the summary's hit rate is every GPU's lookups together, each GPU hitting its own pins
-    from hwsim.run import run_scenario
-    summary = run_scenario(cfg.model_copy(update={"workload": cfg.workload.model_copy(
+    from hwsim.pipeline import run_config
+    summary = run_config(cfg.model_copy(update={"workload": cfg.workload.model_copy(
         update={"decode_steps": 1})}), built=b).run_summary
     caches = [onchip.dispatch.cache for onchip in b.gpus.onchips]
     assert all(c.hits > 0 for c in caches)
@@ -268,12 +268,13 @@ def test_a_run_keeping_experts_in_the_l2s_share_says_it_is_an_upper_bound():
     """Measured on an H200 (validation/data/l2_persist_h200), the L2's persisting share did not
     hold expert weights between their uses: every run that keeps experts there says so; a run
     that keeps none, or a what-if SRAM beside the L2 (capacity_mib past the share), does not."""
-    from hwsim.build import L2_SHARE_NOTE, build
+    from hwsim.build import L2_SHARE_NOTE
+    from hwsim.pipeline import system
     from hwsim.config.load import load_scenario
 
-    assert L2_SHARE_NOTE in build(load_scenario("moe-prefetch", ["workload.decode_steps=1"])).warnings
+    assert L2_SHARE_NOTE in system(load_scenario("moe-prefetch", ["workload.decode_steps=1"])).warnings
     pinned = ["model=qwen3-30b-a3b", "moe.cache.policy=pinned-hot", "workload.decode_steps=1"]
-    assert L2_SHARE_NOTE in build(load_scenario(None, pinned)).warnings
-    assert L2_SHARE_NOTE not in build(load_scenario(None, ["workload.decode_steps=1"])).warnings
-    beside = build(load_scenario(None, [*pinned, "moe.cache.capacity_mib=1024"]))
+    assert L2_SHARE_NOTE in system(load_scenario(None, pinned)).warnings
+    assert L2_SHARE_NOTE not in system(load_scenario(None, ["workload.decode_steps=1"])).warnings
+    beside = system(load_scenario(None, [*pinned, "moe.cache.capacity_mib=1024"]))
     assert L2_SHARE_NOTE not in beside.warnings

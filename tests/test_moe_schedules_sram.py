@@ -6,13 +6,13 @@ import pytest
 from hwsim.config.load import load_scenario
 from hwsim.errors import ConfigError
 from hwsim.model.kernel import AwaitLoad, Kernel
-from hwsim.run import run_scenario
+from hwsim.pipeline import run_config
 
 MIXTRAL = ["workload.decode_steps=2"]
 
 
 def summary(*sets):
-    return run_scenario(load_scenario(None, [*MIXTRAL, *sets]), intervals=False).summary
+    return run_config(load_scenario(None, [*MIXTRAL, *sets]), intervals=False).summary
 
 
 @pytest.mark.parametrize("schedule", ["grouped", "fused"])
@@ -43,9 +43,9 @@ def test_pinned_experts_hit_under_one_kernel_schedules(schedule):
 def test_one_kernel_waits_for_copies_still_in_flight(scenario_factory):
     """The stream waits on every in-flight copy once, before the first kernel that reads expert
     weights, and after the routing bookkeeping."""
-    from hwsim.build import build
+    from hwsim.pipeline import system
     from hwsim.model.schedule import StepShape
-    b = build(scenario_factory("runtime.moe_schedule=grouped", "moe.prefetch.enabled=true"))
+    b = system(scenario_factory("runtime.moe_schedule=grouped", "moe.prefetch.enabled=true"))
     routing = b.router.step(0, 1)
     items = b.schedule.step(StepShape("decode", 1, 1, 4096), routing, b.onchip)
     layer0 = [i for i in items if (i.key[0] if isinstance(i, AwaitLoad) else getattr(i, "layer", -1)) == 0
@@ -67,10 +67,11 @@ def test_per_expert_placement_with_one_kernel_schedules_is_refused(schedule):
 
 
 def test_per_expert_placement_is_refused_when_built_directly():
-    """Sweeps validate points without the file's cross checks: build refuses them too."""
-    from hwsim.build import build
+    """Sweeps validate points without the file's cross checks: the pipeline's check stage
+    refuses them too (pipeline.system: load, check, build)."""
+    from hwsim.pipeline import system
     from hwsim.config.scenario import Scenario
     cfg = Scenario.model_validate({"hardware": "h200-sxm", "model": "mixtral-8x7b",
                                    "runtime": {"moe_schedule": "fused"}, "moe": {"placement": "per-expert"}})
     with pytest.raises(ConfigError, match="placement per-expert"):
-        build(cfg)
+        system(cfg)

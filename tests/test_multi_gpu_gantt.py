@@ -13,7 +13,7 @@ from hwsim.config.load import load_scenario
 from hwsim.plots.breakdown import COLORS
 from hwsim.plots.gantt import plot_gantt
 from hwsim.plots.gantt_view import step_view
-from hwsim.run import run_scenario
+from hwsim.pipeline import run_config
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[1]
 def ep8():
     cfg = load_scenario(REPO / "scenarios" / "deepseek-v3-ep8.yaml",
                         ["workload.decode_steps=1", "workload.batch_size=8"])
-    return run_scenario(cfg)
+    return run_config(cfg)
 
 
 def test_every_unit_of_every_gpu_is_a_lane(ep8):
@@ -54,6 +54,6 @@ def test_recording_the_collectives_leaves_the_step_unchanged(ep8):
     """The SM and port intervals are drawn from the arbiter's items, not added to them."""
     cfg = load_scenario(REPO / "scenarios" / "deepseek-v3-ep8.yaml",
                         ["workload.decode_steps=1", "workload.batch_size=8", "runtime.kernel_records=0"])
-    quiet = run_scenario(cfg)
+    quiet = run_config(cfg)
     assert not any(spans for spans in quiet.lanes.values())
     assert quiet.steps[0].duration_s == ep8.steps[0].duration_s

@@ -9,13 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hwsim.build import build
+from hwsim.pipeline import run_config, system
 from hwsim.config.load import load_scenario
 from hwsim.errors import ConfigError
 from hwsim.parallel import collectives, layout as lay
 from hwsim.parallel.comm_kernels import NCCL_ALL_TO_ALL
 from hwsim.parallel.topology import load_topology
-from hwsim.run import run_scenario
 
 REPO = Path(__file__).resolve().parents[1]
 KEYS = {"gpus", "tp", "ep", "dp_attention", "per_gpu_memory_gb", "fits", "comm_ms_per_step", "all_to_all_ms",
@@ -28,7 +27,7 @@ def run(name: str, *overrides: str) -> dict:
     key = (name, overrides)
     if key not in _runs:
         cfg = load_scenario(REPO / "scenarios" / f"{name}.yaml", ["workload.decode_steps=1", *overrides])
-        _runs[key] = run_scenario(cfg)
+        _runs[key] = run_config(cfg)
     return _runs[key]
 
 
@@ -73,13 +72,13 @@ def test_the_step_s_all_reduces_are_the_collective_alone_on_the_links():
 def test_same_seed_same_result():
     cfg = load_scenario(REPO / "scenarios" / "qwen3-235b-ep4.yaml", ["workload.decode_steps=1",
                                                                       "workload.batch_size=8"])
-    a, b = run_scenario(cfg), run_scenario(cfg)
+    a, b = run_config(cfg), run_config(cfg)
     assert a.summary["itl_ms"] == b.summary["itl_ms"]
     assert a.summary["parallel"] == b.summary["parallel"]
 
 
 def test_one_gpu_reports_no_communication():
-    p = run_scenario(load_scenario(None, ["workload.decode_steps=1"])).summary["parallel"]
+    p = run_config(load_scenario(None, ["workload.decode_steps=1"])).summary["parallel"]
     assert set(p) == KEYS
     assert (p["gpus"], p["comm_ms_per_step"], p["gpu_load_imbalance"], p["wait_for_slowest_ms"]) == (1, 0.0, 1.0, 0.0)
 
@@ -124,7 +123,7 @@ def test_redundant_copies_share_a_hot_expert_s_tokens():
 ])
 def test_layouts_that_cannot_be_simulated_are_refused(overrides, match):
     with pytest.raises(ConfigError, match=match):
-        build(load_scenario(None, overrides))
+        system(load_scenario(None, overrides))
 
 
 def _cli(*args):
@@ -141,7 +140,7 @@ def test_single_gpu_deepseek_v3_exits_2_naming_the_numbers():
 
 def test_overcommit_runs_and_says_so():
     cfg = load_scenario(None, ["model=deepseek-v3", "parallel.allow_overcommit=true", "workload.decode_steps=1"])
-    s = run_scenario(cfg).summary
+    s = run_config(cfg).summary
     assert not s["parallel"]["fits"]
     assert any("as if it fit" in w for w in s["warnings"])
 
@@ -166,8 +165,8 @@ def test_a_gpu_whose_experts_no_token_chose_still_runs_its_layer():
     cfg = load_scenario(REPO / "scenarios" / "qwen3-235b-ep4.yaml", [
         "workload.decode_steps=1", "workload.batch_size=8", "moe.routing.kind=zipf",
         "parallel.gpus=8", "parallel.tp=8", "parallel.ep=8"])
-    b = build(cfg)
-    r = run_scenario(cfg, b)
+    b = system(cfg)
+    r = run_config(cfg, b)
     assert r.summary["parallel"]["gpu_load_imbalance"] > 1.5
     step = r.steps[0]
     assert sum(step.breakdown_s.values()) == pytest.approx(step.duration_s, rel=1e-6)
@@ -182,8 +181,8 @@ def test_tensor_parallel_prefill_all_reduces_its_prompt():
 
 
 def test_kv_summary_is_one_gpu_s():
-    one = run_scenario(load_scenario(None, ["workload.decode_steps=1", "workload.batch_size=8"])).summary["kv"]
-    two = run_scenario(load_scenario(None, ["workload.decode_steps=1", "workload.batch_size=8", "parallel.gpus=2",
+    one = run_config(load_scenario(None, ["workload.decode_steps=1", "workload.batch_size=8"])).summary["kv"]
+    two = run_config(load_scenario(None, ["workload.decode_steps=1", "workload.batch_size=8", "parallel.gpus=2",
                                             "parallel.tp=2"])).summary["kv"]
     assert two["bytes_per_token"] == pytest.approx(one["bytes_per_token"] / 2)     # half the KV heads
     assert two["max_context_tokens_fitting"] > 2 * one["max_context_tokens_fitting"]
@@ -199,9 +198,9 @@ def test_two_nodes_send_over_the_nics():
 
 
 def test_a_dense_model_splits_over_tp_or_runs_as_replicas():
-    tp = run_scenario(load_scenario(None, ["model=llama-3.1-8b", "workload.batch_size=8", "workload.decode_steps=1",
+    tp = run_config(load_scenario(None, ["model=llama-3.1-8b", "workload.batch_size=8", "workload.decode_steps=1",
                                            "parallel.gpus=2", "parallel.tp=2"])).summary["parallel"]
-    dp = run_scenario(load_scenario(None, ["model=llama-3.1-8b", "workload.batch_size=8", "workload.decode_steps=1",
+    dp = run_config(load_scenario(None, ["model=llama-3.1-8b", "workload.batch_size=8", "workload.decode_steps=1",
                                            "parallel.gpus=2", "parallel.dp_attention=true"])).summary["parallel"]
     assert tp["all_reduce_ms"] > 0 and tp["wait_for_slowest_ms"] == 0.0
     assert dp["comm_ms_per_step"] == 0.0 and dp["per_gpu_memory_gb"] > tp["per_gpu_memory_gb"]
@@ -212,7 +211,7 @@ def test_nccl_all_to_all_dispatches_bf16_with_its_own_kernel():
     place of DeepEP's low-latency kernels (FP8 tokens, 34.6 us a call and every SM)."""
     cfg = load_scenario(REPO / "scenarios" / "deepseek-v3-ep8.yaml",
                         ["workload.decode_steps=1", "parallel.dispatch_kernel=nccl-all-to-all"])
-    assert build(cfg).gpus.dispatch_kernel is NCCL_ALL_TO_ALL
+    assert system(cfg).gpus.dispatch_kernel is NCCL_ALL_TO_ALL
     deepep = run("deepseek-v3-ep8").summary["parallel"]
     nccl = run("deepseek-v3-ep8", "parallel.dispatch_kernel=nccl-all-to-all").summary["parallel"]
     # 58 MoE layers x (dispatch + combine): the fixed costs alone differ by ~2.5 ms a step

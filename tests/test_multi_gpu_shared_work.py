@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from hwsim.build import build
+from hwsim.pipeline import run_config, system
 from hwsim.config.load import load_scenario
 from hwsim.engine.stream import Stream
-from hwsim.run import run_scenario
 
 REPO = Path(__file__).resolve().parents[1]
 VOLATILE = {"wall_s"}
@@ -45,14 +44,14 @@ def test_a_shared_book_of_effects_gives_what_each_gpu_timing_its_own_gives(sram)
     """With expert SRAM too (issue 32): its devices' memory levels hold nothing of a device, so
     their effects stay shared, and each device's SRAM lane is its own."""
     cfg = _scenario("qwen3-235b-ep4", "parallel.micro_batches=2", *["moe.cache.policy=pinned-hot"] * sram)
-    shared = build(cfg)
-    separate = build(cfg)
+    shared = system(cfg)
+    separate = system(cfg)
     for stream in separate.gpus.streams:          # each GPU its own book, as before issue 33
         stream.replay.book = {}
     books = {id(s.replay.book) for s in shared.gpus.streams}
     assert len(books) == 1 and len(shared.gpus.streams) == 4
 
-    a, b = run_scenario(cfg, shared), run_scenario(cfg, separate)
+    a, b = run_config(cfg, shared), run_config(cfg, separate)
 
     assert _same(a.summary, b.summary)
     assert _lanes(a) == _lanes(b) and any(_lanes(a).values())
@@ -75,9 +74,9 @@ def _one_loop_and_general_loop(monkeypatch, cfg):
         return fast(self, p, kernels, *args, **kwargs)
 
     monkeypatch.setattr(Stream, "_run_kernels_alone", counted)
-    a = run_scenario(cfg, intervals=False)
+    a = run_config(cfg, intervals=False)
     monkeypatch.setattr(Stream, "_alone_throughout", lambda self, p, items, owners=False: None)
-    return a, run_scenario(cfg, intervals=False), taken
+    return a, run_config(cfg, intervals=False), taken
 
 
 def test_the_one_loop_of_alone_kernels_gives_what_the_general_loop_gives(monkeypatch):

@@ -9,7 +9,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from hwsim.build import build
+from hwsim.pipeline import system
 from hwsim.config.load import load_scenario
 from hwsim.model.kernel import timing_of
 from hwsim.model.paged_sdpa import PackedShape, layer_kernels, stack_kernels
@@ -86,7 +86,7 @@ def _pass(built, shape, routing):
 @pytest.mark.parametrize("model", ["llama-3.1-8b", "qwen3-30b-a3b"])
 def test_a_pass_on_warm_memos_is_the_pass_of_a_fresh_schedule(model):
     cfg = load_scenario(None, [f"model={model}", "runtime.moe_schedule=grouped"])
-    warm, fresh = build(cfg), build(cfg)
+    warm, fresh = system(cfg), system(cfg)
     moe = warm.model.moe
     layers = [layer for layer in range(warm.model.layers) if warm.model.is_moe_layer(layer)]
 
@@ -106,7 +106,7 @@ def test_a_pass_on_warm_memos_is_the_pass_of_a_fresh_schedule(model):
 def test_the_packed_attention_of_every_layer_is_each_layers_own_build(p):
     """paged_sdpa.stack_kernels relocates the first layer's kernels: each is the kernel that
     layer's own build makes (every field, its timing fields' values included)."""
-    sched = build(load_scenario("scenarios/engines/hf-llama-chat.yaml", [])).schedule
+    sched = system(load_scenario("scenarios/engines/hf-llama-chat.yaml", [])).schedule
     own = [k for layer in range(sched.model.layers) for k in layer_kernels(sched, layer, p)]
     stacked = stack_kernels(sched, p)
     assert len(stacked) == len(own) > sched.model.layers

@@ -62,6 +62,49 @@ def test_the_stages_run_a_loaded_scenario_as_the_run_command_does():
     assert summarized == ran and ran["itl_ms"]["p50"] > 0   # the same seed, the same numbers
 
 
+def test_build_constructs_only_the_check_stage_checks_once(monkeypatch):
+    """Session 21 (issue 42): the system checks run in the pipeline's check stage, once, and
+    build() opens no file by name: it is handed the loaded profile and model."""
+    from hwsim import checks
+    from hwsim.build import build
+    from hwsim.config import files
+    loaded = pipeline.load(None, [f"model={TINY}", "workload.decode_steps=1"])
+    calls, real = [], checks.problems
+    monkeypatch.setattr(checks, "problems", lambda *a: calls.append(a) or real(*a))
+    for name in ("load_model", "load_profile"):
+        monkeypatch.setattr(files, name, lambda *a, **k: pytest.fail("build read a file by name"))
+    built = build(loaded.cfg, loaded.profile, loaded.model)
+    assert calls == [] and built.model is loaded.model and built.profile is loaded.profile
+    pipeline.run(loaded, intervals=False)          # no system given: checked, then built
+    assert len(calls) == 1
+
+
+def test_a_scenario_made_in_code_is_refused_by_the_check_stage_not_by_build(tmp_path):
+    path = _scenario(tmp_path, "s.yaml", f"hardware: h200-sxm\nmodel: {TINY}\n")
+    loaded = pipeline.load(path, ["weights.experts.format=int4"])
+    bad = loaded.cfg.model_copy(update={"weights": loaded.cfg.weights.model_copy(update={
+        "experts": loaded.cfg.weights.experts.model_copy(update={"dequant": "native"})})})
+    with pytest.raises(ConfigError) as info:
+        pipeline.system(bad)
+    assert info.value.key == "weights.experts.dequant" and info.value.file is None
+    from hwsim.build import build
+    build(bad, loaded.profile, loaded.model)       # construction alone: no check re-run
+
+
+def test_the_draft_model_is_read_once_at_load_and_a_bad_name_said_at_its_line(tmp_path):
+    """Session 21: a speculative draft's model is read by the load stage (LoadedScenario.draft)
+    and handed to build; a bad name is the loader's error at the key's file and line."""
+    text = f"hardware: h200-sxm\nmodel: {TINY}\nworkload:\n  speculative:\n    method: draft\n    tokens: 1\n"
+    good = pipeline.load(_scenario(tmp_path, "g.yaml", text + f"    draft: {TINY}\n"))
+    assert good.draft is not None and good.draft.name == good.model.name
+    assert pipeline.build(good).draft is good.draft
+    bad = _scenario(tmp_path, "b.yaml", text + "    draft: no-such-model\n")
+    with pytest.raises(ConfigError) as info:
+        pipeline.load(bad)
+    assert (info.value.file, info.value.line, info.value.key) == (str(bad), 7, "workload.speculative.draft")
+    assert "unknown model 'no-such-model'" in info.value.message
+
+
 def test_one_manifest_writer_replaces_the_file_whole(tmp_path):
     write_manifest(tmp_path, {"a": 1})
     path = write_manifest(tmp_path, {"b": [1, 2]})

@@ -9,7 +9,7 @@ import pytest
 from hwsim.config.load import load_profile, load_scenario
 from hwsim.hw.chip import ChipSpec
 from hwsim.hw.power import Activity, PowerModel, settle
-from hwsim.run import run_scenario
+from hwsim.pipeline import run_config
 from hwsim.validate import predict_ms
 
 MODEL = PowerModel(limit_w=700, idle_w=80, clock_w=60, tensor_j_per_flop=1e-12, l2_j_per_byte=40e-12,
@@ -99,21 +99,21 @@ def test_dense_prefill_throttles_and_settled_lies_between_max_and_a_locked_low_c
 
 def test_decode_run_reports_power_and_stays_at_the_maximum_clock():
     cfg = load_scenario(None, ["workload.decode_steps=2"])
-    s = run_scenario(cfg).summary
+    s = run_config(cfg).summary
     p = s["power"]
     assert p["limit_w"] == 700 and not p["throttled"]
     assert p["sm_clock_mhz"] == p["max_clock_mhz"] == 1980
     assert 150 < p["watts"] < 700
     # energy per token is the power over the tokens' time: batch 1, one token a step
     assert p["joules_per_token"] == pytest.approx(p["watts"] * s["itl_ms"]["mean"] / 1e3, rel=1e-6)
-    at_max = run_scenario(load_scenario(None, ["workload.decode_steps=2", "runtime.sm_clock=max"])).summary
+    at_max = run_config(load_scenario(None, ["workload.decode_steps=2", "runtime.sm_clock=max"])).summary
     assert at_max["itl_ms"] == s["itl_ms"]
 
 
 def test_profile_without_power_block_reports_none():
     profile = load_profile("mi300x")
     assert profile.power is None
-    s = run_scenario(load_scenario(None, ["hardware=mi300x", "workload.decode_steps=1"])).summary
+    s = run_config(load_scenario(None, ["hardware=mi300x", "workload.decode_steps=1"])).summary
     assert s["power"] is None
 
 
@@ -129,14 +129,14 @@ def test_a_pass_planned_at_one_clock_runs_the_same_at_another():
     """validate builds each draw's kernels once and replays them at every clock the governor
     probes: the schedule must not depend on the clock (the plans are equal), and the pass
     timed from the shared plan must be the pass timed from its own, to the bit."""
-    from hwsim.build import build
+    from hwsim.pipeline import system
     from hwsim.step import plan_pass, simulate_pass
     from hwsim.validate import _row_scenario
 
     row = {**LLAMA_PREFILL, "model": "mixtral-8x7b", "phase": "decode", "batch": "8",
            "context_tokens": "1024", "prompt_tokens": "0"}
     cfg, shape = _row_scenario(row)
-    top = build(cfg)
+    top = system(cfg)
     low_clock = top.chip.clock_hz * 0.7
     own, shared = top.at_sm_clock(low_clock), top.at_sm_clock(low_clock)
     for draw in range(2):
@@ -154,9 +154,9 @@ def test_a_throttled_run_replays_its_plans_and_equals_a_run_locked_at_its_clock(
     others (issue 33): its result is the same as a run locked at the clock it settled at, which
     plans every step itself, expert SRAM statistics included (the planning's state)."""
     sets = ["workload.batch_size=256", "workload.context_tokens=1024", "workload.decode_steps=2"]
-    settled = run_scenario(load_scenario("scenarios/moe-prefetch.yaml", sets), intervals=False).summary
+    settled = run_config(load_scenario("scenarios/moe-prefetch.yaml", sets), intervals=False).summary
     assert settled["power"]["throttled"]
-    locked = run_scenario(load_scenario("scenarios/moe-prefetch.yaml", sets + [
+    locked = run_config(load_scenario("scenarios/moe-prefetch.yaml", sets + [
         f"runtime.sm_clock={settled['power']['sm_clock_mhz']}"]), intervals=False).summary
     for key in ("p50", "p99", "mean"):
         assert settled["itl_ms"][key] == pytest.approx(locked["itl_ms"][key], rel=1e-9)
@@ -216,12 +216,12 @@ def test_a_throttled_run_settles_in_two_simulations_within_the_band(monkeypatch)
 
     monkeypatch.setattr(run, "_simulate", counted)
     sets = ["workload.batch_size=256", "workload.context_tokens=1024", "workload.decode_steps=2"]
-    settled = run_scenario(load_scenario(None, sets), intervals=False).summary
+    settled = run_config(load_scenario(None, sets), intervals=False).summary
     power = settled["power"]
     assert power["throttled"] and power["watts_at_max_clock"] > 700
     assert len(clocks) == 2 and clocks[0] == 1980e6 and clocks[1] == power["sm_clock_mhz"] * 1e6
     assert power["watts"] == pytest.approx(power["limit_w"], rel=0.01)
-    locked = run_scenario(load_scenario(None, sets + [f"runtime.sm_clock={power['sm_clock_mhz']}"]),
+    locked = run_config(load_scenario(None, sets + [f"runtime.sm_clock={power['sm_clock_mhz']}"]),
                           intervals=False).summary
     assert settled["itl_ms"] == pytest.approx(locked["itl_ms"], rel=1e-9)
     assert settled["breakdown_ms"] == pytest.approx(locked["breakdown_ms"], rel=1e-9)

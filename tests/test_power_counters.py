@@ -5,7 +5,7 @@ file as the reference), on one GPU and per GPU of a multi-GPU pass."""
 
 import pytest
 
-from hwsim.build import build
+from hwsim.pipeline import system
 from hwsim.config.load import load_scenario
 from hwsim.hw.power import Activity
 from hwsim.model.kernel import ExpertBlock, Kernel, PrefetchLoad
@@ -30,7 +30,7 @@ def counted_work(items) -> Activity:
 
 def passes_and_plans(cfg):
     """A one-GPU run's passes (its prefill, if any, then its decode steps), each with its plan."""
-    b = build(cfg)
+    b = system(cfg)
     w = cfg.workload
     shapes = ([(StepShape("prefill", 1, w.prompt_tokens, 0), -1)] if w.prompt_tokens else [])
     shapes += [(StepShape("decode", w.batch_size, w.batch_size, w.context_tokens + i), i)
@@ -85,7 +85,7 @@ def test_a_multi_gpu_pass_reads_each_gpus_units_and_keeps_each_kinds_busiest(mon
     monkeypatch.setattr(multi, "_busiest_work", lambda work: per_gpu.append(work) or busiest(work))
     cfg = load_scenario("scenarios/qwen3-235b-ep4.yaml", ["workload.batch_size=32", "workload.context_tokens=512",
                                                           "workload.decode_steps=1", "workload.prompt_tokens=0"])
-    b = build(cfg)
+    b = system(cfg)
     shape = StepShape("decode", 32, 32, 512)
     result = simulate_pass(b, shape, 0, None)
     (work,) = per_gpu
@@ -105,14 +105,15 @@ def test_a_probe_that_keeps_the_memory_totals_draws_the_watts_of_a_run_locked_at
     maximum clock's run's, and its watts those of a run locked at its clock, which counts its
     own (were the probe's work read off its own units, its HBM and L2 bytes would be 0)."""
     import hwsim.run as run
+    from hwsim.pipeline import run_config
 
     kept = []
     keep = run._memory_totals_kept
     monkeypatch.setattr(run, "_memory_totals_kept", lambda *a: kept.append(keep(*a)) or kept[-1])
     sets = ["workload.batch_size=256", "workload.context_tokens=1024", "workload.decode_steps=2"]
-    settled = run.run_scenario(load_scenario(None, sets), intervals=False).summary["power"]
+    settled = run_config(load_scenario(None, sets), intervals=False).summary["power"]
     assert settled["throttled"] and kept == [True]
-    locked = run.run_scenario(load_scenario(None, sets + [f"runtime.sm_clock={settled['sm_clock_mhz']}"]),
-                              intervals=False).summary["power"]
+    locked = run_config(load_scenario(None, sets + [f"runtime.sm_clock={settled['sm_clock_mhz']}"]),
+                        intervals=False).summary["power"]
     assert settled["watts"] == pytest.approx(locked["watts"], rel=1e-9)
     assert settled["joules_per_token"] == pytest.approx(locked["joules_per_token"], rel=1e-9)

@@ -5,19 +5,18 @@ time and parts (to a rounding), the same demand of every unit."""
 
 import pytest
 
-from hwsim.build import build
+from hwsim.pipeline import run_config, system
 from hwsim.config.load import load_scenario
 from hwsim.engine.timer import KernelTimer
 from hwsim.hw.device import Device
-from hwsim.run import run_scenario
 
 SETS = ["workload.batch_size=256", "workload.context_tokens=1024", "workload.decode_steps=1"]
 
 
 def _timed_kernels(cfg):
     """The system at the maximum clock after one run, and each distinct kernel it timed."""
-    b = build(cfg)
-    result = run_scenario(cfg, b, intervals=False)
+    b = system(cfg)
+    result = run_config(cfg, b, intervals=False)
     kernels = {}
     for row in result.records.rows:
         kernels.setdefault(row[2].replay_key, row[2])
@@ -91,11 +90,11 @@ def test_a_governors_probe_retimes_its_kernels_and_equals_a_run_locked_at_its_cl
         return out
 
     monkeypatch.setattr(KernelTimer, "retimed", counted)
-    settled = run_scenario(load_scenario(None, SETS), intervals=False)
+    settled = run_config(load_scenario(None, SETS), intervals=False)
     power = settled.summary["power"]
     assert power["throttled"] and sum(calls) > 100
     monkeypatch.setattr(KernelTimer, "retimed", retimed)
-    locked = run_scenario(load_scenario(None, SETS + [f"runtime.sm_clock={power['sm_clock_mhz']}"]),
+    locked = run_config(load_scenario(None, SETS + [f"runtime.sm_clock={power['sm_clock_mhz']}"]),
                           intervals=False)
     for got, want in zip(settled.steps, locked.steps, strict=True):
         assert got.breakdown_s == pytest.approx(want.breakdown_s, rel=1e-12)
@@ -119,13 +118,13 @@ def test_a_probe_keeps_the_memory_totals_a_run_locked_at_its_clock_charges(monke
         return out
 
     monkeypatch.setattr(run, "_memory_totals_kept", seen)
-    settled = run_scenario(load_scenario(None, SETS), intervals=False)
+    settled = run_config(load_scenario(None, SETS), intervals=False)
     assert [k for k, _ in kept] == [True]
     probe = kept[0][1].device
     mhz = settled.summary["power"]["sm_clock_mhz"]
     cfg = load_scenario(None, SETS + [f"runtime.sm_clock={mhz}"])
-    locked = build(cfg)
-    run_scenario(cfg, locked, intervals=False)
+    locked = system(cfg)
+    run_config(cfg, locked, intervals=False)
     d = locked.device
     assert (probe.hbm_all.channel_bytes == d.hbm_all.channel_bytes).all()
     assert (probe.hbm_all.channel_busy == d.hbm_all.channel_busy).all()
@@ -154,12 +153,12 @@ def test_a_probe_whose_passes_do_not_all_run_alone_is_run_again_charging_every_u
         return simulate(cfg, b, *args, **kwargs)
 
     monkeypatch.setattr(run, "_simulate", counted)
-    settled = run_scenario(load_scenario(None, SETS), intervals=False)
+    settled = run_config(load_scenario(None, SETS), intervals=False)
     mhz = settled.summary["power"]["sm_clock_mhz"]
     assert clocks == [1980e6, mhz * 1e6, mhz * 1e6]               # the probe, run again
     cfg = load_scenario(None, SETS + [f"runtime.sm_clock={mhz}"])
-    locked = build(cfg)
-    locked_run = run_scenario(cfg, locked, intervals=False)
+    locked = system(cfg)
+    locked_run = run_config(cfg, locked, intervals=False)
     assert settled.channel_bytes == locked.device.channel_bytes.tolist()
     assert settled.summary["itl_ms"] == pytest.approx(locked_run.summary["itl_ms"], rel=1e-12)
 
@@ -174,8 +173,8 @@ def test_a_speculative_runs_probes_are_charged_in_full_as_they_plan_afresh(monke
             "workload.prompt_tokens=128", "moe.cache.policy=lru", "moe.cache.capacity_mib=200",
             "workload.speculative={method: mtp, tokens: 1}", "hardware_overrides={power: {limit_w: 200}}"]
     cfg = load_scenario("scenarios/moe-hotspots.yaml", sets)
-    kept = run_scenario(cfg, intervals=False).summary["power"]
+    kept = run_config(cfg, intervals=False).summary["power"]
     monkeypatch.setattr(run_module, "_memory_totals_kept", lambda *a: False)
-    full = run_scenario(cfg, intervals=False).summary["power"]
+    full = run_config(cfg, intervals=False).summary["power"]
     assert kept["throttled"]
     assert (kept["sm_clock_mhz"], kept["watts"]) == (full["sm_clock_mhz"], full["watts"])

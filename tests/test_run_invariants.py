@@ -6,13 +6,13 @@ import pytest
 
 from hwsim.metrics import Component
 from hwsim.model.shapes import builtin_models
-from hwsim.run import run_scenario
+from hwsim.pipeline import run_config
 
 
 @pytest.fixture(scope="module")
 def default_run():
     from hwsim.config.load import load_scenario
-    return run_scenario(load_scenario(None, ["workload.decode_steps=2"]))
+    return run_config(load_scenario(None, ["workload.decode_steps=2"]))
 
 
 def test_breakdown_sums_to_each_step(default_run):
@@ -33,8 +33,8 @@ def test_bytes_match_the_analytic_bytes(default_run):
     """Weights of the touched experts + attention + LM head, plus the KV read and written."""
     b = default_run
     cfg = b.scenario
-    from hwsim.build import build
-    built = build(cfg)
+    from hwsim.pipeline import system
+    built = system(cfg)
     m = built.model
     d, wb = m.hidden, m.weight_bytes
     a = m.attention
@@ -61,10 +61,10 @@ def test_no_unit_above_full_utilisation(scenario_factory):
     """With expert prefetch the copy engine shares HBM with the kernels: no unit of the device
     may serve more than its rate allows over the run, and every byte the kernels and copies
     moved through HBM is on the stacks."""
-    from hwsim.build import build
+    from hwsim.pipeline import system
     cfg = scenario_factory("workload.batch_size=8", "moe.prefetch.enabled=true")
-    built = build(cfg)
-    result = run_scenario(cfg, built)
+    built = system(cfg)
+    result = run_config(cfg, built)
     elapsed = built.env.now
     device = built.device
     assert device.copy_engines[0].busy_s > 0
@@ -78,35 +78,35 @@ def test_no_unit_above_full_utilisation(scenario_factory):
 
 
 def test_same_seed_same_summary(scenario_factory):
-    a = run_scenario(scenario_factory("workload.batch_size=4", "seed=7")).summary
-    b = run_scenario(scenario_factory("workload.batch_size=4", "seed=7")).summary
+    a = run_config(scenario_factory("workload.batch_size=4", "seed=7")).summary
+    b = run_config(scenario_factory("workload.batch_size=4", "seed=7")).summary
     for s in (a, b):
         s["sim"].pop("wall_s")
     assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
 
 
 def test_routing_depends_on_the_seed(scenario_factory):
-    runs = [run_scenario(scenario_factory("workload.batch_size=2", f"seed={s}")) for s in range(4)]
+    runs = [run_config(scenario_factory("workload.batch_size=2", f"seed={s}")) for s in range(4)]
     experts = {r.summary["active_experts_per_layer"] for r in runs}
     assert len(experts) > 1
 
 
 def test_more_batch_touches_more_experts_and_takes_longer(scenario_factory):
-    one = run_scenario(scenario_factory("workload.batch_size=1")).summary
-    many = run_scenario(scenario_factory("workload.batch_size=16")).summary
+    one = run_config(scenario_factory("workload.batch_size=1")).summary
+    many = run_config(scenario_factory("workload.batch_size=16")).summary
     assert one["active_experts_per_layer"] == 2
     assert many["active_experts_per_layer"] > 6
     assert many["itl_ms"]["p50"] > 2 * one["itl_ms"]["p50"]
 
 
 def test_prefill_fills_ttft(scenario_factory):
-    s = run_scenario(scenario_factory("workload.prompt_tokens=256")).summary
+    s = run_config(scenario_factory("workload.prompt_tokens=256")).summary
     assert s["ttft_ms"]["p50"] > s["itl_ms"]["p50"]
 
 
 def test_eager_launch_is_slower_than_graph(scenario_factory):
-    graph = run_scenario(scenario_factory("runtime.launch=graph")).summary
-    eager = run_scenario(scenario_factory("runtime.launch=eager")).summary
+    graph = run_config(scenario_factory("runtime.launch=graph")).summary
+    eager = run_config(scenario_factory("runtime.launch=eager")).summary
     assert eager["itl_ms"]["p50"] > graph["itl_ms"]["p50"]
     assert eager["breakdown_ms"]["launch_overhead"] > graph["breakdown_ms"]["launch_overhead"]
 
@@ -115,11 +115,11 @@ def test_eager_launch_is_slower_than_graph(scenario_factory):
 def test_every_builtin_model_streams_its_active_weights_no_faster_than_hbm(scenario_factory, model, h200):
     """Each model's step reads at least its dense weights and at most all of them, and takes
     at least its bytes over peak bandwidth."""
-    from hwsim.build import build
+    from hwsim.pipeline import system
     # the big ones do not fit one H200: timed as if they did (a what-if the run must be told)
     cfg = scenario_factory(f"model={model}", "workload.decode_steps=1", "parallel.allow_overcommit=true")
-    built = build(cfg)
-    s = run_scenario(cfg, built).summary
+    built = system(cfg)
+    s = run_config(cfg, built).summary
     total = built.schedule.weight_bytes_total()
     assert 0 < s["bytes"]["weights"] <= total * (1 + 1e-9)
     if not built.model.moe:
@@ -131,7 +131,7 @@ def test_every_builtin_model_streams_its_active_weights_no_faster_than_hbm(scena
 def test_step_totals_equal_the_sum_of_its_kernel_records(scenario_factory):
     """The stream sums each step's breakdown and bytes as kernels complete (replays in bulk);
     the per-kernel records, kept for every step here, must add up to the same figures."""
-    result = run_scenario(scenario_factory("workload.decode_steps=3", "workload.batch_size=4",
+    result = run_config(scenario_factory("workload.decode_steps=3", "workload.batch_size=4",
                                            "runtime.kernel_records=-1"))
     for step in result.steps:
         records = [r for r in result.records if r.step == step.step]
@@ -144,8 +144,8 @@ def test_step_totals_equal_the_sum_of_its_kernel_records(scenario_factory):
 
 
 def test_kernel_records_window_keeps_the_first_steps_and_every_steps_figures(scenario_factory):
-    full = run_scenario(scenario_factory("workload.decode_steps=4", "runtime.kernel_records=-1"))
-    windowed = run_scenario(scenario_factory("workload.decode_steps=4", "runtime.kernel_records=2"))
+    full = run_config(scenario_factory("workload.decode_steps=4", "runtime.kernel_records=-1"))
+    windowed = run_config(scenario_factory("workload.decode_steps=4", "runtime.kernel_records=2"))
     assert {r.step for r in windowed.records} == {0, 1}
     assert len(windowed.records) == sum(1 for r in full.records if r.step < 2)
     for a, b in zip(full.steps, windowed.steps):

@@ -5,10 +5,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hwsim.build import build
+from hwsim.pipeline import run_config, system
 from hwsim.config.load import load_scenario
 from hwsim.model.schedule import StepShape
-from hwsim.run import run_scenario
 from hwsim.step import simulate_pass
 
 TINY = str(Path(__file__).parent / "data" / "tiny-moe.yaml")
@@ -17,7 +16,7 @@ TINY = str(Path(__file__).parent / "data" / "tiny-moe.yaml")
 def serve(*sets):
     cfg = load_scenario(None, [f"model={TINY}", "workload.prompt.tokens=128", "workload.output.tokens=16",
                                *sets])
-    return cfg, run_scenario(cfg)
+    return cfg, run_config(cfg)
 
 
 def littles_law_terms(requests):
@@ -47,7 +46,7 @@ def test_littles_law_holds_on_the_simulated_queue():
 def test_vanishing_load_gives_one_prefill_and_batch_one_steps():
     cfg, r = serve("workload.arrivals.kind=poisson", "workload.arrivals.rate_per_s=0.01",
                    "workload.arrivals.requests=4", "workload.context_tokens=128")
-    b = build(cfg)
+    b = system(cfg)
     prefill = simulate_pass(b, StepShape("prefill", 1, 128, 0), 0, None).duration_s * 1e3
     b.env.run()
     step = simulate_pass(b, StepShape("decode", 1, 1, 512), 1, None).duration_s * 1e3

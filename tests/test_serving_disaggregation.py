@@ -8,14 +8,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hwsim.build import build
+from hwsim.pipeline import run_config, system
 from hwsim import pipeline
 from hwsim.config.load import load_model, load_scenario
 from hwsim.config.scenario import Disaggregation
 from hwsim.errors import ConfigError
 from hwsim.io.tables import rows_to_columns, write_parquet
 from hwsim.parallel.topology import load_topology
-from hwsim.run import run_scenario
 from hwsim.serving.disaggregation import DisaggregatedLoop
 from hwsim.serving.kv_transfer import KV_SEND, KvFabric
 
@@ -31,7 +30,7 @@ def one_request(*sets):
     """One request alone: nothing shares the links or the GPUs."""
     cfg = scenario("workload.arrivals.requests=1", "workload.prompt.tokens=3000",
                    "workload.output.tokens=4", *DISAGG, *sets)
-    built = build(cfg)
+    built = system(cfg)
     loop = DisaggregatedLoop(built)
     (req,) = loop.run()
     return cfg, loop, req
@@ -76,7 +75,7 @@ def test_a_quantized_kv_cache_sends_fewer_bytes_sooner():
 
 def test_transfers_into_one_decode_gpu_share_its_port():
     cfg = scenario(*DISAGG)
-    built = build(cfg)
+    built = system(cfg)
     fabric = KvFabric(built.chip, "h200-sxm", Disaggregation(prefill_gpus=2, decode_gpus=2))
     n = 2e9
     alone = fabric.alone_s(n)
@@ -99,8 +98,8 @@ PREFILL_HEAVY = ["workload.arrivals.rate_per_s=40", "workload.arrivals.requests=
 
 @pytest.fixture(scope="module")
 def prefill_heavy():
-    colocated = run_scenario(scenario(*PREFILL_HEAVY))
-    disaggregated = run_scenario(scenario(*PREFILL_HEAVY, *DISAGG))
+    colocated = run_config(scenario(*PREFILL_HEAVY))
+    disaggregated = run_config(scenario(*PREFILL_HEAVY, *DISAGG))
     return colocated, disaggregated
 
 
@@ -120,7 +119,7 @@ def test_decode_iterations_never_hold_prefill_chunks(prefill_heavy):
 
 
 def test_per_tier_gpus_and_one_row_per_request(tmp_path):
-    r = run_scenario(scenario(*PREFILL_HEAVY[:4], "workload.prompt.high=4096", "workload.output.kind=fixed",
+    r = run_config(scenario(*PREFILL_HEAVY[:4], "workload.prompt.high=4096", "workload.output.kind=fixed",
                               "workload.output.tokens=8", "workload.disaggregation.prefill_gpus=2",
                               "workload.disaggregation.decode_gpus=3"))
     tiers = r.summary["serving"]["tiers"]
@@ -137,7 +136,7 @@ def test_per_tier_gpus_and_one_row_per_request(tmp_path):
 
 
 def test_a_full_decode_gpu_makes_prefilled_requests_wait():
-    r = run_scenario(scenario(*PREFILL_HEAVY[:4], "workload.prompt.high=4096", "workload.max_batch_size=2",
+    r = run_config(scenario(*PREFILL_HEAVY[:4], "workload.prompt.high=4096", "workload.max_batch_size=2",
                               *DISAGG))
     assert max(it.decodes for it in r.iterations) <= 2
     waits = [row["decode_wait_ms"] for row in r.requests]
@@ -148,8 +147,8 @@ def test_a_full_decode_gpu_makes_prefilled_requests_wait():
 
 
 def test_same_seed_same_requests():
-    a = run_scenario(scenario("workload.arrivals.requests=8", "workload.disaggregation.prefill_gpus=2", *DISAGG[1:]))
-    b = run_scenario(scenario("workload.arrivals.requests=8", "workload.disaggregation.prefill_gpus=2", *DISAGG[1:]))
+    a = run_config(scenario("workload.arrivals.requests=8", "workload.disaggregation.prefill_gpus=2", *DISAGG[1:]))
+    b = run_config(scenario("workload.arrivals.requests=8", "workload.disaggregation.prefill_gpus=2", *DISAGG[1:]))
     assert a.requests == b.requests
 
 
@@ -166,9 +165,10 @@ def test_bad_disaggregation_keys_are_named(sets, key):
 
 
 def test_tiers_that_do_not_fit_their_topology_are_refused_above_the_loader(tmp_path):
-    # hwsim/checks.py: by `hwsim run` right after loading (at file:line:key), and by build
+    # hwsim/checks.py: by `hwsim run` right after loading (at file:line:key), and by
+    # the pipeline's system (load, check, build)
     unplaced = scenario("workload.disaggregation.prefill_gpus=5", "workload.disaggregation.decode_gpus=4")
-    for check, arg in ((pipeline.check, pipeline.from_config(unplaced)), (build, unplaced)):
+    for check, arg in ((pipeline.check, pipeline.from_config(unplaced)), (system, unplaced)):
         with pytest.raises(ConfigError, match="use link: network") as e:
             check(arg)
         assert e.value.key == "workload.disaggregation.decode_gpus"
@@ -180,7 +180,7 @@ def test_tiers_that_do_not_fit_their_topology_are_refused_above_the_loader(tmp_p
     with pytest.raises(ConfigError, match="built of h100-sxm") as e:
         pipeline.check(pipeline.load(p, ["workload.arrivals.kind=poisson"]))
     assert (e.value.file, e.value.key) == (str(p), "workload.disaggregation.topology")
-    run_scenario(scenario("workload.arrivals.requests=2", "workload.disaggregation.prefill_gpus=5",
+    run_config(scenario("workload.arrivals.requests=2", "workload.disaggregation.prefill_gpus=5",
                           "workload.disaggregation.decode_gpus=4", "workload.disaggregation.link=network"))
 
 

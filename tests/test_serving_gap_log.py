@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import hwsim.serving.requests as requests_mod
-from hwsim.build import build
+from hwsim.pipeline import system
 from hwsim.config.load import load_scenario
 from hwsim.metrics import percentiles, percentiles_in_place
 from hwsim.serving.disaggregation import serving_loop
@@ -44,7 +44,7 @@ class Recorded(Request):
 ])
 def test_the_summary_and_rows_are_those_of_every_token_time(small_hbm, monkeypatch, scenario, sets):
     monkeypatch.setattr(requests_mod, "Request", Recorded)
-    loop = serving_loop(build(load_scenario(scenario, sets)))
+    loop = serving_loop(system(load_scenario(scenario, sets)))
     loop.run()
     reqs = loop.finished
     assert len(reqs) == (30 if scenario else 8)

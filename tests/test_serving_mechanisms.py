@@ -5,9 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from hwsim.build import build
+from hwsim.pipeline import run_config, system
 from hwsim.config.load import load_scenario
-from hwsim.run import run_scenario
 from hwsim.serving.loop import ServingLoop, StepOracle
 from hwsim.serving.metrics import request_rows
 from hwsim.serving.prefix_cache import PrefixCache
@@ -17,7 +16,7 @@ MOONCAKE = ["workload.arrivals.kind=trace", "workload.arrivals.trace=scenarios/t
 
 
 def mooncake(*sets):
-    return run_scenario(load_scenario(None, [f"model={TINY}", *MOONCAKE, *sets]))
+    return run_config(load_scenario(None, [f"model={TINY}", *MOONCAKE, *sets]))
 
 
 def test_prefix_hits_are_the_leading_computed_blocks_of_the_trace():
@@ -78,7 +77,7 @@ class Watched(StepOracle):
 
 
 def serve_watched(cfg):
-    b = build(cfg)
+    b = system(cfg)
     oracle = Watched(b)
     loop = ServingLoop(b, oracle=oracle)
     oracle.loop = loop
@@ -104,17 +103,17 @@ def test_kv_as_needed_preempts_and_recomputes_when_memory_runs_out(small_hbm):
 
 
 def test_preemptions_reported_in_the_serving_summary(small_hbm):
-    r = run_scenario(crowded("as_needed"))
+    r = run_config(crowded("as_needed"))
     s = r.summary["serving"]
     assert s["preemptions"] == sum(q["preemptions"] for q in r.requests) > 0
     assert s["requests_completed"] == len(r.requests) == 8
-    assert run_scenario(crowded("whole")).summary["serving"]["preemptions"] == 0
+    assert run_config(crowded("whole")).summary["serving"]["preemptions"] == 0
 
 
 def test_the_loop_admits_into_the_hbm_its_build_left_for_kv_caches():
     """Session 21: the KV room is resolved once, by build (GpuMemory.kv_room), not asked of the
     schedule again by every loop, tier and engine: HBM less the weights and activations region."""
-    b = build(load_scenario(None, [f"model={TINY}", *MOONCAKE]))
+    b = system(load_scenario(None, [f"model={TINY}", *MOONCAKE]))
     room = b.chip.hbm_capacity_bytes - b.schedule.weight_bytes_total()
     assert b.memory.kv_room == room and ServingLoop(b)._kv_capacity == room
     assert 0 < room < b.chip.hbm_capacity_bytes

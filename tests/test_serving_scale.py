@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from hwsim import pipeline
-from hwsim.build import build
+from hwsim.pipeline import system
 from hwsim.config.load import load_model, load_scenario
 from hwsim.errors import ConfigError
 from hwsim.serving.loop import ServingLoop, StepOracle, shape_key
@@ -54,7 +54,7 @@ class EveryIteration(StepOracle):
 
 
 def served(cfg, oracle_of=None, warm=False):
-    b = build(cfg)
+    b = system(cfg)
     if warm:               # one pass first: the device's first pass runs cold (nothing in L2)
         simulate_pass(b, StepShape("decode", 1, 1, 512), -1, None)
     loop = ServingLoop(b, oracle=oracle_of(b) if oracle_of else None)
@@ -107,7 +107,7 @@ def test_shape_reuse_stays_close_when_every_iteration_redraws_its_routing(reused
 
 def test_rehearsal_counts_about_the_shapes_the_run_simulates(reused_300):
     loop, _ = reused_300
-    r = rehearse(voice_like(300), build)
+    r = rehearse(voice_like(300), system)
     assert r.requests == 300
     assert 0.5 * loop.oracle.simulated <= len(r.shapes) <= 2 * loop.oracle.simulated
     assert 0.5 * len(loop.iterations) <= r.iterations <= 2 * len(loop.iterations)
@@ -118,7 +118,7 @@ def test_a_rehearsal_of_the_first_requests_extrapolates_to_the_rest(reused_300, 
     from hwsim.serving import rehearse as rehearse_module
     loop, _ = reused_300
     monkeypatch.setattr(rehearse_module, "REHEARSE_REQUESTS", 100)
-    cost = cost_module._serving_rehearsed(voice_like(300), load_model(TINY), build)
+    cost = cost_module._serving_rehearsed(voice_like(300), load_model(TINY), system)
     assert cost.iterations == pytest.approx(len(loop.iterations), rel=0.5)
     assert 0.6 * loop.oracle.simulated <= cost.passes <= 3 * loop.oracle.simulated
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from hwsim.build import build
+from hwsim.pipeline import system
 from hwsim.config.load import load_scenario
 from hwsim.errors import ConfigError
 from hwsim.serving.host_link import HOST_LINKS
@@ -32,7 +32,7 @@ class Watched(StepOracle):
 
 
 def serve(cfg) -> ServingLoop:
-    b = build(cfg)
+    b = system(cfg)
     oracle = Watched(b)
     loop = ServingLoop(b, oracle=oracle)
     oracle.loop = loop

@@ -60,9 +60,9 @@ def test_small_kernels_match_the_h200(h200):
 def test_cudnn_decode_streams_at_hbm_speed_where_flash_is_mma_bound(scenario_factory):
     """Measured at B=32, L=16k: cuDNN 478 us, FlashAttention-2 772 us (h200_attention_backends).
     runtime.attention_kernel switches the schedule's bf16 decode attention between them."""
-    from hwsim.run import run_scenario
+    from hwsim.pipeline import run_config
     # the attention kernels were measured alone: the whole model's 162 GB need not fit the H200
-    flash, cudnn = (run_scenario(scenario_factory("workload.batch_size=32", "workload.context_tokens=16384",
+    flash, cudnn = (run_config(scenario_factory("workload.batch_size=32", "workload.context_tokens=16384",
                                                   f"runtime.attention_kernel={lib}",
                                                   "parallel.allow_overcommit=true")).summary
                     for lib in ("flash", "cudnn"))

@@ -4,16 +4,15 @@ from pathlib import Path
 
 import pytest
 
-from hwsim.build import build
+from hwsim.pipeline import run_config, system
 from hwsim.config.load import load_scenario
 from hwsim.errors import ConfigError
-from hwsim.run import run_scenario
 from hwsim.speculative import expected_tokens
 
 
 def run(*sets):
     cfg = load_scenario(None, ["workload.decode_steps=1", *sets])
-    return run_scenario(cfg, build(cfg), intervals=False).summary
+    return run_config(cfg, system(cfg), intervals=False).summary
 
 
 def mtp(k, acceptance="0.8"):
@@ -30,7 +29,7 @@ def test_one_query_token_is_plain_decode_exactly():
     w = cfg.workload
     zero = w.model_copy(update={"speculative": w.speculative.model_copy(update={"tokens": 0, "acceptance": 0.8})})
     cfg = cfg.model_copy(update={"workload": zero})
-    spec = run_scenario(cfg, build(cfg), intervals=False).summary
+    spec = run_config(cfg, system(cfg), intervals=False).summary
     assert spec["itl_ms"] == plain["itl_ms"]
     assert spec["breakdown_ms"] == plain["breakdown_ms"] and spec["bytes"] == plain["bytes"]
     assert spec["speculative"]["expected_tokens_per_step"] == 1.0

@@ -7,9 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hwsim.build import build
+from hwsim.pipeline import run_config, system
 from hwsim.config.load import load_scenario
-from hwsim.run import run_scenario
 from hwsim.serving.loop import PREFILL_BUCKET, StepOracle
 from hwsim.speculative import expected_tokens
 from hwsim.serving.speculation import Acceptance, ServingSpeculation
@@ -28,7 +27,7 @@ def spec_sets(k, a=0.8):
 
 def serve(*sets):
     cfg = load_scenario(None, [*SERVE, *sets])
-    return run_scenario(cfg, build(cfg), intervals=False)
+    return run_config(cfg, system(cfg), intervals=False)
 
 
 def test_a_serving_run_speculates_and_the_same_seed_gives_the_same_run():
@@ -84,8 +83,8 @@ def test_speculation_lowers_itl_at_batch_1_and_raises_it_at_a_saturated_batch(de
     rises as the closed-form count says, and its step's bytes and flops are the count's."""
     k, a, ctx = 7, 0.8, 512
     sets = ["runtime.attention_kernel=cudnn", "workload.max_batch_size=512"]
-    spec_b = build(load_scenario(None, [*SERVE, *sets, *spec_sets(k, a)]))
-    plain_b = build(load_scenario(None, [*SERVE, *sets]))
+    spec_b = system(load_scenario(None, [*SERVE, *sets, *spec_sets(k, a)]))
+    plain_b = system(load_scenario(None, [*SERVE, *sets]))
     e = expected_tokens([a] * k)
     spec_step = ServingSpeculation(spec_b).oracle(spec_b).time(decodes, ctx, 0, 0)
     plain_step = StepOracle(plain_b).time(decodes, ctx, 0, 0)
@@ -129,7 +128,7 @@ def test_a_draft_model_serves_under_arrivals_its_step_charged_each_iteration():
     it = next(it for it in never.iterations if it.decodes == 1 and not it.prefill_tokens)
     cfg = load_scenario(None, [f"model={DRAFT_1B}", "runtime.sm_clock=max", "workload.batch_size=1",
                                f"workload.context_tokens={it.step.context}", "workload.decode_steps=1"])
-    draft_step_ms = run_scenario(cfg, build(cfg), intervals=False).summary["itl_ms"]["mean"]
+    draft_step_ms = run_config(cfg, system(cfg), intervals=False).summary["itl_ms"]["mean"]
     assert it.step.draft_s * 1e3 == pytest.approx(k * draft_step_ms, rel=0.02)
     assert all(it.step.draft_s > 0 for it in never.iterations if it.decodes)
     assert never.summary["itl_ms"]["mean"] > 1.5 * plain.summary["itl_ms"]["mean"]
@@ -160,6 +159,6 @@ def test_a_serving_run_summarises_its_speculation_measured_against_configured():
     assert 0 < sp["draft_share"] < 1 and sp["draft_share"] == pytest.approx(sp["draft_ms_per_step"] / sp["ms_per_step"])
     # read back from a manifest: the serving part, not the fixed batch's
     assert type(RunSummary.from_dict(res.summary).speculative) is ServingSpeculativeSummary
-    fixed = run_scenario(cfg := load_scenario(None, ["workload.decode_steps=1", *spec_sets(2)]), build(cfg),
+    fixed = run_config(cfg := load_scenario(None, ["workload.decode_steps=1", *spec_sets(2)]), system(cfg),
                          intervals=False)
     assert type(RunSummary.from_dict(fixed.summary).speculative) is SpeculativeSummary

@@ -4,7 +4,7 @@ overlaps them."""
 
 import pytest
 
-from hwsim.build import build
+from hwsim.pipeline import system
 from hwsim.config.load import load_scenario
 from hwsim.serving.engine_host import EngineHost, load_engine_host
 from hwsim.serving.loop import StepOracle
@@ -13,7 +13,7 @@ from hwsim.serving.step_clock import StepBatch, StepClock
 
 @pytest.fixture(scope="module")
 def built():
-    return build(load_scenario(None, ["model=llama-3.1-8b", "workload.arrivals.kind=poisson"]))
+    return system(load_scenario(None, ["model=llama-3.1-8b", "workload.arrivals.kind=poisson"]))
 
 
 def test_batch_reduces_to_decodes_and_prompt_chunks():

@@ -85,11 +85,11 @@ def test_a_malformed_trace_exits_2_with_one_line(tmp_path):
 
 def test_a_mooncake_trace_serves_end_to_end():
     from hwsim.config.load import load_scenario
-    from hwsim.run import run_scenario
+    from hwsim.pipeline import run_config
 
     cfg = load_scenario(None, [f"model={TINY}", "workload.arrivals.kind=trace",
                                f"workload.arrivals.trace={TRACES / 'mooncake-sample.jsonl'}",
                                "workload.arrivals.requests=4", "workload.arrivals.rate_scale=4"])
-    r = run_scenario(cfg)
+    r = run_config(cfg)
     assert [q["arrival_s"] for q in r.requests] == [0.0, 0.0, 0.31 / 4, 0.845 / 4]
     assert [q["output_tokens"] for q in r.requests] == [40, 25, 60, 12]

@@ -8,7 +8,7 @@ from dataclasses import fields
 import numpy as np
 import pytest
 
-from hwsim.build import build
+from hwsim.pipeline import system
 from hwsim.config.load import load_model
 from hwsim.config.scenario import Runtime, Scenario, kv_cache
 from hwsim.errors import ConfigError
@@ -113,7 +113,7 @@ def test_an_ffn_block_refuses_exactly_the_placements_it_does_not_declare(moe_sch
     assert bool(problems) == (placement not in blocks.MOE_SCHEDULES[moe_schedule].placements)
     if problems:
         with pytest.raises(ConfigError) as e:
-            build(cfg)
+            system(cfg)
         assert e.value.key == "moe.placement" and "\n" not in e.value.render()
 
 

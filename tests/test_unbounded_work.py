@@ -12,7 +12,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from hwsim.cli import _progress, app
-from hwsim.build import build
+from hwsim.pipeline import system
 from hwsim.cost import estimate
 from hwsim.config.load import load_model, load_scenario
 
@@ -25,7 +25,7 @@ def closed_loop(users: int, requests: int):
                                "workload.max_batch_size=8",
                                f"workload.arrivals.users={users}", f"workload.arrivals.requests={requests}",
                                "workload.prompt.tokens=16", "workload.output.tokens=4"])
-    return cfg, load_model(cfg.model), build      # a large one is rehearsed on a system built by `build`
+    return cfg, load_model(cfg.model), system      # a large one is rehearsed on a system built by `build`
 
 
 def test_the_estimate_counts_closed_loop_users():
@@ -39,7 +39,7 @@ def test_users_past_the_requests_are_never_started():
     from hwsim.serving.disaggregation import serving_loop
 
     cfg, _, _ = closed_loop(100_000, 3)
-    loop = serving_loop(build(cfg))
+    loop = serving_loop(system(cfg))
     finished = loop.run()
     assert len(finished) == 3
     assert isinstance(loop.waiting, deque)             # FIFO admission pops its head in O(1)

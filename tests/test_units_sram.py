@@ -91,7 +91,7 @@ def test_a_prefetch_copy_lands_in_sram_at_the_same_speed(chip):
 def test_a_pass_with_expert_sram_charges_it_every_byte_read_or_landed_there():
     """The SRAM unit's bytes are the resident weights the pass's kernels read plus the prefetch
     copies that landed, and its lane is drawn; a scenario without expert SRAM has no such unit."""
-    from hwsim.build import build
+    from hwsim.pipeline import system
     from hwsim.engine.records import RecordLog
     from hwsim.model.kernel import Kernel, PrefetchLoad, named_kernels
     from hwsim.model.schedule import StepShape
@@ -99,7 +99,7 @@ def test_a_pass_with_expert_sram_charges_it_every_byte_read_or_landed_there():
 
     cfg = load_scenario(None, ["model=qwen3-30b-a3b", "workload.batch_size=8", "moe.cache.policy=pinned-hot",
                                "moe.prefetch.enabled=true", "workload.context_tokens=512"])
-    b = build(cfg)
+    b = system(cfg)
     shape = StepShape("decode", 8, 8, cfg.workload.context_tokens)
     plan = plan_pass(b, shape, 0)
     read = sum(k.tiles * k.sram_read for k in named_kernels(plan.items) if type(k) is Kernel)
@@ -111,6 +111,6 @@ def test_a_pass_with_expert_sram_charges_it_every_byte_read_or_landed_there():
     assert b.device.sram.capacity == b.chip.l2_bytes * cfg.moe.cache.persist_fraction
     assert b.gpus.lanes()["expert SRAM"]
 
-    plain = build(load_scenario(None, ["model=qwen3-30b-a3b", "workload.batch_size=8"]))
+    plain = system(load_scenario(None, ["model=qwen3-30b-a3b", "workload.batch_size=8"]))
     assert plain.device.sram is None and "expert SRAM" not in plain.gpus.lanes()
     assert np.all([lv.kind != "sram" for lv in plain.stream.timer.path.levels])

@@ -62,12 +62,12 @@ def test_fa2_verification_costs_what_its_padded_tiles_cost(chips):
 def test_verification_step_uses_the_unpacked_kernel_of_either_library():
     """A workload.speculative step's attention: FA2 and cuDNN both unpacked (a program per query
     head: 8 x 32), cuDNN's unsplit (no reduction kernel after it)."""
-    from hwsim.build import build
+    from hwsim.pipeline import system
     from hwsim.config.load import load_scenario
     from hwsim.model.schedule import StepShape
     sets = ["model=qwen3-30b-a3b", "workload.batch_size=8", "workload.context_tokens=4096"]
     for kernel in ("flash", "cudnn"):
-        b = build(load_scenario(None, sets + [f"runtime.attention_kernel={kernel}"]))
+        b = system(load_scenario(None, sets + [f"runtime.attention_kernel={kernel}"]))
         shape = StepShape("decode", 8, 8 * 4, 4096, queries=4)
         ks = b.schedule._decode_attention(0, shape, 4, 128, 128)
         att = [k for k in ks if k.name == "L0.attention"][0]

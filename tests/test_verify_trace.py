@@ -4,7 +4,7 @@ tokens a sequence, so retargeted to another chip or KV format its attention is Q
 
 from pathlib import Path
 
-from hwsim.build import build
+from hwsim.pipeline import system
 from hwsim.config.load import load_scenario
 from hwsim.model import ir
 from hwsim.model.kernel import Kernel
@@ -18,7 +18,7 @@ def attention(trace, *sets, batch=1):
     cfg = load_scenario("scenarios/kernel-trace.yaml", [
         "model=llama-3.1-8b", "hardware=h100-sxm", f"workload.kernel_trace.path={trace}",
         "workload.kernel_trace.batch_size=1", "workload.kernel_trace.context_tokens=512", *sets])
-    ks = [k for k in build(cfg).schedule._pass(batch, 512)[0] if isinstance(k, Kernel)]
+    ks = [k for k in system(cfg).schedule._pass(batch, 512)[0] if isinstance(k, Kernel)]
     return [k for k in ks if isinstance(k.item, ir.Attention)], ks
 
 

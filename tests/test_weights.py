@@ -7,13 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from hwsim.build import build
+from hwsim.pipeline import run_config, system
 from hwsim import pipeline
 from hwsim.config.load import load_model, load_scenario
 from hwsim.config.scenario import TensorWeights
 from hwsim.errors import ConfigError
 from hwsim.model.weight_format import from_config
-from hwsim.run import run_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 STEPS = ROOT / "validation" / "data" / "h200_steps.csv"
@@ -25,7 +24,7 @@ def bits(**kw):
 
 
 def run(*sets):
-    return run_scenario(load_scenario(None, ["workload.decode_steps=1", *sets])).summary
+    return run_config(load_scenario(None, ["workload.decode_steps=1", *sets])).summary
 
 
 def measured(path, name):
@@ -75,9 +74,10 @@ def test_fp8_is_faster_than_bf16_on_a_weight_bound_step_and_moves_half_the_bytes
 
 
 def test_fp8_on_a_chip_without_an_fp8_rate_and_native_int4_are_refused():
-    # checked above the loader (hwsim/checks.py), by `hwsim run` after loading and by build
+    # checked above the loader (hwsim/checks.py), by `hwsim run` after loading and by
+    # the pipeline's system (load, check, build)
     native_int4 = pipeline.load(None, ["weights.experts.format=int4", "weights.experts.dequant=native"])
-    for check, arg in ((pipeline.check, native_int4), (build, native_int4.cfg)):
+    for check, arg in ((pipeline.check, native_int4), (system, native_int4.cfg)):
         with pytest.raises(ConfigError) as e:
             check(arg)
         assert e.value.key == "weights.experts.dequant"

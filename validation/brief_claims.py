@@ -19,7 +19,7 @@ import functools
 from pathlib import Path
 
 from hwsim.config.load import load_scenario
-from hwsim.run import run_scenario
+from hwsim.pipeline import run_config
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "brief_claims.md"
@@ -31,7 +31,7 @@ FAST2_H100 = 0.93              # fast2_asm
 
 @functools.cache
 def run(scenario: str, *sets: str) -> dict:
-    return run_scenario(load_scenario(ROOT / "scenarios" / scenario, list(sets)), intervals=False).summary
+    return run_config(load_scenario(ROOT / "scenarios" / scenario, list(sets)), intervals=False).summary
 
 
 def cmd(scenario: str, *sets: str) -> str:

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from hwsim.build import build
+from hwsim.pipeline import system
 from hwsim.config.scenario import Scenario
 from hwsim.engine.records import RecordLog
 from hwsim.model.schedule import StepShape
@@ -83,7 +83,7 @@ def simulate_case(case: str, profile: str) -> pd.DataFrame:
     data = {"hardware": profile, "model": model, "workload": {"batch_size": b, "context_tokens": max(l, 1)}}
     apply_overrides(data, row_overrides(case), LoadedYaml({}, {}, "--set"))
     cfg = Scenario.model_validate(data)
-    built = build(cfg)
+    built = system(cfg)
     built.model = built.model.model_copy(update={"layers": LAYERS})
     built.schedule.model = built.model
     shape = StepShape("decode", b, b, l) if phase == "decode" else StepShape("prefill", 1, t, 0)

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from hwsim import operators as mb
-from hwsim.build import build
+from hwsim.pipeline import system
 from hwsim.config.scenario import Scenario
 from hwsim.model.kernel import named_kernels
 from hwsim.model.schedule import StepShape
@@ -57,7 +57,7 @@ def simulate(case: str, counts: list[list[int]], profile: str) -> pd.DataFrame:
             "workload": {"batch_size": b, "context_tokens": ctx}}
     if fmt != "bf16":
         data["weights"] = {"experts": {"format": fmt}, "attention": {"format": fmt}}
-    built = build(Scenario.model_validate(data))
+    built = system(Scenario.model_validate(data))
     built.model = built.model.model_copy(update={"layers": LAYERS})
     built.schedule.model = built.model
     k = built.model.moe.top_k

@@ -10,9 +10,8 @@ import statistics
 import sys
 from pathlib import Path
 
-from hwsim.build import build
+from hwsim.pipeline import run_config, system
 from hwsim.config.load import load_scenario
-from hwsim.run import run_scenario
 
 HERE = Path(__file__).resolve().parent
 
@@ -22,7 +21,7 @@ def predict(model: str, batch: int, context: int, queries: int) -> float:
                                f"workload.context_tokens={context}", "workload.decode_steps=4",
                                "workload.speculative.method=mtp", f"workload.speculative.tokens={queries - 1}",
                                "workload.speculative.acceptance=0"])
-    return run_scenario(cfg, build(cfg), intervals=False).summary["speculative"]["verify_ms_per_step"]
+    return run_config(cfg, system(cfg), intervals=False).summary["speculative"]["verify_ms_per_step"]
 
 
 DATA = HERE / "data/spec_steps_h100/h100_spec_steps.csv"

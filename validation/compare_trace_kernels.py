@@ -15,10 +15,9 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from hwsim.build import build
+from hwsim.pipeline import run_config, system
 from hwsim.config.load import load_scenario
 from hwsim.model import ir
-from hwsim.run import run_scenario
 
 BASE = Path(__file__).resolve().parent.parent / "scenarios" / "kernel-trace.yaml"
 
@@ -48,8 +47,8 @@ def main() -> int:
                                f"workload.kernel_trace.context_tokens={a.context}",
                                f"workload.batch_size={a.batch}", f"workload.context_tokens={a.context}",
                                "workload.decode_steps=1", "runtime.kernel_records=1"])
-    built = build(cfg)
-    result = run_scenario(cfg, built)
+    built = system(cfg)
+    result = run_config(cfg, built)
     traced = built.schedule.traced.kernels
     groups: dict[tuple, list[float]] = defaultdict(lambda: [0, 0.0, 0.0])
     for rec in result.records:

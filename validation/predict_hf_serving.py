@@ -40,9 +40,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from hf_serving_trace import load_seed, make_trace, write_trace  # noqa: E402
 
-from hwsim.build import build  # noqa: E402
+from hwsim.pipeline import system  # noqa: E402
 from hwsim.config.load import load_scenario  # noqa: E402
-from hwsim.run import run_scenario  # noqa: E402
+from hwsim.pipeline import run_config  # noqa: E402
 from hwsim.serving.engines import run as engine_run  # noqa: E402
 
 SCENARIO = HERE.parent / "scenarios" / "engines" / "hf-llama-chat.yaml"
@@ -84,7 +84,7 @@ def serve(cfg, process: dict | None, held_mib: float = 0.0):
         with mock.patch.object(engine_run, "hf_free_bytes", lambda b: free(b) - held_mib * 2**20):
             return serve(cfg, process)
     if process is None:
-        return run_scenario(cfg, build(cfg), intervals=False).summary
+        return run_config(cfg, system(cfg), intervals=False).summary
     real = engine_run.engine_host
 
     def carried(cfg, b):
@@ -93,7 +93,7 @@ def serve(cfg, process: dict | None, held_mib: float = 0.0):
         host.graphs = process.setdefault("graphs", set())
         return host, name
     with mock.patch.object(engine_run, "engine_host", carried):
-        return run_scenario(cfg, build(cfg), intervals=False).summary
+        return run_config(cfg, system(cfg), intervals=False).summary
 
 
 def scenario(chip, model, config, rows, trace: Path):

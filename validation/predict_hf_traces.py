@@ -25,9 +25,8 @@ import statistics
 import sys
 from pathlib import Path
 
-from hwsim.build import build
+from hwsim.pipeline import run_config, system
 from hwsim.config.load import load_scenario
-from hwsim.run import run_scenario
 
 HERE = Path(__file__).resolve().parent
 BASE = HERE.parent / "scenarios" / "kernel-trace.yaml"
@@ -48,7 +47,7 @@ def predict_point(model: str, trace: Path, traced: tuple[int, int], point: tuple
             f"workload.batch_size={point[0]}", f"workload.context_tokens={point[1]}",
             "workload.decode_steps=1"]
     cfg = load_scenario(BASE, sets)
-    s = run_scenario(cfg, build(cfg), intervals=False).summary
+    s = run_config(cfg, system(cfg), intervals=False).summary
     return {"wall_ms": s["itl_ms"]["p50"], "device_busy_ms": s["device_busy_ms"],
             "host_busy_ms": s["host"]["busy_ms"], "fallback_share": s["trace"]["fallback_share"],
             "classified_by": s["trace"]["classified_by"], "not_rescaled": s["trace"]["not_rescaled"]}

@@ -35,14 +35,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "calibration"), str(ROOT / "validation")]
 
 from hwsim import operators as mb  # noqa: E402
-from hwsim.build import build  # noqa: E402
+from hwsim.pipeline import system  # noqa: E402
 from hwsim.config.load import load_profile, load_scenario  # noqa: E402
 from hwsim.hw.chip import ChipSpec  # noqa: E402
 from hwsim.metrics import Component  # noqa: E402
 from hwsim.model import moe_kernels  # noqa: E402
 from hwsim.model.dequant_kernels import from_profile  # noqa: E402
 from hwsim.model.fast_gemm import fast_weight_only_gemm  # noqa: E402
-from hwsim.run import run_scenario  # noqa: E402
+from hwsim.pipeline import run_config  # noqa: E402
 
 HARDWARE = "h200-sxm"
 BASE = ROOT / "scenarios" / "default.yaml"
@@ -67,7 +67,7 @@ def step_row(model: str, cache: str, batch: int, context: int) -> dict:
             f"workload.context_tokens={context}", "workload.decode_steps=1", "runtime.launch=eager",
             "runtime.attention_kernel=cudnn", "parallel.allow_overcommit=true", *cache_sets(cache)]
     cfg = load_scenario(BASE, sets)
-    s = run_scenario(cfg, build(cfg), intervals=False).summary
+    s = run_config(cfg, system(cfg), intervals=False).summary
     row = {"part": "step", "model": model, "cache": cache, "batch": batch, "context_tokens": context,
            "step_ms": s["itl_ms"]["p50"], "device_busy_ms": s["device_busy_ms"],
            "basis": "built-in schedule, launch eager, cudnn attention" + (", kv unfused naive" if cache != "bf16" else "")}

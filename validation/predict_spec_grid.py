@@ -20,9 +20,8 @@ import statistics
 import sys
 from pathlib import Path
 
-from hwsim.build import build
+from hwsim.pipeline import run_config, system
 from hwsim.config.load import load_scenario
-from hwsim.run import run_scenario
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -34,11 +33,11 @@ def predict(model: str, batch: int, context: int, queries: int) -> dict:
             f"workload.decode_steps={DRAWS}"]
     if queries == 1:                    # plain decode (K = 0 is refused as a speculative setting)
         cfg = load_scenario(None, sets)
-        return {"verify_ms": run_scenario(cfg, build(cfg), intervals=False).summary["itl_ms"]["mean"]}
+        return {"verify_ms": run_config(cfg, system(cfg), intervals=False).summary["itl_ms"]["mean"]}
     sets += ["workload.speculative.method=mtp", f"workload.speculative.tokens={queries - 1}",
              "workload.speculative.acceptance=0"]
     cfg = load_scenario(None, sets)
-    s = run_scenario(cfg, build(cfg), intervals=False).summary
+    s = run_config(cfg, system(cfg), intervals=False).summary
     spec = s["speculative"]
     return {"verify_ms": spec["verify_ms_per_step"], "experts": spec["experts_per_layer"]}
 

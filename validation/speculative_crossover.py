@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from hwsim.build import build  # noqa: E402
+from hwsim.pipeline import system  # noqa: E402
 from hwsim.config.load import load_scenario  # noqa: E402
-from hwsim.run import run_scenario  # noqa: E402
+from hwsim.pipeline import run_config  # noqa: E402
 from hwsim.serving.loop import StepOracle  # noqa: E402
 from hwsim.speculative import expected_tokens  # noqa: E402
 from hwsim.serving.speculation import ServingSpeculation  # noqa: E402
@@ -60,7 +60,7 @@ def closed_form(b, decodes: int, context: int, k: int) -> tuple[float, float, fl
 def step_ratios(attention: str, k: int) -> list[tuple[int, float, float]]:
     """(batch, hwsim's ratio, the closed form's) of ms per accepted token, speculative / plain."""
     sets = [*MODEL, f"runtime.attention_kernel={attention}"]
-    spec_b, plain_b = build(load_scenario(None, [*sets, *mtp(k)])), build(load_scenario(None, sets))
+    spec_b, plain_b = system(load_scenario(None, [*sets, *mtp(k)])), system(load_scenario(None, sets))
     spec, plain, e = ServingSpeculation(spec_b).oracle(spec_b), StepOracle(plain_b), expected_tokens([ACCEPTANCE] * k)
     rows = []
     for d in BATCHES:
@@ -88,7 +88,7 @@ def serving_table() -> None:
         for k in (0, *KS):
             cfg = load_scenario(None, [*MODEL, "runtime.attention_kernel=cudnn", "workload.prompt.tokens=256",
                                        "workload.output.tokens=128", *sets, *(mtp(k) if k else [])])
-            res = run_scenario(cfg, build(cfg), intervals=False)
+            res = run_config(cfg, system(cfg), intervals=False)
             s, its = res.summary, res.iterations
             batch = np.mean([it.decodes for it in its if it.decodes])
             print(f"| {load} | {f'MTP K={k}' if k else 'none'} | {batch:.0f} | {len(its)} | {s['ttft_ms']['p50']:.1f} | "

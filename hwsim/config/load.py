@@ -165,6 +165,19 @@ MIN_LOCKED_CLOCK_MHZ = 100      # a profile without a power block: no SM clock i
 WHAT_IF_SOURCE = "what-if override in the scenario (hardware_overrides)"
 
 
+def draft_model(cfg: Scenario) -> ModelShape | None:
+    """The model a speculative scenario's draft names (workload.speculative.draft), read once when
+    the scenario is loaded; None where it names none. A bad name is said at that key."""
+    from hwsim.config.scenario import DraftSpeculation
+    spec = cfg.workload.speculative
+    if not isinstance(spec, DraftSpeculation) or not spec.tokens:
+        return None
+    try:
+        return load_model(spec.draft)
+    except ConfigError as exc:
+        raise ConfigError(exc.message, key="workload.speculative.draft") from None
+
+
 def apply_hardware_overrides(profile: HardwareProfile, overrides: dict[str, float]) -> HardwareProfile:
     """The profile with some numbers replaced (what-if studies); each keeps a `source` saying so."""
     if not overrides:

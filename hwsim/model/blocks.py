@@ -130,7 +130,8 @@ def moe_schedule(name: str) -> FfnBlock:
 
 def moe_schedule_problems(cfg):
     """(key, message) for each MoE key the chosen runtime.moe_schedule cannot honour (the loader
-    names its file and line; build() refuses a scenario made without a file, as a sweep's point).
+    names its file and line; the pipeline's check stage refuses a scenario made without a file, as a
+    sweep's point, before it is built).
     A grouped or fused kernel reads every active expert's weights in one kernel, and a simulated
     kernel streams its weights over one channel range: one stack per expert is not modelled for it."""
     yield from moe_schedule(cfg.runtime.moe_schedule).problems(cfg)

@@ -27,9 +27,9 @@ def _memory(model: ModelShape, cfg, capacity: float, weights) -> memory.GpuMemor
                           embedding_bytes_per_weight=plan.of("embeddings").bytes_per_weight)
 
 
-def problems(cfg, profile, model: ModelShape):
-    """(key, message) of each way the scenario's speculative draft cannot be run."""
-    from hwsim.config.load import load_model
+def problems(cfg, profile, model: ModelShape, draft: ModelShape | None):
+    """(key, message) of each way the scenario's speculative draft (`draft`: its model, read
+    when the scenario was loaded) cannot be run."""
     from hwsim.config.scenario import Weights
 
     spec = cfg.workload.speculative
@@ -40,12 +40,8 @@ def problems(cfg, profile, model: ModelShape):
                     f"{spec.tokens + 1} tokens a sequence is not in it; unset workload.kernel_trace "
                     "or workload.speculative")
         return
-    if not isinstance(spec, DraftSpeculation):
+    if not isinstance(spec, DraftSpeculation) or draft is None:
         return
-    try:
-        draft = load_model(spec.draft)
-    except ConfigError:
-        return                                  # said where the draft is loaded, at its key
     key = f"{KEY}.draft"
     capacity = profile.hbm.capacity_gb.value * 1e9
     target = _memory(model, cfg, capacity, cfg.weights)

@@ -186,7 +186,10 @@ class _Resolver:
                 raise
             raise self._fail(exc, factors) from None
         (profile, profile_dump), (model, model_dump) = self.profiles[cfg.hardware, overrides], self.models[cfg.model]
-        loaded = pipeline.LoadedScenario(cfg, profile, model)
+        try:
+            loaded = pipeline.LoadedScenario(cfg, profile, model)     # its draft model read here
+        except ConfigError as exc:
+            raise self._fail(exc, factors) from None
         for key, problem in pipeline.problems(loaded):
             raise self._fail(ConfigError(problem, key=key), factors)
         return loaded, profile_dump[0], model_dump[0], {"profile": profile_dump[1], "model": model_dump[1]}

@@ -22,7 +22,7 @@ class SharedPlans:
         from hwsim import pipeline
         cfg = base.cfg
         self.plans: dict = {}
-        built = pipeline.build(base)
+        built = pipeline.checked_build(base)
         # an expert SRAM cache's and a prefetcher's state is advanced by making plans, and
         # what they hold depends on timing: their runs make their own
         moe = cfg.moe
