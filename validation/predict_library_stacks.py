@@ -45,6 +45,7 @@ from hwsim.model.fast_gemm import fast_weight_only_gemm  # noqa: E402
 from hwsim.run import run_scenario  # noqa: E402
 
 HARDWARE = "h200-sxm"
+GENERATE_HOST = None     # --generate-host: an engine host profile issuing each step as generate() does
 BASE = ROOT / "scenarios" / "default.yaml"
 HF_TRACES = ROOT / "validation" / "data" / "hf_traces_h200" / "call_1" / "traces"
 # the HF Llama eager traces of issue 30 nearest each measured batch: (batch, context) traced
@@ -71,6 +72,8 @@ def step_row(model: str, cache: str, batch: int, context: int) -> dict:
     row = {"part": "step", "model": model, "cache": cache, "batch": batch, "context_tokens": context,
            "step_ms": s["itl_ms"]["p50"], "device_busy_ms": s["device_busy_ms"],
            "basis": "built-in schedule, launch eager, cudnn attention" + (", kv unfused naive" if cache != "bf16" else "")}
+    if GENERATE_HOST:
+        row.update(generate_step(cfg, cache, s["kernels_per_step"]))
     if cache != "bf16":
         row.update(byte_ratio=s["kv"]["byte_ratio"], attention_speedup=s["kv"]["attention_speedup"],
                    bits_per_element=s["kv"]["effective_bits_per_element"])
@@ -81,6 +84,30 @@ def step_row(model: str, cache: str, batch: int, context: int) -> dict:
         p = predict_point(model, trace_path(trace), traced, (batch, context), hardware=HARDWARE)
         row.update(trace_step_ms=p["wall_ms"], trace_device_busy_ms=p["device_busy_ms"], trace=trace.name)
     return row
+
+
+def generate_step(cfg, cache: str, kernels: float) -> dict:
+    """The step again with generate()'s eager host issuing it: the HF engine host profile's
+    launches of a generate() step with this cache (hwsim/serving/engines/generate_ops.py: the
+    profile's measured bf16 step plus the cache's own counted ops) at its launch_us, spread over
+    the schedule's kernels in order on the stream's host, so each kernel waits for its issue
+    and the device runs behind it (hwsim/engine/stream.py _dispatch); the step ends on the last
+    kernel (generate syncs on the token each step)."""
+    from library_grid import CACHES
+
+    from hwsim.config.load import load_model
+    from hwsim.serving.engine_host import load_engine_host
+    from hwsim.serving.engines.generate_ops import step_host_s, step_launches
+    host = load_engine_host(GENERATE_HOST, key="--generate-host")
+    model = load_model(cfg.model)
+    layers, bits = model.layers, CACHES[cache]
+    host_s = step_host_s(host, model, layers, bits)
+    built = build(cfg)
+    for stream in built.gpus.streams:
+        stream.launch_s = host_s / kernels
+    s = run_scenario(cfg, built, intervals=False).summary
+    return {"generate_step_ms": s["itl_ms"]["p50"], "generate_host_ms": host_s * 1e3,
+            "generate_launches": step_launches(host, model, layers, bits), "generate_host": GENERATE_HOST}
 
 
 def gemm_row(chip: ChipSpec, families, impl: str, model: str, label: str, m: int, k: int, n: int) -> dict:
@@ -140,13 +167,15 @@ def markdown(rows: list[dict]) -> str:
 
 
 def main() -> int:
-    global HARDWARE
+    global HARDWARE, GENERATE_HOST
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jsonl", required=True)
     ap.add_argument("--markdown", help="write the tables here, after the text above '## The tables'")
     ap.add_argument("--hardware", default=HARDWARE, help="profile to predict on (h100-sxm: post-hoc, issue 44's call got an H100)")
+    ap.add_argument("--generate-host", help="also predict each step with this engine host profile (hardware_profiles/"
+                    "engine_hosts/, e.g. hf-transformers-h200) issuing it as eager generate() does: generate_step_ms")
     args = ap.parse_args()
-    HARDWARE = args.hardware
+    HARDWARE, GENERATE_HOST = args.hardware, args.generate_host
     rows = predict_all()
     with open(args.jsonl, "w") as fh:
         for r in rows:
