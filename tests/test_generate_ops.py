@@ -11,6 +11,16 @@ from hwsim.serving.engines.generate_ops import step_host_s, step_launches
 def test_dynamic_cache_step_is_the_profiles_measured_step():
     model, host = load_model("llama-3.1-8b"), load_engine_host("hf-transformers-h200")
     assert step_launches(host, model, model.layers) == 1498          # 32 x 46 + 26, measured
+    issue = 1498 * 20.9e-6                                            # generate_issue_us
+    assert step_host_s(host, model, model.layers) == pytest.approx(issue + 38.3e-3)  # a new shape: a plan
+    assert step_host_s(host, model, model.layers, new_shape=False) == pytest.approx(issue)
+    fast = load_engine_host("hf-transformers-h200-fast-host")          # cpu_speed 1.5 divides it all
+    assert step_host_s(fast, model, model.layers) == pytest.approx((issue + 38.3e-3) / 1.5)
+
+
+def test_a_profile_without_the_split_spreads_the_plan_over_launch_us():
+    model = load_model("llama-3.1-8b")
+    host = load_engine_host("hf-transformers-h200").model_copy(update={"generate_plan_ms": None})
     assert step_host_s(host, model, model.layers) == pytest.approx(1498 * 45.6e-6)
 
 

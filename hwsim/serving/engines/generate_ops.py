@@ -10,6 +10,8 @@ An eager generate() step is host-bound: each op costs its Python, ATen dispatch 
 cost. Per layer = a 2-layer copy's step less a 1-layer copy's; the rest (embedding, final norm, head,
 argmax, the .item() that reads the token back) is fixed. The step counted is an ordinary one: the
 residual not full (the flush step, every 128 tokens, re-quantizes the whole cache: not counted).
+Besides the launches, a step on cuDNN SDPA with a cache that grows builds one attention plan (its
+first layer; the shape is new every step): step_host_s.
 """
 
 from __future__ import annotations
@@ -91,7 +93,15 @@ def step_launches(host, model, layers: int, bits: int | None = None) -> float:
     return (host.kernels_per_layer.value * per / ref + cache) * layers + host.kernels_fixed.value
 
 
-def step_host_s(host, model, layers: int, bits: int | None = None) -> float:
-    """The host's issue time of one eager generate() decode step: its launches at the profile's
-    `launch_us` (Python, ATen dispatch and launch call of one op; generate's sampling inside it)."""
-    return step_launches(host, model, layers, bits) * host.launch_us.value * 1e-6 / host.cpu_speed.value
+def step_host_s(host, model, layers: int, bits: int | None = None, new_shape: bool = True) -> float:
+    """The host's time for one eager generate() decode step: its launches at the profile's
+    `generate_issue_us` (one kernel's Python, ATen dispatch and launch call), plus cuDNN SDPA's plan
+    (`generate_plan_ms`) when the attention's shape is `new_shape` (a growing cache's KV length is
+    new every step, unless an earlier run in the process built the plan for it). A profile without
+    the split: its `launch_us`, the plan spread over the kernels of the step it was measured on."""
+    speed = host.cpu_speed.value
+    launches = step_launches(host, model, layers, bits)
+    if host.generate_issue_us is None or host.generate_plan_ms is None:
+        return launches * host.launch_us.value * 1e-6 / speed
+    plan = host.generate_plan_ms.value * 1e-3 if new_shape else 0.0
+    return (launches * host.generate_issue_us.value * 1e-6 + plan) / speed
