@@ -66,7 +66,10 @@ def step_table(predicted: Path = PREDICTED) -> tuple[str, list[float], list[floa
     gen = "".join(f"\n| generate() host | {k[0]} b{k[1]} {k[2] // 1024}k | {pred[k]['generate_step_ms']:.1f} "
                   f"| {e:+.0%} |" for k, e in zip([(r["cache"], r["batch"], r["context_tokens"]) for r in
                                                    jsonl(MEASURED_STEPS) if r.get("part") == "step"], e_gen))
-    return "\n".join(out) + "\n" + gen + "\n", e_sched, e_trace, e_gen
+    if gen:
+        gen = ("\n| hwsim built-in, issued by the generate() eager host (--generate-host) | row | step ms | err |"
+               "\n|---|---|---:|---:|" + gen + "\n")
+    return "\n".join(out) + "\n" + gen, e_sched, e_trace, e_gen
 
 
 def gemm_table() -> str:
