@@ -67,7 +67,7 @@ def cache_sets(cache: str) -> list[str]:
             "kv_cache.dequant=unfused", "kv_cache.kernel=naive"]
 
 
-def step_row(model: str, cache: str, batch: int, context: int) -> dict:
+def step_row(model: str, cache: str, batch: int, context: int, memo: dict | None = None) -> dict:
     sets = [f"model={model}", f"hardware={HARDWARE}", f"workload.batch_size={batch}",
             f"workload.context_tokens={context}", "workload.decode_steps=1", "runtime.launch=eager",
             "runtime.attention_kernel=cudnn", "parallel.allow_overcommit=true", *cache_sets(cache)]
@@ -77,7 +77,7 @@ def step_row(model: str, cache: str, batch: int, context: int) -> dict:
            "step_ms": s["itl_ms"]["p50"], "device_busy_ms": s["device_busy_ms"],
            "basis": "built-in schedule, launch eager, cudnn attention" + (", kv unfused naive" if cache != "bf16" else "")}
     if GENERATE_HOST:
-        row.update(generate_step(cfg, cache, s["kernels_per_step"]))
+        row.update(generate_step(cfg, cache, s["kernels_per_step"], memo if memo is not None else {}))
     if cache != "bf16":
         row.update(byte_ratio=s["kv"]["byte_ratio"], attention_speedup=s["kv"]["attention_speedup"],
                    bits_per_element=s["kv"]["effective_bits_per_element"])
@@ -90,7 +90,7 @@ def step_row(model: str, cache: str, batch: int, context: int) -> dict:
     return row
 
 
-def generate_step(cfg, cache: str, kernels: float) -> dict:
+def generate_step(cfg, cache: str, kernels: float, memo: dict) -> dict:
     """The step again with generate()'s eager host issuing it: the HF engine host profile's
     launches of a generate() step with this cache (hwsim/serving/engines/generate_ops.py: the
     profile's measured bf16 step plus the cache's own counted ops) at its launch_us, spread over
@@ -106,13 +106,13 @@ def generate_step(cfg, cache: str, kernels: float) -> dict:
     host = load_engine_host(GENERATE_HOST, key="--generate-host")
     model = load_model(cfg.model)
     layers, bits = model.layers, CACHES[cache]
-    host_s = step_host_s(host, model, layers, bits, new_shape=cache not in PLANS_BUILT_BEFORE)
+    host_s = step_host_s(host, model, layers, bits, new_shape=cache not in PLANS_BUILT_BEFORE, memo=memo)
     built = build(cfg)
     for stream in built.gpus.streams:
         stream.launch_s = host_s / kernels
     s = run_scenario(cfg, built, intervals=False).summary
     return {"generate_step_ms": s["itl_ms"]["p50"], "generate_host_ms": host_s * 1e3,
-            "generate_launches": step_launches(host, model, layers, bits), "generate_host": GENERATE_HOST,
+            "generate_launches": step_launches(host, model, layers, bits, memo), "generate_host": GENERATE_HOST,
             "generate_plan": cache not in PLANS_BUILT_BEFORE}
 
 
@@ -136,7 +136,8 @@ def gemm_row(chip: ChipSpec, families, impl: str, model: str, label: str, m: int
 
 def predict_all() -> list[dict]:
     import library_grid as grid
-    rows = [step_row(model, cache, b, c)
+    memo: dict = {}                                  # generate() op counts, one per model and cache
+    rows = [step_row(model, cache, b, c, memo)
             for model, b, c, cache in grid.step_plan(["llama-3.1-8b"], list(grid.CACHES), grid.POINTS)]
     profile = load_profile(HARDWARE)
     chip, families = ChipSpec.from_profile(profile), from_profile(profile)

@@ -16,8 +16,6 @@ first layer; the shape is new every step): step_host_s.
 
 from __future__ import annotations
 
-import functools
-
 from hwsim.serving.engines.hf_ops import _counter, architecture
 
 KV_GROUP = 64           # transformers' QuantizedCache default and the measured stacks' (library_grid)
@@ -66,41 +64,42 @@ def _step_ops(arch: dict, layers: int, bits: int | None) -> int:
     return counter.ops
 
 
-def step_ops(model, bits: int | None = None) -> tuple[float, float]:
+def step_ops(model, bits: int | None = None, memo: dict | None = None) -> tuple[float, float]:
     """(ops per decoder layer, ops outside the layers) of one eager generate() decode step of
-    `model` with a bf16 DynamicCache (bits None) or an HQQ QuantizedCache of `bits`."""
-    return _count(tuple(sorted(architecture(model).items())), bits)
+    `model` with a bf16 DynamicCache (bits None) or an HQQ QuantizedCache of `bits` (3-10 s a
+    count: `memo`, the caller's, keeps them for a grid of rows)."""
+    key = (tuple(sorted(architecture(model).items())), bits)
+    if memo is not None and key in memo:
+        return memo[key]
+    one, two = _step_ops(dict(key[0]), 1, bits), _step_ops(dict(key[0]), 2, bits)
+    counted = (float(two - one), float(2 * one - two))
+    if memo is not None:
+        memo[key] = counted
+    return counted
 
 
-# Process-wide by decision, as hf_ops._count: a pure function of the layer structure, the cache and
-# the pinned libraries, asked again by every row of a prediction grid.
-@functools.lru_cache(maxsize=16)
-def _count(arch: tuple, bits: int | None) -> tuple[float, float]:
-    one, two = _step_ops(dict(arch), 1, bits), _step_ops(dict(arch), 2, bits)
-    return float(two - one), float(2 * one - two)
-
-
-def step_launches(host, model, layers: int, bits: int | None = None) -> float:
+def step_launches(host, model, layers: int, bits: int | None = None, memo: dict | None = None) -> float:
     """Kernels one eager generate() decode step of `model` launches with the cache of `bits` on
     the engine host profile `host` (EngineHostProfile): the profile's measured bf16 step
     (`kernels_per_layer` of its `ops_per_layer_model`, `kernels_fixed`), its layer scaled by the
     model's counted ops over that model's, plus the cache's own ops per layer over the
     DynamicCache's (HQQ's dequant, the cats with the residual: each one kernel)."""
     from hwsim.config.load import load_model
-    per, _ = step_ops(model)
-    ref = per if host.ops_per_layer_model is None else step_ops(load_model(host.ops_per_layer_model))[0]
-    cache = 0.0 if bits is None else step_ops(model, bits)[0] - per
+    per, _ = step_ops(model, memo=memo)
+    ref = per if host.ops_per_layer_model is None else step_ops(load_model(host.ops_per_layer_model), memo=memo)[0]
+    cache = 0.0 if bits is None else step_ops(model, bits, memo)[0] - per
     return (host.kernels_per_layer.value * per / ref + cache) * layers + host.kernels_fixed.value
 
 
-def step_host_s(host, model, layers: int, bits: int | None = None, new_shape: bool = True) -> float:
+def step_host_s(host, model, layers: int, bits: int | None = None, new_shape: bool = True,
+                memo: dict | None = None) -> float:
     """The host's time for one eager generate() decode step: its launches at the profile's
     `generate_issue_us` (one kernel's Python, ATen dispatch and launch call), plus cuDNN SDPA's plan
     (`generate_plan_ms`) when the attention's shape is `new_shape` (a growing cache's KV length is
     new every step, unless an earlier run in the process built the plan for it). A profile without
     the split: its `launch_us`, the plan spread over the kernels of the step it was measured on."""
     speed = host.cpu_speed.value
-    launches = step_launches(host, model, layers, bits)
+    launches = step_launches(host, model, layers, bits, memo)
     if host.generate_issue_us is None or host.generate_plan_ms is None:
         return launches * host.launch_us.value * 1e-6 / speed
     plan = host.generate_plan_ms.value * 1e-3 if new_shape else 0.0
