@@ -20,7 +20,7 @@ from hwsim.serving.engines.hf_ops import _counter, architecture
 
 KV_GROUP = 64           # transformers' QuantizedCache default and the measured stacks' (library_grid)
 RESIDUAL = 128
-FILLED = 40             # tokens quantized before the step (any multiple of KV_GROUP's divisor: widths are tiny)
+FILLED = 40             # tokens quantized before the step: HQQ groups the flattened K by 64 (8 heads x 40 x 8 = 40 groups)
 IN_RESIDUAL = 4         # tokens in the residual before the step
 
 
