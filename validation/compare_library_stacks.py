@@ -42,16 +42,18 @@ def trace_for(cache: str, batch: int) -> tuple[Path, tuple[int, int]] | None:
     return (name, (batch, 32768)) if name.name in traces_in(TRACES) else None
 
 
-def step_table() -> tuple[str, list[float], list[float]]:
+def step_table(predicted: Path = PREDICTED) -> tuple[str, list[float], list[float], list[float]]:
     from predict_hf_traces import predict_point, trace_path
-    pred = {(r["cache"], r["batch"], r["context_tokens"]): r for r in jsonl(PREDICTED) if r["part"] == "step"}
+    pred = {(r["cache"], r["batch"], r["context_tokens"]): r for r in jsonl(predicted) if r["part"] == "step"}
     out = ["| cache | batch | context | measured step ms (p10-p90) | hwsim built-in (unfused family) | err "
            "| hwsim from the trace | err | trace |", "|---|---:|---:|---|---:|---:|---:|---:|---|"]
-    e_sched, e_trace = [], []
+    e_sched, e_trace, e_gen = [], [], []
     for r in (r for r in jsonl(MEASURED_STEPS) if r.get("part") == "step"):
         key = (r["cache"], r["batch"], r["context_tokens"])
         p = pred[key]["step_ms"]
         e_sched.append(p / r["step_ms"] - 1)
+        if "generate_step_ms" in pred[key]:       # predicted with --generate-host: the generate() host
+            e_gen.append(pred[key]["generate_step_ms"] / r["step_ms"] - 1)
         t = trace_for(r["cache"], r["batch"])
         cells = ["-", "-", "none for this cache/batch"]
         if t:
@@ -61,7 +63,13 @@ def step_table() -> tuple[str, list[float], list[float]]:
             cells = [f"{tp:.1f}", f"{e_trace[-1]:+.0%}", t[0].name]
         out.append(f"| {r['cache']} | {r['batch']} | {r['context_tokens'] // 1024}k | {r['step_ms']:.1f} "
                    f"({r['p10']:.1f}-{r['p90']:.1f}) | {p:.1f} | {e_sched[-1]:+.0%} | " + " | ".join(cells) + " |")
-    return "\n".join(out) + "\n", e_sched, e_trace
+    gen = "".join(f"\n| generate() host | {k[0]} b{k[1]} {k[2] // 1024}k | {pred[k]['generate_step_ms']:.1f} "
+                  f"| {e:+.0%} |" for k, e in zip([(r["cache"], r["batch"], r["context_tokens"]) for r in
+                                                   jsonl(MEASURED_STEPS) if r.get("part") == "step"], e_gen))
+    if gen:
+        gen = ("\n| hwsim built-in, issued by the generate() eager host (--generate-host) | row | step ms | err |"
+               "\n|---|---|---:|---:|" + gen + "\n")
+    return "\n".join(out) + "\n" + gen, e_sched, e_trace, e_gen
 
 
 def gemm_table() -> str:
@@ -93,11 +101,15 @@ def summary(name: str, errs: list[float]) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.parse_args()
-    steps, e_sched, e_trace = step_table()
+    ap.add_argument("--predicted", type=Path, default=PREDICTED, help="hwsim's step predictions "
+                    "(validation/predict_library_stacks.py --hardware h100-sxm [--generate-host ...])")
+    args = ap.parse_args()
+    steps, e_sched, e_trace, e_gen = step_table(args.predicted)
     print(steps)
     print(summary("built-in schedule, unfused family", e_sched))
     print(summary("kernel-trace path", e_trace))
+    if e_gen:
+        print(summary("built-in schedule issued by the generate() eager host", e_gen))
     print()
     print(gemm_table())
     return 0

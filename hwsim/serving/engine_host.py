@@ -64,6 +64,11 @@ class EngineHostProfile(Strict):
     sample_us: NonNegative = Field(description="sampling and the sync that reads the step's tokens")
     graph_launch_us: Positive = Field(description="CUDA graphs: one graph replay's host call")
     cpu_speed: Positive = Field(description="this host runs the engine's Python this many times as fast as profiled")
+    generate_issue_us: Positive | None = Field(None, description="eager generate(): one kernel's Python, ATen "
+                                               "dispatch and launch call, the step's plan left out "
+                                               "(hwsim/serving/engines/generate_ops.py)")
+    generate_plan_ms: NonNegative | None = Field(None, description="eager generate(): cuDNN SDPA's plan for an "
+                                                 "attention shape not seen before (a growing cache: every step)")
     packed_sdpa_efficiency: Fraction | None = Field(None, description="eager (cuDNN SDPA): the packed batch's "
                                                     "masked SDPA, share of the chip's bf16 tensor peak")
     packed_sdpa_efficiency_graphs: Fraction | None = Field(None, description="CUDA graphs (SDPA without cuDNN): "
