@@ -3,6 +3,7 @@ for sm_90a without a GPU, for every set of three segment-slot widths and token b
 table hwsim's occupancy of the fast family reads (hwsim/model/fast_kv_occupancy.py, issue 44).
 
     python calibration/fast_occupancy.py            # prints the table as a Python literal
+    python calibration/fast_occupancy.py --w4a16    # the W4A16 GEMM's (hwsim/model/fast_gemm.py)
     python calibration/fast_occupancy.py --measured calibration/data/h100_fast_kernels_lean.jsonl
                                                     # the device's own compile: MEASURED's literal
 
@@ -53,6 +54,17 @@ def compiled(bits3: tuple[int, int, int], block: int = 128, warps: int = 4, stag
             "stack": int(re.search(r"STACK:(\d+)", usage).group(1))}
 
 
+def compiled_w4a16(bm: int, bn: int = 128, warps: int = 4, stages: int = 3) -> tuple[int, int]:
+    """(shared memory bytes, registers per thread) of calibration/fast_w4a16.py's _w4a16, inline
+    PTX, at `bm` padded rows: hwsim/model/fast_gemm.py FAST_PROGRAM."""
+    import fast_w4a16 as w4
+    sig = {"x_ptr": "*fp16", "w_ptr": "*i16", "s_ptr": "*fp16", "z_ptr": "*fp16", "out_ptr": "*fp32",
+           "M": "i32", "N": "i32", "K": "i32", "tiles_per_split": "i32"}
+    const = dict(BN=bn, BM=bm, BK=w4.GROUP, SPLIT_K=2, ASM=True)
+    kernel, usage = compile_and_dump(w4._w4a16, sig, const, warps, stages, {"N", "K"}, "--dump-resource-usage")
+    return kernel.metadata.shared, int(re.search(r"REG:(\d+)", usage).group(1))
+
+
 def print_measured(path: str):
     rows = [json.loads(line) for line in open(path) if line.strip()]
     meta = next((r for r in rows if r.get("part") == "meta"), {})
@@ -67,7 +79,12 @@ def print_measured(path: str):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--measured", help="a measure_fast_kernels.py JSONL: print the programs its timed rows ran")
+    ap.add_argument("--w4a16", action="store_true", help="the W4A16 GEMM's programs at 16, 32 and 64 rows")
     args = ap.parse_args()
+    if args.w4a16:
+        print(f"# Triton {triton.__version__}, sm_90a, BN 128, 4 warps, 3 stages, inline PTX: rows -> (smem, regs)")
+        print("FAST_PROGRAM =", {bm: compiled_w4a16(bm) for bm in (16, 32, 64)})
+        return
     if args.measured:
         print_measured(args.measured)
         return

@@ -33,7 +33,7 @@ from hwsim.hw.chip import ChipSpec
 from hwsim.metrics import Component
 from hwsim.hw.occupancy import resident_blocks
 from hwsim.model import fast_kv_occupancy, moe_kernels, ops
-from hwsim.model.fast_gemm import fast_weight_only_gemm
+from hwsim.model.fast_gemm import fast_lanes, fast_weight_only_gemm
 from hwsim.model.kernel import Kernel
 from hwsim.model.weight_format import WeightFormat
 from hwsim.workload.kv_format import from_config
@@ -49,6 +49,7 @@ SASS_W4 = {"portable": (3.06, 4.04), "asm": (1.69, 2.64)}
 # the SASS counts as counted, kept apart from SASS_KV (which calibration/fit_fast_kernels.py moves):
 # under occupancy (issue 44) the counted lanes bound a loop whose fitted count is its latency chain
 LANES_KV = {v: dict(t) for v, t in SASS_KV.items()}
+LANES_W4 = dict(SASS_W4)       # likewise the W4A16 loop's lanes (SASS_W4 becomes its fitted chain)
 IDEAL_OPS = 1.25    # the issue's re-costing: LOP3 on packed pairs + HSUB2/HFMA2 (Marlin, QServe)
 
 
@@ -112,11 +113,12 @@ def w4_ops(variant: str, bm: int) -> float:
     return lo + (bm - 16) * (hi - lo) / 48
 
 
-def fast_w4a16_kernels(chip, m, k, n, per_weight) -> list[Kernel]:
-    """calibration/fast_w4a16.py as hwsim kernels (hwsim/model/fast_gemm.py, the `fast` family)."""
+def fast_w4a16_kernels(chip, m, k, n, per_weight, lanes=None) -> list[Kernel]:
+    """calibration/fast_w4a16.py as hwsim kernels (hwsim/model/fast_gemm.py, the `fast` family):
+    `per_weight` its chain, `lanes` its SASS lanes per weight (default the inline-PTX loop's)."""
     return fast_weight_only_gemm("w4a16", 0, m, k, n, chip, weight_addr=ADDR, data=Component.WEIGHT_READ,
                                  weight_bytes=WeightFormat("int4", 128, "fp16", "software").bytes_per_weight,
-                                 ops_per_weight=per_weight)
+                                 ops_per_weight=per_weight, lanes_per_weight=lanes)
 
 
 def gemm_predict(chip, impl, m, k, n) -> dict:
@@ -137,7 +139,8 @@ def gemm_predict(chip, impl, m, k, n) -> dict:
     bm = max(16, 1 << (m - 1).bit_length())
     for variant in ("portable", "asm", "ideal"):
         per_weight = w4_ops(variant, bm)
-        out[f"{variant}_us"] = mb.device_time_s(chip, fast_w4a16_kernels(chip, m, k, n, per_weight)) * 1e6
+        lanes = fast_lanes(bm, LANES_W4[variant]) if variant in LANES_W4 else per_weight
+        out[f"{variant}_us"] = mb.device_time_s(chip, fast_w4a16_kernels(chip, m, k, n, per_weight, lanes)) * 1e6
         out[f"{variant}_ops_per_weight"] = round(per_weight, 3)
     return out
 
@@ -186,6 +189,23 @@ def profile_counts(profile) -> dict[int, float]:
     """The fast KV family's fitted counts per stored width (the profile's dequant_kernels block)."""
     f = profile.dequant_kernels.kv.fast
     return {b: getattr(f, f"ops_per_element_{b}bit").value for b in (2, 4, 8, 16)}
+
+
+def fitted_gemm_rows(chip, profile) -> list[dict]:
+    """The fast_w4a16_asm rows of the GEMM grid, costed as hwsim runs the fast weight family: the
+    profile's fitted chain counts (16 and 64 rows) over the inline-PTX loop's SASS lanes."""
+    f = profile.dequant_kernels.weights.fast
+    chain = (f.ops_per_weight_16_rows.value, f.ops_per_weight_64_rows.value)
+    rows = []
+    for model in GEMM_MODELS:
+        for label, k, n in model_shapes(model):
+            for m in GEMM_ROWS:
+                bm = max(16, 1 << (m - 1).bit_length())
+                per_weight = fast_lanes(bm, chain)
+                us = mb.device_time_s(chip, fast_w4a16_kernels(chip, m, k, n, per_weight)) * 1e6
+                rows.append({"part": "gemm", "model": model, "shape": label, "m": m, "k": k, "n": n,
+                             "impl": "fast_w4a16_asm", "us": us, "ops_per_weight": round(per_weight, 3)})
+    return rows
 
 
 def lean_predictions(chip, counts: dict[int, float], names=LEAN, lean: bool = True) -> list[dict]:
@@ -282,16 +302,17 @@ def main():
     ap.add_argument("--lean-jsonl", help="write only the lean kernels' rows here, costed by the profile's "
                     "fitted fast counts (issue 44)")
     ap.add_argument("--fitted-jsonl", help="write every fast kv row (the layouts and the lean kernels) here, "
-                    "costed by the profile's fitted fast counts (issue 44, session 20)")
+                    "costed by the profile's fitted fast counts (issue 44, session 20), and the fast W4A16 rows")
     args = ap.parse_args()
     profile = load_profile(args.hardware)
     chip = ChipSpec.from_profile(profile)
     if args.lean_jsonl or args.fitted_jsonl:
         rows = lean_predictions(chip, profile_counts(profile))
-        if args.fitted_jsonl:
+        if args.fitted_jsonl:        # + the fast W4A16 rows at the fitted chain (session 21, s21b on)
             rows = lean_predictions(chip, profile_counts(profile), list(LAYOUTS), lean=False) + rows
+            rows += fitted_gemm_rows(chip, profile)
         Path(args.lean_jsonl or args.fitted_jsonl).write_text("".join(json.dumps(r) + "\n" for r in rows))
-        print(f"{len(rows)} fast kv rows on {args.hardware}, counts {profile_counts(profile)}")
+        print(f"{len(rows)} fast rows on {args.hardware}, counts {profile_counts(profile)}")
         return
     rows = predict_all(chip)
     if args.jsonl:

@@ -182,6 +182,7 @@ def main():
                     "measuring them, the `before` column (default: the profile's counts under today's cost)")
     ap.add_argument("--variants", default="portable,asm", help="the dequant variants to fit (comma-separated)")
     ap.add_argument("--kv-only", action="store_true", help="fit no W4A16 counts (no occupancy in their cost)")
+    ap.add_argument("--w4a16-only", action="store_true", help="fit no KV counts (the W4A16 chain alone)")
     ap.add_argument("--errors-only", action="store_true",
                     help="no fit: the KV rows' errors under the profile's counts, by layout")
     args = ap.parse_args()
@@ -197,7 +198,8 @@ def main():
     if held and args.before:
         before = predicted_errors(held, [json.loads(x) for x in args.before.read_text().splitlines() if x.strip()])
     for variant in args.variants.split(","):
-        print(variant, "KV", json.dumps(fit_kv(chip, measured, variant)))
+        if not args.w4a16_only:
+            print(variant, "KV", json.dumps(fit_kv(chip, measured, variant)))
         if not args.kv_only:
             print(variant, "W4A16", json.dumps(fit_w4(chip, measured, variant)))
     if held:
