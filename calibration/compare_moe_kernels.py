@@ -2,7 +2,7 @@
 
     python calibration/compare_moe_kernels.py [--profile h200-sxm] [--json]
 
-Reads calibration/data/h200_moe_kernels.jsonl (calibration/measure_moe_kernels.py) and builds
+Reads calibration/data/h200_moe_kernels.jsonl.xz (calibration/measure_moe_kernels.py) and builds
 each measured kernel with the builders the schedule itself uses (hwsim.model.moe_kernels,
 hwsim.model.ops): the two grouped GEMMs of torch._grouped_mm, the two Triton fused-MoE GEMMs,
 FP8 (cast + torch._scaled_mm) and int4 weight-only (tinygemm) decode GEMMs. The tokens of a
@@ -12,6 +12,7 @@ Prints measured vs simulated device time per row and the median / max absolute e
 
 from __future__ import annotations
 
+import lzma
 import argparse
 import json
 import statistics
@@ -24,7 +25,7 @@ from hwsim.metrics import Component
 from hwsim.model import moe_kernels, ops
 from hwsim.model.weight_format import WeightFormat
 
-DATA = Path(__file__).resolve().parent / "data" / "h200_moe_kernels.jsonl"
+DATA = Path(__file__).resolve().parent / "data" / "h200_moe_kernels.jsonl.xz"   # xz: 2.6 MB of JSON lines
 ADDR = 1 << 34
 
 
@@ -73,7 +74,7 @@ def quant_row(chip: ChipSpec, r: dict) -> dict | None:
 
 def compare(chip: ChipSpec) -> list[dict]:
     out = []
-    for line in open(DATA):
+    for line in lzma.open(DATA, "rt"):
         r = json.loads(line)
         if r["part"] == "moe" and r["schedule"] in ("grouped", "fused"):
             out += moe_rows(chip, r)

@@ -3,23 +3,24 @@
     python calibration/fit_weight_dequant.py
 
 torch._weight_int4pack_mm (tinygemm, group 128) at decode shapes, from
-calibration/data/h200_moe_kernels.jsonl: on the two large shapes (4096 x 28672, 14336 x 4096)
+calibration/data/h200_moe_kernels.jsonl.xz: on the two large shapes (4096 x 28672, 14336 x 4096)
 with 4 or more rows the kernel is ALU-bound, so its time converts to integer-lane ops per
 weight and 16-row tile (132 SMs x 64 lanes x 1.98 GHz). A least-squares line in the rows of a
 tile, ops = a + b x rows, gives DEQUANT_OPS_PER_WEIGHT (a: expanding each code once per tile)
 and DEQUANT_OPS_PER_WEIGHT_ROW (b: the mma.sync issue per row that shares the ALU slots).
 """
 
+import lzma
 import json
 from pathlib import Path
 
-DATA = Path(__file__).resolve().parent / "data" / "h200_moe_kernels.jsonl"
+DATA = Path(__file__).resolve().parent / "data" / "h200_moe_kernels.jsonl.xz"   # xz: 2.6 MB of JSON lines
 LANE_OPS_S = 132 * 64 * 1.98e9
 TILE_ROWS = 16
 
 
 def points():
-    for line in open(DATA):
+    for line in lzma.open(DATA, "rt"):
         r = json.loads(line)
         if r["part"] == "quant_gemm" and r["format"] == "int4_tinygemm" and r["m"] >= 4 \
                 and (r["k"], r["n"]) in ((4096, 28672), (14336, 4096)):

@@ -21,7 +21,7 @@
    h200x2_ep_fresh.csv and h200x2_ep_prefill.csv (the test grids of validation/multi_gpu_grid.md,
    Mixtral-8x7B TP2 too, predicted before they were measured): every row on as many simulated
    GPUs as it was measured on; each grid's median at most 5%, maximum at most 15%.
-5. The FP8 and int4 decode-GEMM operators of calibration/data/h200_moe_kernels.jsonl
+5. The FP8 and int4 decode-GEMM operators of calibration/data/h200_moe_kernels.jsonl.xz
    (calibration/compare_moe_kernels.py): median absolute error at most 7% each.
 `--write-results` writes validation/results_h200_moe.json (every row, per-group figures).
 """

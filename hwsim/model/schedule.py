@@ -54,7 +54,7 @@ ROUTED = Role.ROUTED
 KERNEL_MEMO_LIMIT = 100_000
 MOVED_LIMIT = 100_000           # routed experts' weight-reading kernels kept per channel phase
 # The production MoE schedules' small kernels (CUPTI device times on the H200,
-# calibration/data/h200_moe_kernels.jsonl), as dependent L2 round trips (147 ns each):
+# calibration/data/h200_moe_kernels.jsonl.xz), as dependent L2 round trips (147 ns each):
 TOPK_TRIPS = 20          # gatherTopK: 4.6-8.2 us (a radix select over each token's scores)
 TOPK_SORT_TRIPS = 20     # bitonicSortKVInPlace of the k picks: 4.0-4.5 us
 SORT_TRIPS = ((32, 38), (128, 52), (4096, 185))   # see sort_trips()
@@ -811,7 +811,7 @@ class Schedule:
         return ks
 
     # -- the production MoE schedules (docs/moe.md; kernels as CUPTI lists them on the H200,
-    # calibration/data/h200_moe_kernels.jsonl) -------------------------------------------------
+    # calibration/data/h200_moe_kernels.jsonl.xz) -------------------------------------------------
     def _topk(self, layer: int, t: int) -> list[Kernel]:
         """torch.topk over each token's expert scores: gatherTopK, then a bitonic sort of the k."""
         moe = self.model.moe
