@@ -177,6 +177,14 @@ def test_the_ctas_of_a_whole_trace_are_bounded(tmp_path, monkeypatch):
         reader.read_trace(_write(tmp_path, [OP, LAUNCH, KERNEL, _with(KERNEL, ("ts",), 40.0)]))
 
 
+def test_a_reader_that_only_counts_kernels_reads_a_whole_burst(tmp_path, monkeypatch):
+    """The engine host's reader (a real 16-request burst of Qwen3 launches 2.7e8+ CTAs) counts
+    launches and times no kernel: the bound of the kernel-trace path is not its."""
+    monkeypatch.setattr(reader, "MAX_TRACE_CTAS", 200)
+    trace = reader.read_trace(_write(tmp_path, [OP, LAUNCH, KERNEL, _with(KERNEL, ("ts",), 40.0)]), simulated=False)
+    assert trace.ctas > 200 and sum(len(v) for v in trace.device.values()) == 2
+
+
 @pytest.mark.parametrize("op, dims", [
     ("aten::mm", [[10**12, 4096], [4096, 6144]]),           # item 6: 10^12 rows at batch 1
     ("aten::mul", [[1, 1, 10**13], [1, 1, 10**13]]),         # 4 x 10^13 bytes an element-wise kernel

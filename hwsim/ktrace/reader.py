@@ -203,9 +203,11 @@ def _head(path: Path) -> tuple[str | None, str | None]:
     return gpu, synthetic
 
 
-def read_trace(path: Path, key: str = KEY) -> Trace:
+def read_trace(path: Path, key: str = KEY, simulated: bool = True) -> Trace:
     """The trace's kernels, copies, host calls, linked ops and step windows; ConfigError for
-    what is not a readable Kineto trace."""
+    what is not a readable Kineto trace. A `simulated` trace's kernels are timed one by one (the
+    kernel-trace path), so their CTAs are bounded; a reader that only counts them (the engine
+    host's: a whole burst) is not."""
     path = Path(path)
     trace = Trace(str(path), None)
     kept = 0
@@ -218,7 +220,7 @@ def read_trace(path: Path, key: str = KEY) -> Trace:
                 if not isinstance(ev, dict) or ev.get("ph") != "X":
                     continue
                 try:
-                    kept += _keep(trace, ev)
+                    kept += _keep(trace, ev, simulated)
                 except BadEvent as bad:
                     raise ConfigError(f"traceEvents[{i}] ({_event_name(ev)}): {bad}", file=str(path),
                                       key=key) from None
@@ -245,7 +247,7 @@ def _first_line(e: Exception) -> str:
     return (str(e).splitlines() or [type(e).__name__])[0][:120]
 
 
-def _keep(trace: Trace, ev: dict) -> int:
+def _keep(trace: Trace, ev: dict, simulated: bool = True) -> int:
     """Keep one complete event ('X') of the trace if it is one hwsim reads; 1 if kept. BadEvent
     for a field of the wrong type or out of range."""
     cat, name = ev.get("cat", ""), str(ev.get("name", ""))
@@ -264,7 +266,7 @@ def _keep(trace: Trace, ev: dict) -> int:
         corr = _int(args.get("correlation"), "correlation")
         event = _device_event(DEVICE_CATS[cat], name, ts, dur, corr, ext, args)
         trace.ctas += math.prod(event.grid)
-        if trace.ctas > MAX_TRACE_CTAS:
+        if simulated and trace.ctas > MAX_TRACE_CTAS:
             raise BadEvent(f"the trace's kernels launch more than {MAX_TRACE_CTAS:,} CTAs in all (the "
                            f"simulation times each): profile one step")
         trace.device.setdefault(corr, []).append(event)

@@ -35,7 +35,7 @@ def _sourced(value: float, source: str) -> dict:
 
 def profile_from_trace(path: str, base, layers: int):
     """An EngineHostProfile from the trace at `path`; `base` gives what the trace cannot."""
-    trace = read_trace(path, key=KEY)
+    trace = read_trace(path, key=KEY, simulated=False)   # launches counted, no kernel timed
     ops = list(trace.ops.values())
     if not ops:
         raise ConfigError("host_trace records no CPU ops: profile with record_shapes or the default activities",
