@@ -7,7 +7,8 @@
 # Session 20: the same fast kv rows predicted under the device's programs and the refit under occupancy:
 # calibration/data/h200_fast_kernels_fitted_predicted_s20.jsonl (compare_fast_kernels.py against it too).
 # Session 21: again under the kernel as its launcher runs it (one-shot combine, whole-block splits, a
-# wave's stalls overlapped by the programs present) and the 16-bit refit: ..._predicted_s21.jsonl.
+# wave's stalls overlapped by the programs present) and the 16-bit refit: ..._predicted_s21.jsonl;
+# the W4A16 rows as a chain overlapped by resident programs: ..._predicted_s21b.jsonl (KV rows = s21's).
 #   run(needs_h200=true): bash calibration/device_call_s19b.sh
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv | tee $OUT/run.log
