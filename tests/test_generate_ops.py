@@ -3,6 +3,8 @@ against the kernels the H100 call measured (validation/data/library_stacks_h100)
 
 import pytest
 
+pytest.importorskip("transformers")     # the ops are counted by running the library (the hf-engine extra)
+
 from hwsim.config.load import load_model
 from hwsim.serving.engine_host import load_engine_host
 from hwsim.serving.engines.generate_ops import step_host_s, step_launches, step_ops
