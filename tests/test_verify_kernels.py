@@ -12,7 +12,7 @@ from hwsim import operators as mb
 from hwsim.config.load import load_profile
 from hwsim.hw.chip import ChipSpec
 from hwsim.model import ops
-from hwsim.model.multi_query_attention import fa2_multi_query, fa2_splits, multi_query_attention
+from hwsim.model.multi_query_attention import fa2_splits, multi_query_attention
 
 ROOT = Path(__file__).resolve().parents[1]
 KV = 2 * 128 * 2          # K and V bytes a token and KV head, head dim 128, bf16
@@ -24,7 +24,8 @@ def chips():
 
 
 def attention(chip, batch, queries, context=4096, heads=32, kv_heads=4):
-    return fa2_multi_query("a", 0, batch, heads, kv_heads, queries, 128, 128, context, KV, 0, chip.sizes)
+    return multi_query_attention("a", 0, batch, heads, kv_heads, queries, 128, 128, context, KV, 0, chip.sizes,
+                                 "flash")
 
 
 def test_fa2_heuristic_counts_query_heads_not_kv_heads(chips):

@@ -18,11 +18,10 @@ from hwsim.model.schedule import (INDEX_ADD_TRIPS_PER_ROW, INDEX_SELECT_TRIPS_PE
                                   Schedule, StepShape)
 from hwsim.parallel import collectives
 
-L2_RESIDENT_SHARE = 0.5   # a tensor up to half the L2 is read from (written into) L2, as the kernel
-                          # before it left it; a larger one streams from (to) HBM. What a kernel
-                          # streamed since is the L2 walk's (ktrace/schedule.py: l2_walked).
-INDEX_TRIPS = 2           # a gather or scatter loads its index before the data it points at (the
-                          # large-index kernels; the small-index ones chain a load a row)
+# A tensor up to half the L2 is read from (written into) L2, as the kernel before it left it; a
+# larger one streams from (to) HBM (ops.in_hbm). What a kernel streamed since is the L2 walk's
+# (ktrace/schedule.py: l2_walked). A gather or scatter loads its index first (ops.INDEX_TRIPS: the
+# large-index kernels; the small-index ones chain a load a row).
 EW_OPS_PER_BYTE = 0.25    # fp32 ops per byte of a generic element-wise kernel (an add: 1 op per bf16
                           # element read twice); the compute is never what limits these
 DATA = {"experts": Component.EXPERT_READ, "attention": Component.WEIGHT_READ,
@@ -81,7 +80,7 @@ class Lowering:
                 return [ops.grid_limited(name, -1, item.read_bytes, item.write_bytes, item.ctas, item.threads,
                                          chip, from_hbm=self._in_hbm(item.read_bytes), weight_addr=self._addr(),
                                          passes=item.passes)]
-            trips, input_trips = (INDEX_TRIPS if item.kind in ("index", "scatter") else 1), 1
+            trips, input_trips = (ops.INDEX_TRIPS if item.kind in ("index", "scatter") else 1), 1
             if 0 < item.index_rows <= SMALL_INDEX_ROWS:     # ATen's small-index kernel, as the built-in schedule's
                 per_row = INDEX_SELECT_TRIPS_PER_ROW if item.kind == "index" else INDEX_ADD_TRIPS_PER_ROW
                 trips, input_trips = 1 + per_row * item.index_rows, item.index_rows
@@ -129,14 +128,9 @@ class Lowering:
 
     def _in_hbm(self, nbytes: float) -> bool:
         """Whether a tensor of this size streams from (to) HBM rather than staying in L2."""
-        return nbytes > self.schedule.chip.l2_bytes * L2_RESIDENT_SHARE
+        return ops.in_hbm(self.schedule.chip, nbytes)
 
     def _memory(self, name: str, read: float, write: float, vectorized: bool, cache_read: bool = False,
                 trips: float = 1, input_trips: float = 1) -> Kernel:
-        from_hbm = read if cache_read or self._in_hbm(read) else 0.0
-        k = ops.elementwise(name, -1, read - from_hbm, write, EW_OPS_PER_BYTE, self.schedule.chip,
-                            weight_bytes=from_hbm, weight_addr=self._addr(), vectorized=vectorized,
-                            round_trips=trips, input_trips=input_trips)
-        if self._in_hbm(write):
-            k = copy_kernel(k, hbm_write=k.l2_write, l2_write=0.0)
-        return k
+        return ops.streamed_copy(name, -1, read, write, EW_OPS_PER_BYTE, self.schedule.chip, from_cache=cache_read,
+                                 addr=self._addr(), vectorized=vectorized, trips=trips, input_trips=input_trips)

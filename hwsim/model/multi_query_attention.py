@@ -102,10 +102,3 @@ def multi_query_attention(name: str, layer: int, batch: int, heads: int, kv_head
                               round_trips=ops.COMBINE_ROUND_TRIPS + ops.COMBINE_TRIPS_PER_SPLIT * p.splits)
     return [main, combine]
 
-
-def fa2_multi_query(name: str, layer: int, batch: int, heads: int, kv_heads: int, queries: int,
-                    qk_dim: int, v_dim: int, context: int, kv_bytes_per_token_head: float,
-                    cache_addr: int, chip: ChipSizes) -> list[Kernel]:
-    """FlashAttention-2's Q > 1 decode attention (multi_query_attention, library flash)."""
-    return multi_query_attention(name, layer, batch, heads, kv_heads, queries, qk_dim, v_dim, context,
-                                 kv_bytes_per_token_head, cache_addr, chip, "flash")

@@ -16,7 +16,7 @@ from hwsim.errors import ConfigError
 from hwsim.hw.chip import ChipSizes
 from hwsim.metrics import Component
 from hwsim.model import ir
-from hwsim.model.kernel import Kernel, Role
+from hwsim.model.kernel import Kernel, Role, copy_kernel
 
 ACT_BYTES = 2            # bf16 activations
 ACC_BYTES = 4            # fp32 partial sums
@@ -528,6 +528,30 @@ def one_shot_combine(name: str, layer: int, query_rows: int, splits: int, v_dim:
                   vector_flops=SOFTMAX_OPS * partial / ACC_BYTES, block_threads=FAST_COMBINE_THREADS,
                   data=Component.ATTENTION_COMPUTE, compute=Component.ATTENTION_COMPUTE,
                   round_trips=COMBINE_ROUND_TRIPS)
+
+
+L2_RESIDENT_SHARE = 0.5   # a tensor up to half the L2 is read from (written into) L2, as the kernel
+                          # before it left it; a larger one streams from (to) HBM
+INDEX_TRIPS = 2           # a gather or scatter loads its index before the data it points at
+
+
+def in_hbm(chip: ChipSizes, nbytes: float) -> bool:
+    """Whether a tensor of this size streams from (to) HBM rather than staying in L2."""
+    return nbytes > chip.l2_bytes * L2_RESIDENT_SHARE
+
+
+def streamed_copy(name: str, layer: int, read: float, write: float, ops_per_byte: float, chip: ChipSizes, *,
+                  from_cache: bool = False, addr: int = 0, component: Component = Component.ACTIVATION_IO,
+                  vectorized: bool = True, trips: float = 1, input_trips: float = 1) -> Kernel:
+    """An element-wise kernel of `read` bytes into `write` bytes whose input comes from HBM when it
+    is a cache (`from_cache`) or larger than half the L2, and whose output goes to HBM when it is
+    larger than that (the traced kernels' rule, hwsim/ktrace/lower.py, and the HF engine's
+    attention copies, hwsim/model/paged_sdpa.py)."""
+    from_hbm = read if from_cache or in_hbm(chip, read) else 0.0
+    k = elementwise(name, layer, read - from_hbm, write, ops_per_byte, chip, weight_bytes=from_hbm,
+                    weight_addr=addr, component=component, round_trips=trips, vectorized=vectorized,
+                    input_trips=input_trips)
+    return copy_kernel(k, hbm_write=k.l2_write, l2_write=0.0) if in_hbm(chip, write) else k
 
 
 def unfused_dequant(name: str, layer: int, packed_bytes: float, elements: float, ops_per_element: float,

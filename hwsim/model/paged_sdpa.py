@@ -28,10 +28,8 @@ from dataclasses import dataclass
 
 from hwsim.metrics import Component
 from hwsim.model import ir, ops
-from hwsim.model.kernel import Kernel, copy_kernel, relocated
-
-L2_RESIDENT_SHARE = 0.5      # hwsim/ktrace/lower.py's rule (imported from there it would be circular)
-INDEX_TRIPS = 2              # a gather loads its index before the rows it points at (as the schedule's)
+from hwsim.model.kernel import Kernel, relocated
+from hwsim.model.ops import INDEX_TRIPS, in_hbm
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,20 +88,13 @@ def stack_kernels(sched, p: PackedShape) -> list[Kernel]:
     return out
 
 
-def _in_hbm(chip, nbytes: float) -> bool:
-    return nbytes > chip.l2_bytes * L2_RESIDENT_SHARE
-
-
 def _memory(sched, name: str, layer: int, read: float, write: float, *, cache: bool = False,
             vectorized: bool = True, trips: float = 1, data: Component = Component.ACTIVATION_IO) -> Kernel:
     """A copy of `read` bytes into `write` bytes: from the KV cache (`cache`: HBM at any size) or
     an activation (HBM past half the L2), written to L2 or, past half of it, to HBM."""
-    chip = sched.chip
-    from_hbm = read if cache or _in_hbm(chip, read) else 0.0
     addr = sched._kv_addr(layer) if cache else sched.activation_address
-    k = ops.elementwise(name, layer, read - from_hbm, write, 0.0, chip, weight_bytes=from_hbm, weight_addr=addr,
-                        component=data, round_trips=trips, vectorized=vectorized)
-    return copy_kernel(k, hbm_write=k.l2_write, l2_write=0.0) if _in_hbm(chip, write) else k
+    return ops.streamed_copy(name, layer, read, write, 0.0, sched.chip, from_cache=cache, addr=addr,
+                             component=data, vectorized=vectorized, trips=trips)
 
 
 def sdpa(name: str, layer: int, p: PackedShape, heads: int, head_dim: int, chip) -> Kernel:
@@ -121,7 +112,7 @@ def sdpa(name: str, layer: int, p: PackedShape, heads: int, head_dim: int, chip)
     tiles = q_blocks * heads
     rows = math.ceil(p.q / ops.MMA_M) * ops.MMA_M / q_blocks            # a tile's mean rows, padded
     kv, bias = heads * p.k * 2 * head_dim * ab, p.q * p.k * ab
-    first = (kv if _in_hbm(chip, kv) else 0.0) + (bias if _in_hbm(chip, bias) else 0.0)
+    first = (kv if in_hbm(chip, kv) else 0.0) + (bias if in_hbm(chip, bias) else 0.0)
     tile_bytes = rows * head_dim * ab + p.k * 2 * head_dim * ab + rows * p.k * ab     # Q, K and V, bias
     return Kernel(
         name=name, layer=layer, tiles=tiles, balanced=True, hbm_read=first / tiles,

@@ -655,7 +655,7 @@ class Schedule:
 
     def _ffn_block(self, layer: int, s: StepShape, choice: np.ndarray | None,
                    state: OnChipState) -> list[Kernel]:
-        m, d, t = self.model, self.model.hidden, s.tokens
+        m, t = self.model, s.tokens
         dispatch = state.dispatch
         if not m.is_moe_layer(layer):
             return self._dense_block(layer, t)
@@ -666,18 +666,20 @@ class Schedule:
         ks += self.ffn.routed(self, layer, t, counts, experts, plans)
         if dispatch:
             dispatch.account(layer, plans)
-        ks.append(self._ew("ffn_residual_add", layer, 2 * t * d * ops.ACT_BYTES, t * d * ops.ACT_BYTES,
-                           reads=("acc", "x"), writes=("x",), role=Role.FFN_RESIDUAL))
+        ks.append(self._ffn_residual(layer, t))
         return ks
 
     @_memo
     def _dense_block(self, layer: int, t: int) -> list[Kernel]:
         """A dense layer's FFN block (norm, MLP, residual add), memoised whole as the attention
         block is: one look-up a layer for a pass of t tokens, not one a kernel."""
+        return [self._norm("ffn_norm", layer, t), *DENSE_FFN.kernels(self, layer, t), self._ffn_residual(layer, t)]
+
+    def _ffn_residual(self, layer: int, t: int) -> Kernel:
+        """The FFN block's output added back into the residual stream (dense and MoE layers)."""
         d = self.model.hidden
-        return [self._norm("ffn_norm", layer, t), *DENSE_FFN.kernels(self, layer, t),
-                self._ew("ffn_residual_add", layer, 2 * t * d * ops.ACT_BYTES, t * d * ops.ACT_BYTES,
-                         reads=("acc", "x"), writes=("x",), role=Role.FFN_RESIDUAL)]
+        return self._ew("ffn_residual_add", layer, 2 * t * d * ops.ACT_BYTES, t * d * ops.ACT_BYTES,
+                        reads=("acc", "x"), writes=("x",), role=Role.FFN_RESIDUAL)
 
     @_memo
     def _moe_head(self, layer: int, t: int, router_on_chip: bool) -> list[Kernel]:

@@ -41,7 +41,7 @@ class GpuMemory:
 
     @property
     def kv_room(self) -> float:
-        """HBM the weights (and activations) leave for KV caches: what a serving loop admits into."""
+        """HBM the weights leave for KV caches (activations not set aside): what a serving loop admits into."""
         return self.capacity - self.weights
 
 
