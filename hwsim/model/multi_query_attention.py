@@ -96,9 +96,6 @@ def multi_query_attention(name: str, layer: int, batch: int, heads: int, kv_head
     )
     if p.splits == 1:
         return [main]
-    partial = batch * heads * queries * p.splits * (v_dim + 2) * ops.ACC_BYTES
-    combine = ops.elementwise(f"{name}.combine", layer, partial, batch * heads * queries * v_dim * ops.ACT_BYTES,
-                              ops.SOFTMAX_OPS / ops.ACC_BYTES, chip, component=Component.ATTENTION_COMPUTE,
-                              round_trips=ops.COMBINE_ROUND_TRIPS + ops.COMBINE_TRIPS_PER_SPLIT * p.splits)
-    return [main, combine]
+    return [main, ops.split_combine(f"{name}.combine", layer, batch * heads * queries, p.splits, v_dim, chip,
+                                    ops.COMBINE_ROUND_TRIPS + ops.COMBINE_TRIPS_PER_SPLIT * p.splits)]
 

@@ -459,14 +459,9 @@ def decode_attention(name: str, layer: int, batch: int, heads: int, kv_heads: in
     (calibration/fast_kv_attn.py); default one segment of the whole context.
     """
     cudnn = library == "cudnn"
-    if cudnn:
-        splits = splits or cudnn_splits(batch, kv_heads, context)
-        block_m = block_m or CUDNN_BLOCK_M
-    splits = splits or decode_attention_splits(batch, kv_heads, context, chip, qk_dim)
+    splits, block_m = _decode_tiling(cudnn, batch, kv_heads, context, chip, qk_dim, splits, block_m)
     group = heads // kv_heads
     chunk = context / splits
-    if block_m is None:
-        block_m = FA2_SPLIT_BLOCK_M if splits > 1 else FA2_BLOCK_M
     rows = max(_roundup(group, MMA_M), block_m)
     block_n = fa2_split_block_n(qk_dim) if splits > 1 else FA2_BLOCK_N
     live = splits
@@ -498,12 +493,31 @@ def decode_attention(name: str, layer: int, batch: int, heads: int, kv_heads: in
         return [main]
     if program is not None:
         return [main, one_shot_combine(f"{name}.combine", layer, batch * heads, splits, v_dim)]
-    partial = batch * heads * splits * (v_dim + 2) * ACC_BYTES
     trips = CUDNN_REDUCE_ROUND_TRIPS if cudnn else COMBINE_ROUND_TRIPS + COMBINE_TRIPS_PER_SPLIT * splits
-    combine = elementwise(f"{name}.combine", layer, partial, batch * heads * v_dim * ACT_BYTES,
-                          SOFTMAX_OPS / ACC_BYTES, chip, component=Component.ATTENTION_COMPUTE,
-                          round_trips=trips)
-    return [main, combine]
+    return [main, split_combine(f"{name}.combine", layer, batch * heads, splits, v_dim, chip, trips)]
+
+
+def _decode_tiling(cudnn: bool, batch: int, kv_heads: int, context: int, chip: ChipSizes, qk_dim: int,
+                   splits: int | None, block_m: int | None) -> tuple[int, int]:
+    """(splits, M tile) of a decode attention where the caller gives neither: the library's own
+    (cuDNN's split and 64 rows; FlashAttention-2's heuristic, 64 rows split and 128 unsplit)."""
+    if cudnn:
+        splits = splits or cudnn_splits(batch, kv_heads, context)
+        block_m = block_m or CUDNN_BLOCK_M
+    splits = splits or decode_attention_splits(batch, kv_heads, context, chip, qk_dim)
+    if block_m is None:
+        block_m = FA2_SPLIT_BLOCK_M if splits > 1 else FA2_BLOCK_M
+    return splits, block_m
+
+
+def split_combine(name: str, layer: int, query_rows: int, splits: int, v_dim: int, chip: ChipSizes,
+                  trips: float) -> Kernel:
+    """The kernel that merges a split-KV attention's partial softmax results, an element-wise
+    pass over every query row's splits (FlashAttention-2's combine, cuDNN's lean reduction:
+    their dependent `trips`)."""
+    partial = query_rows * splits * (v_dim + 2) * ACC_BYTES
+    return elementwise(name, layer, partial, query_rows * v_dim * ACT_BYTES, SOFTMAX_OPS / ACC_BYTES, chip,
+                       component=Component.ATTENTION_COMPUTE, round_trips=trips)
 
 
 def fast_programs(segments: tuple[tuple[int, int], ...], block: int) -> tuple[int, int]:
