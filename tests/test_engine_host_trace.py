@@ -6,6 +6,7 @@ import json
 import pytest
 
 from hwsim.errors import ConfigError
+from hwsim.ktrace.host import load_host
 from hwsim.serving.engine_host import load_engine_host
 from hwsim.serving.engine_host_trace import profile_from_trace
 
@@ -37,7 +38,11 @@ def test_profile_from_a_burst(tmp_path):
     prof = profile_from_trace(str(p), base, layers=2)
     assert prof.plan_ms.value == pytest.approx(40.0)                  # 2 builds of 40 ms over the 100 us call
     assert prof.kernels_per_layer.value == pytest.approx(5)           # 40 launches / 4 steps / 2 layers
-    assert prof.launch_us.value == pytest.approx((span - 2 * 40_000) / 40)
+    # the profiler's own time: every host event recorded on the launching thread (4 steps x 2 layers x
+    # (5 ops + 5 launch calls + 1 attention call)), at the kernel-trace path's per-event cost
+    event_us = load_host("as-traced").profiler_event_us.value
+    assert event_us > 0
+    assert prof.launch_us.value == pytest.approx((span - 2 * 40_000 - 88 * event_us) / 40)
     assert prof.graph_launch_us == base.graph_launch_us and prof.schedule_us.value == 0
 
 

@@ -9,12 +9,14 @@ What the trace gives (hwsim/ktrace/reader.py reads it, bounded):
 - steps: attention calls / decoder layers (each layer attends once a step), else ProfilerStep
   windows;
 - kernels: launch calls / steps, all counted per layer (`kernels_per_layer`, no fixed part);
-- `launch_us`: the burst's host span (first op to last op's end) less the plans' time, over
-  the launches: every other host microsecond (Python scheduling, dispatch, sampling) is charged
-  per launched kernel, so `schedule_us`, `schedule_us_per_seq` and `sample_us` are 0. An eager
-  engine is host-bound, so its span is its host's; a device-bound burst would overstate it.
-Graph launches and the profile's own overhead are left to the base profile (graph_launch_us,
-cpu_speed).
+- `launch_us`: the burst's host span (first op to last op's end) less the plans' time and less
+  the profiler's own (`profiler_event_us` of hardware_profiles/hosts/as-traced.yaml for each
+  event it recorded on the launching threads and each kernel record: the kernel-trace path's
+  rule, docs/traces.md), over the launches: every other host microsecond (Python scheduling,
+  dispatch, sampling) is charged per launched kernel, so `schedule_us`, `schedule_us_per_seq` and
+  `sample_us` are 0. An eager engine is host-bound, so its span is its host's; a device-bound
+  burst would overstate it.
+Graph launches are left to the base profile (graph_launch_us, cpu_speed).
 """
 
 from __future__ import annotations
@@ -22,11 +24,13 @@ from __future__ import annotations
 import statistics
 
 from hwsim.errors import ConfigError
+from hwsim.ktrace.host import load_host
 from hwsim.ktrace.reader import LAUNCHES, read_trace
 
 KEY = "workload.engine.host_trace"
 ATTENTION_OPS = ("aten::_cudnn_attention_forward", "aten::_scaled_dot_product_cudnn_attention")
 PLAN_FACTOR = 10.0            # a plan build takes tens of ms; a planned call tens to hundreds of us
+PROFILER_HOST = "as-traced"   # the host profile whose profiler_event_us is the profiler's cost per event
 
 
 def _sourced(value: float, source: str) -> dict:
@@ -40,6 +44,7 @@ def profile_from_trace(path: str, base, layers: int):
     if not ops:
         raise ConfigError("host_trace records no CPU ops: profile with record_shapes or the default activities",
                           file=path, key=KEY)
+    launching = {c.tid for c in trace.calls if c.name in LAUNCHES}
     launches = sum(1 for c in trace.calls if c.name in LAUNCHES)
     if not launches:
         raise ConfigError("host_trace records no kernel launches: profile the CUDA activity too", file=path, key=KEY)
@@ -51,13 +56,18 @@ def profile_from_trace(path: str, base, layers: int):
         raise ConfigError("host_trace holds no whole step (no attention calls of every layer, no ProfilerStep)",
                           file=path, key=KEY)
     span = max(op.ts + op.dur for op in ops) - min(op.ts for op in ops)
+    recorded = sum(len(trace.marks.get(tid, ())) for tid in launching) + trace.kernels
+    event_us = load_host(PROFILER_HOST).profiler_event_us
+    profiler = recorded * (event_us.value if event_us else 0.0)
     where = f"host_trace {path}"
     fields = {
         "name": f"host_trace:{path}", "description": f"read off {path} ({steps:.0f} steps, {launches} launches)",
         "schedule_us": _sourced(0.0, f"{where}: inside launch_us"),
         "schedule_us_per_seq": _sourced(0.0, f"{where}: inside launch_us"),
-        "launch_us": _sourced((span - sum(builds)) / launches,
-                              f"{where}: host span {span / 1e3:.1f} ms less plan builds, over {launches} launches"),
+        "launch_us": _sourced((span - sum(builds) - profiler) / launches,
+                              f"{where}: host span {span / 1e3:.1f} ms less plan builds ({sum(builds) / 1e3:.1f} ms) "
+                              f"and the profiler's own ({recorded} events x {event_us.value if event_us else 0:g} us, "
+                              f"hosts/{PROFILER_HOST}.yaml), over {launches} launches"),
         "kernels_per_layer": _sourced(launches / steps / layers, f"{where}: {launches} launches / {steps:.1f} steps "
                                       f"/ {layers} layers"),
         "kernels_fixed": _sourced(0.0, f"{where}: all counted per layer"),
