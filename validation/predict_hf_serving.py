@@ -96,11 +96,16 @@ def serve(cfg, process: dict | None, held_mib: float = 0.0):
         return run_config(cfg, system(cfg), intervals=False).summary
 
 
+HOST_TRACE: str | None = None    # --host-trace: a profiled burst per (model, config), the engine's host read off it
+
+
 def scenario(chip, model, config, rows, trace: Path):
     write_trace(rows, trace)
+    host = [f"workload.engine.host_trace={HOST_TRACE.format(model=model_label(model), config=config)}"] \
+        if HOST_TRACE else []
     return load_scenario(SCENARIO, [f"hardware={chip}", f"model={config_without_notes(model, trace.parent)}",
                                     "workload.arrivals.kind=trace",
-                                    f"workload.arrivals.trace={trace}", *ENGINE[config]])
+                                    f"workload.arrivals.trace={trace}", *ENGINE[config], *host])
 
 
 def warm(chip, model, config, folder: Path, process: dict, held_mib: float = 0.0) -> None:
@@ -168,7 +173,11 @@ def main():
     ap.add_argument("--no-leftover", action="store_true",
                     help="size every engine's cache as a fresh process's (no LEFTOVER_MIB after the first config)")
     ap.add_argument("--predictions", type=Path, default=HERE / "data" / "hf_serving" / "predicted.jsonl")
+    ap.add_argument("--host-trace", help="the engine's host from a profiled burst (workload.engine.host_trace): "
+                    "a path with {model} and {config}, e.g. DIR/{model}/{config}/profile_burst.json.gz")
     args = ap.parse_args()
+    global HOST_TRACE
+    HOST_TRACE = args.host_trace
     if args.compare:
         return compare(args.compare, args.predictions)
     rates = {k: float(v) for k, v in (x.split("=") for x in args.rates.split(","))}
