@@ -11,9 +11,11 @@ from hwsim.serving.engine_host import load_engine_host
 from hwsim.serving.engine_host_trace import profile_from_trace
 
 
-def _burst(path, steps=4, layers=2, kernels_per_layer=5, plan_every=2, plan_us=40_000.0, call_us=100.0):
+def _burst(path, steps=4, layers=2, kernels_per_layer=5, plan_every=2, plan_us=40_000.0, call_us=100.0,
+           nested=False):
     """`steps` steps of `layers` layers; each layer one attention call (a plan build every
-    `plan_every` steps) and `kernels_per_layer` launches; the host busy without gaps."""
+    `plan_every` steps) and `kernels_per_layer` launches; the host busy without gaps. `nested`: the
+    call recorded as torch records it, SDPA's op around the cuDNN backend's around its forward."""
     ev, t, ext, corr = [], 0.0, 0, 0
     for s in range(steps):
         for layer in range(layers):
@@ -24,9 +26,12 @@ def _burst(path, steps=4, layers=2, kernels_per_layer=5, plan_every=2, plan_us=4
                            "args": {"correlation": corr, "External id": ext}})
                 t, ext, corr = t + 40.0, ext + 1, corr + 1
             dur = call_us + (plan_us if s % plan_every == 0 and layer == 0 else 0.0)
-            ev.append({"ph": "X", "cat": "cpu_op", "name": "aten::_cudnn_attention_forward", "ts": t, "dur": dur,
-                       "args": {"External id": ext}})
-            t, ext = t + dur, ext + 1
+            names = ["aten::scaled_dot_product_attention", "aten::_scaled_dot_product_cudnn_attention",
+                     "aten::_cudnn_attention_forward"] if nested else ["aten::_cudnn_attention_forward"]
+            for name in names:
+                ev.append({"ph": "X", "cat": "cpu_op", "name": name, "ts": t, "dur": dur, "args": {"External id": ext}})
+                ext += 1
+            t += dur
     path.write_text(json.dumps({"traceEvents": ev}))
     return t
 
@@ -52,3 +57,32 @@ def test_a_trace_without_launches_is_refused(tmp_path):
                                               "args": {"External id": 1}}]}))
     with pytest.raises(ConfigError, match="no kernel launches"):
         profile_from_trace(str(p), load_engine_host("hf-transformers-h200"), layers=2)
+
+
+def test_nested_sdpa_ops_count_one_forward(tmp_path):
+    """A traced SDPA call records its op, the backend's and cuDNN's inner one, nested: one forward."""
+    p = tmp_path / "nested.json"
+    _burst(p, nested=True)
+    prof = profile_from_trace(str(p), load_engine_host("hf-transformers-h200"), layers=2)
+    assert prof.kernels_per_layer.value == pytest.approx(5)           # 4 forwards, not 12
+    assert prof.plan_ms.value == pytest.approx(40.0)
+
+
+def test_a_graphs_burst_gives_its_replay_call(tmp_path):
+    """Graph replays: each call's host time less the profiler's record of the kernels it ran."""
+    p = tmp_path / "graphs.json"
+    _burst(p, steps=1, plan_every=99)                 # one eager forward: the capture
+    ev = json.loads(p.read_text())["traceEvents"]
+    t0 = max(e["ts"] + e["dur"] for e in ev)
+    for r in range(3):
+        ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaGraphLaunch", "ts": t0 + 1000 * r, "dur": 500.0,
+                   "args": {"correlation": 10_000 + r}})
+        ev += [{"ph": "X", "cat": "kernel", "name": "k", "ts": t0 + 1000 * r + 10 * k, "dur": 5.0,
+                "args": {"correlation": 10_000 + r, "grid": [1, 1, 1], "block": [128, 1, 1]}} for k in range(100)]
+    p.write_text(json.dumps({"traceEvents": ev}))
+    base = load_engine_host("hf-transformers-h200")
+    prof = profile_from_trace(str(p), base, layers=2)
+    event_us = load_host("as-traced").profiler_event_us.value
+    assert prof.graph_launch_us.value == pytest.approx(500.0 - 100 * event_us)
+    assert prof.kernels_per_layer.value == pytest.approx(5)
+    assert prof.launch_us == base.launch_us and prof.plan_ms == base.plan_ms

@@ -6,9 +6,9 @@ What the trace gives (hwsim/ktrace/reader.py reads it, bounded):
 - plans: the attention calls that built a plan, those of `aten::_cudnn_attention_forward` (or
   `aten::_scaled_dot_product_cudnn_attention`) over PLAN_FACTOR x the median call; `plan_ms` is
   their mean excess over the median call;
-- steps: attention calls / decoder layers (each layer attends once a step), else ProfilerStep
-  windows;
-- kernels: launch calls / steps, all counted per layer (`kernels_per_layer`, no fixed part);
+- eager forwards: attention calls (any SDPA backend's) / decoder layers (each layer attends once
+  a forward), else ProfilerStep windows;
+- kernels: launch calls / eager forwards, all counted per layer (`kernels_per_layer`, no fixed part);
 - `launch_us`: the burst's host span (first op to last op's end) less the plans' time and less
   the profiler's own (`profiler_event_us` of hardware_profiles/hosts/as-traced.yaml for each
   event it recorded on the launching threads and each kernel record: the kernel-trace path's
@@ -16,7 +16,9 @@ What the trace gives (hwsim/ktrace/reader.py reads it, bounded):
   dispatch, sampling) is charged per launched kernel, so `schedule_us`, `schedule_us_per_seq` and
   `sample_us` are 0. An eager engine is host-bound, so its span is its host's; a device-bound
   burst would overstate it.
-Graph launches are left to the base profile (graph_launch_us, cpu_speed).
+A CUDA-graphs burst (graph launch calls in it) gives `graph_launch_us` (each replay's call less the
+profiler's record of its kernels) and kernels per layer from its eager forwards (captures, prefills);
+its eager host's numbers, which such a burst does not show, stay the base profile's.
 """
 
 from __future__ import annotations
@@ -25,10 +27,18 @@ import statistics
 
 from hwsim.errors import ConfigError
 from hwsim.ktrace.host import load_host
-from hwsim.ktrace.reader import LAUNCHES, read_trace
+from hwsim.ktrace.reader import GRAPH_LAUNCHES, LAUNCHES, read_trace
 
 KEY = "workload.engine.host_trace"
+# cuDNN's attention op (the one that builds plans): the inner op where the trace has it, else its caller
+# (a traced call records both, nested: counting both counted every call twice)
 ATTENTION_OPS = ("aten::_cudnn_attention_forward", "aten::_scaled_dot_product_cudnn_attention")
+# SDPA's own op, one call per layer per forward whatever the backend (CUDA graphs run it without cuDNN)
+SDPA_OPS = ("aten::scaled_dot_product_attention",)
+# what a burst cannot give: the host-to-device copy rate, capture forwards, the what-if speed; for a
+# graphs burst also the eager host's per-launch and plan time and the engine's scheduling
+FROM_BASE = ("h2d_GBps", "graph_capture_forwards", "cpu_speed")
+GRAPHS_FROM_BASE = ("schedule_us", "schedule_us_per_seq", "sample_us", "mask_us_per_seq", "launch_us", "plan_ms")
 PLAN_FACTOR = 10.0            # a plan build takes tens of ms; a planned call tens to hundreds of us
 PROFILER_HOST = "as-traced"   # the host profile whose profiler_event_us is the profiler's cost per event
 
@@ -44,45 +54,68 @@ def profile_from_trace(path: str, base, layers: int):
     if not ops:
         raise ConfigError("host_trace records no CPU ops: profile with record_shapes or the default activities",
                           file=path, key=KEY)
-    launching = {c.tid for c in trace.calls if c.name in LAUNCHES}
-    launches = sum(1 for c in trace.calls if c.name in LAUNCHES)
+    launches = [c for c in trace.calls if c.name in LAUNCHES]
     if not launches:
         raise ConfigError("host_trace records no kernel launches: profile the CUDA activity too", file=path, key=KEY)
-    attn = sorted(op.dur for op in ops if op.name in ATTENTION_OPS)
-    median = statistics.median(attn) if attn else 0.0
-    builds = [d - median for d in attn if median and d > PLAN_FACTOR * median]
-    steps = len(attn) / layers if attn else len(trace.steps)
-    if steps < 1:
+    forwards = _calls(ops, SDPA_OPS + ATTENTION_OPS) / layers or len(trace.steps)
+    if forwards < 1:
         raise ConfigError("host_trace holds no whole step (no attention calls of every layer, no ProfilerStep)",
                           file=path, key=KEY)
-    span = max(op.ts + op.dur for op in ops) - min(op.ts for op in ops)
-    recorded = sum(len(trace.marks.get(tid, ())) for tid in launching) + trace.kernels
-    event_us = load_host(PROFILER_HOST).profiler_event_us
-    profiler = recorded * (event_us.value if event_us else 0.0)
     where = f"host_trace {path}"
-    fields = {
-        "name": f"host_trace:{path}", "description": f"read off {path} ({steps:.0f} steps, {launches} launches)",
-        "schedule_us": _sourced(0.0, f"{where}: inside launch_us"),
-        "schedule_us_per_seq": _sourced(0.0, f"{where}: inside launch_us"),
-        "launch_us": _sourced((span - sum(builds) - profiler) / launches,
-                              f"{where}: host span {span / 1e3:.1f} ms less plan builds ({sum(builds) / 1e3:.1f} ms) "
-                              f"and the profiler's own ({recorded} events x {event_us.value if event_us else 0:g} us, "
-                              f"hosts/{PROFILER_HOST}.yaml), over {launches} launches"),
-        "kernels_per_layer": _sourced(launches / steps / layers, f"{where}: {launches} launches / {steps:.1f} steps "
-                                      f"/ {layers} layers"),
-        "kernels_fixed": _sourced(0.0, f"{where}: all counted per layer"),
-        "plan_ms": _sourced(statistics.mean(builds) / 1e3 if builds else 0.0,
-                            f"{where}: {len(builds)} attention calls over {PLAN_FACTOR:g}x the median "
-                            f"({median:.0f} us), their mean excess"),
-        "sample_us": _sourced(0.0, f"{where}: inside launch_us"),
-        "mask_us_per_seq": _sourced(0.0, f"{where}: inside launch_us"),
-        "h2d_GBps": base.h2d_GBps.model_dump(),
-        "graph_capture_forwards": base.graph_capture_forwards.model_dump(),
-        "graph_launch_us": base.graph_launch_us.model_dump(),
-        "cpu_speed": base.cpu_speed.model_dump(),
-        # the chip's side of the packed SDPA: not the host's, kept from the base profile
-        "packed_sdpa_efficiency": base.packed_sdpa_efficiency and base.packed_sdpa_efficiency.model_dump(),
-        "packed_sdpa_efficiency_graphs": (base.packed_sdpa_efficiency_graphs
-                                          and base.packed_sdpa_efficiency_graphs.model_dump()),
-    }
+    event_us = load_host(PROFILER_HOST).profiler_event_us
+    event_us = event_us.value if event_us else 0.0
+    replays = [c for c in trace.calls if c.name in GRAPH_LAUNCHES]
+    fields = {**{k: getattr(base, k).model_dump() for k in FROM_BASE},
+              "name": f"host_trace:{path}", "description": f"read off {path} ({forwards:.0f} eager forwards, "
+              f"{len(launches)} launches, {len(replays)} graph replays)",
+              "kernels_per_layer": _sourced(len(launches) / forwards / layers,
+                                            f"{where}: {len(launches)} launches / {forwards:.1f} eager forwards "
+                                            f"(attention calls / layers) / {layers} layers"),
+              "kernels_fixed": _sourced(0.0, f"{where}: all counted per layer"),
+              # the chip's side of the packed SDPA: not the host's, kept from the base profile
+              "packed_sdpa_efficiency": base.packed_sdpa_efficiency and base.packed_sdpa_efficiency.model_dump(),
+              "packed_sdpa_efficiency_graphs": (base.packed_sdpa_efficiency_graphs
+                                                and base.packed_sdpa_efficiency_graphs.model_dump())}
+    if replays:
+        fields.update({k: getattr(base, k).model_dump() for k in GRAPHS_FROM_BASE},
+                      **_graph_host(trace, replays, event_us, where))
+    else:
+        fields.update(_eager_host(trace, ops, launches, event_us, where),
+                      graph_launch_us=base.graph_launch_us.model_dump())
     return type(base).model_validate(fields)
+
+
+def _calls(ops, names) -> int:
+    """Calls of the first of `names` the trace records (nested ops record one call several times)."""
+    return next((n for n in (sum(1 for op in ops if op.name == name) for name in names) if n), 0)
+
+
+def _eager_host(trace, ops, launches, event_us: float, where: str) -> dict:
+    """An eager burst is host-bound: its host span, less plan builds and the profiler's own time,
+    is its host's work, charged per launch."""
+    name = next((n for n in ATTENTION_OPS if any(op.name == n for op in ops)), None)
+    attn = sorted(op.dur for op in ops if op.name == name)
+    median = statistics.median(attn) if attn else 0.0
+    builds = [d - median for d in attn if median and d > PLAN_FACTOR * median]
+    span = max(op.ts + op.dur for op in ops) - min(op.ts for op in ops)
+    recorded = sum(len(trace.marks.get(tid, ())) for tid in {c.tid for c in launches}) + trace.kernels
+    profiler = recorded * event_us
+    inside = _sourced(0.0, f"{where}: inside launch_us")
+    return {"schedule_us": inside, "schedule_us_per_seq": inside, "sample_us": inside, "mask_us_per_seq": inside,
+            "launch_us": _sourced((span - sum(builds) - profiler) / len(launches),
+                                  f"{where}: host span {span / 1e3:.1f} ms less plan builds ({sum(builds) / 1e3:.1f} "
+                                  f"ms) and the profiler's own ({recorded} events x {event_us:g} us, hosts/"
+                                  f"{PROFILER_HOST}.yaml), over {len(launches)} launches"),
+            "plan_ms": _sourced(statistics.mean(builds) / 1e3 if builds else 0.0,
+                                f"{where}: {len(builds)} attention calls over {PLAN_FACTOR:g}x the median "
+                                f"({median:.0f} us), their mean excess")}
+
+
+def _graph_host(trace, replays, event_us: float, where: str) -> dict:
+    """A CUDA-graphs burst's host is off the critical path but for each replay's call: its time,
+    less the profiler's record of each kernel the graph ran, is `graph_launch_us`; the eager
+    launches (captures, prefills) give kernels per layer; the rest is the base profile's."""
+    own = sorted(c.dur - len(trace.device.get(c.correlation, ())) * event_us for c in replays)
+    return {"graph_launch_us": _sourced(max(statistics.median(own), 0.1),
+                                        f"{where}: median host time of {len(replays)} graph launch calls, less "
+                                        f"{event_us:g} us per kernel record the profiler made of each")}
