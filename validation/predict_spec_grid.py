@@ -4,6 +4,7 @@ written down before anything is measured, and their errors once it is.
     python validation/predict_spec_grid.py > validation/spec_grid.md      # the predictions
     python validation/predict_spec_grid.py --compare $OUT/h200_spec_steps.csv
     python validation/predict_spec_grid.py --compare $OUT/h200_spec_steps.csv --predictions validation/spec_grid_s21.md
+    python validation/predict_spec_grid.py --attention-kernel cudnn     # cuDNN's SDPA instead (masked)
 
 A verification step of B sequences x Q query tokens is predicted as the verification pass of a
 workload.speculative run (method mtp, K = Q - 1 drafted tokens, acceptance 0 so the context
@@ -28,9 +29,9 @@ sys.path.insert(0, str(HERE))
 DRAWS = 4
 
 
-def predict(model: str, batch: int, context: int, queries: int) -> dict:
+def predict(model: str, batch: int, context: int, queries: int, kernel: str = "flash") -> dict:
     sets = [f"model={model}", f"workload.batch_size={batch}", f"workload.context_tokens={context}",
-            f"workload.decode_steps={DRAWS}"]
+            f"workload.decode_steps={DRAWS}", f"runtime.attention_kernel={kernel}"]
     if queries == 1:                    # plain decode (K = 0 is refused as a speculative setting)
         cfg = load_scenario(None, sets)
         return {"verify_ms": run_config(cfg, system(cfg), intervals=False).summary["itl_ms"]["mean"]}
@@ -48,11 +49,11 @@ def grid() -> list[tuple[str, str, int, int, int]]:
             for m, cases in SPEC_CASES.items() for c in cases]
 
 
-def write_predictions() -> None:
+def write_predictions(kernel: str = "flash") -> None:
     print("| case | model | batch | Q | predicted verify ms | plain decode ms | ratio | experts/layer |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")
     for name, model, b, ctx, q in grid():
-        p, plain = predict(model, b, ctx, q), predict(model, b, ctx, 1)
+        p, plain = predict(model, b, ctx, q, kernel), predict(model, b, ctx, 1, kernel)
         print(f"| {name} | {model} | {b} | {q} | {p['verify_ms']:.3f} | {plain['verify_ms']:.3f} | "
               f"{p['verify_ms'] / plain['verify_ms']:.2f} | {p['experts']:.1f} |", flush=True)
 
@@ -83,5 +84,7 @@ if __name__ == "__main__":
     ap.add_argument("--compare", type=Path, help="a measured CSV of measure_steps.py --spec")
     ap.add_argument("--predictions", type=Path, default=HERE / "spec_grid.md",
                     help="the predictions to score (default: the first ones, validation/spec_grid.md)")
+    ap.add_argument("--attention-kernel", default="flash", choices=("flash", "cudnn"),
+                    help="runtime.attention_kernel of the predictions (default flash: the measurement forces it)")
     args = ap.parse_args()
-    compare(args.compare, args.predictions) if args.compare else write_predictions()
+    compare(args.compare, args.predictions) if args.compare else write_predictions(args.attention_kernel)

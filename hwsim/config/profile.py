@@ -90,6 +90,19 @@ class KernelCosts(Strict):
     cta_slots_per_sm: Count = Field(description="resident thread blocks per SM for streaming kernels")
 
 
+class CudnnFprop(Strict):
+    """cuDNN's sm90 SDPA forward kernel as it runs a decode with Q > 1 queries a sequence (a
+    speculative verification, hwsim/model/multi_query_attention.py): one program walks its
+    context a 128-key block at a time, each block's loads, MMAs and softmax in sequence (a
+    latency chain, in SM clock cycles), the additive mask's block loads in that chain."""
+
+    key_block_cycles: Positive = Field(description="SM cycles one 128-key block of K and V takes")
+    mask_block_cycles_paired: Positive = Field(
+        description="cycles a block's mask load adds when its rows are 4-byte aligned (an even key count)")
+    mask_block_cycles_unpaired: Positive = Field(
+        description="cycles it adds when the rows are only 2-byte aligned (an odd key count)")
+
+
 class GemmLibrary(Strict):
     """How the vendor GEMM library tiles a matmul on this chip (a software fact, calibrated)."""
 
@@ -156,6 +169,9 @@ class HardwareProfile(Strict):
     dequant_kernels: DequantKernels | None = Field(
         default=None, description="software dequant cost per kernel family (no block: the H200's naive "
                                   "fit, hwsim.model.dequant_kernels.NAIVE)")
+    cudnn_fprop: CudnnFprop | None = Field(
+        default=None, description="no block: cuDNN's Q > 1 kernel has no latency chain of its own "
+                                  "(its bytes and MMAs alone time it)")
     interconnect: Interconnect | None = None
     cuda: CudaRuntime | None = Field(default=None, description="no block: engines see the nominal capacity "
                                      "and HF's 0.5 GiB context")

@@ -35,6 +35,10 @@ class ChipSizes:
     eviction_latency_ratio: float             # miss over hit latency (the L2 walk's weight)
     gemm_narrow_n_blocks: int = 0             # blocks the library's narrow-N decode GEMMs spread N
                                               # over (hwsim/model/ops.py NARROW_*), 0: it has none
+    cudnn_fprop_chain_ops: tuple[float, float, float] = ()   # cuDNN's Q > 1 kernel's chain a 128-key
+                                              # block (K and V; mask paired; mask unpaired), in the
+                                              # SM's integer issue slots (Kernel.chain_ops): its
+                                              # cycles x alu_int_ops_per_clk; (): none
 
     @property
     def sizes(self) -> "ChipSizes":
@@ -89,6 +93,7 @@ class ChipSpec:
     scaleout_latency_s: float = 0.0
     cuda_total_bytes: float | None = None     # what cudaMemGetInfo reports as the device's total
     cuda_context_bytes: float | None = None   # a serving process's memory outside torch's allocator
+    cudnn_fprop_cycles: tuple[float, float, float] = ()   # hardware profile's cudnn_fprop block
     tensor_clock_hz: float | None = None   # the clock tensor-core work runs at most (its own limiter,
                                            # hwsim/hw/power.py); the calibrated tensor rates are at it
 
@@ -117,7 +122,8 @@ class ChipSpec:
             gemm_tile_n=self.gemm_tile_n, gemm_split_k_min_k=self.gemm_split_k_min_k,
             gemm_min_k_per_split=self.gemm_min_k_per_split, tensor_dtypes=frozenset(self.tensor_flops),
             eviction_latency_ratio=self.miss_latency_s / self.hit_latency_s,
-            gemm_narrow_n_blocks=self.gemm_narrow_n_blocks)
+            gemm_narrow_n_blocks=self.gemm_narrow_n_blocks,
+            cudnn_fprop_chain_ops=tuple(c * self.alu_int_ops_per_clk for c in self.cudnn_fprop_cycles))
 
     def tensor_rate_per_sm(self, dtype: str, mma_sync: bool = False, share: float = 0.0) -> float:
         """Sustained tensor flop/s of one SM; dtypes without native support run at bf16 rate.
@@ -188,6 +194,8 @@ class ChipSpec:
                               if net and net.scaleout_bandwidth_gbps else None),
             scaleout_latency_s=(net.scaleout_latency_us.value * 1e-6
                                 if net and net.scaleout_latency_us else 0.0),
+            cudnn_fprop_cycles=(f.key_block_cycles.value, f.mask_block_cycles_paired.value,
+                                f.mask_block_cycles_unpaired.value) if (f := p.cudnn_fprop) else (),
             tensor_clock_hz=p.power.tensor_clock_mhz.value * 1e6 if p.power else None,
             cuda_total_bytes=p.cuda.total_memory_mib.value * 2**20 if p.cuda else None,
             cuda_context_bytes=p.cuda.context_mib.value * 2**20 if p.cuda else None,

@@ -20,6 +20,20 @@ reduction kernel): a 64-query x 128-key tile per program, the context unsplit.
 
 Either way the group's programs read the same KV head side by side: the chunk comes from HBM
 once and from the L2 for the other group - 1 programs.
+
+cuDNN's program is a latency chain (calibration/data/h100_cudnn_verify.md, 120 cases on an H100):
+its time is linear in the keys, the same for K/V expanded or GQA (an L2 hit is no faster than a
+miss for it) and, at batch 8, twice batch 1's on a persistent grid of one program per SM (its
+232 KB of shared memory and 168 x 384 registers hold one an SM: hwsim's occupancy gives the
+second round). Each 128-key block's loads, MMAs and softmax run in sequence, and the additive
+mask's block loads with them: hwsim charges each tile its blocks' cycles as Kernel.chain_ops
+(the profile's cudnn_fprop block, fitted by calibration/fit_cudnn_verify.py). The "odd-Q slow
+path" is the mask's: without a mask Q = 5 takes Q = 2's time; with one, an odd key count (the
+cache's even length + an odd Q) leaves the mask's rows 2-byte aligned, and each block's mask
+load costs ~2.9x its cost on 4-byte aligned rows. A verification through SDPA always passes a
+mask: is_causal aligns the causal mask to the top left, wrong for queries at the end of the keys.
+Where many programs read HBM at once (batch 8, K/V expanded) the load pipe's queueing binds
+instead of the chain.
 """
 
 from __future__ import annotations
@@ -70,10 +84,23 @@ def program(library: str, batch: int, heads: int, queries: int, context: int, ch
     return Program("flash", ops.FA2_BLOCK_M, ops.FA2_BLOCK_N)
 
 
+def cudnn_chain_ops(chip: ChipSizes, context: int, mask: bool) -> float:
+    """cuDNN's program's chain over `context` keys (ChipSizes.cudnn_fprop_chain_ops; 0: none):
+    its 128-key blocks' K/V and, with a mask, the mask's rows, paired when the key count is even."""
+    if not chip.cudnn_fprop_chain_ops:
+        return 0.0
+    kv_ops, paired_ops, unpaired_ops = chip.cudnn_fprop_chain_ops
+    mask_ops = (paired_ops if context % 2 == 0 else unpaired_ops) if mask else 0.0
+    return math.ceil(context / CUDNN_FPROP_BLOCK_N) * (kv_ops + mask_ops)
+
+
 def multi_query_attention(name: str, layer: int, batch: int, heads: int, kv_heads: int, queries: int,
                           qk_dim: int, v_dim: int, context: int, kv_bytes_per_token_head: float,
-                          cache_addr: int, chip: ChipSizes, library: str = "flash") -> list[Kernel]:
-    """The attention kernel (and FA2's split-KV combine) of Q > 1 queries a sequence, unpacked."""
+                          cache_addr: int, chip: ChipSizes, library: str = "flash",
+                          mask: bool = True) -> list[Kernel]:
+    """The attention kernel (and FA2's split-KV combine) of Q > 1 queries a sequence, unpacked.
+    `mask`: cuDNN's call passes an additive mask (SDPA's verification always does; False only
+    for the calibration's maskless cases)."""
     group = heads // kv_heads
     p = program(library, batch, heads, queries, context, chip, qk_dim)
     m_blocks = math.ceil(queries / p.block_m)
@@ -82,15 +109,18 @@ def multi_query_attention(name: str, layer: int, batch: int, heads: int, kv_head
     kv = chunk * kv_bytes_per_token_head    # the KV head's chunk one program reads
     footprint = dict(block_threads=p.threads, regs_per_thread=p.regs, smem_bytes=p.smem) if p.regs else \
         dict(smem_bytes=(p.block_n * (qk_dim + v_dim) + p.block_m * qk_dim) * ops.ACT_BYTES)
+    cudnn = p.library == "cudnn"
+    mask_bytes = rows * context * ops.ACT_BYTES if cudnn and mask else 0.0   # its sequence's mask rows
     main = Kernel(
         name=name, layer=layer, tiles=batch * heads * m_blocks * p.splits,
         hbm_read=kv / group,
-        l2_read=kv * (group - 1) / group + rows * qk_dim * ops.ACT_BYTES,
+        l2_read=kv * (group - 1) / group + rows * qk_dim * ops.ACT_BYTES + mask_bytes,
         l2_write=rows * (v_dim + 2) * ops.ACC_BYTES,
         tensor_flops=2.0 * p.block_m * chunk * (qk_dim + v_dim),
         vector_flops=ops.SOFTMAX_OPS * rows * chunk,
         address=cache_addr, data=Component.KV_READ, compute=Component.ATTENTION_COMPUTE,
         round_trips=ops.ATTN_ROUND_TRIPS, mma_sync=True,
+        chain_ops=cudnn_chain_ops(chip, context, mask) if cudnn else 0.0,
         item=ir.Attention("decode", batch, heads, kv_heads, qk_dim, queries, context, library),
         **footprint,
     )

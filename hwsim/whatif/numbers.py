@@ -27,8 +27,8 @@ from hwsim.pipeline import LoadedScenario
 # Goal-seek never leaves this factor either side of a number's present value: two decades
 # cover every what-if of docs/whatif.md and keep a runaway bracket to a few runs
 SEARCH_DECADES = 2.0
-PROFILE_BLOCKS = ("sm", "l2", "hbm", "bus", "launch", "kernel", "gemm", "decoder", "dequant_kernels",
-                  "interconnect", "power", "cuda")
+PROFILE_BLOCKS = ("sm", "l2", "hbm", "bus", "launch", "kernel", "gemm", "cudnn_fprop", "decoder",
+                  "dequant_kernels", "interconnect", "power", "cuda")
 
 
 @dataclass(frozen=True)
