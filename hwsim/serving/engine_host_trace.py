@@ -74,5 +74,6 @@ def profile_from_trace(path: str, base, layers: int):
         "packed_sdpa_efficiency": base.packed_sdpa_efficiency and base.packed_sdpa_efficiency.model_dump(),
         "packed_sdpa_efficiency_graphs": (base.packed_sdpa_efficiency_graphs
                                           and base.packed_sdpa_efficiency_graphs.model_dump()),
+        "packed_sdpa_lone_graphs": base.packed_sdpa_lone_graphs and base.packed_sdpa_lone_graphs.model_dump(),
     }
     return type(base).model_validate(fields)
