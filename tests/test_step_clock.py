@@ -90,9 +90,10 @@ def test_graphs_replay_after_capturing_each_padded_shape(built):
     assert t.total_s == pytest.approx(max(sched, 9.85e-6 + t.device_s))   # no copy given: the host hides
 
 
-def test_async_copy_of_the_host_io_stays_on_the_critical_path(built):
+def test_async_copy_of_the_host_io_overlaps_the_forward(built):
     """Measured (validation/data/hf_serving/h100_call_s18, graphs + async): ~111 ms a step at 1 to 72
-    sequences, the whole static attention mask copied to the device each step; hwsim had 7 ms."""
+    sequences, the whole static attention mask copied to the device each step (hwsim had 7 ms), on
+    its own stream while the previous step computes: the step is the longer of copy and forward."""
     from hwsim.serving.engines.hf import io_copy_bytes
     p = load_engine_host("hf-transformers-h200")
     host = EngineHost(p, 32, cuda_graph=True, async_batching=True)
@@ -105,7 +106,7 @@ def test_async_copy_of_the_host_io_stays_on_the_critical_path(built):
         t = clock.time(batch)
         walls.append(t.total_s)
         assert t.breakdown_s["host_h2d"] == pytest.approx(5.779e9 / (p.h2d_GBps.value * 1e9), rel=1e-3)
-        assert t.total_s == pytest.approx(t.breakdown_s["host_h2d"] + 9.85e-6 + t.device_s)
+        assert t.total_s == pytest.approx(max(t.breakdown_s["host_h2d"], 9.85e-6 + t.device_s))
     # near flat in the batch, as measured: ~111 ms at a 16,384-key padded read, 117.8 ms at 49,152
     # (48 x 1,000 here), H100 (docs/serving.md); within 10%
     assert 0.100 < walls[0] <= walls[1] and walls[1] == pytest.approx(0.1178, rel=0.10)

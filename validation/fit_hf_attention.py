@@ -72,15 +72,49 @@ def graphs_efficiency_from_warmup(warmup_s: float = 25.527, other_ms: float = 17
     return flops / (warmup_s / 2 - other_ms / 1e3) / 989.4e12
 
 
+PROFILE = HERE / "data" / "hf_serving" / "h100_call_s21" / "qwen3_graphs_profile_kernels.json"
+
+
+def graphs_lone_from_profile(share: float = 0.124) -> float:
+    """`packed_sdpa_lone_graphs` from the profiled Qwen3-30B-A3B graphs burst on the H100 (PROFILE):
+    its replays run fmha_cutlassF_bf16_aligned_64x128_rf_sm80 48 times (a layer each) over 64
+    padded query rows x 16,448 keys (16 decodes padded to 64, their 16,384 padded KV read), 32
+    blocks on 32 of the 132 SMs, each alone. hwsim's stream of those 48 kernels is linear in the
+    factor (a lone block's time is factor x its MMAs' at `share`, plus its fixed latency): solved
+    from the streams at 1 and 2 for the measured ms per replay."""
+    from hwsim.config.load import load_scenario
+    from hwsim.model.paged_sdpa import PackedShape, mem_efficient_sdpa
+    from hwsim.model.schedule import StepShape
+    from hwsim.pipeline import system
+    from hwsim.step import PassPlan
+    rows = json.loads(PROFILE.read_text())["per_replay"]
+    fmha = next(r for r in rows if r["kernel"].startswith("fmha_cutlassF"))
+    b = system(load_scenario(None, ["model=qwen3-30b-a3b", "hardware=h100-sxm", "workload.arrivals.kind=poisson"]))
+    sched, a = b.schedule, b.schedule.model.attention
+
+    def stream_ms(lone: float) -> float:
+        p = PackedShape(64, 64 + 16384, True, share, lone)
+        ks = [mem_efficient_sdpa(f"L{i}.sdpa", i, p, a.heads, a.head_dim, sched.chip) for i in range(int(fmha["calls"]))]
+        b.env.run()
+        plan = PassPlan({}, sched._walked(ks, sched.cold_state().l2))
+        return b.gpus.simulate(b, StepShape("prefill", 1, p.q, 0, packed=p), -1, None, False, plan, False).duration_s * 1e3
+    one, two = stream_ms(1.0), stream_ms(2.0)
+    return 1.0 + (fmha["ms"] - one) / (two - one)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--configs", nargs="+", default=list(FIELD))
     ap.add_argument("--fit", nargs="+", default=["light", "past"])
     ap.add_argument("--held", nargs="+", default=["near", "burst"])
     ap.add_argument("--grid", nargs="+", type=float, default=list(GRID))
+    ap.add_argument("--lone-only", action="store_true", help="print the two derived graphs numbers, fit nothing")
     args = ap.parse_args()
     meas = measured(SUMMARY)
     print(f"packed_sdpa_efficiency_graphs from the graphs warm-up: {graphs_efficiency_from_warmup():.3f}")
+    print(f"packed_sdpa_lone_graphs from the Qwen3 graphs profile: {graphs_lone_from_profile():.3f}", flush=True)
+    if args.lone_only:
+        return
     with tempfile.TemporaryDirectory() as tmp:
         for config in args.configs:
             best = None

@@ -10,8 +10,10 @@ requests.jsonl token_s: tokens stamped within 3 ms of each other belong to one e
   mask building (mask_us_per_seq: utils.build_attention_mask's ops per sequence, not run on CPU).
 - graphs (CUDA graphs + async batching): every step copies the host IO's whole static buffers to
   the device (input_outputs.ContinuousBatchingIOs._transfer_inputs: the attention mask is
-  max_batch_tokens x (num_pages + max_batch_tokens) bf16) and the compute stream waits on it:
-  h2d_GBps = those bytes / (median decode-only step - hwsim's predicted device step).
+  max_batch_tokens x (num_pages + max_batch_tokens) bf16) on the H2D stream while the previous
+  step computes (s22: hwsim/serving/engine_host.py), so a step whose forward is shorter is the
+  copy: h2d_GBps = those bytes / median decode-only step (--device-ms 0, the default; before s22
+  the copy was taken in series with hwsim's predicted device step, --device-ms 17.0).
 """
 
 from __future__ import annotations
@@ -66,9 +68,9 @@ def read_runs(tar: Path) -> dict:
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tar", type=Path, default=TAR)
-    ap.add_argument("--device-ms", type=float, default=17.0, help="hwsim's graphs decode step on the h100 with the "
-                    "engine's attention kernels in the pass (s20, hwsim/model/paged_sdpa.py) at the runs' usual padded KV "
-                    "read of 16,384: 4-12 sequences of 650 tokens, 16.99-17.01 ms (s19's roofline: 14.1; s18, none: 6.9)")
+    ap.add_argument("--device-ms", type=float, default=0.0, help="device time taken in series with the copy: 0 "
+                    "since s22 (the copy overlaps the previous step's forward); s20 took hwsim's 17.0 ms graphs decode "
+                    "step (s19's roofline: 14.1; s18: 6.9)")
     args = ap.parse_args()
     runs = read_runs(args.tar)
     for config in ("defaults", "graphs"):

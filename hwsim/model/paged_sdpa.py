@@ -17,8 +17,10 @@ With CUDA graphs the library pads q and the KV read first (hwsim/serving/packed_
 
 The SDPA backend's MMAs sustain `PackedShape.share` of the chip's tensor peak: the engine host
 profile's packed_sdpa_efficiency (cuDNN, eager) or packed_sdpa_efficiency_graphs (PyTorch's
-memory-efficient kernel), each sourced there. A tensor larger than half the L2 streams from (to)
-HBM, as hwsim/ktrace/lower.py rules for a traced kernel's; a smaller one stays in L2.
+memory-efficient kernel), each sourced there. cuDNN's spreads its work over the SMs (sdpa); the
+memory-efficient kernel runs its own grid, a block per (64 query rows, head), each over all the
+keys (mem_efficient_sdpa). A tensor larger than half the L2 streams from (to) HBM, as
+hwsim/ktrace/lower.py rules for a traced kernel's; a smaller one stays in L2.
 """
 
 from __future__ import annotations
@@ -35,12 +37,15 @@ from hwsim.model.ops import INDEX_TRIPS, in_hbm
 @dataclass(frozen=True, slots=True)
 class PackedShape:
     """The packed batch's attention: `q` query rows, `k` key columns (cached reads and the step's
-    own tokens), whether the keys are gathered from the paged cache, and the SDPA backend's share
-    of the tensor peak. q = 0: none in this pass (the step clock runs it in its own stream)."""
+    own tokens), whether the keys are gathered from the paged cache, the SDPA backend's share
+    of the tensor peak, and `lone`: 0 for cuDNN's SDPA, else PyTorch's memory-efficient kernel,
+    a block of which alone on its SM takes `lone` times its MMAs' time (the engine host profile's
+    packed_sdpa_lone_graphs). q = 0: none in this pass (the step clock runs it in its own stream)."""
     q: int
     k: int
     gathers: bool
     share: float = 0.0
+    lone: float = 0.0
 
 
 APART = PackedShape(0, 0, False)
@@ -59,15 +64,17 @@ def layer_kernels(sched, layer: int, p: PackedShape) -> list[Kernel]:
     if p.gathers:
         ks += [_memory(sched, f"L{layer}.{w}_gather", layer, kv_elems * ab, kv_elems * ab, cache=True,
                        trips=INDEX_TRIPS, data=Component.KV_READ) for w in "kv"]
-    # repeat_kv's copy reads an expanded (stride-0) view, which PyTorch runs in its strided
-    # elementwise kernel; but its rows are head_dim-contiguous and it streams near the HBM rate:
-    # the measured graphs decode steps grow 7.2 ms per 16,384 more padded keys on the H100
-    # (Llama-3.1-8B, docs/serving.md s19), the gather + repeat + SDPA bytes of those keys at the
-    # full rate (~7 ms); at the strided kernel's rate they would take ~15 ms
-    ks += [_memory(sched, f"L{layer}.{w}_repeat", layer, kv_elems * ab, rep_elems * ab) for w in "kv"]
+    # repeat_kv's copy reads an expanded (stride-0) view: PyTorch's strided element-wise kernel
+    # (elementwise_kernel<128, 4> direct_copy in the profiled Qwen3 graphs replay, 144 a replay
+    # with the query's copy: validation/data/hf_serving/h100_call_s21). Under CUDA graphs it is
+    # costed at that kernel's rate (16.4 ms measured, 15.8 simulated); eager keeps the HBM rate
+    # its cuDNN share (packed_sdpa_efficiency) was fitted with
+    strided = p.lone > 0
+    ks += [_memory(sched, f"L{layer}.{w}_repeat", layer, kv_elems * ab, rep_elems * ab, vectorized=not strided)
+           for w in "kv"]
     q_bytes = p.q * heads * hd * ab
     ks.append(_memory(sched, f"L{layer}.q_copy", layer, q_bytes, q_bytes, vectorized=False))
-    ks.append(sdpa(f"L{layer}.sdpa", layer, p, heads, hd, chip))
+    ks.append((mem_efficient_sdpa if p.lone else sdpa)(f"L{layer}.sdpa", layer, p, heads, hd, chip))
     ks.append(_memory(sched, f"L{layer}.attn_out_copy", layer, q_bytes, q_bytes, vectorized=False))
     return ks
 
@@ -125,3 +132,44 @@ def sdpa(name: str, layer: int, p: PackedShape, heads: int, head_dim: int, chip)
         item=ir.Attention("packed", 1, heads, heads, head_dim, p.q, p.k, "sdpa"),
     )
 
+
+
+# PyTorch's memory-efficient SDPA as the H100 runs it under CUDA graphs (cuDNN off):
+# fmha_cutlassF_bf16_aligned_64x128_rf_sm80, i.e. aten/src/ATen/native/transformers/cuda/
+# mem_eff_attention/kernel_forward.h AttentionKernel<bf16, Sm80, aligned, 64, 128, kMaxK 128>
+MEM_EFF_BLOCK_M = 64          # kQueriesPerBlock: a block's query rows (grid: q blocks x heads x batch)
+MEM_EFF_BLOCK_N = 128         # kKeysPerBlock: the keys of one iteration of its loop
+MEM_EFF_THREADS = 256         # kNumWarpsPerBlock = 64 x 128 / (32 x 32) = 8 warps
+MEM_EFF_BLOCKS_PER_SM = 2     # kMinBlocksPerSm: 16 warps an SM (bf16, sm80+) / 8 (its launch bounds)
+MEM_EFF_K_STEP, MEM_EFF_STAGES = 32, 4      # MM0's cp.async pipeline: 32 of head_dim a stage, 4 stages
+
+
+def mem_efficient_sdpa(name: str, layer: int, p: PackedShape, heads: int, head_dim: int, chip) -> Kernel:
+    """The memory-efficient kernel over the packed q x k with its bias: a block per (64 query rows,
+    head), no split of the keys, so a decode step's 64 padded rows run `heads` blocks however long
+    the keys (32 of the H100's 132 SMs for Qwen3 or Llama). Each block loops over the keys 128 at
+    a time: Q x K^T (Q re-read from L2 every iteration, K through MM0's cp.async stages), the bias
+    block loaded to shared memory, the online softmax, P x V (V preloaded), each phase after a
+    __syncthreads. Its MMAs run at `p.share` of the tensor peak (the graphs warm-up, compute-bound
+    with two blocks an SM); a block alone on its SM waits on its own loads between them
+    (`alu_chain` = p.lone: a block alone takes that many times its compute, a second block on
+    the SM fills the gaps). K and V (at the query heads, as repeat_kv wrote them) and the bias
+    come from HBM where larger than half the L2, every re-read from L2."""
+    ab = ops.ACT_BYTES
+    tiles = math.ceil(p.q / MEM_EFF_BLOCK_M) * heads
+    rows, iters = MEM_EFF_BLOCK_M, math.ceil(p.k / MEM_EFF_BLOCK_N)
+    keys = iters * MEM_EFF_BLOCK_N                                     # the last block's MMAs run whole
+    kv, bias = heads * p.k * 2 * head_dim * ab, p.q * p.k * ab
+    first = (kv if in_hbm(chip, kv) else 0.0) + (bias if in_hbm(chip, bias) else 0.0)
+    tile_bytes = iters * rows * head_dim * ab + p.k * 2 * head_dim * ab + rows * p.k * ab   # Q each time, K, V, bias
+    stage = (MEM_EFF_BLOCK_M + MEM_EFF_BLOCK_N) * MEM_EFF_K_STEP * ab
+    return Kernel(
+        name=name, layer=layer, tiles=tiles, hbm_read=first / tiles,
+        l2_read=tile_bytes - first / tiles, l2_write=rows * head_dim * ab,
+        tensor_flops=2.0 * rows * keys * 2 * head_dim, tensor_share=p.share,
+        vector_flops=(ops.SOFTMAX_OPS + 1) * rows * keys,                # the bias added, then softmax
+        block_threads=MEM_EFF_THREADS, smem_bytes=chip.smem_bytes_per_sm // MEM_EFF_BLOCKS_PER_SM,
+        inflight_bytes=(MEM_EFF_STAGES - 1) * stage, alu_chain=p.lone,
+        round_trips=ops.ATTN_ROUND_TRIPS, data=Component.KV_READ, compute=Component.ATTENTION_COMPUTE,
+        item=ir.Attention("packed", 1, heads, heads, head_dim, p.q, p.k, "sdpa"),
+    )

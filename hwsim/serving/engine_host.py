@@ -17,10 +17,10 @@ How it meets the device (the engine decides, as HF's ContinuousBatchingManager d
   the device once, the rest recorded), one graph set per IO pair; a capture synchronizes, so
   nothing overlaps it, and with async batching the last step's tokens wait for it (async_stamps);
 - async batching: the next step's scheduling and the last step's sampling overlap the
-  forward, so the step lasts the longer of the two; but the forward first waits for the copy
-  of the host IO's whole static buffers to the device (ContinuousBatchingIOs._transfer_inputs
-  copies the full attention mask, max_batch_tokens x (num_pages + max_batch_tokens), every
-  step: `h2d_bytes` at `h2d_GBps`), so that copy stays on the critical path.
+  forward, and so does the copy of the next step's host IO, whole static buffers, to the device
+  (ContinuousBatchingIOs._transfer_inputs copies the full attention mask, max_batch_tokens x
+  (num_pages + max_batch_tokens), every step: `h2d_bytes` at `h2d_GBps`, on its own stream), so
+  the step lasts the longest of the three; a capture overlaps nothing.
 `cpu_speed` (a what-if) divides every host number (not the PCIe copy): the host and the chip change
 separately. The device side the engine adds: paged|sdpa attends the whole packed (graphs: padded)
 batch in one SDPA, whose kernels replace the pass's per-sequence attention (hwsim/model/paged_sdpa.py,
@@ -73,6 +73,10 @@ class EngineHostProfile(Strict):
                                                     "masked SDPA, share of the chip's bf16 tensor peak")
     packed_sdpa_efficiency_graphs: Fraction | None = Field(None, description="CUDA graphs (SDPA without cuDNN): "
                                                            "the same, for PyTorch's memory-efficient kernel")
+    packed_sdpa_lone_graphs: Positive | None = Field(None, description="CUDA graphs: a block of PyTorch's "
+                                                     "memory-efficient SDPA alone on its SM takes this many times "
+                                                     "its MMAs' time (its loads wait between them); None: the "
+                                                     "graphs SDPA costed as cuDNN's (hwsim/model/paged_sdpa.py)")
 
 
 def load_engine_host(name: str, key: str = "workload.engine.host") -> EngineHostProfile:
@@ -142,6 +146,12 @@ class EngineHost:
         eff = self.p.packed_sdpa_efficiency_graphs if self.cuda_graph else self.p.packed_sdpa_efficiency
         return None if eff is None else eff.value
 
+    def sdpa_lone(self) -> float:
+        """The packed SDPA's lone-block factor: > 0 runs PyTorch's memory-efficient kernel (CUDA
+        graphs, where the profile says it), 0 cuDNN's."""
+        lone = self.p.packed_sdpa_lone_graphs if self.cuda_graph else None
+        return 0.0 if lone is None else lone.value
+
     def kernels(self) -> float:
         p = self.p
         return p.kernels_per_layer.value * self.layer_scale * self.layers + p.kernels_fixed.value
@@ -166,11 +176,14 @@ class EngineHost:
             plan = p.plan_ms.value * 1e-3 / speed if new else 0.0
             forward = max(issue + plan, device_s)
         h2d = self.h2d_bytes / (p.h2d_GBps.value * 1e9) if self.async_batching else 0.0
-        forward += h2d                                  # the compute stream waits on the copy
         busy = schedule + sample + issue + plan
         # a capture synchronizes the device (torch.cuda.graph's entry): nothing overlaps it
         overlap = self.async_batching and not captured
-        wall = max(schedule + sample, forward) if overlap else schedule + forward + sample
+        # the next step's copy runs on the H2D stream while this step's forward runs on the compute
+        # stream: a step lasts the longer of the two (H100, s22: Llama's graphs steps sit at the copy,
+        # 111 ms, until the forward outgrows it at 49,152 padded keys, 117.8; Qwen3's light steps are
+        # its replay's 82.5 ms of kernels, 81 ms, not those plus its 34 ms copy)
+        wall = max(schedule + sample, forward, h2d) if overlap else schedule + forward + h2d + sample
         capture = issue if captured else 0.0
         parts = {"schedule": schedule, "launch": issue, "plan": plan, "sample": sample, "h2d": h2d,
                  "capture": capture, "device_wait": max(0.0, wall - busy - h2d)}

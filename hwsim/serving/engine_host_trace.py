@@ -38,6 +38,7 @@ SDPA_OPS = ("aten::scaled_dot_product_attention",)
 # what a burst cannot give: the host-to-device copy rate, capture forwards, the what-if speed; for a
 # graphs burst also the eager host's per-launch and plan time and the engine's scheduling
 FROM_BASE = ("h2d_GBps", "graph_capture_forwards", "cpu_speed")
+CHIP_SIDE = ("packed_sdpa_efficiency", "packed_sdpa_efficiency_graphs", "packed_sdpa_lone_graphs")
 GRAPHS_FROM_BASE = ("schedule_us", "schedule_us_per_seq", "sample_us", "mask_us_per_seq", "launch_us", "plan_ms")
 PLAN_FACTOR = 10.0            # a plan build takes tens of ms; a planned call tens to hundreds of us
 PROFILER_HOST = "as-traced"   # the host profile whose profiler_event_us is the profiler's cost per event
@@ -73,9 +74,7 @@ def profile_from_trace(path: str, base, layers: int):
                                             f"(attention calls / layers) / {layers} layers"),
               "kernels_fixed": _sourced(0.0, f"{where}: all counted per layer"),
               # the chip's side of the packed SDPA: not the host's, kept from the base profile
-              "packed_sdpa_efficiency": base.packed_sdpa_efficiency and base.packed_sdpa_efficiency.model_dump(),
-              "packed_sdpa_efficiency_graphs": (base.packed_sdpa_efficiency_graphs
-                                                and base.packed_sdpa_efficiency_graphs.model_dump())}
+              **{k: getattr(base, k) and getattr(base, k).model_dump() for k in CHIP_SIDE}}
     if replays:
         fields.update({k: getattr(base, k).model_dump() for k in GRAPHS_FROM_BASE},
                       **_graph_host(trace, replays, event_us, where))

@@ -32,17 +32,18 @@ def pad_to_interval(size: int, interval: int, cap: int) -> int:
     return min(math.ceil(size / interval) * interval if size > 0 else interval, cap)
 
 
-def packed_shape(batch, share: float, padding: tuple | None = None) -> PackedShape:
+def packed_shape(batch, share: float, padding: tuple | None = None, lone: float = 0.0) -> PackedShape:
     """The SDPA's q x k for `batch` [(query, cached)] (ContinuousBatchingIOs.get_model_kwargs:
     kv_size = max_kv_read + num_q_tokens); `padding` (q interval, kv interval, max batch tokens,
-    pages) when the engine pads (CUDA graphs: ModelRunner.maybe_pad_inputs)."""
+    pages) when the engine pads (CUDA graphs: ModelRunner.maybe_pad_inputs); `lone` > 0: the SDPA
+    is PyTorch's memory-efficient kernel (PackedShape.lone)."""
     q = sum(n for n, _ in batch)
     cached = sum(c for _, c in batch)
     if padding is None:
-        return PackedShape(q, q + cached, cached > 0, share)
+        return PackedShape(q, q + cached, cached > 0, share, lone)
     q_int, kv_int, max_tokens, pages = padding
     q_pad = pad_to_interval(q, q_int, max_tokens)
-    return PackedShape(q_pad, q_pad + pad_to_interval(cached, kv_int, pages), True, share)
+    return PackedShape(q_pad, q_pad + pad_to_interval(cached, kv_int, pages), True, share, lone)
 
 
 class PackedStreams:

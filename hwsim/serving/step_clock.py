@@ -134,7 +134,7 @@ class StepClock:
         if exact:
             return [(1.0, self.attention.stream(p))]
         rows = -(-p.q // MMA_M) * MMA_M
-        return [(wq * wk, self.attention.stream(PackedShape(q, k, p.gathers, p.share)))
+        return [(wq * wk, self.attention.stream(PackedShape(q, k, p.gathers, p.share, p.lone)))
                 for q, wq in _around(rows, *GRID["q"]) for k, wk in _around(p.k, *GRID["k"])]
 
     def packed(self, batch) -> tuple:
@@ -143,7 +143,7 @@ class StepClock:
         if share is None:
             return None, False
         graphs = self.host.cuda_graph
-        return packed_shape(batch, share, self.host.padding if graphs else None), graphs
+        return packed_shape(batch, share, self.host.padding if graphs else None, self.host.sdpa_lone()), graphs
 
     def time(self, batch: list[tuple[int, int]], padding: tuple = ()) -> StepTime:
         """The step of `batch`: [(query tokens, cached KV tokens)] per sequence; `padding`: rows
