@@ -26,7 +26,7 @@ from hwsim import operators as mb  # noqa: E402
 from hwsim.config.load import load_profile  # noqa: E402
 from hwsim.hw.chip import ChipSpec  # noqa: E402
 from hwsim.metrics import Component  # noqa: E402
-from hwsim.model.gemlite_gemm import GemliteCosts, LaunchConfig, gemlite_gemm  # noqa: E402
+from hwsim.model.gemlite_gemm import H100_COSTS, GemliteCosts, LaunchConfig, gemlite_gemm  # noqa: E402
 
 ROWS = ROOT / "calibration" / "data" / "h100_gemlite.jsonl"
 KINDS = ("GEMV_REVSPLITK", "GEMV_SPLITK", "GEMM_SPLITK", "GEMM")
@@ -76,13 +76,52 @@ def summary(name: str, errs: list[float]) -> str:
             f"max abs {max(map(abs, errs)):.1%}")
 
 
+def compare_markdown(chip, costs: GemliteCosts) -> str:
+    """Every measured row (gemlite and bf16) against hwsim before (main: a gemlite row costed as the
+    fast W4A16 family at its bytes, validation/predict_library_stacks.gemm_row) and after (the
+    gemlite kernel family at `costs`); medians and maxima per impl, kind and split."""
+    from predict_library_stacks import gemm_row
+    from hwsim.model.dequant_kernels import from_profile
+    families = from_profile(load_profile("h100-sxm"))
+    rows = [json.loads(x) for x in ROWS.read_text().splitlines() if x.strip()]
+    rows = [r for r in rows if r.get("part") == "gemm" and "ms" in r]
+    table = ["| impl | kernel | model | GEMM (k x n) | m | measured µs | before µs | err | after µs | err |",
+             "|---|---|---|---|---:|---:|---:|---:|---:|---:|"]
+    by: dict[str, tuple[list[float], list[float]]] = {}
+    for r in sorted(rows, key=lambda r: (r["impl"], r["model"], r["k"], r["n"], r["m"])):
+        us = r["ms"] * 1e3
+        before = gemm_row(chip, families, r["impl"], r["model"], r["shape"], r["m"], r["k"], r["n"])["us"]
+        after = before if r["impl"] == "bf16" else predict_us(chip, costs, r)
+        eb, ea = before / us - 1, after / us - 1
+        kind = r.get("matmul_type", "cuBLAS")
+        split = "fit" if r["model"] == "mixtral-8x7b" else "held-out"
+        for key in (r["impl"], f"{r['impl']} {kind}", f"{r['impl']} ({split})"):
+            by.setdefault(key, ([], []))
+            by[key][0].append(eb)
+            by[key][1].append(ea)
+        table.append(f"| {r['impl']} | {kind} | {r['model']} | {r['shape']} ({r['k']} x {r['n']}) | {r['m']} | "
+                     f"{us:.1f} | {before:.1f} | {eb:+.0%} | {after:.1f} | {ea:+.0%} |")
+    head = ["| rows | n | before median | before max | after median | after max |", "|---|---:|---:|---:|---:|---:|"]
+    med = lambda e: statistics.median(map(abs, e))  # noqa: E731
+    for key in sorted(by):
+        b, a = by[key]
+        head.append(f"| {key} | {len(a)} | {med(b):.1%} | {max(map(abs, b)):.1%} | {med(a):.1%} | {max(map(abs, a)):.1%} |")
+    return "\n".join(head) + "\n\n" + "\n".join(table) + "\n"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--fit-model", default="mixtral-8x7b", help="rows of this model are fitted, the rest held out")
     ap.add_argument("--hardware", default="h100-sxm")
     ap.add_argument("--out", type=Path, help="also write the report here")
+    ap.add_argument("--compare", type=Path, help="write every row before/after (markdown tables) here, "
+                    "at hwsim/model/gemlite_gemm.H100_COSTS, and skip the fit")
     args = ap.parse_args()
     chip = ChipSpec.from_profile(load_profile(args.hardware))
+    if args.compare:
+        sys.path.insert(0, str(ROOT / "validation"))
+        args.compare.write_text(compare_markdown(chip, H100_COSTS))
+        return 0
     rows = gemlite_rows()
     fit_rows = [r for r in rows if r["model"] == args.fit_model]
     held = [r for r in rows if r["model"] != args.fit_model]

@@ -10,7 +10,9 @@ Read from gemlite-0.6.0.post2's source (gemlite/core.py get_matmul_type, triton_
   BK steps, ALU dot products, atomic adds across splits.
 - GEMM_SPLITK (up to 63 rows) and GEMM (64 and more): BM x BN output tiles (split-K's atomically
   added), a loop over K in BK steps: load codes, scales and zeros, dequantize, tl.dot. The shipped
-  H100 configs use num_stages 1: each step's loads are waited on (no software pipeline).
+  H100 configs use num_stages 1: each step's loads are waited on (no software pipeline). GEMV_SPLITK's
+  at num_stages 2 time as if waited on too (Mixtral's BLOCK_N 1 rows: about one HBM miss, 370 ns, a
+  K step at either), so every K step is a round trip here.
 Splits' atomics need a zeroed output: one fill kernel first (torch.zeros / the config's pre-hook).
 
 The lanes a weight costs (dequant and, in the GEMVs, the fp32 dot) and the per-step latency are
@@ -68,6 +70,14 @@ class GemliteCosts:
         return dict(self.step_trips)[kind]
 
 
+# FITTED on an H100 (calibration/fit_gemlite.py, calibration/data/fit_gemlite_h100_s22.txt): on the
+# Mixtral-8x7B rows of calibration/data/h100_gemlite.jsonl (84), Qwen3-30B-A3B's 62 held out
+# (fit median 4.4%, held-out 7.3%; GEMV_SPLITK's 8-bit rows are not captured, see the compare file)
+H100_COSTS = GemliteCosts(gemv_ops_per_weight=5.25, gemm_ops_per_weight=8.25,
+                          step_trips=(("GEMV_REVSPLITK", 1.25), ("GEMV_SPLITK", 1.875),
+                                      ("GEMM_SPLITK", 1.0), ("GEMM", 1.75)))
+
+
 @dataclass(frozen=True)
 class _Grid:
     programs: int
@@ -88,7 +98,7 @@ def _grid(kind: str, m: int, k: int, n: int, cfg: LaunchConfig) -> _Grid:
     split = cfg.split_k
     m_tiles = math.ceil(m / cfg.block_m)
     chunk = k / split
-    steps = max(1, math.ceil(chunk / cfg.block_k / cfg.num_stages))
+    steps = max(1, math.ceil(chunk / cfg.block_k))
     if kind == "GEMV_SPLITK":
         return _Grid(m * n_tiles * split, m, 1, 1, cfg.block_n, chunk, steps, split)
     return _Grid(m_tiles * n_tiles * split, m_tiles, min(m, cfg.block_m), cfg.block_m, cfg.block_n,
