@@ -29,6 +29,7 @@ from hwsim.metrics import Component  # noqa: E402
 from hwsim.model.gemlite_gemm import H100_COSTS, GemliteCosts, LaunchConfig, gemlite_gemm  # noqa: E402
 
 ROWS = ROOT / "calibration" / "data" / "h100_gemlite.jsonl"
+FAST = ROOT / "calibration" / "data" / "h100_fast_kernels.jsonl"
 KINDS = ("GEMV_REVSPLITK", "GEMV_SPLITK", "GEMM_SPLITK", "GEMM")
 GRID_OPS = [x / 4 for x in range(8, 81)]          # 2.0 .. 20.0 lanes a weight
 GRID_TRIPS = [x / 8 for x in range(0, 49)]         # 0 .. 6 round trips a step
@@ -109,18 +110,47 @@ def compare_markdown(chip, costs: GemliteCosts) -> str:
     return "\n".join(head) + "\n\n" + "\n".join(table) + "\n"
 
 
+def choice_markdown(chip) -> str:
+    """At every shape both were measured: which 4-bit kernel was quicker (gemlite A16W4, group 64,
+    or the fast W4A16 kernel, fast_w4a16_asm of calibration/data/h100_fast_kernels.jsonl) and
+    which hwsim picks (hwsim/speedups/gemlite_choice.py)."""
+    from hwsim.model.dequant_kernels import from_profile
+    from hwsim.model.gemlite_configs import load_configs
+    from hwsim.speedups.gemlite_choice import w4_times_us
+    families, configs = from_profile(load_profile("h100-sxm")), load_configs("h100")
+    fast_rows = [json.loads(x) for x in FAST.read_text().splitlines() if x.strip()]
+    fast = {(r["k"], r["n"], r["m"]): r for r in fast_rows if r.get("impl") == "fast_w4a16_asm" and "ms" in r}
+    out = ["| model | GEMM (k x n) | m | measured fast µs | measured gemlite µs | quicker | hwsim fast µs "
+           "| hwsim gemlite µs | hwsim picks |", "|---|---|---:|---:|---:|---|---:|---:|---|"]
+    agree = total = 0
+    for r in sorted(gemlite_rows(), key=lambda r: (r["model"], r["k"], r["n"], r["m"])):
+        f = fast.get((r["k"], r["n"], r["m"]))
+        if r["impl"] != "gemlite_a16w4" or f is None:
+            continue
+        g_us, f_us = r["ms"] * 1e3, f["ms"] * 1e3
+        quicker = "gemlite" if g_us < f_us else "fast"
+        p = w4_times_us(chip, families, configs, r["m"], r["k"], r["n"])
+        agree, total = agree + (p["quicker"] == quicker), total + 1
+        out.append(f"| {r['model']} | {r['shape']} ({r['k']} x {r['n']}) | {r['m']} | {f_us:.1f} | {g_us:.1f} | "
+                   f"{quicker} | {p['fast_us']:.1f} | {p['gemlite_us']:.1f} | {p['quicker']} |")
+    out.append(f"\nhwsim picks the measured quicker kernel at {agree} of {total} shapes.")
+    return "\n".join(out) + "\n"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--fit-model", default="mixtral-8x7b", help="rows of this model are fitted, the rest held out")
     ap.add_argument("--hardware", default="h100-sxm")
     ap.add_argument("--out", type=Path, help="also write the report here")
-    ap.add_argument("--compare", type=Path, help="write every row before/after (markdown tables) here, "
-                    "at hwsim/model/gemlite_gemm.H100_COSTS, and skip the fit")
+    ap.add_argument("--compare", type=Path, help="write every row before/after (markdown tables) here, after "
+                    "the text above its '## The tables', at gemlite_gemm.H100_COSTS, and skip the fit")
     args = ap.parse_args()
     chip = ChipSpec.from_profile(load_profile(args.hardware))
     if args.compare:
         sys.path.insert(0, str(ROOT / "validation"))
-        args.compare.write_text(compare_markdown(chip, H100_COSTS))
+        head = args.compare.read_text().split("## The tables")[0] if args.compare.exists() else ""
+        args.compare.write_text(head + "## The tables\n\n" + compare_markdown(chip, H100_COSTS) + "\n"
+                                + choice_markdown(chip))
         return 0
     rows = gemlite_rows()
     fit_rows = [r for r in rows if r["model"] == args.fit_model]
