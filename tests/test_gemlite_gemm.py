@@ -102,3 +102,23 @@ def test_the_shipped_configs_give_every_row_the_config_it_ran():
         assert cfg == LaunchConfig.from_gemlite(r["config"]), (r["impl"], r["shape"], r["m"])
         n += 1
     assert n == 146
+
+
+def test_gemlite_takes_no_three_bit_codes(chip):
+    with pytest.raises(ValueError, match="not 3-bit"):
+        gemlite_gemm("g", 0, 1, 4096, 4096, 3, 64, LaunchConfig(1, 128, 8), H100_COSTS, chip,
+                     weight_addr=0, data=Component.WEIGHT_READ)
+
+
+@pytest.mark.parametrize("m,k,n,quicker", [
+    (1, 768, 2048, "gemlite"),       # measured 3.5 vs 7.4 µs (Qwen3 expert_down)
+    (16, 768, 2048, "gemlite"),      # 4.1 vs 7.9
+    (4, 4096, 28672, "fast"),        # 152.4 vs 37.4 (Mixtral gate_up: REVSPLITK re-expands per row)
+    (64, 14336, 4096, "fast"),       # 166.7 vs 45.7
+])
+def test_the_quicker_four_bit_kernel_is_the_measured_one(chip, m, k, n, quicker):
+    from hwsim.model.dequant_kernels import from_profile
+    from hwsim.model.gemlite_configs import load_configs
+    from hwsim.speedups.gemlite_choice import w4_times_us
+    got = w4_times_us(chip, from_profile(load_profile("h100-sxm")), load_configs("h100"), m, k, n)
+    assert got["quicker"] == quicker

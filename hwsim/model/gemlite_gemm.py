@@ -32,6 +32,7 @@ from hwsim.model.kernel import Kernel
 PACKING_BITS = 32        # gemlite packs codes over K into int32 words
 META_BYTES = 2 * 2       # a bf16 scale and a bf16 zero per group and column
 OUT_BYTES = 2            # bf16 output; bf16 atomics are native on sm_90
+WIDTHS = (1, 2, 4, 8)    # the code widths gemlite's INT kernels unpack
 
 
 def matmul_type(m: int, bits: int) -> str:
@@ -110,6 +111,8 @@ def gemlite_gemm(name: str, layer: int, m: int, k: int, n: int, bits: int, group
                  writes=()) -> list[Kernel]:
     """y[m, n] = x[m, k] @ dequant(W[n, k])^T as gemlite runs it: the zero fill its split-K
     atomics need, then its kernel's grid of programs."""
+    if bits not in WIDTHS:
+        raise ValueError(f"gemlite packs 1, 2, 4 or 8-bit codes, not {bits}-bit")
     kind = matmul_type(m, bits)
     g = _grid(kind, m, k, n, cfg)
     weights = g.cols * g.k_chunk
