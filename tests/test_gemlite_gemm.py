@@ -122,3 +122,16 @@ def test_the_quicker_four_bit_kernel_is_the_measured_one(chip, m, k, n, quicker)
     from hwsim.speedups.gemlite_choice import w4_times_us
     got = w4_times_us(chip, from_profile(load_profile("h100-sxm")), load_configs("h100"), m, k, n)
     assert got["quicker"] == quicker
+
+
+def test_the_fit_file_is_the_modules_costs_and_the_compare_file_is_current(chip):
+    """calibration/data/fit_gemlite_h100_s22.txt's numbers are H100_COSTS, and the compare file's
+    tables are what calibration/fit_gemlite.py --compare writes at them today."""
+    import fit_gemlite
+    line = (ROOT / "calibration" / "data" / "fit_gemlite_h100_s22.txt").read_text().splitlines()[1]
+    words = line.replace(",", "").split()
+    assert float(words[1]) == H100_COSTS.gemv_ops_per_weight and float(words[3]) == H100_COSTS.gemm_ops_per_weight
+    assert {words[i]: float(words[i + 1]) for i in range(5, len(words), 2)} == dict(H100_COSTS.step_trips)
+    sys.path.insert(0, str(ROOT / "validation"))
+    text = (ROOT / "calibration" / "data" / "h100_gemlite_compare_s22.md").read_text()
+    assert fit_gemlite.compare_markdown(chip, H100_COSTS) in text
