@@ -77,14 +77,14 @@ def summary(name: str, errs: list[float]) -> str:
             f"max abs {max(map(abs, errs)):.1%}")
 
 
-def compare_markdown(chip, costs: GemliteCosts) -> str:
+def compare_markdown(chip, costs: GemliteCosts, path: Path = ROWS) -> str:
     """Every measured row (gemlite and bf16) against hwsim before (main: a gemlite row costed as the
     fast W4A16 family at its bytes, validation/predict_library_stacks.gemm_row) and after (the
     gemlite kernel family at `costs`); medians and maxima per impl, kind and split."""
     from predict_library_stacks import gemm_row
     from hwsim.model.dequant_kernels import from_profile
     families = from_profile(load_profile("h100-sxm"))
-    rows = [json.loads(x) for x in ROWS.read_text().splitlines() if x.strip()]
+    rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
     rows = [r for r in rows if r.get("part") == "gemm" and "ms" in r]
     table = ["| impl | kernel | model | GEMM (k x n) | m | measured µs | before µs | err | after µs | err |",
              "|---|---|---|---|---:|---:|---:|---:|---:|---:|"]
@@ -110,7 +110,7 @@ def compare_markdown(chip, costs: GemliteCosts) -> str:
     return "\n".join(head) + "\n\n" + "\n".join(table) + "\n"
 
 
-def choice_markdown(chip) -> str:
+def choice_markdown(chip, path: Path = ROWS) -> str:
     """At every shape both were measured: which 4-bit kernel was quicker (gemlite A16W4, group 64,
     or the fast W4A16 kernel, fast_w4a16_asm of calibration/data/h100_fast_kernels.jsonl) and
     which hwsim picks (hwsim/speedups/gemlite_choice.py)."""
@@ -123,7 +123,7 @@ def choice_markdown(chip) -> str:
     out = ["| model | GEMM (k x n) | m | measured fast µs | measured gemlite µs | quicker | hwsim fast µs "
            "| hwsim gemlite µs | hwsim picks |", "|---|---|---:|---:|---:|---|---:|---:|---|"]
     agree = total = 0
-    for r in sorted(gemlite_rows(), key=lambda r: (r["model"], r["k"], r["n"], r["m"])):
+    for r in sorted(gemlite_rows(path), key=lambda r: (r["model"], r["k"], r["n"], r["m"])):
         f = fast.get((r["k"], r["n"], r["m"]))
         if r["impl"] != "gemlite_a16w4" or f is None:
             continue
@@ -141,18 +141,23 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--fit-model", default="mixtral-8x7b", help="rows of this model are fitted, the rest held out")
     ap.add_argument("--hardware", default="h100-sxm")
+    ap.add_argument("--rows", type=Path, default=ROWS, help="measure_gemlite.py's JSONL (another set: "
+                    "--compare predicts it at the committed costs)")
     ap.add_argument("--out", type=Path, help="also write the report here")
     ap.add_argument("--compare", type=Path, help="write every row before/after (markdown tables) here, after "
                     "the text above its '## The tables', at gemlite_gemm.H100_COSTS, and skip the fit")
     args = ap.parse_args()
+    if not args.rows.is_file():
+        print(f"fit_gemlite: --rows {args.rows}: no such file", file=sys.stderr)
+        return 2
     chip = ChipSpec.from_profile(load_profile(args.hardware))
     if args.compare:
         sys.path.insert(0, str(ROOT / "validation"))
         head = args.compare.read_text().split("## The tables")[0] if args.compare.exists() else ""
-        args.compare.write_text(head + "## The tables\n\n" + compare_markdown(chip, H100_COSTS) + "\n"
-                                + choice_markdown(chip))
+        args.compare.write_text(head + "## The tables\n\n" + compare_markdown(chip, H100_COSTS, args.rows) + "\n"
+                                + choice_markdown(chip, args.rows))
         return 0
-    rows = gemlite_rows()
+    rows = gemlite_rows(args.rows)
     fit_rows = [r for r in rows if r["model"] == args.fit_model]
     held = [r for r in rows if r["model"] != args.fit_model]
     x = fit(chip, fit_rows, [5.5, 9.5, 1.0, 1.0, 1.0, 1.0])
