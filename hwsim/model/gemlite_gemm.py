@@ -116,13 +116,17 @@ def gemlite_gemm(name: str, layer: int, m: int, k: int, n: int, bits: int, group
     kind = matmul_type(m, bits)
     g = _grid(kind, m, k, n, cfg)
     weights = g.cols * g.k_chunk
-    wbytes = weights * bits / 8 + g.cols * max(1.0, g.k_chunk / group) * META_BYTES
+    # a group's scales and zeros come from HBM once: programs covering less K than a group (REVSPLITK)
+    # share them, the others' loads of them hit in L2
+    groups = g.k_chunk / group
+    wbytes = weights * bits / 8 + g.cols * groups * META_BYTES
+    shared_meta = g.cols * max(0.0, math.ceil(groups) - groups) * META_BYTES
     gemv = kind.startswith("GEMV")
     lanes = (costs.gemv_ops_per_weight if gemv else costs.gemm_ops_per_weight) * weights
     out = g.rows * g.cols * OUT_BYTES
     main = Kernel(name=name, layer=layer, tiles=g.programs,
                   hbm_read=wbytes / g.m_tiles, l2_read=wbytes * (g.m_tiles - 1) / g.m_tiles
-                  + g.rows * g.k_chunk * ops.ACT_BYTES,
+                  + shared_meta + g.rows * g.k_chunk * ops.ACT_BYTES,
                   l2_write=out, int_ops=lanes,
                   tensor_flops=0.0 if gemv else 2.0 * g.pad_rows * g.cols * g.k_chunk,
                   mma_sync=g.pad_rows < 64, block_threads=32 * cfg.num_warps,
