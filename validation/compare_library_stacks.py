@@ -96,9 +96,10 @@ def gemlite_predicted_table() -> tuple[str, dict[str, list[float]]]:
     """Every measured gemlite row (and its bf16 row) beside hwsim's prediction, POST HOC: hwsim's
     code today on h100-sxm (predict_library_stacks.gemm_row: a gemlite row is the fast weight
     family, hwsim/model/fast_gemm.py at the profile's fitted counts, at the row's bytes per weight;
-    nothing fitted to gemlite). hwsim has no model of gemlite's own kernels: its Triton autotune
-    picks GEMV_REVSPLITK / GEMV_SPLITK / GEMM_SPLITK / GEMM by m and bits (the `kernel` column),
-    each with its own grid, split and dequant; hwsim costs all of them as the fast W4A16 kernel.
+    nothing fitted to gemlite): gemlite picks GEMV_REVSPLITK / GEMV_SPLITK / GEMM_SPLITK / GEMM by
+    m and bits (the `kernel` column), each with its own grid, split and dequant, and this path costs
+    all of them as the fast W4A16 kernel. hwsim's model of gemlite's own kernels
+    (hwsim/model/gemlite_gemm.py) is compared row by row in calibration/data/h100_gemlite_compare_s22.md.
     Returns the table and the signed errors by impl, by (impl, kernel) and by (impl, m)."""
     from hwsim.config.load import load_profile
     from hwsim.hw.chip import ChipSpec
@@ -144,8 +145,8 @@ def main() -> int:
     print()
     print(gemm_table())
     table, by = gemlite_predicted_table()
-    print("gemlite rows against hwsim, POST HOC (h100-sxm, hwsim's code today; no gemlite kernel model: "
-          "every gemlite row is costed as the fast W4A16 family at its bytes per weight):\n")
+    print("gemlite rows against hwsim, POST HOC (h100-sxm; every gemlite row costed as the fast W4A16 family "
+          "at its bytes per weight; gemlite's own kernels: calibration/data/h100_gemlite_compare_s22.md):\n")
     print(table)
     for name in sorted(by):
         print(summary(name, by[name]))

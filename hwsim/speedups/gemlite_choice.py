@@ -1,0 +1,33 @@
+"""Which 4-bit weight kernel is quicker for one GEMM (issue 44, item 2: "where gemlite beats the
+fast W4A16 family, it is the fast family"): hwsim's fast W4A16 kernel (hwsim/model/fast_gemm.py,
+group 128) or gemlite's A16W4 kernel at the config it ships for the card (group 64), each simulated
+alone on the device as a microbenchmark times it (hwsim.operators)."""
+
+from __future__ import annotations
+
+from hwsim import operators
+from hwsim.hw.chip import ChipSpec
+from hwsim.metrics import Component
+from hwsim.model.dequant_kernels import Families
+from hwsim.model.fast_gemm import FAST_GROUP, fast_weight_only_gemm
+from hwsim.model.weight_format import WeightFormat
+from hwsim.model.gemlite_configs import pick_config
+from hwsim.model.gemlite_gemm import H100_COSTS, GemliteCosts, gemlite_gemm, matmul_type
+
+GEMLITE_GROUP = 64        # the group calibration/measure_gemlite.py measured
+FAST_W4 = WeightFormat("int4", FAST_GROUP, "fp16", "software")   # as calibration/fast_predictions.py fitted it
+
+
+def w4_times_us(chip: ChipSpec, families: Families, configs: dict, m: int, k: int, n: int,
+                costs: GemliteCosts = H100_COSTS) -> dict:
+    """{fast_us, gemlite_us, gemlite_kernel, quicker} for x[m, k] @ W[n, k]^T at 4 bits."""
+    addr, data = operators.GEMM_WEIGHT_ADDR, Component.WEIGHT_READ
+    fast = families.weights["fast"]
+    fast_ks = fast_weight_only_gemm("fast", 0, m, k, n, chip, weight_addr=addr,
+                                    weight_bytes=FAST_W4.bytes_per_weight, data=data, ops_per_weight=fast.ops(m))
+    cfg, _ = pick_config(configs, m, n, k, GEMLITE_GROUP, 4)
+    gem_ks = gemlite_gemm("gemlite", 0, m, k, n, 4, GEMLITE_GROUP, cfg, costs, chip, weight_addr=addr, data=data)
+    f_us = operators.device_time_s(chip, fast_ks) * 1e6
+    g_us = operators.device_time_s(chip, gem_ks) * 1e6
+    return {"fast_us": f_us, "gemlite_us": g_us, "gemlite_kernel": matmul_type(m, 4),
+            "quicker": "gemlite" if g_us < f_us else "fast"}
