@@ -12,10 +12,11 @@ from hwsim.serving.engine_host_trace import profile_from_trace
 
 
 def _burst(path, steps=4, layers=2, kernels_per_layer=5, plan_every=2, plan_us=40_000.0, call_us=100.0,
-           nested=False):
+           nested=False, queries=None):
     """`steps` steps of `layers` layers; each layer one attention call (a plan build every
     `plan_every` steps) and `kernels_per_layer` launches; the host busy without gaps. `nested`: the
-    call recorded as torch records it, SDPA's op around the cuDNN backend's around its forward."""
+    call recorded as torch records it, SDPA's op around the cuDNN backend's around its forward.
+    `queries`: each step's query tokens, recorded as the call's shapes (record_shapes)."""
     ev, t, ext, corr = [], 0.0, 0, 0
     for s in range(steps):
         for layer in range(layers):
@@ -28,8 +29,10 @@ def _burst(path, steps=4, layers=2, kernels_per_layer=5, plan_every=2, plan_us=4
             dur = call_us + (plan_us if s % plan_every == 0 and layer == 0 else 0.0)
             names = ["aten::scaled_dot_product_attention", "aten::_scaled_dot_product_cudnn_attention",
                      "aten::_cudnn_attention_forward"] if nested else ["aten::_cudnn_attention_forward"]
+            shapes = {"Input Dims": [[1, 4, queries[s], 128]] * 3} if queries else {}
             for name in names:
-                ev.append({"ph": "X", "cat": "cpu_op", "name": name, "ts": t, "dur": dur, "args": {"External id": ext}})
+                ev.append({"ph": "X", "cat": "cpu_op", "name": name, "ts": t, "dur": dur,
+                           "args": {"External id": ext, **shapes}})
                 ext += 1
             t += dur
     path.write_text(json.dumps({"traceEvents": ev}))
@@ -47,8 +50,29 @@ def test_profile_from_a_burst(tmp_path):
     # (5 ops + 5 launch calls + 1 attention call)), at the kernel-trace path's per-event cost
     event_us = load_host("as-traced").profiler_event_us.value
     assert event_us > 0
-    assert prof.launch_us.value == pytest.approx((span - 2 * 40_000 - 88 * event_us) / 40)
-    assert prof.graph_launch_us == base.graph_launch_us and prof.schedule_us.value == 0
+    # and the base profile's per-step work (no shapes recorded: no sequences counted)
+    assert prof.launch_us.value == pytest.approx((span - 2 * 40_000 - 88 * event_us - 4 * base.schedule_us.value) / 40)
+    assert prof.mask_us_per_seq == base.mask_us_per_seq and prof.graph_launch_us == base.graph_launch_us
+
+
+def test_the_bursts_sequences_keep_the_base_per_sequence_cost(tmp_path):
+    """A prefill chunk of 900 query tokens then three decode steps of 6 sequences: 6 x 4 sequences
+    (the chunk's tokens counted as the median step's), their mask and input building taken off."""
+    p = tmp_path / "shaped.json"
+    span = _burst(p, queries=[900, 6, 6, 6], kernels_per_layer=200)
+    base = load_engine_host("hf-transformers-h200")
+    prof = profile_from_trace(str(p), base, layers=2)
+    event_us = load_host("as-traced").profiler_event_us.value
+    engine = 4 * base.schedule_us.value + 24 * (base.schedule_us_per_seq.value + base.mask_us_per_seq.value)
+    recorded = 4 * 2 * (2 * 200 + 1)
+    assert prof.launch_us.value == pytest.approx((span - 2 * 40_000 - recorded * event_us - engine) / 1600)
+
+
+def test_a_burst_shorter_than_its_engine_work_is_refused(tmp_path):
+    p = tmp_path / "short.json"
+    _burst(p, queries=[900, 6, 6, 6])           # 2.4 ms of host beside 19 ms of per-sequence work
+    with pytest.raises(ConfigError, match="less host time"):
+        profile_from_trace(str(p), load_engine_host("hf-transformers-h200"), layers=2)
 
 
 def test_a_trace_without_launches_is_refused(tmp_path):

@@ -13,9 +13,11 @@ What the trace gives (hwsim/ktrace/reader.py reads it, bounded):
   the profiler's own (`profiler_event_us` of hardware_profiles/hosts/as-traced.yaml for each
   event it recorded on the launching threads and each kernel record: the kernel-trace path's
   rule, docs/traces.md), over the launches: every other host microsecond (Python scheduling,
-  dispatch, sampling) is charged per launched kernel, so `schedule_us`, `schedule_us_per_seq` and
-  `sample_us` are 0. An eager engine is host-bound, so its span is its host's; a device-bound
-  burst would overstate it.
+  dispatch, sampling) is charged per launched kernel, but the per-step and per-sequence work
+  (`schedule_us`, `schedule_us_per_seq`, `mask_us_per_seq`), which a burst of one batch size
+  cannot tell from per-launch work: those stay the base profile's, their share of the burst (its
+  sequences from the attention calls' query shapes) taken off first. An eager engine is
+  host-bound, so its span is its host's; a device-bound burst would overstate it.
 A CUDA-graphs burst (graph launch calls in it) gives `graph_launch_us` (each replay's call less the
 profiler's record of its kernels) and kernels per layer from its eager forwards (captures, prefills);
 its eager host's numbers, which such a burst does not show, stay the base profile's.
@@ -38,6 +40,7 @@ SDPA_OPS = ("aten::scaled_dot_product_attention",)
 # what a burst cannot give: the host-to-device copy rate, capture forwards, the what-if speed; for a
 # graphs burst also the eager host's per-launch and plan time and the engine's scheduling
 FROM_BASE = ("h2d_GBps", "graph_capture_forwards", "cpu_speed")
+PER_SEQUENCE = ("schedule_us", "schedule_us_per_seq", "mask_us_per_seq")   # eager: what a burst cannot separate
 CHIP_SIDE = ("packed_sdpa_efficiency", "packed_sdpa_efficiency_graphs", "packed_sdpa_lone_graphs")
 GRAPHS_FROM_BASE = ("schedule_us", "schedule_us_per_seq", "sample_us", "mask_us_per_seq", "launch_us", "plan_ms")
 PLAN_FACTOR = 10.0            # a plan build takes tens of ms; a planned call tens to hundreds of us
@@ -79,7 +82,7 @@ def profile_from_trace(path: str, base, layers: int):
         fields.update({k: getattr(base, k).model_dump() for k in GRAPHS_FROM_BASE},
                       **_graph_host(trace, replays, event_us, where))
     else:
-        fields.update(_eager_host(trace, ops, launches, event_us, where),
+        fields.update(_eager_host(trace, ops, launches, event_us, base, forwards, layers, where),
                       graph_launch_us=base.graph_launch_us.model_dump())
     return type(base).model_validate(fields)
 
@@ -89,25 +92,47 @@ def _calls(ops, names) -> int:
     return next((n for n in (sum(1 for op in ops if op.name == name) for name in names) if n), 0)
 
 
-def _eager_host(trace, ops, launches, event_us: float, where: str) -> dict:
-    """An eager burst is host-bound: its host span, less plan builds and the profiler's own time,
-    is its host's work, charged per launch."""
+def _eager_host(trace, ops, launches, event_us: float, base, forwards: float, layers: int, where: str) -> dict:
+    """An eager burst is host-bound: its host span, less plan builds, the profiler's own time and
+    the engine's per-step and per-sequence work, is its host's work, charged per launch. A burst's
+    batch barely changes, so it cannot tell per-sequence work from per-launch work: those terms
+    (building each sequence's inputs and mask) stay the base profile's and their share of the
+    burst comes off its span."""
     name = next((n for n in ATTENTION_OPS if any(op.name == n for op in ops)), None)
-    attn = sorted(op.dur for op in ops if op.name == name)
+    calls = [op for op in ops if op.name == name]
+    attn = sorted(op.dur for op in calls)
     median = statistics.median(attn) if attn else 0.0
     builds = [d - median for d in attn if median and d > PLAN_FACTOR * median]
     span = max(op.ts + op.dur for op in ops) - min(op.ts for op in ops)
     recorded = sum(len(trace.marks.get(tid, ())) for tid in {c.tid for c in launches}) + trace.kernels
     profiler = recorded * event_us
+    seqs = _sequences(calls) / layers
+    per_seq = base.schedule_us_per_seq.value + base.mask_us_per_seq.value
+    engine = forwards * base.schedule_us.value + seqs * per_seq
+    if span - sum(builds) - profiler - engine <= 0:
+        raise ConfigError(f"host_trace holds less host time ({span / 1e3:.1f} ms less plan builds and the profiler's "
+                          f"own) than the base profile's per-step and per-sequence work for its {seqs:.0f} "
+                          f"sequences ({engine / 1e3:.1f} ms): not an eager engine's burst", file=trace.path, key=KEY)
     inside = _sourced(0.0, f"{where}: inside launch_us")
-    return {"schedule_us": inside, "schedule_us_per_seq": inside, "sample_us": inside, "mask_us_per_seq": inside,
-            "launch_us": _sourced((span - sum(builds) - profiler) / len(launches),
+    return {**{k: getattr(base, k).model_dump() for k in PER_SEQUENCE}, "sample_us": inside,
+            "launch_us": _sourced((span - sum(builds) - profiler - engine) / len(launches),
                                   f"{where}: host span {span / 1e3:.1f} ms less plan builds ({sum(builds) / 1e3:.1f} "
-                                  f"ms) and the profiler's own ({recorded} events x {event_us:g} us, hosts/"
-                                  f"{PROFILER_HOST}.yaml), over {len(launches)} launches"),
+                                  f"ms), the profiler's own ({recorded} events x {event_us:g} us, hosts/"
+                                  f"{PROFILER_HOST}.yaml) and the base profile's per-step and per-sequence work "
+                                  f"({forwards:.0f} forwards, {seqs:.0f} sequences: {engine / 1e3:.1f} ms), over "
+                                  f"{len(launches)} launches"),
             "plan_ms": _sourced(statistics.mean(builds) / 1e3 if builds else 0.0,
                                 f"{where}: {len(builds)} attention calls over {PLAN_FACTOR:g}x the median "
                                 f"({median:.0f} us), their mean excess")}
+
+
+def _sequences(calls) -> int:
+    """Sequences the attention calls attended, summed: a call's query tokens (one a sequence in a
+    decode step), at most the median call's (a prefill chunk's tokens are not sequences); 0 where
+    the trace has no shapes."""
+    tokens = [op.dims[0][2] for op in calls if op.dims and len(op.dims[0]) == 4]
+    cap = statistics.median(tokens) if tokens else 0
+    return sum(min(t, cap) for t in tokens)
 
 
 def _graph_host(trace, replays, event_us: float, where: str) -> dict:
