@@ -114,6 +114,10 @@ def build(cfg: Scenario, profile: HardwareProfile, model: ModelShape, draft: Mod
     book: dict = {}
     streams = [Stream(cluster.env, d, cluster.arbiter, KernelTimer(chip, cfg.runtime.fidelity, device=d),
                       launch=cfg.runtime.launch, reuse=cfg.runtime.reuse, book=book) for d in cluster.devices]
+    engine_note = []
+    if getattr(w, "engine", None) is not None and not w.serving:      # generate()'s host issues the steps
+        from hwsim.serving.engines.generate_host import issue_from_generate
+        engine_note.append(issue_from_generate(cfg, model, schedule, streams))
     if w.kernel_trace is not None:        # an imported trace is the schedule (docs/traces.md)
         from hwsim.ktrace.from_scenario import trace_schedule
         schedule = trace_schedule(cfg, schedule, streams, chip)
@@ -130,8 +134,8 @@ def build(cfg: Scenario, profile: HardwareProfile, model: ModelShape, draft: Mod
                                      experts.holder(g // layout.expert_tp) if experts else None)
                    for g, s in enumerate(streams)]
     mem = _memory(cfg, model, schedule, chip, experts)
-    warnings = _warnings(cfg, model, schedule, unmeasured, sram_bytes, chip, mem,
-                         f"{p.gpus} x {profile.name}" if several else profile.name)
+    warnings = engine_note + _warnings(cfg, model, schedule, unmeasured, sram_bytes, chip, mem,
+                                       f"{p.gpus} x {profile.name}" if several else profile.name)
     gpus = _gpus(p, layout, topology, streams, onchips, experts, mem)
     return Built(cfg, profile, model, chip, cluster, streams[0], schedule, onchips[0], router, warnings, gpus,
                  families, draft)

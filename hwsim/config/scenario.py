@@ -17,6 +17,7 @@ from hwsim.config import dequant as dequant_type, weight_storage
 from hwsim.config.dequant import KernelFamilyName as KernelFamily, kernel_dequant
 from hwsim.config.kv_cache import (  # noqa: F401  (the kv_cache block, re-exported for its readers)
     KV_PRESETS, AnyKvCache, Bf16Kv, Fp8Kv, IntKv, KvCache, QuantizedKv, VqKv, kv_cache)
+from hwsim.config.generate_engine import HF_GENERATE, GenerateEngine, cache_kv
 from hwsim.config.names import SafeName
 from hwsim.config.strict import Strict
 from hwsim.config.variants import Variant, one_of, one_of_modes
@@ -304,6 +305,16 @@ class Workload(Variant):
 
 class FixedBatchWorkload(Workload):
     """batch_size sequences decode decode_steps steps together (arrivals kind none)."""
+    engine: GenerateEngine | None = Field(
+        None, description="the loop that issues the steps: unset, hwsim's own; hf-generate, transformers' "
+                          "generate() (its cache under the library's names; hwsim/config/generate_engine.py)")
+
+    @model_validator(mode="after")
+    def _generate_decodes(self):
+        if self.engine is not None and (self.kernel_trace is not None or self.speculative is not None):
+            raise ValueError("engine hf-generate runs hwsim's schedule of plain decode steps: not with "
+                             "kernel_trace or speculative")
+        return self
 
 
 class ServingWorkload(Workload):
@@ -674,6 +685,22 @@ class Scenario(Strict):
         graphs = config.get("use_cuda_graph")
         graphs = any(graphs) if isinstance(graphs, (list, tuple)) else bool(graphs)
         return _runtime_defaults(data, {"launch": "graph" if graphs else "eager", "moe_schedule": "grouped"})
+
+    @model_validator(mode="before")
+    @classmethod
+    def _hf_generate(cls, data):
+        """transformers' generate() launches each step eagerly and runs SDPA on cuDNN (the H100 and
+        H200 HF traces), unless runtime says otherwise; its quantized cache is the kv_cache block
+        (hwsim/config/generate_engine.py cache_kv), where the scenario sets none (one set beside it
+        is refused by the checks: hwsim/config/engine_install.py)."""
+        engine = _workload_block(data).get("engine")
+        if not isinstance(engine, dict) or engine.get("kind") != HF_GENERATE:
+            return data
+        data = _runtime_defaults(data, {"launch": "eager", "attention_kernel": "cudnn"})
+        kv = cache_kv(engine.get("config") if isinstance(engine.get("config"), dict) else {})
+        if kv is not None and "kv_cache" not in data:
+            data = {**data, "kv_cache": kv}
+        return data
 
     @model_validator(mode="before")
     @classmethod

@@ -20,7 +20,7 @@ from hwsim.config import dequant as dequant_type
 from hwsim.hw.chip import ChipSizes, ChipSpec
 from hwsim.metrics import Component
 from hwsim.model import ir
-from hwsim.model import fast_kv_grid, fast_kv_occupancy, moe_kernels, ops, paged_sdpa
+from hwsim.model import fast_kv_grid, fast_kv_occupancy, hqq_dequant, moe_kernels, ops, paged_sdpa
 from hwsim.model.blocks import DENSE_FFN, attention_kernel as attention_block, moe_schedule as moe_block
 from hwsim.model.fast_gemm import fast_weight_only_gemm
 from hwsim.model.kernel import ExpertBlock, Kernel, Role, StreamItem, copy_kernel, relocated, timing_of
@@ -632,9 +632,7 @@ class Schedule:
             kw["decoder_elements_per_token_head"] = elems * self.kv.quantized_fraction(context)
             kw["block_m"] = ops.MMA_M
         elif d.on_sm:               # unfused: an expansion pass to bf16 in HBM first
-            n = s.batch * kv_heads * context
-            ks.append(ops.unfused_dequant(f"L{layer}.kv_dequant", layer, n * per_token_head, n * elems,
-                                          self.kv.dequant_ops_per_element(context), addr, self.chip))
+            ks += self._unfused_expansion(layer, s.batch * kv_heads, context, per_token_head, elems, addr)
             per_token_head = elems * ops.ACT_BYTES
         if "block_m" not in kw:      # a bf16 cache (or one expanded to bf16 first)
             kw["library"] = self.attention.library
@@ -649,6 +647,21 @@ class Schedule:
         ks += ops.decode_attention(f"L{layer}.attention", layer, s.batch, a.heads * s.queries, kv_heads, qk_dim,
                                    v_dim, context, per_token_head, addr, self.chip, **kw)
         return ks
+
+    def _unfused_expansion(self, layer: int, rows: int, context: int, per_token_head: float, elems: int,
+                           addr: int) -> list[Kernel]:
+        """The kernels that write a bf16 copy of `layer`'s cache (`rows` sequence-KV-head pairs of
+        `context` tokens) before the attention: one expansion pass, or HQQ's chain of PyTorch ops
+        and the cat with the bf16 residual (kv_cache.expansion hqq: hwsim/model/hqq_dequant.py)."""
+        name, kv = f"L{layer}.kv_dequant", self.kv
+        if kv.expansion == "hqq":
+            recent = min(kv.recent, context)
+            half = elems // 2                       # K's (V's) elements a token and head
+            return hqq_dequant.expansion(name, layer, int(kv.routine.key_bits), rows * (context - recent) * half,
+                                         rows * recent * half, addr, self.chip)
+        n = rows * context
+        return [ops.unfused_dequant(name, layer, n * per_token_head, n * elems, kv.dequant_ops_per_element(context),
+                                    addr, self.chip)]
 
     def _kv_addr(self, layer: int) -> int:
         return self._w(layer, "kv_cache")
