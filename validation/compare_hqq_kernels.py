@@ -58,13 +58,12 @@ def traced_classes(path: Path) -> dict[str, list[float]]:
 
 
 def hwsim_classes(bits: int, batch: int, context: int, expansion: str) -> dict[str, list[float]]:
-    from predict_library_stacks import step_sets
+    from predict_library_stacks import GENERATE, step_sets
     from hwsim import operators
     from hwsim.config.load import load_scenario
     from hwsim.model.schedule import StepShape
     from hwsim.pipeline import system
-    cfg = load_scenario(ROOT / "scenarios" / "default.yaml",
-                        step_sets("llama-3.1-8b", f"hqq{bits}", batch, context, HARDWARE, expansion))
+    cfg = load_scenario(GENERATE, step_sets("llama-3.1-8b", f"hqq{bits}", batch, context, HARDWARE, expansion))
     b = system(cfg)
     out: dict[str, list[float]] = {}
     for k in b.schedule.kv_path(0, StepShape("decode", batch, batch, context)):
@@ -90,8 +89,7 @@ def compare() -> tuple[str, dict[str, list[float]]]:
     for name in sorted(n for n in traces_in(TRACES) if "hqq" in n):
         bits, batch, context = point(name)
         t = traced_classes(trace_path(TRACES / name))
-        per = 32 * len(t["attention"]) // 32 or 1            # layers x recorded steps: one attention a layer
-        per = len(t["attention"])
+        per = len(t["attention"])             # layers x recorded steps: one attention a layer
         after, before = hwsim_classes(bits, batch, context, "hqq"), hwsim_classes(bits, batch, context, "one-pass")
         tot = {"t": 0.0, "a": 0.0, "tc": 0.0, "ac": 0.0}
         for c in CLASSES:

@@ -45,39 +45,42 @@ from hwsim.model.fast_gemm import fast_weight_only_gemm  # noqa: E402
 from hwsim.pipeline import run_config  # noqa: E402
 
 HARDWARE = "h200-sxm"
-GENERATE_HOST = None     # --generate-host: an engine host profile issuing each step as generate() does
+GENERATE = ROOT / "scenarios" / "engines" / "hf-generate-quantized-cache.yaml"
 # calibration/measure_quantized_cache.py runs a point's caches in one process in library_grid.CACHES'
 # order (bf16, hqq2, hqq4) over the same KV lengths: the bf16 run builds cuDNN's plan for each, the
 # HQQ runs find it built (their traces: first-layer SDPA 0.1 ms against bf16's 36 ms)
 PLANS_BUILT_BEFORE = {"hqq2", "hqq4"}
-BASE = ROOT / "scenarios" / "default.yaml"
 HF_TRACES = ROOT / "validation" / "data" / "hf_traces_h200" / "call_1" / "traces"
 # the HF Llama eager traces of issue 30 nearest each measured batch: (batch, context) traced
 TRACED = {1: (1, 1024), 4: (8, 4096)}
 
 
-def cache_sets(cache: str) -> list[str]:
-    """The kv_cache keys of one measured cache (library_grid.CACHES)."""
+def step_sets(model: str, cache: str, batch: int, context: int, hardware: str,
+              expansion: str = "hqq") -> list[str]:
+    """--set of GENERATE for one measured row (library_grid.CACHES): the cache under
+    generate()'s own names; `expansion` one-pass: the one-kernel expansion before issue 44's chain."""
     from library_grid import CACHES, KV_GROUP, RESIDUAL
     bits = CACHES[cache]
+    sets = [f"model={model}", f"hardware={hardware}", f"workload.batch_size={batch}",
+            f"workload.context_tokens={context}", "workload.decode_steps=1", "parallel.allow_overcommit=true",
+            f"workload.engine.attention_plans={'built' if cache in PLANS_BUILT_BEFORE else 'per-step'}"]
     if bits is None:
-        return []
-    return [f"kv_cache.bits={bits}", f"kv_cache.group_size={KV_GROUP}", "kv_cache.scale_format=fp16",
-            "kv_cache.zero_point=true", f"kv_cache.recent.tokens={RESIDUAL}", "kv_cache.recent.bits=16",
-            "kv_cache.dequant=unfused", "kv_cache.kernel=naive"]
+        return sets + ["workload.engine.config.cache_implementation=dynamic", "workload.engine.config.cache_config=null"]
+    return sets + [f"workload.engine.config.cache_config.nbits={bits}",
+                   f"workload.engine.config.cache_config.q_group_size={KV_GROUP}",
+                   f"workload.engine.config.cache_config.residual_length={RESIDUAL}",
+                   *([f"kv_cache.expansion={expansion}"] if expansion != "hqq" else [])]
 
 
-def step_row(model: str, cache: str, batch: int, context: int, memo: dict | None = None) -> dict:
-    sets = [f"model={model}", f"hardware={HARDWARE}", f"workload.batch_size={batch}",
-            f"workload.context_tokens={context}", "workload.decode_steps=1", "runtime.launch=eager",
-            "runtime.attention_kernel=cudnn", "parallel.allow_overcommit=true", *cache_sets(cache)]
-    cfg = load_scenario(BASE, sets)
-    s = run_config(cfg, system(cfg), intervals=False).summary
+def step_row(model: str, cache: str, batch: int, context: int) -> dict:
+    cfg = load_scenario(GENERATE, step_sets(model, cache, batch, context, HARDWARE))
+    built = system(cfg)
+    s = run_config(cfg, built, intervals=False).summary
     row = {"part": "step", "model": model, "cache": cache, "batch": batch, "context_tokens": context,
-           "step_ms": s["itl_ms"]["p50"], "device_busy_ms": s["device_busy_ms"],
-           "basis": "built-in schedule, launch eager, cudnn attention" + (", kv unfused naive" if cache != "bf16" else "")}
-    if GENERATE_HOST:
-        row.update(generate_step(cfg, cache, s["kernels_per_step"], memo if memo is not None else {}))
+           "step_ms": s["itl_ms"]["p50"], "device_busy_ms": s["device_busy_ms"], "kernels": s["kernels_per_step"],
+           "host": next((w for w in built.warnings if w.startswith("engine hf-generate")), ""),
+           "basis": f"{GENERATE.relative_to(ROOT)} (hf-generate: generate()'s eager host, cuDNN SDPA"
+                    + (", HQQ's dequant chain)" if cache != "bf16" else ", bf16 DynamicCache)")}
     if cache != "bf16":
         row.update(byte_ratio=s["kv"]["byte_ratio"], attention_speedup=s["kv"]["attention_speedup"],
                    bits_per_element=s["kv"]["effective_bits_per_element"])
@@ -88,32 +91,6 @@ def step_row(model: str, cache: str, batch: int, context: int, memo: dict | None
         p = predict_point(model, trace_path(trace), traced, (batch, context), hardware=HARDWARE)
         row.update(trace_step_ms=p["wall_ms"], trace_device_busy_ms=p["device_busy_ms"], trace=trace.name)
     return row
-
-
-def generate_step(cfg, cache: str, kernels: float, memo: dict) -> dict:
-    """The step again with generate()'s eager host issuing it: the HF engine host profile's
-    launches of a generate() step with this cache (hwsim/serving/engines/generate_ops.py: the
-    profile's measured bf16 step plus the cache's own counted ops) at its launch_us, spread over
-    the schedule's kernels in order on the stream's host, so each kernel waits for its issue
-    (the plan a new shape builds: only where the measuring process had not built it, PLANS_BUILT_BEFORE)
-    and the device runs behind it (hwsim/engine/stream.py _dispatch); the step ends on the last
-    kernel (generate syncs on the token each step)."""
-    from library_grid import CACHES
-
-    from hwsim.config.load import load_model
-    from hwsim.serving.engine_host import load_engine_host
-    from hwsim.serving.engines.generate_ops import step_host_s, step_launches
-    host = load_engine_host(GENERATE_HOST, key="--generate-host")
-    model = load_model(cfg.model)
-    layers, bits = model.layers, CACHES[cache]
-    host_s = step_host_s(host, model, layers, bits, new_shape=cache not in PLANS_BUILT_BEFORE, memo=memo)
-    built = build(cfg)
-    for stream in built.gpus.streams:
-        stream.launch_s = host_s / kernels
-    s = run_scenario(cfg, built, intervals=False).summary
-    return {"generate_step_ms": s["itl_ms"]["p50"], "generate_host_ms": host_s * 1e3,
-            "generate_launches": step_launches(host, model, layers, bits, memo), "generate_host": GENERATE_HOST,
-            "generate_plan": cache not in PLANS_BUILT_BEFORE}
 
 
 def gemm_row(chip: ChipSpec, families, impl: str, model: str, label: str, m: int, k: int, n: int) -> dict:
@@ -136,8 +113,7 @@ def gemm_row(chip: ChipSpec, families, impl: str, model: str, label: str, m: int
 
 def predict_all() -> list[dict]:
     import library_grid as grid
-    memo: dict = {}                                  # generate() op counts, one per model and cache
-    rows = [step_row(model, cache, b, c, memo)
+    rows = [step_row(model, cache, b, c)
             for model, b, c, cache in grid.step_plan(["llama-3.1-8b"], list(grid.CACHES), grid.POINTS)]
     profile = load_profile(HARDWARE)
     chip, families = ChipSpec.from_profile(profile), from_profile(profile)
@@ -174,15 +150,13 @@ def markdown(rows: list[dict]) -> str:
 
 
 def main() -> int:
-    global HARDWARE, GENERATE_HOST
+    global HARDWARE
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jsonl", required=True)
     ap.add_argument("--markdown", help="write the tables here, after the text above '## The tables'")
     ap.add_argument("--hardware", default=HARDWARE, help="profile to predict on (h100-sxm: post-hoc, issue 44's call got an H100)")
-    ap.add_argument("--generate-host", help="also predict each step with this engine host profile (hardware_profiles/"
-                    "engine_hosts/, e.g. hf-transformers-h200) issuing it as eager generate() does: generate_step_ms")
     args = ap.parse_args()
-    HARDWARE, GENERATE_HOST = args.hardware, args.generate_host
+    HARDWARE = args.hardware
     rows = predict_all()
     with open(args.jsonl, "w") as fh:
         for r in rows:

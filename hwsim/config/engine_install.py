@@ -136,9 +136,9 @@ def generate_problems(cfg):
     if mapped is None and kv.quantized:
         yield "kv_cache", ("engine hf-generate's cache is cache_implementation dynamic (the bf16 DynamicCache): "
                            "drop the kv_cache block, or set workload.engine.config.cache_implementation quantized")
-    elif mapped is not None and (getattr(kv, "expansion", None) != "hqq" or kv.widths()[0] != mapped["bits"]
+    elif mapped is not None and (kv.widths() != [mapped["bits"]] * 2 + [16, 16] or kv.dequant != "unfused"
                                  or kv.group_size != mapped["group_size"] or kv.recent.tokens != mapped["recent"]["tokens"]):
-        yield "kv_cache", ("set by workload.engine.config.cache_config (hf-generate's QuantizedCache): drop the "
-                           "kv_cache block")
+        yield "kv_cache", ("set by workload.engine.config.cache_config (hf-generate's QuantizedCache): of kv_cache "
+                           "only expansion may be set beside it (one-pass: a what-if of one expansion kernel)")
     if cfg.parallel.gpus > 1:
         yield "parallel.gpus", "engine hf-generate is simulated on one GPU"

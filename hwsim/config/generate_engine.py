@@ -72,4 +72,4 @@ def cache_kv(config: dict) -> dict | None:
     if c is None:
         return None
     return {"bits": c.nbits, "group_size": c.q_group_size, "scale_format": "fp16", "zero_point": True,
-            "recent": {"tokens": c.residual_length, "bits": 16}, "expansion": "hqq"}
+            "recent": {"tokens": c.residual_length, "bits": 16}, "dequant": "unfused", "expansion": "hqq"}

@@ -691,15 +691,16 @@ class Scenario(Strict):
     def _hf_generate(cls, data):
         """transformers' generate() launches each step eagerly and runs SDPA on cuDNN (the H100 and
         H200 HF traces), unless runtime says otherwise; its quantized cache is the kv_cache block
-        (hwsim/config/generate_engine.py cache_kv), where the scenario sets none (one set beside it
-        is refused by the checks: hwsim/config/engine_install.py)."""
+        (hwsim/config/generate_engine.py cache_kv) under the scenario's own kv_cache keys (one that
+        changes the storage is refused by the checks: hwsim/config/engine_install.py)."""
         engine = _workload_block(data).get("engine")
         if not isinstance(engine, dict) or engine.get("kind") != HF_GENERATE:
             return data
         data = _runtime_defaults(data, {"launch": "eager", "attention_kernel": "cudnn"})
         kv = cache_kv(engine.get("config") if isinstance(engine.get("config"), dict) else {})
-        if kv is not None and "kv_cache" not in data:
-            data = {**data, "kv_cache": kv}
+        own = data.get("kv_cache", {})
+        if kv is not None and isinstance(own, dict):      # the scenario's keys over the engine's (a what-if:
+            data = {**data, "kv_cache": {**kv, **own}}    # expansion one-pass; the checks refuse the rest)
         return data
 
     @model_validator(mode="before")
