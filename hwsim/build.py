@@ -105,7 +105,7 @@ def build(cfg: Scenario, profile: HardwareProfile, model: ModelShape, draft: Mod
                         moe_schedule=cfg.runtime.moe_schedule, attention_kernel=cfg.runtime.attention_kernel,
                         max_batch=max(layout.tokens_per_group(w.batch_size)),
                         max_context=max_context, weights=weight_format.plan(cfg.weights, model.weights, families),
-                        layout=weights_layout)
+                        layout=weights_layout, appends_by_cat=getattr(w, "engine", None) is not None)
     unmeasured = dequant_kernels.unmeasured_notes(cfg, schedule, families)
     sram_bytes, router_on_chip = _expert_sram(cfg, model, chip, schedule)
     cluster = Cluster(chip, layout.gpus, layout.gpus_per_node, sram_bytes)

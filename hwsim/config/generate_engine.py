@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from hwsim.config.strict import Strict
 
@@ -54,6 +54,14 @@ class GenerateEngine(Strict):
         "per-step", description="per-step: cuDNN SDPA builds a plan for each new KV length, every step in a "
                                 "fresh process; built: an earlier run in the same process built them (as "
                                 "calibration/measure_quantized_cache.py runs bf16 first at the same lengths)")
+
+    @field_validator("kind", mode="before")
+    @classmethod
+    def _a_loop_not_a_scheduler(cls, kind):
+        if kind != HF_GENERATE:
+            raise ValueError(f"fixed-batch decode's engine is hf-generate (transformers' generate()); {kind} "
+                             "schedules arriving requests: set workload.arrivals (serving)")
+        return kind
 
     @property
     def bits(self) -> int | None:

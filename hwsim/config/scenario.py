@@ -11,7 +11,7 @@ import math
 from typing import Annotated, ClassVar, Literal
 
 import numpy as np
-from pydantic import Field, PlainValidator, model_validator
+from pydantic import Field, PlainValidator, field_validator, model_validator
 
 from hwsim.config import dequant as dequant_type, weight_storage
 from hwsim.config.dequant import KernelFamilyName as KernelFamily, kernel_dequant
@@ -190,6 +190,13 @@ class Engine(Strict):
                                    "its host's launch, plan and scheduling times (docs/serving.md)")
     host: str | None = Field(None, description="engine host profile (hardware_profiles/engine_hosts/); "
                              "default: the engine's own (hf-transformers-h200; sglang: none yet, device time only)")
+
+    @field_validator("kind", mode="before")
+    @classmethod
+    def _a_scheduler_not_a_loop(cls, kind):
+        if kind == HF_GENERATE:
+            raise ValueError("hf-generate decodes one static batch: fixed-batch decode (workload.arrivals kind none)")
+        return kind
 
     @property
     def builtin(self) -> bool:

@@ -38,11 +38,12 @@ def chain_kernels(bits: int) -> int:
     return (1 if bits == 8 else 3 * slices - 1) + 2
 
 
-def expansion(name: str, layer: int, bits: int, quantized_elements: float, residual_elements: float,
-              cache_addr: int, chip) -> list[Kernel]:
+def expansion(name: str, layer: int, bits: int, group: int, quantized_elements: float,
+              residual_elements: float, cache_addr: int, chip) -> list[Kernel]:
     """The kernels of one layer's HQQ dequant and cat: K's chain, V's chain, K's cat, V's cat.
     `quantized_elements`, `residual_elements`: of one of K or V over the batch and KV heads
-    (the residual with this step's token)."""
+    (the residual with this step's token); `group`: elements sharing a zero and a scale (bf16,
+    HQQ's meta in the compute dtype)."""
     ab = ops.ACT_BYTES
     packed = quantized_elements * bits / 8
     slices = unpack_slices(bits)
@@ -66,8 +67,9 @@ def expansion(name: str, layer: int, bits: int, quantized_elements: float, resid
             ks.append(ew(f"{t}_cast{i}", per_slice, per_slice * ab, cache=bits == 8, vectorized=False))
         whole = quantized_elements * ab
         # the zero and scale broadcast over the group: PyTorch's strided kernel
-        ks.append(ew(f"{t}_sub_zero", whole, whole, vectorized=False))
-        ks.append(ew(f"{t}_mul_scale", whole, whole, vectorized=False))
+        meta = quantized_elements / group * ab                # the zeros (the scales)
+        ks.append(ew(f"{t}_sub_zero", whole + meta, whole, vectorized=False))
+        ks.append(ew(f"{t}_mul_scale", whole + meta, whole, vectorized=False))
         return ks
 
     cat_read = (quantized_elements + residual_elements) * ab

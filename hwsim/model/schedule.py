@@ -144,10 +144,12 @@ class Schedule:
                  dequant: str = "software", moe_schedule: str = "per-expert",
                  attention_kernel: str = "flash", max_batch: int = 1,
                  max_context: int = 1, weights: WeightPlan | None = None,
-                 layout: WeightLayout | None = None):
+                 layout: WeightLayout | None = None, appends_by_cat: bool = False):
         """`layout`: the weights' layout of a schedule of the same model and weight formats
         (with_kv, a rebuild at another clock); none: laid out here. Of the chip it keeps
-        the sizes only (hwsim/hw/chip.py ChipSizes): its plans are made from nothing else."""
+        the sizes only (hwsim/hw/chip.py ChipSizes): its plans are made from nothing else.
+        `appends_by_cat`: a bf16 cache grows by a cat of the whole cache each step (transformers'
+        DynamicCache under generate(): _cache_cat)."""
         self.model = model
         self.chip: ChipSizes = chip.sizes
         self.moe_schedule = moe_schedule
@@ -156,7 +158,8 @@ class Schedule:
         self.kv = kv or BF16_KV
         self.dequant = "none" if self.kv.is_unquantized else dequant
         self.kv_dequant = dequant_type.of(self.dequant)     # what the choice does (hwsim/config/dequant.py)
-        self._sizes = {"dequant": dequant, "max_batch": max_batch, "max_context": max_context}
+        self._sizes = {"dequant": dequant, "max_batch": max_batch, "max_context": max_context,
+                       "appends_by_cat": appends_by_cat}
         self.attention.check(model, self.kv)
         self.mem = MemoryMap()
         self._memo: dict = {}
@@ -529,8 +532,19 @@ class Schedule:
         appends = a.appends
         if isinstance(a, MlaAttention) and self.attention.mla_reference:
             appends = [("kv_write", a.kv_lora_rank), ("pe_write", a.qk_rope_dim)]
+        if self._sizes["appends_by_cat"] and self.kv.is_unquantized:
+            return [self._cache_cat(name, layer, s, elems) for name, elems in appends]
         per_el = self.kv.append_bits() / 8
         return [self._kv_append(name, layer, s, elems, per_el) for name, elems in appends]
+
+    @_memo
+    def _cache_cat(self, name: str, layer: int, s: StepShape, elems: int) -> Kernel:
+        """DynamicCache.update's torch.cat([cache, new], dim=-2): the whole cache read from HBM and
+        written again with this step's tokens (a vectorised cat: the H100 traces' 41-48 us for
+        Llama-3.1-8B's 64 MiB K or V at 32k)."""
+        nbytes = s.batch * (s.context + s.queries) * elems * ops.ACT_BYTES
+        return ops.streamed_copy(f"L{layer}.{name}_cat", layer, nbytes, nbytes, ops.EW_OPS_PER_BYTE, self.chip,
+                                 from_cache=True, addr=self._kv_addr(layer), component=Component.KV_WRITE)
 
     @_memo
     def _latent_norm(self, name: str, layer: int, rows: int, width: int, source: str) -> Kernel:
@@ -657,7 +671,8 @@ class Schedule:
         if kv.expansion == "hqq":
             recent = min(kv.recent, context)
             half = elems // 2                       # K's (V's) elements a token and head
-            return hqq_dequant.expansion(name, layer, int(kv.routine.key_bits), rows * (context - recent) * half,
+            return hqq_dequant.expansion(name, layer, int(kv.routine.key_bits), kv.group_size,
+                                         rows * (context - recent) * half,
                                          rows * recent * half, addr, self.chip)
         n = rows * context
         return [ops.unfused_dequant(name, layer, n * per_token_head, n * elems, kv.dequant_ops_per_element(context),
