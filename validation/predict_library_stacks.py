@@ -3,20 +3,26 @@ written down before the H200 runs them: calibration/measure_quantized_cache.py (
 QuantizedCache, HQQ 2/4-bit, against the bf16 DynamicCache) and calibration/measure_gemlite.py
 (gemlite's A16W8/W4/W2 GEMV/GEMM against bf16).
 
-    python validation/predict_library_stacks.py --jsonl calibration/data/h200_library_stacks_predicted.jsonl \
-        --markdown validation/library_stacks_predictions.md
+    python validation/predict_library_stacks.py --jsonl calibration/data/h200_library_stacks_predicted_s22.jsonl
+    python validation/predict_library_stacks.py --hardware h100-sxm --jsonl calibration/data/h100_library_stacks_predicted.jsonl
 
 Nothing is fitted to these stacks; every number is hwsim's own code on the h200-sxm profile:
-- decode steps (`part: step`, keys model, cache, batch, context_tokens): the built-in schedule
-  (scenarios/default.yaml with the row's model and point, `runtime.launch: eager` as transformers
-  runs, `runtime.attention_kernel: cudnn`, the SDPA kernel the H200 HF traces show); the HQQ
-  caches as `kv_cache` {bits 2 or 4, group 64, fp16 scale and zero, the last 128 tokens at 16 bits
-  (the residual), `dequant: unfused`, `kernel: naive`}: one expansion kernel per layer that
-  writes a bf16 copy, then attention over it. `step_ms` is the step (ITL p50), `device_busy_ms`
-  its kernels' busy time. bf16 rows also carry `trace_step_ms` / `trace_device_busy_ms`: the
-  H200 HF Llama eager trace of issue 30 (validation/data/hf_traces_h200/call_1) re-timed at the
-  row's point by the kernel-trace path (validation/predict_hf_traces.py predict_point).
-  The flush step (whole-cache re-quantization) has no hwsim kernel: not predicted.
+- decode steps (`part: step`, keys model, cache, batch, context_tokens): the scenario people run,
+  scenarios/engines/hf-generate-quantized-cache.yaml (workload.engine.kind hf-generate:
+  transformers' generate() loop, its cache under the library's names) at the row's model, point
+  and cache: bf16 is `cache_implementation: dynamic` (the DynamicCache, grown by a cat of the
+  whole cache each step), hqq2/hqq4 `quantized` with cache_config {backend hqq, nbits 2 or 4,
+  q_group_size 64, residual_length 128}, which is the kv_cache {bits, group 64, the last 128
+  tokens at 16 bits, dequant unfused, expansion hqq}: HQQ's dequant as the chain of PyTorch
+  kernels it is (hwsim/model/hqq_dequant.py), then cuDNN's SDPA over the bf16 copy; the step
+  issued by generate()'s eager host (hwsim/serving/engines/generate_host.py; the plan cuDNN builds
+  for a new KV length only where the measuring process had not built it: PLANS_BUILT_BEFORE).
+  `step_ms` is the step (ITL p50), `device_busy_ms` its kernels' busy time, `kernels` the
+  schedule's, `host` what issued them. bf16 rows also carry `trace_step_ms` /
+  `trace_device_busy_ms`: the H200 HF Llama eager trace of issue 30
+  (validation/data/hf_traces_h200/call_1) re-timed at the row's point by the kernel-trace path
+  (validation/predict_hf_traces.py predict_point). The flush step (whole-cache re-quantization)
+  has no hwsim kernel: not predicted.
 - GEMMs (`part: gemm`, keys impl, model, shape, m): bf16 as operators.gemm_kernels; gemlite
   rows as the existing weight-only GEMM families at the row's bytes per weight (codes + a bf16
   scale and zero per 64): `us` the `fast` family (hwsim/model/fast_gemm.py at the profile's
@@ -124,8 +130,8 @@ def predict_all() -> list[dict]:
 
 def markdown(rows: list[dict]) -> str:
     """The tables of validation/library_stacks_predictions.md (its prose is written by hand)."""
-    out = ["Decode steps of Llama-3.1-8B (eager, one token a sequence), ms; hqq cells are the "
-           "built-in schedule with the unfused naive expansion:", "",
+    out = ["Decode steps of Llama-3.1-8B (eager, one token a sequence), ms; every cell is the "
+           "hf-generate scenario (generate()'s eager host; hqq: HQQ's dequant chain):", "",
            "| batch | context | bf16: step / device | bf16 from the HF trace: step / device "
            "| hqq4: step / device | hqq2: step / device | hqq2 attention speedup |",
            "|---:|---:|---|---|---|---|---:|"]
