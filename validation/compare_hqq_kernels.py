@@ -89,7 +89,7 @@ def compare() -> tuple[str, dict[str, list[float]]]:
     for name in sorted(n for n in traces_in(TRACES) if "hqq" in n):
         bits, batch, context = point(name)
         t = traced_classes(trace_path(TRACES / name))
-        per = len(t["attention"])             # layers x recorded steps: one attention a layer
+        per = len(t["sub"]) / 2               # layers x recorded steps: a sub for K and one for V a layer
         after, before = hwsim_classes(bits, batch, context, "hqq"), hwsim_classes(bits, batch, context, "one-pass")
         tot = {"t": 0.0, "a": 0.0, "tc": 0.0, "ac": 0.0}
         for c in CLASSES:
