@@ -139,6 +139,14 @@ the same generate() host through `--generate-host`): step median abs 22.9%, max 
 (device busy) median abs 53.5%, max 76.0%; HQQ rows' kernel time median abs 64.8%. Per layer, the
 dequant and cats the one-pass kernel charged: 84.5% short (table below, "before").
 
+Left: the step errors above 12% are the host's, not the kernels': bf16 b4 32k measures 127.6 ms
+(2x its b1 step, 5x its kernels: generate()'s host at batch 4 is slower than its op count at
+generate_issue_us says), hqq4 b1 8k 71.1 and hqq2 b1 64k 78.8 ms sit far above their neighbours
+of the same cache (hqq2 b1 64k's p10 is 59.3: bimodal), and hqq2 b1 32k runs faster than the
+H200-derived issue cost (20.9 us an op) allows. Of the kernels, the and and shift of the unpack
+at batch 1 are 40-58% short: their 8-17 MB outputs fit hwsim's L2 rule (half the L2), yet they
+run at HBM speed in the traces.
+
 """
 
 
