@@ -105,7 +105,7 @@ def build(cfg: Scenario, profile: HardwareProfile, model: ModelShape, draft: Mod
                         moe_schedule=cfg.runtime.moe_schedule, attention_kernel=cfg.runtime.attention_kernel,
                         max_batch=max(layout.tokens_per_group(w.batch_size)),
                         max_context=max_context, weights=weight_format.plan(cfg.weights, model.weights, families),
-                        layout=weights_layout, appends_by_cat=_generate(w))
+                        layout=weights_layout, appends_by_cat=generate(w))
     unmeasured = dequant_kernels.unmeasured_notes(cfg, schedule, families)
     sram_bytes, router_on_chip = _expert_sram(cfg, model, chip, schedule)
     cluster = Cluster(chip, layout.gpus, layout.gpus_per_node, sram_bytes)
@@ -114,10 +114,6 @@ def build(cfg: Scenario, profile: HardwareProfile, model: ModelShape, draft: Mod
     book: dict = {}
     streams = [Stream(cluster.env, d, cluster.arbiter, KernelTimer(chip, cfg.runtime.fidelity, device=d),
                       launch=cfg.runtime.launch, reuse=cfg.runtime.reuse, book=book) for d in cluster.devices]
-    engine_note = []
-    if _generate(w):                      # generate()'s host issues the steps
-        from hwsim.serving.engines.generate_host import issue_from_generate
-        engine_note.append(issue_from_generate(cfg, model, schedule, streams))
     if w.kernel_trace is not None:        # an imported trace is the schedule (docs/traces.md)
         from hwsim.ktrace.from_scenario import trace_schedule
         schedule = trace_schedule(cfg, schedule, streams, chip)
@@ -134,14 +130,14 @@ def build(cfg: Scenario, profile: HardwareProfile, model: ModelShape, draft: Mod
                                      experts.holder(g // layout.expert_tp) if experts else None)
                    for g, s in enumerate(streams)]
     mem = _memory(cfg, model, schedule, chip, experts)
-    warnings = engine_note + _warnings(cfg, model, schedule, unmeasured, sram_bytes, chip, mem,
-                                       f"{p.gpus} x {profile.name}" if several else profile.name)
+    warnings = _warnings(cfg, model, schedule, unmeasured, sram_bytes, chip, mem,
+                         f"{p.gpus} x {profile.name}" if several else profile.name)
     gpus = _gpus(p, layout, topology, streams, onchips, experts, mem)
     return Built(cfg, profile, model, chip, cluster, streams[0], schedule, onchips[0], router, warnings, gpus,
                  families, draft)
 
 
-def _generate(w) -> bool:
+def generate(w) -> bool:
     """Fixed-batch decode under transformers' generate() (workload.engine.kind hf-generate)."""
     return not w.serving and w.engine is not None
 
