@@ -248,7 +248,7 @@ def _kv_kind(value) -> str:
 AnyKvCache = one_of_modes({k.MODE: k for k in KV_KINDS}, _kv_kind, bad=("element", ("int", "fp8", "vq")),
                           order=("preset", "bits", "key_bits", "value_bits", "element", "group_size",
                                  "scale_format", "zero_point", "sinks", "outliers", "recent", "vq", "dequant",
-                                 "kernel", "expansion", "relayout_ops_subbyte", "relayout_ops_byte"))
+                                 "kernel", "relayout_ops_subbyte", "relayout_ops_byte", "expansion"))
 
 
 def kv_cache(data: dict | None = None) -> KvCache:
