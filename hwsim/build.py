@@ -105,7 +105,7 @@ def build(cfg: Scenario, profile: HardwareProfile, model: ModelShape, draft: Mod
                         moe_schedule=cfg.runtime.moe_schedule, attention_kernel=cfg.runtime.attention_kernel,
                         max_batch=max(layout.tokens_per_group(w.batch_size)),
                         max_context=max_context, weights=weight_format.plan(cfg.weights, model.weights, families),
-                        layout=weights_layout)
+                        layout=weights_layout, appends_by_cat=generate(w))
     unmeasured = dequant_kernels.unmeasured_notes(cfg, schedule, families)
     sram_bytes, router_on_chip = _expert_sram(cfg, model, chip, schedule)
     cluster = Cluster(chip, layout.gpus, layout.gpus_per_node, sram_bytes)
@@ -135,6 +135,11 @@ def build(cfg: Scenario, profile: HardwareProfile, model: ModelShape, draft: Mod
     gpus = _gpus(p, layout, topology, streams, onchips, experts, mem)
     return Built(cfg, profile, model, chip, cluster, streams[0], schedule, onchips[0], router, warnings, gpus,
                  families, draft)
+
+
+def generate(w) -> bool:
+    """Fixed-batch decode under transformers' generate() (workload.engine.kind hf-generate)."""
+    return not w.serving and w.engine is not None
 
 
 def _chip_at_clock(cfg: Scenario, profile: HardwareProfile, sm_clock_hz: float | None) -> ChipSpec:

@@ -118,8 +118,12 @@ def cost(loaded: LoadedScenario, limits: tuple[float | None, float | None] = (No
 
 def build(loaded: LoadedScenario, **options):
     """The simulated system (hwsim/build.py build; `options`: sm_clock_hz, weights_layout)."""
-    from hwsim.build import build as build_system
-    return build_system(loaded.cfg, loaded.profile, loaded.model, draft=loaded.draft, **options)
+    from hwsim.build import build as build_system, generate
+    built = build_system(loaded.cfg, loaded.profile, loaded.model, draft=loaded.draft, **options)
+    if generate(loaded.cfg.workload):       # transformers' generate() issues the steps (a serving-layer host)
+        from hwsim.serving.engines.generate_host import issue_from_generate
+        built.warnings.insert(0, issue_from_generate(loaded.cfg, built.model, built.schedule, built.gpus.streams))
+    return built
 
 
 def checked_build(loaded: LoadedScenario, **options):

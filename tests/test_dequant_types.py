@@ -14,7 +14,8 @@ from hwsim.config.scenario import (Bf16Kv, Fp8Kv, IntKv, KvCache, TensorWeights,
 from hwsim.workload.kv_format import CODES, from_config
 
 KV_KEYS = ["preset", "bits", "key_bits", "value_bits", "element", "group_size", "scale_format", "zero_point",
-           "sinks", "outliers", "recent", "vq", "dequant", "kernel", "relayout_ops_subbyte", "relayout_ops_byte"]
+           "sinks", "outliers", "recent", "vq", "dequant", "kernel", "relayout_ops_subbyte", "relayout_ops_byte",
+           "expansion"]        # session 22: expansion (hqq: HQQ's dequant chain) added last
 
 
 def _names(annotation) -> set[str]:

@@ -43,9 +43,12 @@ def test_missing_sglang_is_one_line_with_the_install_command(monkeypatch):
 def test_engine_keys_need_a_real_engine_and_arrivals():
     with pytest.raises(ConfigError, match="config, host_trace and host are for a real engine"):
         load_scenario(None, [*SERVE, "workload.engine.config={block_size: 64}"])
-    with pytest.raises(ConfigError, match=r"unknown key of fixed-batch decode \(workload.arrivals kind none\)") as e:
-        load_scenario(None, ["workload.engine.kind=hf-transformers"])     # engine: a key of serving only
-    assert e.value.key == "workload.engine"
+    with pytest.raises(ConfigError, match=r"fixed-batch decode's engine is hf-generate .* hf-transformers schedules "
+                                          r"arriving requests: set workload.arrivals") as e:
+        load_scenario(None, ["workload.engine.kind=hf-transformers"])     # a scheduler: a key of serving
+    assert e.value.key == "workload.engine.kind"
+    with pytest.raises(ConfigError, match=r"hf-generate decodes one static batch: fixed-batch decode"):
+        load_scenario(None, [*SERVE, "workload.engine.kind=hf-generate"])
 
 
 def test_engine_host_and_host_trace_choose_the_hosts_numbers(tmp_path):

@@ -57,6 +57,10 @@ NO_EFFECT = {
     "kv_cache.vq.entries": "sets the code width with vq.dims (bits must equal log2(entries) / dims, "
                            "validated); at a given width the codebook's size decides only whether it "
                            "fits in shared memory (refused when it does not): a lookup costs the same",
+    "workload.engine.config.cache_config.backend": "one choice (hqq); the library's other, quanto, is refused",
+    "workload.engine.config.cache_config.axis_key": "HQQ's dequant is the same ops over the same bytes along "
+                                                    "either axis (hwsim/model/hqq_dequant.py)",
+    "workload.engine.config.cache_config.axis_value": "as axis_key",
     "parallel.dp_attention": "states what tp: 1 on several GPUs runs anyway (hwsim/parallel/layout.py: "
                              "simulated layouts are tp = gpus or data-parallel attention); with it, "
                              "tp > 1 is refused",
@@ -79,6 +83,11 @@ COVERED_ELSEWHERE = {
     "workload.engine.config": "tests/test_engine_hf.py::test_budget_splits_a_long_prompt",
     "workload.engine.host": "tests/test_engine_contract.py::test_engine_host_and_host_trace_choose_the_hosts_numbers",
     "workload.engine.host_trace": "tests/test_engine_contract.py::test_engine_host_and_host_trace_choose_the_hosts_numbers",
+    # fixed-batch decode's engine (hf-generate) needs a real model's shapes and its host profile
+    **{f"workload.engine.{k}": "tests/test_hf_generate.py::test_each_generate_field_changes_the_step"
+       for k in ("attention_plans", "config.cache_config.nbits", "config.cache_config.q_group_size",
+                 "config.cache_config.residual_length")},
+    "workload.engine.config.cache_implementation": "tests/test_hf_generate.py::test_cache_implementation_changes_the_step",
 }
 
 # each kind of a block takes only its own keys (hwsim.config.variants): contexts do not stack kinds
@@ -181,6 +190,7 @@ CHANGES: dict[str, tuple[list[str], list[str]]] = {
     "kv_cache.relayout_ops_subbyte": ([*KV4, "kv_cache.kernel=naive"], ["kv_cache.relayout_ops_subbyte=1"]),
     "kv_cache.relayout_ops_byte": (["kv_cache.bits=8", "kv_cache.kernel=naive"], ["kv_cache.relayout_ops_byte=1"]),
     "kv_cache.kernel": (KV4, ["kv_cache.kernel=naive"]),         # issue 44: unset is the measured fast family
+    "kv_cache.expansion": ([*KV4, "kv_cache.dequant=unfused"], ["kv_cache.expansion=hqq"]),
     "moe.routing.kind": (["workload.batch_size=8"], ["moe.routing.kind=zipf"]),
     "moe.routing.zipf_exponent": (ZIPF, ["moe.routing.zipf_exponent=3"]),
     "moe.routing.hot_persist_steps": ([*ZIPF, "workload.decode_steps=3"], ["moe.routing.hot_persist_steps=1"]),

@@ -3,20 +3,26 @@ written down before the H200 runs them: calibration/measure_quantized_cache.py (
 QuantizedCache, HQQ 2/4-bit, against the bf16 DynamicCache) and calibration/measure_gemlite.py
 (gemlite's A16W8/W4/W2 GEMV/GEMM against bf16).
 
-    python validation/predict_library_stacks.py --jsonl calibration/data/h200_library_stacks_predicted.jsonl \
-        --markdown validation/library_stacks_predictions.md
+    python validation/predict_library_stacks.py --jsonl calibration/data/h200_library_stacks_predicted_s22.jsonl
+    python validation/predict_library_stacks.py --hardware h100-sxm --jsonl calibration/data/h100_library_stacks_predicted.jsonl
 
 Nothing is fitted to these stacks; every number is hwsim's own code on the h200-sxm profile:
-- decode steps (`part: step`, keys model, cache, batch, context_tokens): the built-in schedule
-  (scenarios/default.yaml with the row's model and point, `runtime.launch: eager` as transformers
-  runs, `runtime.attention_kernel: cudnn`, the SDPA kernel the H200 HF traces show); the HQQ
-  caches as `kv_cache` {bits 2 or 4, group 64, fp16 scale and zero, the last 128 tokens at 16 bits
-  (the residual), `dequant: unfused`, `kernel: naive`}: one expansion kernel per layer that
-  writes a bf16 copy, then attention over it. `step_ms` is the step (ITL p50), `device_busy_ms`
-  its kernels' busy time. bf16 rows also carry `trace_step_ms` / `trace_device_busy_ms`: the
-  H200 HF Llama eager trace of issue 30 (validation/data/hf_traces_h200/call_1) re-timed at the
-  row's point by the kernel-trace path (validation/predict_hf_traces.py predict_point).
-  The flush step (whole-cache re-quantization) has no hwsim kernel: not predicted.
+- decode steps (`part: step`, keys model, cache, batch, context_tokens): the scenario people run,
+  scenarios/engines/hf-generate-quantized-cache.yaml (workload.engine.kind hf-generate:
+  transformers' generate() loop, its cache under the library's names) at the row's model, point
+  and cache: bf16 is `cache_implementation: dynamic` (the DynamicCache, grown by a cat of the
+  whole cache each step), hqq2/hqq4 `quantized` with cache_config {backend hqq, nbits 2 or 4,
+  q_group_size 64, residual_length 128}, which is the kv_cache {bits, group 64, the last 128
+  tokens at 16 bits, dequant unfused, expansion hqq}: HQQ's dequant as the chain of PyTorch
+  kernels it is (hwsim/model/hqq_dequant.py), then cuDNN's SDPA over the bf16 copy; the step
+  issued by generate()'s eager host (hwsim/serving/engines/generate_host.py; the plan cuDNN builds
+  for a new KV length only where the measuring process had not built it: PLANS_BUILT_BEFORE).
+  `step_ms` is the step (ITL p50), `device_busy_ms` its kernels' busy time, `kernels` the
+  schedule's, `host` what issued them. bf16 rows also carry `trace_step_ms` /
+  `trace_device_busy_ms`: the H200 HF Llama eager trace of issue 30
+  (validation/data/hf_traces_h200/call_1) re-timed at the row's point by the kernel-trace path
+  (validation/predict_hf_traces.py predict_point). The flush step (whole-cache re-quantization)
+  has no hwsim kernel: not predicted.
 - GEMMs (`part: gemm`, keys impl, model, shape, m): bf16 as operators.gemm_kernels; gemlite
   rows as the existing weight-only GEMM families at the row's bytes per weight (codes + a bf16
   scale and zero per 64): `us` the `fast` family (hwsim/model/fast_gemm.py at the profile's
@@ -45,39 +51,42 @@ from hwsim.model.fast_gemm import fast_weight_only_gemm  # noqa: E402
 from hwsim.pipeline import run_config  # noqa: E402
 
 HARDWARE = "h200-sxm"
-GENERATE_HOST = None     # --generate-host: an engine host profile issuing each step as generate() does
+GENERATE = ROOT / "scenarios" / "engines" / "hf-generate-quantized-cache.yaml"
 # calibration/measure_quantized_cache.py runs a point's caches in one process in library_grid.CACHES'
 # order (bf16, hqq2, hqq4) over the same KV lengths: the bf16 run builds cuDNN's plan for each, the
 # HQQ runs find it built (their traces: first-layer SDPA 0.1 ms against bf16's 36 ms)
 PLANS_BUILT_BEFORE = {"hqq2", "hqq4"}
-BASE = ROOT / "scenarios" / "default.yaml"
 HF_TRACES = ROOT / "validation" / "data" / "hf_traces_h200" / "call_1" / "traces"
 # the HF Llama eager traces of issue 30 nearest each measured batch: (batch, context) traced
 TRACED = {1: (1, 1024), 4: (8, 4096)}
 
 
-def cache_sets(cache: str) -> list[str]:
-    """The kv_cache keys of one measured cache (library_grid.CACHES)."""
+def step_sets(model: str, cache: str, batch: int, context: int, hardware: str,
+              expansion: str = "hqq") -> list[str]:
+    """--set of GENERATE for one measured row (library_grid.CACHES): the cache under
+    generate()'s own names; `expansion` one-pass: the one-kernel expansion before issue 44's chain."""
     from library_grid import CACHES, KV_GROUP, RESIDUAL
     bits = CACHES[cache]
+    sets = [f"model={model}", f"hardware={hardware}", f"workload.batch_size={batch}",
+            f"workload.context_tokens={context}", "workload.decode_steps=1", "parallel.allow_overcommit=true",
+            f"workload.engine.attention_plans={'built' if cache in PLANS_BUILT_BEFORE else 'per-step'}"]
     if bits is None:
-        return []
-    return [f"kv_cache.bits={bits}", f"kv_cache.group_size={KV_GROUP}", "kv_cache.scale_format=fp16",
-            "kv_cache.zero_point=true", f"kv_cache.recent.tokens={RESIDUAL}", "kv_cache.recent.bits=16",
-            "kv_cache.dequant=unfused", "kv_cache.kernel=naive"]
+        return sets + ["workload.engine.config.cache_implementation=dynamic", "workload.engine.config.cache_config=null"]
+    return sets + [f"workload.engine.config.cache_config.nbits={bits}",
+                   f"workload.engine.config.cache_config.q_group_size={KV_GROUP}",
+                   f"workload.engine.config.cache_config.residual_length={RESIDUAL}",
+                   *([f"kv_cache.expansion={expansion}"] if expansion != "hqq" else [])]
 
 
-def step_row(model: str, cache: str, batch: int, context: int, memo: dict | None = None) -> dict:
-    sets = [f"model={model}", f"hardware={HARDWARE}", f"workload.batch_size={batch}",
-            f"workload.context_tokens={context}", "workload.decode_steps=1", "runtime.launch=eager",
-            "runtime.attention_kernel=cudnn", "parallel.allow_overcommit=true", *cache_sets(cache)]
-    cfg = load_scenario(BASE, sets)
-    s = run_config(cfg, system(cfg), intervals=False).summary
+def step_row(model: str, cache: str, batch: int, context: int) -> dict:
+    cfg = load_scenario(GENERATE, step_sets(model, cache, batch, context, HARDWARE))
+    built = system(cfg)
+    s = run_config(cfg, built, intervals=False).summary
     row = {"part": "step", "model": model, "cache": cache, "batch": batch, "context_tokens": context,
-           "step_ms": s["itl_ms"]["p50"], "device_busy_ms": s["device_busy_ms"],
-           "basis": "built-in schedule, launch eager, cudnn attention" + (", kv unfused naive" if cache != "bf16" else "")}
-    if GENERATE_HOST:
-        row.update(generate_step(cfg, cache, s["kernels_per_step"], memo if memo is not None else {}))
+           "step_ms": s["itl_ms"]["p50"], "device_busy_ms": s["device_busy_ms"], "kernels": s["kernels_per_step"],
+           "host": next((w for w in built.warnings if w.startswith("engine hf-generate")), ""),
+           "basis": f"{GENERATE.relative_to(ROOT)} (hf-generate: generate()'s eager host, cuDNN SDPA"
+                    + (", HQQ's dequant chain)" if cache != "bf16" else ", bf16 DynamicCache)")}
     if cache != "bf16":
         row.update(byte_ratio=s["kv"]["byte_ratio"], attention_speedup=s["kv"]["attention_speedup"],
                    bits_per_element=s["kv"]["effective_bits_per_element"])
@@ -88,32 +97,6 @@ def step_row(model: str, cache: str, batch: int, context: int, memo: dict | None
         p = predict_point(model, trace_path(trace), traced, (batch, context), hardware=HARDWARE)
         row.update(trace_step_ms=p["wall_ms"], trace_device_busy_ms=p["device_busy_ms"], trace=trace.name)
     return row
-
-
-def generate_step(cfg, cache: str, kernels: float, memo: dict) -> dict:
-    """The step again with generate()'s eager host issuing it: the HF engine host profile's
-    launches of a generate() step with this cache (hwsim/serving/engines/generate_ops.py: the
-    profile's measured bf16 step plus the cache's own counted ops) at its launch_us, spread over
-    the schedule's kernels in order on the stream's host, so each kernel waits for its issue
-    (the plan a new shape builds: only where the measuring process had not built it, PLANS_BUILT_BEFORE)
-    and the device runs behind it (hwsim/engine/stream.py _dispatch); the step ends on the last
-    kernel (generate syncs on the token each step)."""
-    from library_grid import CACHES
-
-    from hwsim.config.load import load_model
-    from hwsim.serving.engine_host import load_engine_host
-    from hwsim.serving.engines.generate_ops import step_host_s, step_launches
-    host = load_engine_host(GENERATE_HOST, key="--generate-host")
-    model = load_model(cfg.model)
-    layers, bits = model.layers, CACHES[cache]
-    host_s = step_host_s(host, model, layers, bits, new_shape=cache not in PLANS_BUILT_BEFORE, memo=memo)
-    built = build(cfg)
-    for stream in built.gpus.streams:
-        stream.launch_s = host_s / kernels
-    s = run_scenario(cfg, built, intervals=False).summary
-    return {"generate_step_ms": s["itl_ms"]["p50"], "generate_host_ms": host_s * 1e3,
-            "generate_launches": step_launches(host, model, layers, bits, memo), "generate_host": GENERATE_HOST,
-            "generate_plan": cache not in PLANS_BUILT_BEFORE}
 
 
 def gemm_row(chip: ChipSpec, families, impl: str, model: str, label: str, m: int, k: int, n: int) -> dict:
@@ -136,8 +119,7 @@ def gemm_row(chip: ChipSpec, families, impl: str, model: str, label: str, m: int
 
 def predict_all() -> list[dict]:
     import library_grid as grid
-    memo: dict = {}                                  # generate() op counts, one per model and cache
-    rows = [step_row(model, cache, b, c, memo)
+    rows = [step_row(model, cache, b, c)
             for model, b, c, cache in grid.step_plan(["llama-3.1-8b"], list(grid.CACHES), grid.POINTS)]
     profile = load_profile(HARDWARE)
     chip, families = ChipSpec.from_profile(profile), from_profile(profile)
@@ -148,8 +130,8 @@ def predict_all() -> list[dict]:
 
 def markdown(rows: list[dict]) -> str:
     """The tables of validation/library_stacks_predictions.md (its prose is written by hand)."""
-    out = ["Decode steps of Llama-3.1-8B (eager, one token a sequence), ms; hqq cells are the "
-           "built-in schedule with the unfused naive expansion:", "",
+    out = ["Decode steps of Llama-3.1-8B (eager, one token a sequence), ms; every cell is the "
+           "hf-generate scenario (generate()'s eager host; hqq: HQQ's dequant chain):", "",
            "| batch | context | bf16: step / device | bf16 from the HF trace: step / device "
            "| hqq4: step / device | hqq2: step / device | hqq2 attention speedup |",
            "|---:|---:|---|---|---|---|---:|"]
@@ -174,15 +156,13 @@ def markdown(rows: list[dict]) -> str:
 
 
 def main() -> int:
-    global HARDWARE, GENERATE_HOST
+    global HARDWARE
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jsonl", required=True)
     ap.add_argument("--markdown", help="write the tables here, after the text above '## The tables'")
     ap.add_argument("--hardware", default=HARDWARE, help="profile to predict on (h100-sxm: post-hoc, issue 44's call got an H100)")
-    ap.add_argument("--generate-host", help="also predict each step with this engine host profile (hardware_profiles/"
-                    "engine_hosts/, e.g. hf-transformers-h200) issuing it as eager generate() does: generate_step_ms")
     args = ap.parse_args()
-    HARDWARE, GENERATE_HOST = args.hardware, args.generate_host
+    HARDWARE = args.hardware
     rows = predict_all()
     with open(args.jsonl, "w") as fh:
         for r in rows:

@@ -101,7 +101,9 @@ def sglang_fields(fields: dict) -> None:
 
 def problems(cfg):
     """(key, message) of an engine the scenario names that cannot run here (hwsim/checks.py)."""
-    if not cfg.workload.serving:            # engine is a key of serving only
+    if not cfg.workload.serving:            # fixed-batch decode: generate()'s loop, or hwsim's
+        if cfg.workload.engine is not None:
+            yield from generate_problems(cfg)
         return
     e = cfg.workload.engine
     if e.builtin:
@@ -122,3 +124,21 @@ def problems(cfg):
         yield ("workload.engine.config" if about_config else "workload.engine.kind"), str(exc)
     except (TypeError, ValueError) as exc:
         yield "workload.engine.config", f"{config_class} refused it: {exc}"
+
+
+def generate_problems(cfg):
+    """(key, message) of an hf-generate engine this scenario cannot run: its cache is the engine
+    config's (a kv_cache block beside it, other than the one it maps to, is refused), one GPU,
+    a dense model (its step's kernels are counted with no routing)."""
+    from hwsim.config.generate_engine import cache_kv
+    e, kv = cfg.workload.engine, cfg.kv_cache
+    mapped = cache_kv(e.config.model_dump())
+    if mapped is None and kv.quantized:
+        yield "kv_cache", ("engine hf-generate's cache is cache_implementation dynamic (the bf16 DynamicCache): "
+                           "drop the kv_cache block, or set workload.engine.config.cache_implementation quantized")
+    elif mapped is not None and (kv.widths() != [mapped["bits"]] * 2 + [16, 16] or kv.dequant != "unfused"
+                                 or kv.group_size != mapped["group_size"] or kv.recent.tokens != mapped["recent"]["tokens"]):
+        yield "kv_cache", ("set by workload.engine.config.cache_config (hf-generate's QuantizedCache): of kv_cache "
+                           "only expansion may be set beside it (one-pass: a what-if of one expansion kernel)")
+    if cfg.parallel.gpus > 1:
+        yield "parallel.gpus", "engine hf-generate is simulated on one GPU"

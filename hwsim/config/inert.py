@@ -90,8 +90,9 @@ RULES: list[tuple[str, str, Acts]] = [
     ("workload.output.", "serving arrivals that draw output lengths (poisson, gamma, closed)", _drawn_lengths),
     ("workload.host_link", "workload.preemption swap", lambda c, m: c.workload.preemption == "swap"),
     ("runtime.moe_schedule", "a MoE model", _moe),
-    ("runtime.attention_kernel", "a bf16 KV cache (a quantized one is read by the fused low-bit kernel)",
-     lambda c, m: not _quantized_kv(c, m)),
+    ("runtime.attention_kernel", "a bf16 KV cache, or one expanded to bf16 first (dequant unfused; "
+     "otherwise a quantized one is read by the fused low-bit kernel)",
+     lambda c, m: not _quantized_kv(c, m) or c.kv_cache.dequant == "unfused"),
     ("moe.routing.overflow", "moe.routing.capacity_factor",
      lambda c, m: _moe(c, m) and c.moe.routing.capacity_factor is not None),
     ("moe.cache.capacity_mib", "expert SRAM in use (moe.cache.policy, moe.prefetch.enabled or pin_router)", _sram),
@@ -105,6 +106,7 @@ RULES: list[tuple[str, str, Acts]] = [
     ("kv_cache.relayout_ops_", "kv_cache.dequant software and a kernel other than fast",
      lambda c, m: _software_kv(c) and not _counted_kernel(c)),
     ("kv_cache.dequant", "a quantized KV cache (some width under 16 bits)", _quantized_kv),
+    ("kv_cache.expansion", "kv_cache.dequant unfused", lambda c, m: c.kv_cache.dequant == "unfused"),
     *[(f"weights.{cls}.kernel", f"weights.{cls} dequantized (software or decoder)", _weights_kernel(cls))
       for cls in ("experts", "attention", "embeddings")],
     ("weights.kernel", "a weights class dequantized (software or decoder)", _weights_kernel(None)),

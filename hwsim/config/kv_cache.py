@@ -46,6 +46,7 @@ KV_PRESETS: dict[str, dict] = {
                      "outliers": {"fraction": 0.02, "bits": 4}},
 }
 SUPPORTED_INT_BITS = {1, 1.5, 2, 3, 4, 5, 6, 8, 16}
+HQQ_BITS = (1, 2, 4, 8)      # HQQ's uint8 packings (hqq/core/bitpack.py; 3 bits packs into int32)
 
 
 def _with_preset(data):
@@ -155,11 +156,30 @@ class IntKv(ScaledKv):
     relayout_ops_byte: float = Field(
         8.0, ge=0, description="the same for byte-wide (8-bit) codes, from the same measurement")
 
+    expansion: Literal["one-pass", "hqq"] = Field(
+        "one-pass", description="dequant unfused: the kernels that write the bf16 copy: one-pass (one "
+                                "expansion kernel a layer) or hqq (HQQ's PyTorch dequant as transformers' "
+                                "QuantizedCache runs it: per bit slice an and, a shift and a cast, the zero "
+                                "and scale applied, the cat with the bf16 residual; implies dequant unfused)")
+
     @model_validator(mode="after")
     def _int_widths(self):
         bad = [b for b in self.widths() if b not in SUPPORTED_INT_BITS]
         if bad:
             raise ValueError(f"integer codes support {sorted(SUPPORTED_INT_BITS)} bits, not {bad[0]:g}")
+        return self
+
+    @model_validator(mode="after")
+    def _hqq_is_unfused(self):
+        if self.expansion != "hqq":
+            return self
+        if self.dequant != "unfused" and ("dequant" in self.model_fields_set or self.kernel is not None):
+            raise ValueError(f"expansion hqq is an unfused expansion pass (dequant unfused, kernel naive "
+                             f"or unset), not dequant {self.dequant}")
+        bad = [b for b in self.widths()[:2] if b not in HQQ_BITS]
+        if bad:
+            raise ValueError(f"expansion hqq unpacks {'/'.join(map(str, HQQ_BITS))}-bit codes, not {bad[0]:g}")
+        object.__setattr__(self, "dequant", "unfused")
         return self
 
 
@@ -228,7 +248,7 @@ def _kv_kind(value) -> str:
 AnyKvCache = one_of_modes({k.MODE: k for k in KV_KINDS}, _kv_kind, bad=("element", ("int", "fp8", "vq")),
                           order=("preset", "bits", "key_bits", "value_bits", "element", "group_size",
                                  "scale_format", "zero_point", "sinks", "outliers", "recent", "vq", "dequant",
-                                 "kernel", "relayout_ops_subbyte", "relayout_ops_byte"))
+                                 "kernel", "relayout_ops_subbyte", "relayout_ops_byte", "expansion"))
 
 
 def kv_cache(data: dict | None = None) -> KvCache:

@@ -11,12 +11,13 @@ import math
 from typing import Annotated, ClassVar, Literal
 
 import numpy as np
-from pydantic import Field, PlainValidator, model_validator
+from pydantic import Field, PlainValidator, field_validator, model_validator
 
 from hwsim.config import dequant as dequant_type, weight_storage
 from hwsim.config.dequant import KernelFamilyName as KernelFamily, kernel_dequant
 from hwsim.config.kv_cache import (  # noqa: F401  (the kv_cache block, re-exported for its readers)
     KV_PRESETS, AnyKvCache, Bf16Kv, Fp8Kv, IntKv, KvCache, QuantizedKv, VqKv, kv_cache)
+from hwsim.config.generate_engine import HF_GENERATE, GenerateEngine, cache_kv
 from hwsim.config.names import SafeName
 from hwsim.config.strict import Strict
 from hwsim.config.variants import Variant, one_of, one_of_modes
@@ -190,6 +191,13 @@ class Engine(Strict):
     host: str | None = Field(None, description="engine host profile (hardware_profiles/engine_hosts/); "
                              "default: the engine's own (hf-transformers-h200; sglang: none yet, device time only)")
 
+    @field_validator("kind", mode="before")
+    @classmethod
+    def _a_scheduler_not_a_loop(cls, kind):
+        if kind == HF_GENERATE:
+            raise ValueError("hf-generate decodes one static batch: fixed-batch decode (workload.arrivals kind none)")
+        return kind
+
     @property
     def builtin(self) -> bool:
         """hwsim's own loop, not a real engine's scheduler."""
@@ -304,6 +312,16 @@ class Workload(Variant):
 
 class FixedBatchWorkload(Workload):
     """batch_size sequences decode decode_steps steps together (arrivals kind none)."""
+    engine: GenerateEngine | None = Field(
+        None, description="the loop that issues the steps: unset, hwsim's own; hf-generate, transformers' "
+                          "generate() (its cache under the library's names; hwsim/config/generate_engine.py)")
+
+    @model_validator(mode="after")
+    def _generate_decodes(self):
+        if self.engine is not None and (self.kernel_trace is not None or self.speculative is not None):
+            raise ValueError("engine hf-generate runs hwsim's schedule of plain decode steps: not with "
+                             "kernel_trace or speculative")
+        return self
 
 
 class ServingWorkload(Workload):
@@ -674,6 +692,23 @@ class Scenario(Strict):
         graphs = config.get("use_cuda_graph")
         graphs = any(graphs) if isinstance(graphs, (list, tuple)) else bool(graphs)
         return _runtime_defaults(data, {"launch": "graph" if graphs else "eager", "moe_schedule": "grouped"})
+
+    @model_validator(mode="before")
+    @classmethod
+    def _hf_generate(cls, data):
+        """transformers' generate() launches each step eagerly and runs SDPA on cuDNN (the H100 and
+        H200 HF traces), unless runtime says otherwise; its quantized cache is the kv_cache block
+        (hwsim/config/generate_engine.py cache_kv) under the scenario's own kv_cache keys (one that
+        changes the storage is refused by the checks: hwsim/config/engine_install.py)."""
+        engine = _workload_block(data).get("engine")
+        if not isinstance(engine, dict) or engine.get("kind") != HF_GENERATE:
+            return data
+        data = _runtime_defaults(data, {"launch": "eager", "attention_kernel": "cudnn"})
+        kv = cache_kv(engine.get("config") if isinstance(engine.get("config"), dict) else {})
+        own = data.get("kv_cache", {})
+        if kv is not None and isinstance(own, dict):      # the scenario's keys over the engine's (a what-if:
+            data = {**data, "kv_cache": {**kv, **own}}    # expansion one-pass; the checks refuse the rest)
+        return data
 
     @model_validator(mode="before")
     @classmethod

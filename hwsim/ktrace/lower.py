@@ -22,8 +22,7 @@ from hwsim.parallel import collectives
 # larger one streams from (to) HBM (ops.in_hbm). What a kernel streamed since is the L2 walk's
 # (ktrace/schedule.py: l2_walked). A gather or scatter loads its index first (ops.INDEX_TRIPS: the
 # large-index kernels; the small-index ones chain a load a row).
-EW_OPS_PER_BYTE = 0.25    # fp32 ops per byte of a generic element-wise kernel (an add: 1 op per bf16
-                          # element read twice); the compute is never what limits these
+EW_OPS_PER_BYTE = ops.EW_OPS_PER_BYTE   # a generic element-wise kernel's ops (ops.py says why)
 DATA = {"experts": Component.EXPERT_READ, "attention": Component.WEIGHT_READ,
         "embeddings": Component.WEIGHT_READ}
 HOST_LINK = HOST_LINKS["pcie-gen5"]

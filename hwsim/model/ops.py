@@ -544,6 +544,8 @@ def one_shot_combine(name: str, layer: int, query_rows: int, splits: int, v_dim:
                   round_trips=COMBINE_ROUND_TRIPS)
 
 
+EW_OPS_PER_BYTE = 0.25    # fp32 ops per byte of a generic element-wise kernel (an add: 1 op per bf16
+                          # element read twice); the compute is never what limits these
 L2_RESIDENT_SHARE = 0.5   # a tensor up to half the L2 is read from (written into) L2, as the kernel
                           # before it left it; a larger one streams from (to) HBM
 INDEX_TRIPS = 2           # a gather or scatter loads its index before the data it points at

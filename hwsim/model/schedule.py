@@ -20,7 +20,7 @@ from hwsim.config import dequant as dequant_type
 from hwsim.hw.chip import ChipSizes, ChipSpec
 from hwsim.metrics import Component
 from hwsim.model import ir
-from hwsim.model import fast_kv_grid, fast_kv_occupancy, moe_kernels, ops, paged_sdpa
+from hwsim.model import fast_kv_grid, fast_kv_occupancy, hqq_dequant, moe_kernels, ops, paged_sdpa
 from hwsim.model.blocks import DENSE_FFN, attention_kernel as attention_block, moe_schedule as moe_block
 from hwsim.model.fast_gemm import fast_weight_only_gemm
 from hwsim.model.kernel import ExpertBlock, Kernel, Role, StreamItem, copy_kernel, relocated, timing_of
@@ -144,10 +144,12 @@ class Schedule:
                  dequant: str = "software", moe_schedule: str = "per-expert",
                  attention_kernel: str = "flash", max_batch: int = 1,
                  max_context: int = 1, weights: WeightPlan | None = None,
-                 layout: WeightLayout | None = None):
+                 layout: WeightLayout | None = None, appends_by_cat: bool = False):
         """`layout`: the weights' layout of a schedule of the same model and weight formats
         (with_kv, a rebuild at another clock); none: laid out here. Of the chip it keeps
-        the sizes only (hwsim/hw/chip.py ChipSizes): its plans are made from nothing else."""
+        the sizes only (hwsim/hw/chip.py ChipSizes): its plans are made from nothing else.
+        `appends_by_cat`: a bf16 cache grows by a cat of the whole cache each step (transformers'
+        DynamicCache under generate(): _cache_cat)."""
         self.model = model
         self.chip: ChipSizes = chip.sizes
         self.moe_schedule = moe_schedule
@@ -156,7 +158,8 @@ class Schedule:
         self.kv = kv or BF16_KV
         self.dequant = "none" if self.kv.is_unquantized else dequant
         self.kv_dequant = dequant_type.of(self.dequant)     # what the choice does (hwsim/config/dequant.py)
-        self._sizes = {"dequant": dequant, "max_batch": max_batch, "max_context": max_context}
+        self._sizes = {"dequant": dequant, "max_batch": max_batch, "max_context": max_context,
+                       "appends_by_cat": appends_by_cat}
         self.attention.check(model, self.kv)
         self.mem = MemoryMap()
         self._memo: dict = {}
@@ -529,8 +532,19 @@ class Schedule:
         appends = a.appends
         if isinstance(a, MlaAttention) and self.attention.mla_reference:
             appends = [("kv_write", a.kv_lora_rank), ("pe_write", a.qk_rope_dim)]
+        if self._sizes["appends_by_cat"] and self.kv.is_unquantized:
+            return [self._cache_cat(name, layer, s, elems) for name, elems in appends]
         per_el = self.kv.append_bits() / 8
         return [self._kv_append(name, layer, s, elems, per_el) for name, elems in appends]
+
+    @_memo
+    def _cache_cat(self, name: str, layer: int, s: StepShape, elems: int) -> Kernel:
+        """DynamicCache.update's torch.cat([cache, new], dim=-2): the whole cache read from HBM and
+        written again with this step's tokens (a vectorised cat: the H100 traces' 41-48 us for
+        Llama-3.1-8B's 64 MiB K or V at 32k)."""
+        nbytes = s.batch * (s.context + s.queries) * elems * ops.ACT_BYTES
+        return ops.streamed_copy(f"L{layer}.{name}_cat", layer, nbytes, nbytes, ops.EW_OPS_PER_BYTE, self.chip,
+                                 from_cache=True, addr=self._kv_addr(layer), component=Component.KV_WRITE)
 
     @_memo
     def _latent_norm(self, name: str, layer: int, rows: int, width: int, source: str) -> Kernel:
@@ -632,9 +646,7 @@ class Schedule:
             kw["decoder_elements_per_token_head"] = elems * self.kv.quantized_fraction(context)
             kw["block_m"] = ops.MMA_M
         elif d.on_sm:               # unfused: an expansion pass to bf16 in HBM first
-            n = s.batch * kv_heads * context
-            ks.append(ops.unfused_dequant(f"L{layer}.kv_dequant", layer, n * per_token_head, n * elems,
-                                          self.kv.dequant_ops_per_element(context), addr, self.chip))
+            ks += self._unfused_expansion(layer, s.batch * kv_heads, context, per_token_head, elems, addr)
             per_token_head = elems * ops.ACT_BYTES
         if "block_m" not in kw:      # a bf16 cache (or one expanded to bf16 first)
             kw["library"] = self.attention.library
@@ -649,6 +661,22 @@ class Schedule:
         ks += ops.decode_attention(f"L{layer}.attention", layer, s.batch, a.heads * s.queries, kv_heads, qk_dim,
                                    v_dim, context, per_token_head, addr, self.chip, **kw)
         return ks
+
+    def _unfused_expansion(self, layer: int, rows: int, context: int, per_token_head: float, elems: int,
+                           addr: int) -> list[Kernel]:
+        """The kernels that write a bf16 copy of `layer`'s cache (`rows` sequence-KV-head pairs of
+        `context` tokens) before the attention: one expansion pass, or HQQ's chain of PyTorch ops
+        and the cat with the bf16 residual (kv_cache.expansion hqq: hwsim/model/hqq_dequant.py)."""
+        name, kv = f"L{layer}.kv_dequant", self.kv
+        if kv.expansion == "hqq":
+            recent = min(kv.recent, context)
+            half = elems // 2                       # K's (V's) elements a token and head
+            return hqq_dequant.expansion(name, layer, int(kv.routine.key_bits), kv.group_size,
+                                         rows * (context - recent) * half,
+                                         rows * recent * half, addr, self.chip)
+        n = rows * context
+        return [ops.unfused_dequant(name, layer, n * per_token_head, n * elems, kv.dequant_ops_per_element(context),
+                                    addr, self.chip)]
 
     def _kv_addr(self, layer: int) -> int:
         return self._w(layer, "kv_cache")

@@ -112,6 +112,7 @@ class KvFormat:
     # a kernel family costed per stored width instead (hwsim.model.dequant_kernels: `fast`):
     # (bits, ops per element) ascending; a width between two takes the wider one's
     kernel_ops_by_bits: tuple[tuple[float, float], ...] = ()
+    expansion: str = "one-pass"  # dequant unfused: one expansion kernel, or "hqq": HQQ's chain (hqq_dequant.py)
 
     @property
     def codes(self) -> Codes:
@@ -227,7 +228,7 @@ def from_config(kv, kernel=None) -> KvFormat:
         recent=kv.recent.tokens, recent_bits=kv.recent.bits,
         group_size=keys["group_size"], scale_format=keys["scale_format"], zero_point=keys["zero_point"],
         element=keys["element"], vq_entries=keys["vq"].entries, vq_dims=keys["vq"].dims,
-        **costs,
+        expansion=keys["expansion"], **costs,
     )
 
 

@@ -98,8 +98,12 @@ def step_host_s(host, model, layers: int, bits: int | None = None, new_shape: bo
     (`generate_plan_ms`) when the attention's shape is `new_shape` (a growing cache's KV length is
     new every step, unless an earlier run in the process built the plan for it). A profile without
     the split: its `launch_us`, the plan spread over the kernels of the step it was measured on."""
+    return host_s_of(host, step_launches(host, model, layers, bits, memo), new_shape)
+
+
+def host_s_of(host, launches: float, new_shape: bool = True) -> float:
+    """step_host_s for a step of `launches` kernels however counted."""
     speed = host.cpu_speed.value
-    launches = step_launches(host, model, layers, bits, memo)
     if host.generate_issue_us is None or host.generate_plan_ms is None:
         return launches * host.launch_us.value * 1e-6 / speed
     plan = host.generate_plan_ms.value * 1e-3 if new_shape else 0.0
