@@ -12,6 +12,10 @@ from hwsim.serving.engine_host import EngineHost, load_engine_host
 from hwsim.serving.packed_attention import packed_shape
 from hwsim.serving.step_clock import StepClock, StepBatch
 
+# the default HF host profile's per-launch and plan costs (hardware_profiles/engine_hosts/hf-transformers-h200.yaml)
+LAUNCH_S = load_engine_host("hf-transformers-h200").launch_us.value * 1e-6
+PLAN_S = load_engine_host("hf-transformers-h200").plan_ms.value * 1e-3
+
 PAD = (64, 16384, 8192, 1345 * 256)         # the H100 graphs run's q / KV intervals, budget, pages
 
 
@@ -119,7 +123,7 @@ def packed_host(cuda_graph=False, async_batching=False, eff=0.124):
 
 def test_graphs_first_prefill_of_a_new_padded_shape_costs_a_capture(built):
     clock, host = packed_clock(built, cuda_graph=True)
-    eager = (46 * 32 + 26) * 45.6e-6
+    eager = (46 * 32 + 26) * LAUNCH_S
     first = clock.time([(700, 0)])
     again = clock.time([(690, 0)])                           # pads to the same 704 x 16,384: replayed
     third = clock.time([(705, 0)])                           # 768: a new shape, captured
@@ -136,7 +140,7 @@ def test_a_capture_is_not_overlapped_by_async_batching(built):
     batch = [(1, 1000)] * 8
     first = clock.time(batch)                                # a capture on IO pair 1: synchronous
     sched = 85.0e-6 + 8 * (47.3 + 747.0) * 1e-6
-    eager = (46 * 32 + 26) * 45.6e-6
+    eager = (46 * 32 + 26) * LAUNCH_S
     assert first.total_s == pytest.approx(sched + max(eager, first.device_s) + eager)
     clock.time(batch)                                        # pair 0's capture
     replay = clock.time(batch)

@@ -9,6 +9,10 @@ from hwsim.config.load import load_model
 from hwsim.serving.engine_host import load_engine_host
 from hwsim.serving.engines.generate_ops import step_host_s, step_launches, step_ops
 
+# the default HF host profile's per-launch and plan costs (hardware_profiles/engine_hosts/hf-transformers-h200.yaml)
+LAUNCH_S = load_engine_host("hf-transformers-h200").launch_us.value * 1e-6
+PLAN_S = load_engine_host("hf-transformers-h200").plan_ms.value * 1e-3
+
 
 @pytest.fixture(scope="module")
 def memo():
@@ -30,7 +34,7 @@ def test_dynamic_cache_step_is_the_profiles_measured_step(memo):
 def test_a_profile_without_the_split_spreads_the_plan_over_launch_us(memo):
     model = load_model("llama-3.1-8b")
     host = load_engine_host("hf-transformers-h200").model_copy(update={"generate_plan_ms": None})
-    assert step_host_s(host, model, model.layers, memo=memo) == pytest.approx(1498 * 45.6e-6)
+    assert step_host_s(host, model, model.layers, memo=memo) == pytest.approx(1498 * LAUNCH_S)
 
 
 @pytest.mark.parametrize("bits, measured", [(4, 2010), (2, 2394)])

@@ -10,6 +10,10 @@ from hwsim.serving.engine_host import EngineHost, load_engine_host
 from hwsim.serving.loop import StepOracle
 from hwsim.serving.step_clock import StepBatch, StepClock
 
+# the default HF host profile's per-launch and plan costs (hardware_profiles/engine_hosts/hf-transformers-h200.yaml)
+LAUNCH_S = load_engine_host("hf-transformers-h200").launch_us.value * 1e-6
+PLAN_S = load_engine_host("hf-transformers-h200").plan_ms.value * 1e-3
+
 
 @pytest.fixture(scope="module")
 def built():
@@ -68,10 +72,10 @@ def test_eager_host_bounds_the_step_and_plans_once_per_shape(built):
     clock = StepClock(built, host=host)
     batch = [(1, 1000)] * 4
     first, again = clock.time(batch), clock.time(batch)
-    issue = (46 * 32 + 26) * 45.6e-6
+    issue = (46 * 32 + 26) * LAUNCH_S
     sched = (85.0 + 4 * (47.3 + 747.0)) * 1e-6                            # scheduling and masks
     assert again.total_s == pytest.approx(sched + max(issue, again.device_s))
-    assert first.total_s - again.total_s == pytest.approx(11.04e-3)         # the cuDNN plan, once
+    assert first.total_s - again.total_s == pytest.approx(PLAN_S)         # the cuDNN plan, once
     assert host.plans_built == 1
 
 
@@ -82,7 +86,7 @@ def test_graphs_replay_after_capturing_each_padded_shape(built):
     first, graphs = clock.time(batch), clock.time(batch)
     sched = (85.0 + 4 * (47.3 + 747.0)) * 1e-6
     assert graphs.total_s == pytest.approx(sched + 9.85e-6 + graphs.device_s)
-    eager = (46 * 32 + 26) * 45.6e-6    # the capture (ModelRunner._capture_graph): an eager forward, run,
+    eager = (46 * 32 + 26) * LAUNCH_S    # the capture (ModelRunner._capture_graph): an eager forward, run,
     assert first.total_s == pytest.approx(sched + max(eager, first.device_s) + eager)   # then recorded only
     both = StepClock(built, host=EngineHost(p, 32, cuda_graph=True, async_batching=True))
     both.time(batch), both.time(batch)                # a capture on each of the two IO pairs
