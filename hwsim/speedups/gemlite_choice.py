@@ -15,7 +15,8 @@ from hwsim.model.gemlite_configs import load_configs, pick_config
 from hwsim.model.gemlite_gemm import H100_COSTS, GemliteCosts, gemlite_gemm, matmul_type
 
 GEMLITE_GROUP = 64        # the group calibration/measure_gemlite.py measured
-GEMLITE_BITS = (4,)       # the widths a run's fast verdict weighs gemlite at (the fast family's is 4)
+GEMLITE_FORMATS = {"int4": 4}   # weight formats a run's fast verdict weighs gemlite at: integer codes
+                                # with group scales (not MXFP4/NVFP4), the fast family's width
 GEMLITE_FITTED_ON = "h100-sxm"   # the profile whose card calibration/fit_gemlite.py's rows ran on
 FAST_W4 = WeightFormat("int4", FAST_GROUP, "fp16", "software")   # as calibration/fast_predictions.py fitted it
 

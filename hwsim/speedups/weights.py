@@ -18,7 +18,7 @@ from hwsim.model import ops
 from hwsim.model.dequant_kernels import FAMILIES, Families
 from hwsim.model.schedule import Schedule
 from hwsim.model.weight_format import decoder_takes
-from hwsim.speedups.gemlite_choice import GEMLITE_BITS, gemlite_time_s
+from hwsim.speedups.gemlite_choice import GEMLITE_FORMATS, gemlite_time_s
 from hwsim.workload.router import expected_distinct
 
 
@@ -64,8 +64,8 @@ def expert_gemm_speedup_by_kernel(schedule: Schedule, chip: ChipSpec, batch: int
             variant = replace(fmt, dequant="software", kernel=kernel) if kernel else None
         out[family] = bf16 / time(variant) if variant else None
     kernels = {f: KERNEL_OF[f] for f, v in out.items() if v is not None}
-    if out["fast"] is not None and fmt.stored.code_bits in GEMLITE_BITS and fmt.group_size > 0:
-        gemlite = bf16 / gemlite_time_s(chip, m, k, n, fmt.stored.code_bits, fmt.group_size, addr,
+    if out["fast"] is not None and fmt.format in GEMLITE_FORMATS and fmt.group_size > 0:
+        gemlite = bf16 / gemlite_time_s(chip, m, k, n, GEMLITE_FORMATS[fmt.format], fmt.group_size, addr,
                                         Component.EXPERT_READ)
         if gemlite > out["fast"]:
             out["fast"], kernels["fast"] = gemlite, "gemlite"
