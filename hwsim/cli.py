@@ -525,7 +525,7 @@ def _print_summary(s, paths: dict, figures: str) -> None:
     if by := s.weights.expert_gemm_speedup_by_kernel:
         from hwsim.model.dequant_kernels import spread_line
         console.print(spread_line(f"{s.weights.experts.format} expert GEMM at {by['rows']} rows", by,
-                                  s.weights.kernel_basis), soft_wrap=True)
+                                  s.weights.kernel_basis, s.weights.expert_gemm_kernel), soft_wrap=True)
     if p := s.power:
         clock = (f"settled at {p.sm_clock_mhz:.0f} MHz (the limit; {p.watts_at_max_clock:.0f} W "
                  f"at {p.max_clock_mhz:.0f} MHz)" if p.throttled else f"{p.sm_clock_mhz:.0f} MHz")

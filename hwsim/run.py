@@ -19,6 +19,7 @@ from hwsim.model.expert_sram import pooled_hit_rates
 from hwsim.model.schedule import StepShape
 from hwsim.results import RunResult, cyclic_gc_paused
 from hwsim.speedups.kv import attention_speedups
+from hwsim.speedups.gemlite_choice import GEMLITE_FITTED_ON
 from hwsim.speedups.weights import expert_gemm_speedup_by_kernel
 from hwsim.step import PassPlan, StepResult, simulate_pass
 from hwsim.summary import (HostSummary, KVSummary, MemorySummary, MoECache, MoEPrefetch, MoESummary,
@@ -313,13 +314,15 @@ def weights_summary(b: Built) -> WeightsSummary:
 def expert_kernel_summary(b: Built) -> dict:
     """The spread of the experts' GEMM speed over dequant kernel families (issue 31)."""
     families = b.families
-    by = expert_gemm_speedup_by_kernel(b.schedule, b.chip, b.scenario.workload.batch_size, families)
+    by, kernels = expert_gemm_speedup_by_kernel(b.schedule, b.chip, b.scenario.workload.batch_size, families)
     basis = {f: dequant_kernels.basis(families, f) for f, v in (by or {}).items()
              if f in dequant_kernels.FAMILIES and v is not None}
+    if kernels.get("fast") == "gemlite":        # its costs were fitted on the H100 alone
+        basis["fast"] = "measured" if b.chip.name == GEMLITE_FITTED_ON else "h100-fitted"
     family = b.schedule.wplan.experts.kernel_family if by else None        # issue 44: the verdicts
     return {"expert_gemm_speedup_by_kernel": by, "kernel_basis": basis, "kernel_family": family,
-            "expert_gemm_speedup": by.get(family) if by else None,
-            "verdicts": dequant_kernels.verdicts(by, basis)}
+            "expert_gemm_speedup": by.get(family) if by else None, "expert_gemm_kernel": kernels or None,
+            "verdicts": dequant_kernels.verdicts(by, basis, kernels or None)}
 
 
 def moe_summary(cfg: Scenario, b: Built, steps: list[StepResult]) -> MoESummary | None:

@@ -205,6 +205,7 @@ class WeightsSummary(Part):
     kernel_basis: dict
     kernel_family: str | None       # the family expert_gemm_speedup came from (None: no expansion)
     expert_gemm_speedup: float | None
+    expert_gemm_kernel: dict | None  # family -> the kernel its speedup came from (fast: fast-w4a16 or gemlite)
     verdicts: dict | None           # naive, best measured, native decoder (dequant_kernels.verdicts)
 
 

@@ -184,18 +184,26 @@ def unmeasured_notes(cfg, schedule, families: Families) -> list[str]:
 
 
 LABEL = {"naive": "the naive kernel", "fast": "the fast kernel", "native-decoder": "a native decoder"}
-ESTIMATED = {"predicted": "estimated: predicted, unmeasured", "what-if": "estimated: what-if silicon"}
+KERNEL_LABEL = {"gemlite": "gemlite's kernel"}      # a family's figure from a kernel not its own (issue 44)
+ESTIMATED = {"predicted": "estimated: predicted, unmeasured", "what-if": "estimated: what-if silicon",
+             "h100-fitted": "estimated: costs fitted on an H100"}
 
 
-def verdicts(by: dict | None, basis: dict) -> dict | None:
+def label(family: str, kernels: dict | None) -> str:
+    return KERNEL_LABEL.get((kernels or {}).get(family), LABEL[family])
+
+
+def verdicts(by: dict | None, basis: dict, kernels: dict | None = None) -> dict | None:
     """The three verdicts a run reports for sub-byte KV or weights (issue 44): the naive kernel's,
     the best measured family's and the native decoder's, each a speedup over bf16 with its family
     and whether it is measured (else estimated); None where no family gives one (a bf16 cache,
-    native FP8 weights). `by`: family -> speedup or None; `basis`: family -> basis()."""
+    native FP8 weights). `by`: family -> speedup or None; `basis`: family -> basis(); `kernels`
+    (weights): family -> the kernel its figure came from, added to each verdict as `kernel`."""
     got = {f: v for f, v in (by or {}).items() if f in FAMILIES and v is not None}
     if not got:
         return None
-    entry = lambda f: ({"family": f, "speedup": got[f], "measured": basis.get(f) == "measured"}  # noqa: E731
+    named = lambda f: {"kernel": kernels[f]} if kernels else {}  # noqa: E731
+    entry = lambda f: ({"family": f, **named(f), "speedup": got[f], "measured": basis.get(f) == "measured"}  # noqa: E731
                        if f in got else None)
     measured = [f for f in got if basis.get(f) == "measured"]
     best = max(measured, key=got.get) if measured else None
@@ -203,20 +211,20 @@ def verdicts(by: dict | None, basis: dict) -> dict | None:
             "native_decoder": entry("native-decoder")}
 
 
-def spread_line(what: str, by: dict | None, basis: dict) -> str | None:
+def spread_line(what: str, by: dict | None, basis: dict, kernels: dict | None = None) -> str | None:
     """One line of a run's report: the naive, best-measured and native-decoder verdicts (speedups
     over bf16), each marked measured or estimated, then any other family the chip offers (the
     fast kernel while it is predicted). `by`: family -> speedup or None; `basis`: family -> how
-    it is known (basis())."""
-    v = verdicts(by, basis)
+    it is known (basis()); `kernels`: family -> the kernel its figure came from (weights)."""
+    v = verdicts(by, basis, kernels)
     if v is None:
         return None
     mark = lambda f: "measured" if basis.get(f) == "measured" else ESTIMATED[basis[f]]  # noqa: E731
     said = lambda e: f"{e['speedup']:.2f}x ({mark(e['family'])})"  # noqa: E731
     naive = f"naive kernel {said(v['naive'])}" if v["naive"] else "naive kernel: none"
-    best = (f"best measured {v['best_measured']['speedup']:.2f}x ({LABEL[v['best_measured']['family']]})"
+    best = (f"best measured {v['best_measured']['speedup']:.2f}x ({label(v['best_measured']['family'], kernels)})"
             if v["best_measured"] else "best measured: none")
     decoder = f"native decoder {said(v['native_decoder'])}" if v["native_decoder"] else "native decoder: none on this chip"
-    others = [f"{LABEL[f]} {by[f]:.2f}x ({mark(f)})" for f in FAMILIES
+    others = [f"{label(f, kernels)} {by[f]:.2f}x ({mark(f)})" for f in FAMILIES
               if f not in ("naive", "native-decoder") and (by or {}).get(f) is not None]
     return f"{what} over bf16: " + "; ".join([naive, best, decoder] + (["also " + ", ".join(others)] if others else []))

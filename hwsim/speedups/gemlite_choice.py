@@ -11,10 +11,13 @@ from hwsim.metrics import Component
 from hwsim.model.dequant_kernels import Families
 from hwsim.model.fast_gemm import FAST_GROUP, fast_weight_only_gemm
 from hwsim.model.weight_format import WeightFormat
-from hwsim.model.gemlite_configs import pick_config
+from hwsim.model.gemlite_configs import load_configs, pick_config
 from hwsim.model.gemlite_gemm import H100_COSTS, GemliteCosts, gemlite_gemm, matmul_type
 
 GEMLITE_GROUP = 64        # the group calibration/measure_gemlite.py measured
+GEMLITE_FORMATS = {"int4": 4}   # weight formats a run's fast verdict weighs gemlite at: integer codes
+                                # with group scales (not MXFP4/NVFP4), the fast family's width
+GEMLITE_FITTED_ON = "h100-sxm"   # the profile whose card calibration/fit_gemlite.py's rows ran on
 FAST_W4 = WeightFormat("int4", FAST_GROUP, "fp16", "software")   # as calibration/fast_predictions.py fitted it
 
 
@@ -31,3 +34,12 @@ def w4_times_us(chip: ChipSpec, families: Families, configs: dict, m: int, k: in
     g_us = operators.device_time_s(chip, gem_ks) * 1e6
     return {"fast_us": f_us, "gemlite_us": g_us, "gemlite_kernel": matmul_type(m, 4),
             "quicker": "gemlite" if g_us < f_us else "fast"}
+
+
+def gemlite_time_s(chip: ChipSpec, m: int, k: int, n: int, bits: int, group: int, addr: int, data: Component,
+                   costs: GemliteCosts = H100_COSTS) -> float:
+    """gemlite's GEMM x[m, k] @ W[n, k]^T alone on the device, at the config it ships for the H100
+    (the only card whose configs and costs hwsim has: elsewhere an estimate)."""
+    cfg, _ = pick_config(load_configs("h100"), m, n, k, group, bits)
+    return operators.device_time_s(chip, gemlite_gemm("gemlite", 0, m, k, n, bits, group, cfg, costs, chip,
+                                                      weight_addr=addr, data=data))
