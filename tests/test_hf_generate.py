@@ -129,7 +129,8 @@ def test_bad_fields_are_one_line_and_exit_2(bad, said):
 def test_expansion_hqq_is_unfused_and_needs_hqqs_packings():
     assert kv_cache({"bits": 4, "expansion": "hqq"}).dequant == "unfused"
     for bad, said in (({"bits": 2, "expansion": "hqq", "dequant": "software"}, "unfused expansion pass"),
-                      ({"bits": 3, "expansion": "hqq"}, "unpacks 1/2/4/8-bit codes")):
+                      ({"bits": 3, "expansion": "hqq"}, "unpacks 1/2/4/8-bit codes"),
+                      ({"bits": 4, "expansion": "one-pass", "dequant": "software"}, "set it with dequant unfused")):
         with pytest.raises(ValueError, match=said):
             kv_cache(bad)
 

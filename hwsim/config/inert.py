@@ -106,7 +106,6 @@ RULES: list[tuple[str, str, Acts]] = [
     ("kv_cache.relayout_ops_", "kv_cache.dequant software and a kernel other than fast",
      lambda c, m: _software_kv(c) and not _counted_kernel(c)),
     ("kv_cache.dequant", "a quantized KV cache (some width under 16 bits)", _quantized_kv),
-    ("kv_cache.expansion", "kv_cache.dequant unfused", lambda c, m: c.kv_cache.dequant == "unfused"),
     *[(f"weights.{cls}.kernel", f"weights.{cls} dequantized (software or decoder)", _weights_kernel(cls))
       for cls in ("experts", "attention", "embeddings")],
     ("weights.kernel", "a weights class dequantized (software or decoder)", _weights_kernel(None)),

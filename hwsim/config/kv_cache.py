@@ -172,6 +172,11 @@ class IntKv(ScaledKv):
     @model_validator(mode="after")
     def _hqq_is_unfused(self):
         if self.expansion != "hqq":
+            # the expansion pass's kernels exist only when the cache is expanded first: set under another
+            # dequant the key would do nothing, refused here rather than warned inert (config/inert.py)
+            if "expansion" in self.model_fields_set and self.dequant != "unfused":
+                raise ValueError(f"expansion chooses the kernels of the unfused expansion pass: set it with "
+                                 f"dequant unfused, not dequant {self.dequant}")
             return self
         if self.dequant != "unfused" and ("dequant" in self.model_fields_set or self.kernel is not None):
             raise ValueError(f"expansion hqq is an unfused expansion pass (dequant unfused, kernel naive "
