@@ -61,7 +61,7 @@ def profile_from_trace(path: str, base, layers: int):
     launches = [c for c in trace.calls if c.name in LAUNCHES]
     if not launches:
         raise ConfigError("host_trace records no kernel launches: profile the CUDA activity too", file=path, key=KEY)
-    forwards = _calls(ops, SDPA_OPS + ATTENTION_OPS) / layers or len(trace.steps)
+    forwards = len(_first_recorded(ops, SDPA_OPS + ATTENTION_OPS)) / layers or len(trace.steps)
     if forwards < 1:
         raise ConfigError("host_trace holds no whole step (no attention calls of every layer, no ProfilerStep)",
                           file=path, key=KEY)
@@ -87,9 +87,9 @@ def profile_from_trace(path: str, base, layers: int):
     return type(base).model_validate(fields)
 
 
-def _calls(ops, names) -> int:
-    """Calls of the first of `names` the trace records (nested ops record one call several times)."""
-    return next((n for n in (sum(1 for op in ops if op.name == name) for name in names) if n), 0)
+def _first_recorded(ops, names) -> list:
+    """The calls of the first of `names` the trace records (nested ops record one call several times)."""
+    return next((calls for calls in ([op for op in ops if op.name == name] for name in names) if calls), [])
 
 
 def _eager_host(trace, ops, launches, event_us: float, base, forwards: float, layers: int, where: str) -> dict:
@@ -98,8 +98,7 @@ def _eager_host(trace, ops, launches, event_us: float, base, forwards: float, la
     batch barely changes, so it cannot tell per-sequence work from per-launch work: those terms
     (building each sequence's inputs and mask) stay the base profile's and their share of the
     burst comes off its span."""
-    name = next((n for n in ATTENTION_OPS if any(op.name == n for op in ops)), None)
-    calls = [op for op in ops if op.name == name]
+    calls = _first_recorded(ops, ATTENTION_OPS)
     attn = sorted(op.dur for op in calls)
     median = statistics.median(attn) if attn else 0.0
     builds = [d - median for d in attn if median and d > PLAN_FACTOR * median]
@@ -109,13 +108,14 @@ def _eager_host(trace, ops, launches, event_us: float, base, forwards: float, la
     seqs = _sequences(calls) / layers
     per_seq = base.schedule_us_per_seq.value + base.mask_us_per_seq.value
     engine = forwards * base.schedule_us.value + seqs * per_seq
-    if span - sum(builds) - profiler - engine <= 0:
+    own = span - sum(builds) - profiler - engine
+    if own <= 0:
         raise ConfigError(f"host_trace holds less host time ({span / 1e3:.1f} ms less plan builds and the profiler's "
                           f"own) than the base profile's per-step and per-sequence work for its {seqs:.0f} "
                           f"sequences ({engine / 1e3:.1f} ms): not an eager engine's burst", file=trace.path, key=KEY)
     inside = _sourced(0.0, f"{where}: inside launch_us")
     return {**{k: getattr(base, k).model_dump() for k in PER_SEQUENCE}, "sample_us": inside,
-            "launch_us": _sourced((span - sum(builds) - profiler - engine) / len(launches),
+            "launch_us": _sourced(own / len(launches),
                                   f"{where}: host span {span / 1e3:.1f} ms less plan builds ({sum(builds) / 1e3:.1f} "
                                   f"ms), the profiler's own ({recorded} events x {event_us:g} us, hosts/"
                                   f"{PROFILER_HOST}.yaml) and the base profile's per-step and per-sequence work "
