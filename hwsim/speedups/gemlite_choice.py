@@ -28,18 +28,17 @@ def w4_times_us(chip: ChipSpec, families: Families, configs: dict, m: int, k: in
     fast = families.weights["fast"]
     fast_ks = fast_weight_only_gemm("fast", 0, m, k, n, chip, weight_addr=addr,
                                     weight_bytes=FAST_W4.bytes_per_weight, data=data, ops_per_weight=fast.ops(m))
-    cfg, _ = pick_config(configs, m, n, k, GEMLITE_GROUP, 4)
-    gem_ks = gemlite_gemm("gemlite", 0, m, k, n, 4, GEMLITE_GROUP, cfg, costs, chip, weight_addr=addr, data=data)
     f_us = operators.device_time_s(chip, fast_ks) * 1e6
-    g_us = operators.device_time_s(chip, gem_ks) * 1e6
+    g_us = gemlite_time_s(chip, m, k, n, 4, GEMLITE_GROUP, addr, data, costs, configs) * 1e6
     return {"fast_us": f_us, "gemlite_us": g_us, "gemlite_kernel": matmul_type(m, 4),
             "quicker": "gemlite" if g_us < f_us else "fast"}
 
 
 def gemlite_time_s(chip: ChipSpec, m: int, k: int, n: int, bits: int, group: int, addr: int, data: Component,
-                   costs: GemliteCosts = H100_COSTS) -> float:
+                   costs: GemliteCosts = H100_COSTS, configs: dict | None = None) -> float:
     """gemlite's GEMM x[m, k] @ W[n, k]^T alone on the device, at the config it ships for the H100
-    (the only card whose configs and costs hwsim has: elsewhere an estimate)."""
-    cfg, _ = pick_config(load_configs("h100"), m, n, k, group, bits)
+    (the only card whose configs and costs hwsim has: elsewhere an estimate); `configs`: that
+    card's, loaded by a caller that times many."""
+    cfg, _ = pick_config(configs or load_configs("h100"), m, n, k, group, bits)
     return operators.device_time_s(chip, gemlite_gemm("gemlite", 0, m, k, n, bits, group, cfg, costs, chip,
                                                       weight_addr=addr, data=data))
